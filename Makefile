@@ -1,0 +1,30 @@
+# ingressbench: `make demo` (install what is missing, build, run a short load end to end)
+# and `make test` (what CI runs). Both install their own prerequisites.
+SHELL := /bin/bash
+CARGO ?= cargo
+BIN := target/release/ingressbench
+
+.PHONY: setup build demo test lint bench clean
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	$(CARGO) build --release --locked
+
+demo: build
+	@scripts/demo.sh
+
+lint: setup
+	$(CARGO) fmt --check
+	$(CARGO) clippy --locked --all-targets -- -D warnings
+
+test: lint
+	$(CARGO) build --release --locked
+	$(CARGO) test --release --locked -- --test-threads=2
+
+bench: build
+	@bench/run.sh
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,1 @@
+//! The studies' backend, built in (placeholder until the backend work lands).

@@ -1,0 +1,107 @@
+//! The command line: parses arguments into plain validated input, resolves it into a
+//! plan for one of the parts, and turns every failure into one line and an exit code.
+//!
+//! Exit codes: 0 success, 1 a run that failed or crossed a threshold, 2 bad input.
+
+mod backend;
+pub mod duration;
+mod load;
+
+use clap::{Parser, Subcommand};
+
+/// Bad input from the user: printed as one line, exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// Shorthand for a usage error wrapped for `anyhow`.
+pub fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(UsageError(msg.into()))
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "ingressbench",
+    version,
+    about = "Open-loop load, real proxies under churn, and reports that compare them"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Generate load at a constant rate (wrk2's flags) and measure latency.
+    Load(load::LoadArgs),
+    /// Run the studies' backend: ~1 KB plain-text answers with an x-backend header.
+    Backend(backend::BackendArgs),
+}
+
+/// Runs the program and returns its exit code.
+pub fn main() -> i32 {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(e),
+    };
+    let res = match cli.command {
+        Command::Load(args) => load::run(args),
+        Command::Backend(args) => backend::run(args),
+    };
+    match res {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("ingressbench: {}", one_line(&e));
+            if e.chain().any(|c| c.downcast_ref::<UsageError>().is_some()) {
+                2
+            } else {
+                1
+            }
+        }
+    }
+}
+
+/// The error chain as one line: "outer: inner: root".
+fn one_line(e: &anyhow::Error) -> String {
+    e.chain()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(": ")
+}
+
+/// Clap's errors are several lines with usage; users asked for one clear line.
+fn clap_error(e: clap::Error) -> i32 {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            0
+        }
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand | ErrorKind::MissingSubcommand => {
+            let _ = e.print();
+            2
+        }
+        _ => {
+            let rendered = e.render().to_string();
+            // The first line, plus the indented lines clap lists under it
+            // ("the following required arguments were not provided:\n  <URL>").
+            let mut lines = rendered.lines().skip_while(|l| l.trim().is_empty());
+            let mut first = lines
+                .next()
+                .unwrap_or("invalid arguments")
+                .trim_start_matches("error: ")
+                .to_string();
+            for l in lines.take_while(|l| l.starts_with("  ")) {
+                first.push(' ');
+                first.push_str(l.trim());
+            }
+            let tip = rendered
+                .lines()
+                .find(|l| l.trim_start().starts_with("tip:"))
+                .map(|l| format!(" ({})", l.trim()))
+                .unwrap_or_default();
+            eprintln!("ingressbench: {first}{tip} (see --help)");
+            2
+        }
+    }
+}

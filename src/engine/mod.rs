@@ -1,0 +1,1 @@
+//! The load engine (being built).

@@ -1,0 +1,7 @@
+//! ingressbench: an open-loop load generator, a lab of real proxies, and reports,
+//! for choosing the data plane in front of Kubernetes services.
+pub mod backend;
+pub mod cli;
+pub mod clock;
+pub mod engine;
+pub mod results;
