@@ -1,1 +1,2 @@
-//! The load engine (being built).
+//! The load engine.
+pub mod http1;

@@ -1,0 +1,346 @@
+//! Result types shared by every part: error kinds, percentile sets and the
+//! `ingressbench/result/v1` document. No I/O lives here, so the engine, the lab and
+//! the reports can all depend on it without depending on each other.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Schema identifier written into every result file.
+pub const RESULT_SCHEMA: &str = "ingressbench/result/v1";
+
+/// Why a request failed. The names are the ones users see in tables and JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Refused, reset or unreachable while connecting.
+    Connect,
+    /// No connection (TCP and TLS) within the connect timeout.
+    ConnectTimeout,
+    /// The TLS handshake failed.
+    Tls,
+    /// Reset, EOF or bad bytes while reading a response.
+    Read,
+    /// The request could not be written.
+    Write,
+    /// No full response within the request timeout.
+    Timeout,
+    /// A full response with status >= 400.
+    Status,
+}
+
+impl ErrorKind {
+    /// Every kind, in the order tables show them.
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::Connect,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::Tls,
+        ErrorKind::Read,
+        ErrorKind::Write,
+        ErrorKind::Timeout,
+        ErrorKind::Status,
+    ];
+
+    /// The kind's name in JSON and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Tls => "tls",
+            ErrorKind::Read => "read",
+            ErrorKind::Write => "write",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Status => "status",
+        }
+    }
+
+    /// Position in [`ErrorKind::ALL`], for counting in a fixed array.
+    #[inline]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Error counts by kind, plus each HTTP status >= 400 seen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Errors {
+    pub connect: u64,
+    pub connect_timeout: u64,
+    pub tls: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+    pub status: u64,
+    /// Status code (as a string, e.g. "503") to count.
+    pub status_codes: BTreeMap<String, u64>,
+}
+
+impl Errors {
+    /// Builds the table from an array indexed by [`ErrorKind::index`].
+    pub fn from_counts(counts: &[u64; 7], status_codes: BTreeMap<String, u64>) -> Self {
+        Errors {
+            connect: counts[0],
+            connect_timeout: counts[1],
+            tls: counts[2],
+            read: counts[3],
+            write: counts[4],
+            timeout: counts[5],
+            status: counts[6],
+            status_codes,
+        }
+    }
+
+    /// The count of one kind.
+    pub fn get(&self, kind: ErrorKind) -> u64 {
+        match kind {
+            ErrorKind::Connect => self.connect,
+            ErrorKind::ConnectTimeout => self.connect_timeout,
+            ErrorKind::Tls => self.tls,
+            ErrorKind::Read => self.read,
+            ErrorKind::Write => self.write,
+            ErrorKind::Timeout => self.timeout,
+            ErrorKind::Status => self.status,
+        }
+    }
+
+    /// All errors of every kind.
+    pub fn total(&self) -> u64 {
+        ErrorKind::ALL.iter().map(|k| self.get(*k)).sum()
+    }
+}
+
+/// The percentiles every latency figure reports, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p99: f64,
+    #[serde(rename = "p99.9")]
+    pub p99_9: f64,
+    #[serde(rename = "p99.99")]
+    pub p99_99: f64,
+    #[serde(rename = "p99.999")]
+    pub p99_999: f64,
+    #[serde(rename = "p99.9999")]
+    pub p99_9999: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub stdev: f64,
+    /// Number of values the figures were computed from.
+    pub count: u64,
+}
+
+impl Percentiles {
+    /// The quantiles (as fractions) behind the `pNN` fields, in field order, with
+    /// their labels: the "nines" every table and chart uses.
+    pub const QUANTILES: [(f64, &'static str); 8] = [
+        (0.50, "50"),
+        (0.75, "75"),
+        (0.90, "90"),
+        (0.99, "99"),
+        (0.999, "99.9"),
+        (0.9999, "99.99"),
+        (0.99999, "99.999"),
+        (0.999999, "99.9999"),
+    ];
+
+    /// The `pNN` values in the order of [`Percentiles::QUANTILES`].
+    pub fn values(&self) -> [f64; 8] {
+        [
+            self.p50,
+            self.p75,
+            self.p90,
+            self.p99,
+            self.p99_9,
+            self.p99_99,
+            self.p99_999,
+            self.p99_9999,
+        ]
+    }
+}
+
+/// Latency from the intended send time, from the actual send time, and the
+/// generator's own delay in sending.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub corrected: Percentiles,
+    pub uncorrected: Percentiles,
+    pub generator_lag: Percentiles,
+}
+
+/// The request balance: `intended = completed + failed + not_sent + unfinished`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    /// Requests the schedule called for in the measured window.
+    pub intended: u64,
+    /// Requests the engine started (connect or write begun).
+    pub sent: u64,
+    /// Full responses with status < 400.
+    pub completed: u64,
+    /// Requests that ended in an error of any kind (status >= 400 included).
+    pub failed: u64,
+    /// Intended requests never started: their connection was still busy at the end.
+    pub not_sent: u64,
+    /// Requests still in flight when an interrupted run gave up waiting for them.
+    pub unfinished: u64,
+}
+
+impl Requests {
+    /// Whether every intended request is accounted for exactly once.
+    pub fn balanced(&self) -> bool {
+        self.intended == self.completed + self.failed + self.not_sent + self.unfinished
+            && self.sent == self.completed + self.failed + self.unfinished
+    }
+}
+
+/// Target and achieved request rates, per second.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    /// The `-R` rate; `null` in `--max` mode.
+    pub target: Option<f64>,
+    /// Requests started per second of the measured window.
+    pub achieved: f64,
+    /// Successful responses per second of the measured window.
+    pub completed_per_s: f64,
+    /// Whether `achieved` is at least 99 % of `target` (always true with `--max`).
+    pub reached: bool,
+}
+
+/// How the generator itself fared: results from an overloaded generator are not valid.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Generator {
+    /// True when the generator could not send on time (lag p99 over the limit).
+    pub overloaded: bool,
+    /// 99th percentile of the generator's lag, in milliseconds.
+    pub lag_p99_ms: f64,
+    /// The lag p99 above which the generator counts as overloaded, in milliseconds.
+    pub lag_limit_ms: f64,
+    /// CPU time the generator used (user + system), in seconds.
+    pub cpu_s: f64,
+    /// Resolution of the clock, in nanoseconds.
+    pub clock_resolution_ns: u64,
+}
+
+/// TLS figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsStats {
+    /// Handshakes completed in the measured window.
+    pub handshakes: u64,
+    /// Of those, how many resumed a session.
+    pub resumed: u64,
+    /// Negotiated protocol version, e.g. "TLSv1.3".
+    pub version: Option<String>,
+}
+
+/// One second of the run (by completion time).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    /// Seconds since the start of the measured window (the second's start).
+    pub t: u64,
+    /// Requests started in this second.
+    pub sent: u64,
+    /// Successful responses in this second.
+    pub completed: u64,
+    /// Errors of any kind in this second.
+    pub errors: u64,
+    /// Errors by kind in this second (kinds with zero omitted).
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Corrected latency percentiles of the responses in this second, in ms.
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Responses per backend id in this second.
+    pub backends: BTreeMap<String, u64>,
+}
+
+/// The load settings, as resolved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadConfig {
+    pub url: String,
+    pub method: String,
+    pub threads: usize,
+    pub connections: usize,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub rate: Option<f64>,
+    pub max: bool,
+    pub schedule: String,
+    pub timeout_s: f64,
+    pub connect_timeout_s: f64,
+    pub new_connection: bool,
+    pub tls_version: Option<String>,
+    pub tls_resume: bool,
+    pub headers: Vec<String>,
+    pub body_bytes: usize,
+    pub backend_header: String,
+}
+
+/// The `ingressbench/result/v1` document: everything one load run measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema: String,
+    /// True when the run was interrupted (or the system under test failed) before
+    /// its planned end: the figures cover only what was measured.
+    pub partial: bool,
+    pub target: String,
+    pub config: LoadConfig,
+    /// RFC 3339 UTC time of the start of the measured window.
+    pub started_at: String,
+    /// Length of the measured window, in seconds.
+    pub duration_s: f64,
+    pub rate: Rate,
+    pub requests: Requests,
+    pub errors: Errors,
+    pub latency_ms: Latency,
+    pub timeline: Vec<TimelineEntry>,
+    /// Responses per backend id over the whole run.
+    pub backends: BTreeMap<String, u64>,
+    /// Bytes of responses read (headers and body), measured window only.
+    pub bytes_read: u64,
+    pub tls: TlsStats,
+    pub generator: Generator,
+    /// The corrected histogram (µs), HdrHistogram V2 deflate, base64.
+    pub histogram: String,
+    /// The uncorrected histogram (µs), same encoding.
+    pub histogram_uncorrected: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_keys_are_the_nines() {
+        let v = serde_json::to_value(Percentiles::default()).unwrap();
+        for k in [
+            "p50", "p75", "p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max", "mean",
+            "stdev",
+        ] {
+            assert!(v.get(k).is_some(), "missing {k}");
+        }
+    }
+
+    #[test]
+    fn balance_detects_a_lost_request() {
+        let mut r = Requests {
+            intended: 10,
+            sent: 9,
+            completed: 7,
+            failed: 2,
+            not_sent: 1,
+            unfinished: 0,
+        };
+        assert!(r.balanced());
+        r.completed = 6;
+        assert!(!r.balanced());
+    }
+
+    #[test]
+    fn error_kind_indices_match_all() {
+        for (i, k) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i);
+        }
+        let e = Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7], BTreeMap::new());
+        assert_eq!(e.get(ErrorKind::Write), 5);
+        assert_eq!(e.total(), 28);
+    }
+}
