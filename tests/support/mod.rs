@@ -1,0 +1,544 @@
+//! Helpers for the integration tests of `ingressbench load`: run the real binary with a
+//! hard time limit and read its JSON result, and start what it is pointed at (the
+//! built-in backend, a real nginx, and small servers that each cause one error kind).
+//!
+//! Everything a test starts is owned by a guard that kills it on drop, so a failing
+//! assertion never leaves a process or a listening socket behind.
+#![allow(dead_code)] // each test binary uses a different subset
+
+pub mod backend;
+pub mod nginx;
+pub mod servers;
+pub mod tls;
+
+use serde_json::Value;
+use std::ffi::OsStr;
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_ingressbench");
+
+/// A child process that is killed (and reaped) when the guard is dropped.
+///
+/// With `graceful` set, drop first sends that signal and gives the process time to
+/// exit on its own: nginx's master must be asked (SIGQUIT) or its workers outlive it.
+pub struct KillOnDrop {
+    child: Option<Child>,
+    name: String,
+    graceful: Option<(rustix::process::Signal, Duration)>,
+}
+
+impl KillOnDrop {
+    pub fn new(child: Child, name: impl Into<String>) -> Self {
+        KillOnDrop {
+            child: Some(child),
+            name: name.into(),
+            graceful: None,
+        }
+    }
+
+    /// Stop with `sig` first and wait up to `grace` before SIGTERM, then SIGKILL.
+    pub fn graceful(mut self, sig: rustix::process::Signal, grace: Duration) -> Self {
+        self.graceful = Some((sig, grace));
+        self
+    }
+
+    pub fn id(&self) -> u32 {
+        self.child.as_ref().expect("child already reaped").id()
+    }
+
+    /// The exit status if the process has ended, without blocking.
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        let child = self.child.as_mut().expect("child already reaped");
+        child
+            .try_wait()
+            .unwrap_or_else(|e| panic!("{}: wait: {e}", self.name))
+    }
+
+    /// Waits up to `limit` for the process to end; `None` if it is still running.
+    pub fn wait_timeout(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(st) = self.try_wait() {
+                return Some(st);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends a signal to the process (ignored if it already exited).
+    pub fn signal(&self, sig: rustix::process::Signal) {
+        if let Some(pid) = rustix::process::Pid::from_raw(self.id() as i32) {
+            let _ = rustix::process::kill_process(pid, sig);
+        }
+    }
+
+    /// Kills the process now and returns its exit status.
+    pub fn kill(&mut self) -> Option<ExitStatus> {
+        let mut child = self.child.take()?;
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if let Some((sig, grace)) = self.graceful {
+            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+                for s in [sig, rustix::process::Signal::TERM] {
+                    let _ = rustix::process::kill_process(pid, s);
+                    let deadline = Instant::now() + grace;
+                    while Instant::now() < deadline {
+                        if let Ok(Some(st)) = child.try_wait() {
+                            return Some(st);
+                        }
+                        thread::sleep(Duration::from_millis(10));
+                    }
+                }
+            }
+        }
+        let _ = child.kill();
+        child.wait().ok()
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Load runs are serialised: two runs sharing a 2-core machine would steal each other's
+/// CPU and make rate and latency assertions about the machine instead of the engine.
+static LOAD_LOCK: Mutex<()> = Mutex::new(());
+
+fn load_lock() -> MutexGuard<'static, ()> {
+    // A test that panicked while holding the lock must not fail all the others.
+    LOAD_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A running `ingressbench load`, with `--json` pointing into its own temp dir.
+pub struct Load {
+    guard: KillOnDrop,
+    dir: tempfile::TempDir,
+    stdout: JoinHandle<String>,
+    stderr: JoinHandle<String>,
+    started: Instant,
+    args: Vec<String>,
+    _lock: MutexGuard<'static, ()>,
+}
+
+/// What a finished (or killed) load run left behind.
+#[derive(Debug)]
+pub struct LoadOutput {
+    /// Exit code; `None` when it was killed by a signal (ours after the time limit, or
+    /// one it did not handle).
+    pub code: Option<i32>,
+    /// True when the run outlived its time limit and was killed.
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+    /// The parsed `--json` file, if the run wrote one.
+    pub json: Option<Value>,
+    /// From spawn to exit.
+    pub elapsed: Duration,
+    pub args: Vec<String>,
+    /// Kept so that files written next to the JSON (`--hdr-log`) can still be read.
+    pub dir: tempfile::TempDir,
+}
+
+fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
+    thread::spawn(move || {
+        let mut buf = Vec::new();
+        let _ = r.read_to_end(&mut buf);
+        String::from_utf8_lossy(&buf).into_owned()
+    })
+}
+
+impl Load {
+    /// Starts `ingressbench load ARGS --json <tmp>/r.json`. `{dir}` in an argument is
+    /// replaced with the run's temp dir (for `--hdr-log {dir}/h.hlog`).
+    pub fn spawn<S: AsRef<OsStr>>(args: &[S]) -> Load {
+        let lock = load_lock();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let d = dir.path().to_str().expect("utf-8 temp path").to_string();
+        let mut argv: Vec<String> = vec!["load".into()];
+        argv.extend(
+            args.iter()
+                .map(|a| a.as_ref().to_string_lossy().replace("{dir}", &d)),
+        );
+        argv.push("--json".into());
+        argv.push(format!("{d}/r.json"));
+        let mut child = Command::new(BIN)
+            .args(&argv)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
+        let stdout = drain(child.stdout.take().unwrap());
+        let stderr = drain(child.stderr.take().unwrap());
+        Load {
+            guard: KillOnDrop::new(child, "ingressbench load"),
+            dir,
+            stdout,
+            stderr,
+            started: Instant::now(),
+            args: argv,
+            _lock: lock,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.guard.id()
+    }
+
+    /// Waits up to `limit` for the run to end (killing it after that) and collects it.
+    pub fn finish(self, limit: Duration) -> LoadOutput {
+        let Load {
+            mut guard,
+            dir,
+            stdout,
+            stderr,
+            started,
+            args,
+            _lock,
+        } = self;
+        let status = guard.wait_timeout(limit);
+        let timed_out = status.is_none();
+        let status = status.or_else(|| guard.kill());
+        let elapsed = started.elapsed();
+        let stdout = stdout.join().unwrap_or_default();
+        let stderr = stderr.join().unwrap_or_default();
+        let path = dir.path().join("r.json");
+        let json = std::fs::read(&path).ok().map(|b| {
+            serde_json::from_slice(&b).unwrap_or_else(|e| {
+                panic!(
+                    "{} is not JSON: {e}\n{}",
+                    path.display(),
+                    String::from_utf8_lossy(&b)
+                )
+            })
+        });
+        LoadOutput {
+            code: status.and_then(|s| s.code()),
+            timed_out,
+            stdout,
+            stderr,
+            json,
+            elapsed,
+            args,
+            dir,
+        }
+    }
+}
+
+/// Runs `ingressbench load ARGS --json FILE`, killed after `limit`.
+pub fn run_load<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> LoadOutput {
+    Load::spawn(args).finish(limit)
+}
+
+impl LoadOutput {
+    /// Path of a file in the run's temp dir (the `{dir}` of [`Load::spawn`]).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// Everything needed to judge a failure, for assertion messages.
+    pub fn context(&self) -> String {
+        let brief = self.json.as_ref().map(|v| {
+            let pick = |k: &str| v.get(k).cloned().unwrap_or(Value::Null);
+            serde_json::json!({
+                "partial": pick("partial"),
+                "duration_s": pick("duration_s"),
+                "rate": pick("rate"),
+                "requests": pick("requests"),
+                "errors": pick("errors"),
+                "tls": pick("tls"),
+                "generator": pick("generator"),
+                "backends": pick("backends"),
+                "corrected": v.pointer("/latency_ms/corrected").cloned(),
+                "uncorrected": v.pointer("/latency_ms/uncorrected").cloned(),
+            })
+        });
+        format!(
+            "args: {:?}\nexit: {:?} (timed out: {}, {:.1?})\nstderr: {}\nstdout: {}\nresult: {}",
+            self.args,
+            self.code,
+            self.timed_out,
+            self.elapsed,
+            self.stderr.trim_end(),
+            self.stdout.trim_end(),
+            brief
+                .map(|b| serde_json::to_string_pretty(&b).unwrap())
+                .unwrap_or_else(|| "(no JSON written)".into()),
+        )
+    }
+
+    /// The result of a run that must have ended on its own, with exit code 0, and
+    /// written a well-formed, balanced result.
+    pub fn ok(&self) -> &Value {
+        assert!(
+            !self.timed_out,
+            "run did not end in time\n{}",
+            self.context()
+        );
+        assert_eq!(self.code, Some(0), "exit code\n{}", self.context());
+        self.result()
+    }
+
+    /// The JSON result (checked for shape and balance), whatever the exit code.
+    pub fn result(&self) -> &Value {
+        let v = self
+            .json
+            .as_ref()
+            .unwrap_or_else(|| panic!("no JSON result\n{}", self.context()));
+        if let Err(e) = check_result(v) {
+            panic!("malformed result: {e}\n{}", self.context());
+        }
+        v
+    }
+
+    /// `u64` at a JSON pointer of the result (`/requests/completed`).
+    pub fn u(&self, ptr: &str) -> u64 {
+        let v = self.result();
+        v.pointer(ptr)
+            .and_then(Value::as_u64)
+            .unwrap_or_else(|| panic!("{ptr} is not an unsigned integer\n{}", self.context()))
+    }
+
+    /// `f64` at a JSON pointer of the result (`/latency_ms/corrected/p99`).
+    pub fn f(&self, ptr: &str) -> f64 {
+        let v = self.result();
+        v.pointer(ptr)
+            .and_then(Value::as_f64)
+            .unwrap_or_else(|| panic!("{ptr} is not a number\n{}", self.context()))
+    }
+
+    /// Errors of every kind.
+    pub fn errors_total(&self) -> u64 {
+        ERROR_KINDS
+            .iter()
+            .map(|k| self.u(&format!("/errors/{k}")))
+            .sum()
+    }
+
+    /// Asserts that the run saw no error of any kind.
+    pub fn assert_no_errors(&self) {
+        assert_eq!(self.errors_total(), 0, "errors\n{}", self.context());
+        assert_eq!(self.u("/requests/failed"), 0, "failed\n{}", self.context());
+    }
+
+    /// Asserts that `kind` was counted, no other kind was, and no request succeeded.
+    pub fn assert_only_error(&self, kind: &str) {
+        assert!(ERROR_KINDS.contains(&kind), "unknown kind {kind}");
+        assert!(
+            self.u(&format!("/errors/{kind}")) > 0,
+            "expected {kind} errors\n{}",
+            self.context()
+        );
+        for other in ERROR_KINDS.iter().filter(|k| **k != kind) {
+            assert_eq!(
+                self.u(&format!("/errors/{other}")),
+                0,
+                "a {kind} server must not produce {other} errors\n{}",
+                self.context()
+            );
+        }
+        assert_eq!(
+            self.u("/requests/completed"),
+            0,
+            "nothing can succeed against a {kind} server\n{}",
+            self.context()
+        );
+        assert!(
+            self.u("/requests/failed") > 0,
+            "errors must fail requests\n{}",
+            self.context()
+        );
+    }
+}
+
+/// The error kinds of `ingressbench/result/v1`, by their JSON names.
+pub const ERROR_KINDS: [&str; 7] = [
+    "connect",
+    "connect_timeout",
+    "tls",
+    "read",
+    "write",
+    "timeout",
+    "status",
+];
+
+/// The keys of every latency block, in increasing order for the percentiles.
+pub const PERCENTILE_KEYS: [&str; 9] = [
+    "p50", "p75", "p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max",
+];
+
+/// Checks the shape of an `ingressbench/result/v1` document and its request balance.
+///
+/// # Errors
+/// A message naming the first field that is missing, mistyped or inconsistent.
+pub fn check_result(v: &Value) -> Result<(), String> {
+    let get = |ptr: &str| v.pointer(ptr).ok_or_else(|| format!("missing {ptr}"));
+    let num = |ptr: &str| -> Result<f64, String> {
+        get(ptr)?
+            .as_f64()
+            .ok_or_else(|| format!("{ptr} is not a number"))
+    };
+    let count = |ptr: &str| -> Result<u64, String> {
+        get(ptr)?
+            .as_u64()
+            .ok_or_else(|| format!("{ptr} is not a count"))
+    };
+
+    if get("/schema")? != "ingressbench/result/v1" {
+        return Err(format!("schema is {}", v["schema"]));
+    }
+    get("/partial")?.as_bool().ok_or("partial is not a bool")?;
+    get("/target")?.as_str().ok_or("target is not a string")?;
+    get("/config")?
+        .as_object()
+        .ok_or("config is not an object")?;
+    get("/started_at")?
+        .as_str()
+        .ok_or("started_at is not a string")?;
+    num("/duration_s")?;
+    get("/rate/target")?; // null in --max mode
+    num("/rate/achieved")?;
+
+    let r: Vec<u64> = [
+        "intended",
+        "sent",
+        "completed",
+        "failed",
+        "not_sent",
+        "unfinished",
+    ]
+    .iter()
+    .map(|k| count(&format!("/requests/{k}")))
+    .collect::<Result<_, _>>()?;
+    let (intended, sent, completed, failed, not_sent, unfinished) =
+        (r[0], r[1], r[2], r[3], r[4], r[5]);
+    if intended != completed + failed + not_sent + unfinished {
+        return Err(format!(
+            "balance: intended {intended} != completed {completed} + failed {failed} \
+             + not_sent {not_sent} + unfinished {unfinished}"
+        ));
+    }
+    if sent != completed + failed + unfinished {
+        return Err(format!(
+            "balance: sent {sent} != completed {completed} + failed {failed} + unfinished {unfinished}"
+        ));
+    }
+
+    for k in ERROR_KINDS {
+        count(&format!("/errors/{k}"))?;
+    }
+    let codes = get("/errors/status_codes")?
+        .as_object()
+        .ok_or("status_codes is not an object")?;
+    let mut by_code = 0;
+    for (code, n) in codes {
+        let c: u16 = code
+            .parse()
+            .map_err(|_| format!("status code {code:?} is not a number"))?;
+        if c < 400 {
+            return Err(format!("status code {c} < 400 counted as an error"));
+        }
+        by_code += n.as_u64().ok_or("status_codes value is not a count")?;
+    }
+    if by_code != count("/errors/status")? {
+        return Err(format!(
+            "status_codes add up to {by_code}, errors.status is {}",
+            v["errors"]["status"]
+        ));
+    }
+
+    for block in ["corrected", "uncorrected", "generator_lag"] {
+        let mut prev = 0.0_f64;
+        for k in PERCENTILE_KEYS {
+            let x = num(&format!("/latency_ms/{block}/{k}"))?;
+            // Percentiles come from histogram buckets, max possibly from the raw value:
+            // allow the 3-significant-digit bucket width between them.
+            if x < 0.0 || x < prev * 0.998 - 1e-6 {
+                return Err(format!(
+                    "latency_ms.{block}.{k} = {x} below the previous percentile {prev}"
+                ));
+            }
+            prev = prev.max(x);
+        }
+        num(&format!("/latency_ms/{block}/mean"))?;
+        num(&format!("/latency_ms/{block}/stdev"))?;
+    }
+
+    let timeline = get("/timeline")?
+        .as_array()
+        .ok_or("timeline is not an array")?;
+    for (i, e) in timeline.iter().enumerate() {
+        for k in ["t", "completed", "errors"] {
+            e.get(k)
+                .and_then(Value::as_u64)
+                .ok_or_else(|| format!("timeline[{i}].{k} is not a count"))?;
+        }
+        for k in ["p50", "p99", "max"] {
+            e.get(k)
+                .and_then(Value::as_f64)
+                .ok_or_else(|| format!("timeline[{i}].{k} is not a number"))?;
+        }
+        e.get("backends")
+            .and_then(Value::as_object)
+            .ok_or_else(|| format!("timeline[{i}].backends is not an object"))?;
+    }
+    get("/backends")?
+        .as_object()
+        .ok_or("backends is not an object")?;
+    get("/histogram")?
+        .as_str()
+        .ok_or("histogram is not a string")?;
+    get("/generator/overloaded")?
+        .as_bool()
+        .ok_or("generator.overloaded is not a bool")?;
+    num("/generator/lag_p99_ms")?;
+    count("/tls/handshakes")?;
+    Ok(())
+}
+
+/// Decodes a base64 HdrHistogram (V2, compressed or not), as in `histogram` of the result
+/// and in interval log lines.
+///
+/// # Errors
+/// A message when the text is not base64 or not a serialized histogram.
+pub fn decode_histogram(b64: &str) -> Result<hdrhistogram::Histogram<u64>, String> {
+    use base64::Engine;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(b64.trim())
+        .map_err(|e| format!("base64: {e}"))?;
+    hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| format!("histogram: {e:?}"))
+}
+
+/// A port on 127.0.0.1 that was free a moment ago (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind 127.0.0.1:0")
+        .port()
+}
+
+/// Waits until `addr` accepts TCP connections, up to `limit`.
+pub fn wait_accepting(addr: std::net::SocketAddr, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return true;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    false
+}

@@ -1,0 +1,203 @@
+//! A real nginx for the tests, as in the studies: `return 200` with ~1 KB of text over
+//! HTTP and HTTPS (RSA 2048), one worker, everything (pid, logs, temp dirs) inside a
+//! temp prefix so it runs next to any system nginx without touching /var.
+//!
+//! Unlike the studies' servers it keeps a tiny access log (port, TLS protocol, requests
+//! on the connection, session reuse): it is the server's own account of what the
+//! generator did, which the tests compare with the generator's JSON.
+
+use super::tls::Cert;
+use super::KillOnDrop;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Where the Debian packages `nginx-light` and `nginx` put the binary.
+const NGINX: &str = "/usr/sbin/nginx";
+
+/// The body every request gets: 1 KB of plain text, like the studies' backend.
+pub fn body() -> String {
+    let line = "ingressbench test body: nginx return 200 from the test's own prefix. ";
+    line.repeat(1024 / line.len() + 1)[..1024].to_string()
+}
+
+/// A running nginx; stopped (SIGQUIT, then SIGTERM, then SIGKILL) when dropped.
+pub struct Nginx {
+    /// Plain HTTP.
+    pub http: SocketAddr,
+    /// HTTPS, TLS 1.2 and 1.3.
+    pub https: SocketAddr,
+    /// HTTPS that only speaks TLS 1.2: proves `--tls-version 1.3` is really enforced.
+    pub https_tls12_only: SocketAddr,
+    /// The certificate nginx serves; pass `cert.cert` with `--cacert`.
+    pub cert: Cert,
+    // Field order matters: nginx must stop before its prefix dir is removed.
+    guard: KillOnDrop,
+    dir: tempfile::TempDir,
+}
+
+/// One access log line: which port, which TLS protocol (`None` on plain HTTP), the
+/// request's number on its connection (1 = first), whether the TLS session was resumed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Access {
+    pub port: u16,
+    pub tls: Option<String>,
+    pub connection_requests: u64,
+    pub session_reused: bool,
+}
+
+impl Nginx {
+    /// Starts nginx and waits until all its ports accept connections.
+    ///
+    /// Panics with a clear message when nginx is not installed: the tests need a real
+    /// one, and `make test` (scripts/setup.sh) installs it.
+    pub fn start() -> Nginx {
+        assert!(
+            Path::new(NGINX).exists(),
+            "{NGINX} not found: these tests need a real nginx; `make test` installs it \
+             (scripts/setup.sh: apt-get install nginx-light)"
+        );
+        let cert = super::tls::self_signed();
+        let dir = tempfile::tempdir().expect("tempdir");
+        // Workers drop to `nobody` when run as root; let them traverse the prefix.
+        set_mode(dir.path(), 0o755);
+        let [http, https, tls12] =
+            [0; 3].map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+        let addr = |l: &std::net::TcpListener| l.local_addr().unwrap();
+        let (http_a, https_a, tls12_a) = (addr(&http), addr(&https), addr(&tls12));
+        // Released together just before nginx binds them.
+        drop((http, https, tls12));
+
+        let d = dir.path().display();
+        let body = body();
+        let conf = format!(
+            r#"daemon off;
+master_process on;
+worker_processes 1;
+pid {d}/nginx.pid;
+error_log {d}/error.log warn;
+events {{ worker_connections 4096; }}
+http {{
+    default_type text/plain;
+    client_body_temp_path {d}/client_body;
+    proxy_temp_path {d}/proxy;
+    fastcgi_temp_path {d}/fastcgi;
+    uwsgi_temp_path {d}/uwsgi;
+    scgi_temp_path {d}/scgi;
+    # The studies' tuning: connections are never closed for having served many requests.
+    keepalive_requests 100000000;
+    log_format conn '$server_port $ssl_protocol $connection_requests $ssl_session_reused';
+    access_log {d}/access.log conn;
+    ssl_certificate {cert};
+    ssl_certificate_key {key};
+    server {{
+        listen {http_a};
+        listen {https_a} ssl;
+        ssl_protocols TLSv1.2 TLSv1.3;
+        location / {{ return 200 "{body}"; }}
+    }}
+    server {{
+        listen {tls12_a} ssl;
+        ssl_protocols TLSv1.2;
+        location / {{ return 200 "{body}"; }}
+    }}
+}}
+"#,
+            cert = cert.cert.display(),
+            key = cert.key.display(),
+        );
+        let conf_path = dir.path().join("nginx.conf");
+        std::fs::write(&conf_path, conf).unwrap();
+        let child = Command::new(NGINX)
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-c")
+            .arg(&conf_path)
+            // Before the config is read nginx logs to its compiled-in path; keep it here.
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {NGINX}: {e}"));
+        let mut guard = KillOnDrop::new(child, "nginx")
+            .graceful(rustix::process::Signal::QUIT, Duration::from_secs(3));
+        for a in [http_a, https_a, tls12_a] {
+            if !super::wait_accepting(a, Duration::from_secs(10)) {
+                let st = guard.try_wait();
+                let log = std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default();
+                panic!("nginx does not accept on {a} (exit: {st:?}); error.log:\n{log}");
+            }
+        }
+        let mut n = Nginx {
+            http: http_a,
+            https: https_a,
+            https_tls12_only: tls12_a,
+            cert,
+            guard,
+            dir,
+        };
+        // The readiness probes above are in the log; tests count from a clean slate.
+        n.clear_log();
+        n
+    }
+
+    pub fn http_url(&self) -> String {
+        format!("http://{}/", self.http)
+    }
+
+    pub fn https_url(&self) -> String {
+        format!("https://{}/", self.https)
+    }
+
+    pub fn cacert(&self) -> &Path {
+        &self.cert.cert
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.dir.path().join("access.log")
+    }
+
+    /// Empties the access log (nginx keeps appending to the same open file).
+    pub fn clear_log(&mut self) {
+        std::fs::write(self.log_path(), b"").unwrap();
+    }
+
+    /// The access log lines for `port`; probes that sent no request are not logged.
+    pub fn access(&self, port: u16) -> Vec<Access> {
+        let text = std::fs::read_to_string(self.log_path()).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                let f: Vec<&str> = l.split_whitespace().collect();
+                let [p, proto, n, reused] = f[..] else {
+                    panic!("unexpected access log line {l:?}");
+                };
+                let port: u16 = p.parse().unwrap();
+                Access {
+                    port,
+                    tls: (proto != "-").then(|| proto.to_string()),
+                    connection_requests: n.parse().unwrap(),
+                    session_reused: reused == "r",
+                }
+            })
+            .filter(|a| a.port == port)
+            .collect()
+    }
+
+    /// nginx's error log, for failure messages.
+    pub fn error_log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("error.log")).unwrap_or_default()
+    }
+
+    /// Whether nginx is still running.
+    pub fn alive(&mut self) -> bool {
+        self.guard.try_wait().is_none()
+    }
+}
+
+fn set_mode(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
+}
