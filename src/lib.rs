@@ -4,4 +4,6 @@ pub mod backend;
 pub mod cli;
 pub mod clock;
 pub mod engine;
+pub mod fsutil;
+pub mod report;
 pub mod results;

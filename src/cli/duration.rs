@@ -12,7 +12,11 @@ pub fn parse(s: &str) -> Result<Duration, String> {
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let bad = || format!("'{s}' is not a duration: use a number with s, ms, us, m or h (e.g. 30s, 500ms, 3m)");
+    let bad = || {
+        format!(
+            "'{s}' is not a duration: use a number with s, ms, us, m or h (e.g. 30s, 500ms, 3m)"
+        )
+    };
     let n: f64 = num.parse().map_err(|_| bad())?;
     if !n.is_finite() || n < 0.0 {
         return Err(bad());

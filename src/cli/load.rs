@@ -1,6 +1,13 @@
 //! `ingressbench load`: wrk2's flags (same names, same meaning) plus what the studies need.
 
+use super::{duration, usage};
+use crate::engine::{self, http1, http1::Target, schedule, tls, Plan};
+use crate::results::LoadConfig;
 use clap::Args;
+use std::io::IsTerminal;
+use std::net::ToSocketAddrs;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
 
 /// Flags of `ingressbench load`.
 #[derive(Args, Debug, Clone)]
@@ -82,6 +89,246 @@ pub struct LoadArgs {
 }
 
 /// Runs a load and prints the summary.
-pub fn run(_args: LoadArgs) -> anyhow::Result<i32> {
-    Err(super::usage("load: not built yet"))
+pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
+    let (plan, config, target) = resolve(&args)?;
+    if let Some(p) = &args.json {
+        crate::fsutil::check_writable(p).map_err(usage)?;
+    }
+    if let Some(p) = &args.hdr_log {
+        crate::fsutil::check_writable(p).map_err(usage)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal while stopping exits at once.
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let live = !args.quiet && std::io::stderr().is_terminal();
+    let total_s = plan.duration.as_secs();
+    let outcome = engine::run(&plan, stop, |e| {
+        if live {
+            let p99 = crate::report::text::fmt_ms(e.p99);
+            eprint!(
+                "\r\x1b[2K[{:>4}s/{total_s}s] {:>9} req/s  p99 {:>9}  errors {:<8}",
+                e.t + 1,
+                e.completed,
+                p99,
+                e.errors
+            );
+        }
+    })?;
+    if live {
+        eprint!("\r\x1b[2K");
+    }
+    let result = outcome.to_result(&target, config);
+    print!("{}", crate::report::text::summary(&result, args.latency));
+    if let Some(p) = &args.json {
+        let mut bytes = serde_json::to_vec_pretty(&result)?;
+        bytes.push(b'\n');
+        crate::fsutil::write_atomic(p, &bytes)?;
+    }
+    if let Some(p) = &args.hdr_log {
+        let seconds: Vec<(u64, &[u8])> = outcome
+            .seconds
+            .iter()
+            .map(|s| (s.entry.t, s.histogram_v2.as_slice()))
+            .collect();
+        let log = crate::report::hdr::interval_log(outcome.started_at_unix_ns, &seconds)
+            .map_err(anyhow::Error::msg)?;
+        crate::fsutil::write_atomic(p, &log)?;
+    }
+    Ok(if result.partial { 130 } else { 0 })
+}
+
+/// Validates the flags and resolves them into an engine plan, the settings as they
+/// will be recorded, and the target as shown.
+fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
+    let dur = |flag: &str, v: &str| duration::parse(v).map_err(|e| usage(format!("--{flag}: {e}")));
+    let target = Target::parse(&a.url).map_err(usage)?;
+    let duration = dur("duration", &a.duration)?;
+    if duration.is_zero() {
+        return Err(usage("--duration must be longer than 0s (e.g. -d 30s)"));
+    }
+    let warmup = dur("warmup", &a.warmup)?;
+    let timeout = dur("timeout", &a.timeout)?;
+    let connect_timeout = dur("connect-timeout", &a.connect_timeout)?;
+    if timeout.is_zero() || connect_timeout.is_zero() {
+        return Err(usage(
+            "--timeout and --connect-timeout must be longer than 0s",
+        ));
+    }
+    let rate = match (a.rate, a.max) {
+        (Some(r), _) if !(r.is_finite() && r > 0.0) => {
+            return Err(usage(format!(
+                "-R/--rate {r} is not a rate: give requests per second above 0 (e.g. -R 1000)"
+            )))
+        }
+        (Some(r), _) => Some(r),
+        (None, true) => None,
+        (None, false) => {
+            return Err(usage(
+                "-R/--rate is required (requests per second over all connections); use --max for a closed loop",
+            ))
+        }
+    };
+    if a.connections == 0 {
+        return Err(usage("-c/--connections must be at least 1"));
+    }
+    let threads = a.threads.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(a.connections)
+    });
+    if threads == 0 {
+        return Err(usage("-t/--threads must be at least 1"));
+    }
+    if a.connections < threads {
+        return Err(usage(format!(
+            "-c/--connections ({}) must be at least -t/--threads ({threads}): each thread needs a connection",
+            a.connections
+        )));
+    }
+    let model = schedule::Model::parse(&a.schedule).map_err(usage)?;
+    let body = match (&a.body, &a.body_file) {
+        (Some(b), _) => b.clone().into_bytes(),
+        (None, Some(f)) => {
+            std::fs::read(f).map_err(|e| usage(format!("--body-file {}: {e}", f.display())))?
+        }
+        (None, None) => Vec::new(),
+    };
+    let request = http1::encode_request(&a.method, &target, &a.headers, &body, a.new_connection)
+        .map_err(usage)?;
+    if !target.tls && (a.tls_version.is_some() || a.cacert.is_some() || a.tls_resume) {
+        return Err(usage(
+            "--tls-version, --cacert and --tls-resume need an https:// URL",
+        ));
+    }
+    let tls = if target.tls {
+        let opts = tls::TlsOptions {
+            insecure: a.insecure,
+            cacert: a.cacert.clone(),
+            version: a.tls_version.clone(),
+            resume: a.tls_resume,
+        };
+        let cfg = tls::client_config(&opts).map_err(|e| usage(e.to_string()))?;
+        let name = tls::server_name(&target.host).map_err(|e| usage(e.to_string()))?;
+        Some((cfg, name))
+    } else {
+        None
+    };
+    let addr = (target.host.as_str(), target.port)
+        .to_socket_addrs()
+        .map_err(|e| usage(format!("cannot resolve host '{}': {e}", target.host)))?
+        .next()
+        .ok_or_else(|| usage(format!("host '{}' has no address", target.host)))?;
+    if a.backend_header.is_empty() || a.backend_header.contains([':', ' ']) {
+        return Err(usage(
+            "--backend-header must be a header name such as x-backend",
+        ));
+    }
+    let plan = Plan {
+        addr,
+        request,
+        tls,
+        threads,
+        connections: a.connections,
+        rate,
+        model,
+        duration,
+        warmup,
+        timeout,
+        connect_timeout,
+        new_connection: a.new_connection,
+        backend_header: a.backend_header.clone(),
+        head_request: a.method.eq_ignore_ascii_case("HEAD"),
+    };
+    let config = LoadConfig {
+        url: a.url.clone(),
+        method: a.method.to_ascii_uppercase(),
+        threads,
+        connections: a.connections,
+        duration_s: duration.as_secs_f64(),
+        warmup_s: warmup.as_secs_f64(),
+        rate,
+        max: a.max,
+        schedule: if a.max {
+            "max".into()
+        } else {
+            model.name().into()
+        },
+        timeout_s: timeout.as_secs_f64(),
+        connect_timeout_s: connect_timeout.as_secs_f64(),
+        new_connection: a.new_connection,
+        tls_version: a.tls_version.clone(),
+        tls_resume: a.tls_resume,
+        headers: a.headers.clone(),
+        body_bytes: body.len(),
+        backend_header: a.backend_header.clone(),
+    };
+    Ok((plan, config, a.url.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct T {
+        #[command(flatten)]
+        a: LoadArgs,
+    }
+
+    fn args(v: &[&str]) -> LoadArgs {
+        let mut all = vec!["x"];
+        all.extend_from_slice(v);
+        T::try_parse_from(all).unwrap().a
+    }
+
+    fn err(v: &[&str]) -> String {
+        let e = resolve(&args(v)).err().expect("should be rejected");
+        assert!(e.downcast_ref::<crate::cli::UsageError>().is_some(), "{e}");
+        e.to_string()
+    }
+
+    #[test]
+    fn wrk2_flags_resolve() {
+        let (p, c, _) = resolve(&args(&[
+            "-t2",
+            "-c1000",
+            "-d180s",
+            "-R30000",
+            "-L",
+            "http://127.0.0.1:8080/",
+        ]))
+        .unwrap();
+        assert_eq!((p.threads, p.connections, p.rate), (2, 1000, Some(30000.0)));
+        assert_eq!(p.duration.as_secs(), 180);
+        assert_eq!(c.schedule, "connection");
+        let (p, c, _) = resolve(&args(&["--max", "-c4", "-t1", "http://127.0.0.1/"])).unwrap();
+        assert_eq!(p.rate, None);
+        assert_eq!(c.schedule, "max");
+    }
+
+    #[test]
+    fn bad_input_is_named() {
+        assert!(err(&["-R0", "http://127.0.0.1/"]).contains("--rate"));
+        assert!(err(&["--rate=-5", "http://127.0.0.1/"]).contains("--rate"));
+        assert!(err(&["http://127.0.0.1/"]).contains("required"));
+        assert!(err(&["-R1", "-c0", "http://127.0.0.1/"]).contains("--connections"));
+        assert!(err(&["-R1", "-t4", "-c2", "http://127.0.0.1/"]).contains("--threads"));
+        assert!(err(&["-R1", "not a url"]).contains("url"));
+        assert!(err(&["-R1", "-d", "10x", "http://127.0.0.1/"]).contains("--duration"));
+        assert!(
+            err(&["-R1", "--cacert", "/nonexistent.pem", "https://127.0.0.1/"])
+                .contains("--cacert")
+        );
+        assert!(err(&["-R1", "--tls-version", "1.3", "http://127.0.0.1/"]).contains("https"));
+        assert!(err(&["-R1", "--schedule", "x", "http://127.0.0.1/"]).contains("--schedule"));
+        assert!(err(&["-R1", "-H", "nocolon", "http://127.0.0.1/"]).contains("header"));
+        assert!(
+            err(&["-R1", "--body-file", "/nonexistent", "http://127.0.0.1/"])
+                .contains("--body-file")
+        );
+    }
 }

@@ -1,0 +1,186 @@
+//! The TLS client (rustls): trust, protocol versions, ALPN and session resumption.
+//!
+//! Resumption is off unless asked for, so that a new connection per request costs a
+//! full handshake, as a fleet of distinct clients would; `--tls-resume` turns on an
+//! in-memory session cache to measure the resumed case.
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why a TLS client could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsSetupError {
+    #[error("--cacert {path}: {why}")]
+    CaCert { path: String, why: String },
+    #[error("--tls-version '{0}' is not supported: use 1.2 or 1.3")]
+    Version(String),
+    #[error("tls: {0}")]
+    Rustls(#[from] rustls::Error),
+    #[error("host '{0}' is not a valid TLS server name")]
+    ServerName(String),
+}
+
+/// TLS client settings from the command line.
+#[derive(Debug, Clone, Default)]
+pub struct TlsOptions {
+    pub insecure: bool,
+    pub cacert: Option<std::path::PathBuf>,
+    /// "1.2" or "1.3"; `None` allows both.
+    pub version: Option<String>,
+    pub resume: bool,
+}
+
+/// Builds the shared client configuration.
+///
+/// # Errors
+/// [`TlsSetupError`] for an unreadable or empty CA file or an unknown version.
+pub fn client_config(opts: &TlsOptions) -> Result<Arc<ClientConfig>, TlsSetupError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = match opts.version.as_deref() {
+        None => vec![&rustls::version::TLS13, &rustls::version::TLS12],
+        Some("1.2") | Some("tls1.2") | Some("TLSv1.2") => vec![&rustls::version::TLS12],
+        Some("1.3") | Some("tls1.3") | Some("TLSv1.3") => vec![&rustls::version::TLS13],
+        Some(v) => return Err(TlsSetupError::Version(v.to_string())),
+    };
+    let builder =
+        ClientConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
+    let mut config = if opts.insecure {
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_no_client_auth()
+    } else {
+        let mut roots = RootCertStore::empty();
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        if let Some(path) = &opts.cacert {
+            add_pem_roots(&mut roots, path)?;
+        }
+        builder.with_root_certificates(roots).with_no_client_auth()
+    };
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.resumption = if opts.resume {
+        rustls::client::Resumption::in_memory_sessions(4096)
+    } else {
+        rustls::client::Resumption::disabled()
+    };
+    // TLS 1.3 early data would blur what a handshake costs; keep it off.
+    config.enable_early_data = false;
+    Ok(Arc::new(config))
+}
+
+fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<(), TlsSetupError> {
+    let err = |why: String| TlsSetupError::CaCert {
+        path: path.display().to_string(),
+        why,
+    };
+    let data = std::fs::read(path).map_err(|e| err(format!("{e} (give a PEM file)")))?;
+    let mut n = 0;
+    for cert in CertificateDer::pem_slice_iter(&data) {
+        let cert = cert.map_err(|e| err(format!("not PEM: {e}")))?;
+        roots
+            .add(cert)
+            .map_err(|e| err(format!("not a usable CA certificate: {e}")))?;
+        n += 1;
+    }
+    if n == 0 {
+        return Err(err(
+            "no certificate found: give a PEM file with 'BEGIN CERTIFICATE'".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The server name to send and verify: the URL's host.
+///
+/// # Errors
+/// [`TlsSetupError::ServerName`] when the host is neither a DNS name nor an IP.
+pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsSetupError> {
+    ServerName::try_from(host.to_string()).map_err(|_| TlsSetupError::ServerName(host.into()))
+}
+
+/// `--insecure`: accept any certificate, but still check handshake signatures so the
+/// cryptographic work per handshake is the same as with verification on.
+#[derive(Debug)]
+struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
+
+impl ServerCertVerifier for NoVerify {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_and_bad_files() {
+        let mut o = TlsOptions::default();
+        assert!(client_config(&o).is_ok());
+        o.version = Some("1.1".into());
+        assert!(matches!(client_config(&o), Err(TlsSetupError::Version(_))));
+        o.version = Some("1.3".into());
+        o.cacert = Some("/nonexistent/ca.pem".into());
+        let e = client_config(&o).unwrap_err().to_string();
+        assert!(e.starts_with("--cacert /nonexistent/ca.pem:"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("x.pem");
+        std::fs::write(&f, "hello").unwrap();
+        o.cacert = Some(f);
+        assert!(client_config(&o)
+            .unwrap_err()
+            .to_string()
+            .contains("no certificate"));
+    }
+
+    #[test]
+    fn ip_and_dns_server_names() {
+        assert!(server_name("127.0.0.1").is_ok());
+        assert!(server_name("localhost").is_ok());
+        assert!(server_name("::1").is_ok());
+        assert!(server_name("bad name").is_err());
+    }
+}

@@ -1,0 +1,5 @@
+//! Reports: what a person reads, drawn only from result documents (never from live
+//! state), so any saved run can be re-drawn and compared.
+
+pub mod hdr;
+pub mod text;
