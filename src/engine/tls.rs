@@ -56,10 +56,36 @@ pub fn client_config(opts: &TlsOptions) -> Result<Arc<ClientConfig>, TlsSetupErr
     } else {
         let mut roots = RootCertStore::empty();
         roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+        let mut pinned = Vec::new();
         if let Some(path) = &opts.cacert {
-            add_pem_roots(&mut roots, path)?;
+            pinned = read_pem_certs(path)?;
+            for cert in &pinned {
+                // A self-signed leaf (what `openssl req -x509` makes) is not a valid
+                // CA for webpki; it is still trusted below as a pinned certificate.
+                let _ = roots.add(cert.clone());
+            }
         }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+            Arc::new(roots),
+            provider.clone(),
+        )
+        .build()
+        .map_err(|e| TlsSetupError::CaCert {
+            path: opts
+                .cacert
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+            why: e.to_string(),
+        })?;
+        builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(Pinned {
+                pinned,
+                webpki,
+                provider,
+            }))
+            .with_no_client_auth()
     };
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     config.resumption = if opts.resume {
@@ -72,26 +98,87 @@ pub fn client_config(opts: &TlsOptions) -> Result<Arc<ClientConfig>, TlsSetupErr
     Ok(Arc::new(config))
 }
 
-fn add_pem_roots(roots: &mut RootCertStore, path: &Path) -> Result<(), TlsSetupError> {
+fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsSetupError> {
     let err = |why: String| TlsSetupError::CaCert {
         path: path.display().to_string(),
         why,
     };
     let data = std::fs::read(path).map_err(|e| err(format!("{e} (give a PEM file)")))?;
-    let mut n = 0;
+    let mut certs = Vec::new();
     for cert in CertificateDer::pem_slice_iter(&data) {
-        let cert = cert.map_err(|e| err(format!("not PEM: {e}")))?;
-        roots
-            .add(cert)
-            .map_err(|e| err(format!("not a usable CA certificate: {e}")))?;
-        n += 1;
+        certs.push(cert.map_err(|e| err(format!("not PEM: {e}")))?);
     }
-    if n == 0 {
+    if certs.is_empty() {
         return Err(err(
             "no certificate found: give a PEM file with 'BEGIN CERTIFICATE'".into(),
         ));
     }
-    Ok(())
+    Ok(certs)
+}
+
+/// Normal WebPKI verification, except that a server presenting exactly one of the
+/// `--cacert` certificates is trusted as that certificate: a lab's self-signed
+/// certificate works as it does with `curl --cacert`.
+#[derive(Debug)]
+struct Pinned {
+    pinned: Vec<CertificateDer<'static>>,
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        if self
+            .pinned
+            .iter()
+            .any(|p| p.as_ref() == end_entity.as_ref())
+        {
+            return Ok(ServerCertVerified::assertion());
+        }
+        self.webpki
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
 }
 
 /// The server name to send and verify: the URL's host.
