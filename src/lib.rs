@@ -5,5 +5,6 @@ pub mod cli;
 pub mod clock;
 pub mod engine;
 pub mod fsutil;
+pub mod lab;
 pub mod report;
 pub mod results;

@@ -1,0 +1,1 @@
+//! Backend processes of a lab run (being built).
