@@ -7,6 +7,11 @@ SUDO=""
 
 need_apt=()
 command -v nginx >/dev/null || need_apt+=(nginx-light)
+[ -e /usr/lib/nginx/modules/ngx_http_lua_module.so ] || need_apt+=(libnginx-mod-http-lua)
+[ -e /usr/share/lua/5.1/resty/core.lua ] || need_apt+=(lua-resty-core)
+command -v haproxy >/dev/null || need_apt+=(haproxy)
+command -v caddy >/dev/null || need_apt+=(caddy)
+command -v curl >/dev/null || need_apt+=(curl)
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v ip >/dev/null || need_apt+=(iproute2)
 command -v taskset >/dev/null || need_apt+=(util-linux)
