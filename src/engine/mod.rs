@@ -74,6 +74,8 @@ pub struct Outcome {
     pub duration_s: f64,
     /// CPU time of the process during the run (user + system), in seconds.
     pub cpu_s: f64,
+    /// Clock time at which the measured window started.
+    pub measure_start: Nanos,
 }
 
 /// One second, summarised as soon as every worker has reported it, so the run
@@ -92,10 +94,25 @@ pub struct SecondSummary {
 pub fn run(
     plan: &Plan,
     stop: Arc<AtomicBool>,
+    on_second: impl FnMut(&TimelineEntry),
+) -> Result<Outcome, EngineError> {
+    run_with(plan, Clock::start(), stop, |_| {}, on_second)
+}
+
+/// [`run`] on a clock the caller shares (so events it records line up with the
+/// load's timeline); `on_start` gets the clock time at which the measured window
+/// starts, as soon as it is fixed.
+///
+/// # Errors
+/// [`EngineError`] when threads cannot be started.
+pub fn run_with(
+    plan: &Plan,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    on_start: impl FnOnce(Nanos),
     mut on_second: impl FnMut(&TimelineEntry),
 ) -> Result<Outcome, EngineError> {
     raise_open_files_limit(plan.connections);
-    let clock = Clock::start();
     let shared = Arc::new(worker::Shared {
         clock,
         addr: plan.addr,
@@ -140,6 +157,7 @@ pub fn run(
     let cpu0 = process_cpu_s();
     shared.gate.wait();
     let measure_start = start + shared.warmup_ns;
+    on_start(measure_start);
 
     let mut totals = Totals::new();
     let mut merger = SecondMerger::new(plan.threads);
@@ -181,6 +199,7 @@ pub fn run(
         started_at_unix_ns: clock.wall_epoch_ns() + measure_start as u128,
         duration_s: measured_ns as f64 / 1e9,
         cpu_s: process_cpu_s() - cpu0,
+        measure_start,
     })
 }
 
@@ -354,6 +373,18 @@ impl Outcome {
             },
             timeline: self.seconds.iter().map(|s| s.entry.clone()).collect(),
             backends: t.backends.to_map(),
+            backends_seen: t
+                .backends
+                .ids
+                .iter()
+                .map(|e| {
+                    let rel = |v: Nanos| (v as f64 - self.measure_start as f64) / 1e6;
+                    (
+                        String::from_utf8_lossy(&e.id).into_owned(),
+                        [rel(e.first), rel(e.last)],
+                    )
+                })
+                .collect(),
             bytes_read: t.bytes_read,
             tls: TlsStats {
                 handshakes: t.handshakes,

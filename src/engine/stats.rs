@@ -28,22 +28,45 @@ pub fn lag_histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, MAX_LAG_NS, 3).expect("static bounds are valid")
 }
 
+/// Responses from one backend id: how many, and the first and last time one arrived.
+#[derive(Debug, Clone)]
+pub struct BackendCount {
+    pub id: Box<[u8]>,
+    pub count: u64,
+    /// Run clock time of the first and last response from this id.
+    pub first: Nanos,
+    pub last: Nanos,
+}
+
 /// Tally of responses per backend id, small and allocation-free once an id is known.
+/// First and last arrival times are what endpoint propagation is computed from.
 #[derive(Debug, Default, Clone)]
 pub struct BackendTally {
-    pub ids: Vec<(Box<[u8]>, u64)>,
+    pub ids: Vec<BackendCount>,
     pub other: u64,
 }
 
 impl BackendTally {
-    /// Counts one response from `id`. Allocates only the first time an id is seen.
+    /// Counts `n` responses from `id` at time `t`. Allocates only the first time an
+    /// id is seen.
     #[inline]
-    pub fn add(&mut self, id: &[u8], n: u64) {
-        if let Some(e) = self.ids.iter_mut().find(|(k, _)| &k[..] == id) {
-            e.1 += n;
+    pub fn add(&mut self, id: &[u8], n: u64, t: Nanos) {
+        self.add_span(id, n, t, t);
+    }
+
+    fn add_span(&mut self, id: &[u8], n: u64, first: Nanos, last: Nanos) {
+        if let Some(e) = self.ids.iter_mut().find(|e| &e.id[..] == id) {
+            e.count += n;
+            e.first = e.first.min(first);
+            e.last = e.last.max(last);
         } else if self.ids.len() < MAX_BACKENDS {
             let id = &id[..id.len().min(MAX_BACKEND_ID)];
-            self.ids.push((id.into(), n));
+            self.ids.push(BackendCount {
+                id: id.into(),
+                count: n,
+                first,
+                last,
+            });
         } else {
             self.other += n;
         }
@@ -51,17 +74,10 @@ impl BackendTally {
 
     /// Adds another tally into this one.
     pub fn merge(&mut self, other: &BackendTally) {
-        for (k, v) in &other.ids {
-            self.add(k, *v);
+        for e in &other.ids {
+            self.add_span(&e.id, e.count, e.first, e.last);
         }
         self.other += other.other;
-    }
-
-    pub fn clear(&mut self) {
-        for e in self.ids.iter_mut() {
-            e.1 = 0;
-        }
-        self.other = 0;
     }
 
     /// As (id, count) pairs with non-zero counts, ids as text.
@@ -69,8 +85,8 @@ impl BackendTally {
         let mut m: std::collections::BTreeMap<String, u64> = self
             .ids
             .iter()
-            .filter(|(_, v)| *v > 0)
-            .map(|(k, v)| (String::from_utf8_lossy(k).into_owned(), *v))
+            .filter(|e| e.count > 0)
+            .map(|e| (String::from_utf8_lossy(&e.id).into_owned(), e.count))
             .collect();
         if self.other > 0 {
             *m.entry("other".into()).or_default() += self.other;
@@ -249,6 +265,7 @@ impl Recorder {
     #[inline]
     pub fn response(
         &mut self,
+        now: Nanos,
         corrected_ns: u64,
         uncorrected_ns: u64,
         status: u16,
@@ -260,8 +277,8 @@ impl Recorder {
         self.totals.uncorrected.saturating_record(u);
         self.interval.corrected.saturating_record(c);
         if let Some(b) = backend {
-            self.totals.backends.add(b, 1);
-            self.interval.backends.add(b, 1);
+            self.totals.backends.add(b, 1, now);
+            self.interval.backends.add(b, 1, now);
         }
         if status >= 400 {
             self.totals.status[(status as usize).min(599)] += 1;
@@ -303,8 +320,8 @@ mod tests {
     #[test]
     fn responses_and_errors_are_counted_apart() {
         let mut r = Recorder::new(0);
-        r.response(2_000_000, 1_000_000, 200, Some(b"a"));
-        r.response(3_000_000, 1_000_000, 503, Some(b"b"));
+        r.response(10, 2_000_000, 1_000_000, 200, Some(b"a"));
+        r.response(20, 3_000_000, 1_000_000, 503, Some(b"b"));
         r.error(ErrorKind::Timeout);
         let t = &r.totals;
         assert_eq!((t.completed, t.failed), (1, 2));
@@ -319,16 +336,19 @@ mod tests {
     #[test]
     fn tally_merges_and_caps() {
         let mut a = BackendTally::default();
-        a.add(b"x", 2);
+        a.add(b"x", 2, 50);
         let mut b = BackendTally::default();
-        b.add(b"x", 1);
-        b.add(b"y", 4);
+        b.add(b"x", 1, 10);
+        b.add(b"x", 1, 90);
+        b.add(b"y", 4, 20);
         a.merge(&b);
         let m = a.to_map();
-        assert_eq!((m["x"], m["y"]), (3, 4));
+        assert_eq!((m["x"], m["y"]), (4, 4));
+        let x = a.ids.iter().find(|e| &e.id[..] == b"x").unwrap();
+        assert_eq!((x.first, x.last), (10, 90), "first/last span all workers");
         let mut c = BackendTally::default();
         for i in 0..MAX_BACKENDS + 5 {
-            c.add(format!("b{i}").as_bytes(), 1);
+            c.add(format!("b{i}").as_bytes(), 1, 0);
         }
         assert_eq!(c.other, 5);
     }

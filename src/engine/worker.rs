@@ -469,6 +469,7 @@ impl Worker {
         let c = &mut self.conns[ci];
         if c.measured {
             self.rec.response(
+                now,
                 now - c.intended,
                 now - c.dispatched,
                 resp.status,

@@ -294,6 +294,10 @@ pub struct RunResult {
     pub timeline: Vec<TimelineEntry>,
     /// Responses per backend id over the whole run.
     pub backends: BTreeMap<String, u64>,
+    /// Per backend id: when its first and last response arrived, in ms from the start
+    /// of the measured window (endpoint propagation is computed from these).
+    #[serde(default)]
+    pub backends_seen: BTreeMap<String, [f64; 2]>,
     /// Bytes of responses read (headers and body), measured window only.
     pub bytes_read: u64,
     pub tls: TlsStats,
