@@ -3,8 +3,10 @@
 pub mod backend;
 pub mod cli;
 pub mod clock;
+pub mod duration;
 pub mod engine;
 pub mod fsutil;
 pub mod lab;
 pub mod report;
 pub mod results;
+pub mod scenario;

@@ -1,11 +1,10 @@
 //! `ingressbench load`: wrk2's flags (same names, same meaning) plus what the studies need.
 
 use super::{duration, usage};
-use crate::engine::{self, http1, http1::Target, schedule, tls, Plan};
+use crate::engine::{self, tls, LoadSpec, Plan};
 use crate::results::LoadConfig;
 use clap::Args;
 use std::io::IsTerminal;
-use std::net::ToSocketAddrs;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -144,25 +143,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
 /// will be recorded, and the target as shown.
 fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
     let dur = |flag: &str, v: &str| duration::parse(v).map_err(|e| usage(format!("--{flag}: {e}")));
-    let target = Target::parse(&a.url).map_err(usage)?;
-    let duration = dur("duration", &a.duration)?;
-    if duration.is_zero() {
-        return Err(usage("--duration must be longer than 0s (e.g. -d 30s)"));
-    }
-    let warmup = dur("warmup", &a.warmup)?;
-    let timeout = dur("timeout", &a.timeout)?;
-    let connect_timeout = dur("connect-timeout", &a.connect_timeout)?;
-    if timeout.is_zero() || connect_timeout.is_zero() {
-        return Err(usage(
-            "--timeout and --connect-timeout must be longer than 0s",
-        ));
-    }
     let rate = match (a.rate, a.max) {
-        (Some(r), _) if !(r.is_finite() && r > 0.0) => {
-            return Err(usage(format!(
-                "-R/--rate {r} is not a rate: give requests per second above 0 (e.g. -R 1000)"
-            )))
-        }
         (Some(r), _) => Some(r),
         (None, true) => None,
         (None, false) => {
@@ -171,24 +152,6 @@ fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
             ))
         }
     };
-    if a.connections == 0 {
-        return Err(usage("-c/--connections must be at least 1"));
-    }
-    let threads = a.threads.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(a.connections)
-    });
-    if threads == 0 {
-        return Err(usage("-t/--threads must be at least 1"));
-    }
-    if a.connections < threads {
-        return Err(usage(format!(
-            "-c/--connections ({}) must be at least -t/--threads ({threads}): each thread needs a connection",
-            a.connections
-        )));
-    }
-    let model = schedule::Model::parse(&a.schedule).map_err(usage)?;
     let body = match (&a.body, &a.body_file) {
         (Some(b), _) => b.clone().into_bytes(),
         (None, Some(f)) => {
@@ -196,75 +159,29 @@ fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
         }
         (None, None) => Vec::new(),
     };
-    let request = http1::encode_request(&a.method, &target, &a.headers, &body, a.new_connection)
-        .map_err(usage)?;
-    if !target.tls && (a.tls_version.is_some() || a.cacert.is_some() || a.tls_resume) {
-        return Err(usage(
-            "--tls-version, --cacert and --tls-resume need an https:// URL",
-        ));
-    }
-    let tls = if target.tls {
-        let opts = tls::TlsOptions {
+    let spec = LoadSpec {
+        url: a.url.clone(),
+        method: a.method.clone(),
+        headers: a.headers.clone(),
+        body,
+        threads: a.threads,
+        connections: a.connections,
+        rate,
+        schedule: a.schedule.clone(),
+        duration: dur("duration", &a.duration)?,
+        warmup: dur("warmup", &a.warmup)?,
+        timeout: dur("timeout", &a.timeout)?,
+        connect_timeout: dur("connect-timeout", &a.connect_timeout)?,
+        new_connection: a.new_connection,
+        tls: tls::TlsOptions {
             insecure: a.insecure,
             cacert: a.cacert.clone(),
             version: a.tls_version.clone(),
             resume: a.tls_resume,
-        };
-        let cfg = tls::client_config(&opts).map_err(|e| usage(e.to_string()))?;
-        let name = tls::server_name(&target.host).map_err(|e| usage(e.to_string()))?;
-        Some((cfg, name))
-    } else {
-        None
-    };
-    let addr = (target.host.as_str(), target.port)
-        .to_socket_addrs()
-        .map_err(|e| usage(format!("cannot resolve host '{}': {e}", target.host)))?
-        .next()
-        .ok_or_else(|| usage(format!("host '{}' has no address", target.host)))?;
-    if a.backend_header.is_empty() || a.backend_header.contains([':', ' ']) {
-        return Err(usage(
-            "--backend-header must be a header name such as x-backend",
-        ));
-    }
-    let plan = Plan {
-        addr,
-        request,
-        tls,
-        threads,
-        connections: a.connections,
-        rate,
-        model,
-        duration,
-        warmup,
-        timeout,
-        connect_timeout,
-        new_connection: a.new_connection,
-        backend_header: a.backend_header.clone(),
-        head_request: a.method.eq_ignore_ascii_case("HEAD"),
-    };
-    let config = LoadConfig {
-        url: a.url.clone(),
-        method: a.method.to_ascii_uppercase(),
-        threads,
-        connections: a.connections,
-        duration_s: duration.as_secs_f64(),
-        warmup_s: warmup.as_secs_f64(),
-        rate,
-        max: a.max,
-        schedule: if a.max {
-            "max".into()
-        } else {
-            model.name().into()
         },
-        timeout_s: timeout.as_secs_f64(),
-        connect_timeout_s: connect_timeout.as_secs_f64(),
-        new_connection: a.new_connection,
-        tls_version: a.tls_version.clone(),
-        tls_resume: a.tls_resume,
-        headers: a.headers.clone(),
-        body_bytes: body.len(),
         backend_header: a.backend_header.clone(),
     };
+    let (plan, config) = spec.resolve().map_err(usage)?;
     Ok((plan, config, a.url.clone()))
 }
 

@@ -4,7 +4,7 @@
 //! Exit codes: 0 success, 1 a run that failed or crossed a threshold, 2 bad input.
 
 mod backend;
-pub mod duration;
+pub use crate::duration;
 mod load;
 
 use clap::{Parser, Subcommand};

@@ -61,6 +61,137 @@ pub struct Plan {
     pub head_request: bool,
 }
 
+/// Load settings as a user or a scenario gives them, before validation.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    pub url: String,
+    pub method: String,
+    pub headers: Vec<String>,
+    pub body: Vec<u8>,
+    /// `None`: one per core, at most one per connection.
+    pub threads: Option<usize>,
+    pub connections: usize,
+    /// `None`: closed loop.
+    pub rate: Option<f64>,
+    pub schedule: String,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub new_connection: bool,
+    pub tls: tls::TlsOptions,
+    pub backend_header: String,
+}
+
+impl LoadSpec {
+    /// Checks the settings and resolves them into a plan and the settings as
+    /// recorded in results.
+    ///
+    /// # Errors
+    /// One line saying what is wrong and how to fix it (flag names as in the CLI).
+    pub fn resolve(&self) -> Result<(Plan, LoadConfig), String> {
+        let target = http1::Target::parse(&self.url)?;
+        if self.duration.is_zero() {
+            return Err("--duration must be longer than 0s (e.g. -d 30s)".into());
+        }
+        if self.timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err("--timeout and --connect-timeout must be longer than 0s".into());
+        }
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(format!(
+                    "-R/--rate {r} is not a rate: give requests per second above 0 (e.g. -R 1000)"
+                ));
+            }
+        }
+        if self.connections == 0 {
+            return Err("-c/--connections must be at least 1".into());
+        }
+        let threads = self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(self.connections)
+        });
+        if threads == 0 {
+            return Err("-t/--threads must be at least 1".into());
+        }
+        if self.connections < threads {
+            return Err(format!(
+                "-c/--connections ({}) must be at least -t/--threads ({threads}): each thread needs a connection",
+                self.connections
+            ));
+        }
+        let model = schedule::Model::parse(&self.schedule)?;
+        let request = http1::encode_request(
+            &self.method,
+            &target,
+            &self.headers,
+            &self.body,
+            self.new_connection,
+        )?;
+        let t = &self.tls;
+        if !target.tls && (t.version.is_some() || t.cacert.is_some() || t.resume) {
+            return Err("--tls-version, --cacert and --tls-resume need an https:// URL".into());
+        }
+        let tls = if target.tls {
+            let cfg = tls::client_config(t).map_err(|e| e.to_string())?;
+            let name = tls::server_name(&target.host).map_err(|e| e.to_string())?;
+            Some((cfg, name))
+        } else {
+            None
+        };
+        use std::net::ToSocketAddrs;
+        let addr = (target.host.as_str(), target.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve host '{}': {e}", target.host))?
+            .next()
+            .ok_or_else(|| format!("host '{}' has no address", target.host))?;
+        if self.backend_header.is_empty() || self.backend_header.contains([':', ' ']) {
+            return Err("--backend-header must be a header name such as x-backend".into());
+        }
+        let plan = Plan {
+            addr,
+            request,
+            tls,
+            threads,
+            connections: self.connections,
+            rate: self.rate,
+            model,
+            duration: self.duration,
+            warmup: self.warmup,
+            timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
+            new_connection: self.new_connection,
+            backend_header: self.backend_header.clone(),
+            head_request: self.method.eq_ignore_ascii_case("HEAD"),
+        };
+        let config = LoadConfig {
+            url: self.url.clone(),
+            method: self.method.to_ascii_uppercase(),
+            threads,
+            connections: self.connections,
+            duration_s: self.duration.as_secs_f64(),
+            warmup_s: self.warmup.as_secs_f64(),
+            rate: self.rate,
+            max: self.rate.is_none(),
+            schedule: if self.rate.is_none() {
+                "max".into()
+            } else {
+                model.name().into()
+            },
+            timeout_s: self.timeout.as_secs_f64(),
+            connect_timeout_s: self.connect_timeout.as_secs_f64(),
+            new_connection: self.new_connection,
+            tls_version: t.version.clone(),
+            tls_resume: t.resume,
+            headers: self.headers.clone(),
+            body_bytes: self.body.len(),
+            backend_header: self.backend_header.clone(),
+        };
+        Ok((plan, config))
+    }
+}
+
 /// What a run measured, merged over all workers.
 pub struct Outcome {
     pub totals: Totals,
@@ -400,6 +531,7 @@ impl Outcome {
             },
             histogram: b64(&t.corrected),
             histogram_uncorrected: b64(&t.uncorrected),
+            lab: None,
             config,
         }
     }

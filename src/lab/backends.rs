@@ -1,1 +1,219 @@
-//! Backend processes of a lab run (being built).
+//! The backends of a lab run: `ingressbench backend` processes, started and stopped
+//! like pods of a Deployment.
+//!
+//! Each process gets a fresh id (`b1`, `b2`, ... never reused within a run), as each
+//! pod gets a fresh name, so which backend answered a request says unambiguously
+//! which process it was, and propagation can be timed per process. A new backend
+//! counts as ready only once its `/healthz` answers, like a readiness probe.
+
+use super::driver::{Endpoint, LabError};
+use super::proc::Guard;
+use rustix::process::Signal;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How a removed backend stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopMode {
+    /// SIGTERM: stop accepting, finish requests in flight, close idle connections
+    /// (a pod with a grace period).
+    Graceful,
+    /// SIGKILL: gone at once (a lost node).
+    Abrupt,
+}
+
+impl StopMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopMode::Graceful => "graceful",
+            StopMode::Abrupt => "abrupt",
+        }
+    }
+}
+
+/// How every backend of a run is started.
+#[derive(Clone, Debug)]
+pub struct BackendSpec {
+    /// The ingressbench binary (the backend is built in).
+    pub exe: PathBuf,
+    pub body_size: usize,
+    /// `--delay` value passed through, e.g. `2ms` or `exp:2ms`.
+    pub delay: Option<String>,
+    /// How long a gracefully stopped backend may drain.
+    pub drain_timeout: Duration,
+    /// Worker threads per backend process.
+    pub workers: usize,
+}
+
+struct Running {
+    endpoint: Endpoint,
+    guard: Guard,
+}
+
+/// The running backends, in start order.
+pub struct Pool {
+    spec: BackendSpec,
+    work_dir: PathBuf,
+    log_dir: PathBuf,
+    next: u32,
+    running: Vec<Running>,
+    /// Backends asked to stop gracefully, still draining.
+    stopping: Vec<Guard>,
+}
+
+impl Pool {
+    /// A pool whose processes keep their ready files in `work_dir` and logs in
+    /// `log_dir`.
+    pub fn new(spec: BackendSpec, work_dir: &Path, log_dir: &Path) -> Pool {
+        Pool {
+            spec,
+            work_dir: work_dir.to_path_buf(),
+            log_dir: log_dir.to_path_buf(),
+            next: 1,
+            running: Vec::new(),
+            stopping: Vec::new(),
+        }
+    }
+
+    /// The endpoints of the running backends, in start order.
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        self.running.iter().map(|r| r.endpoint.clone()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.running.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.running.is_empty()
+    }
+
+    /// Starts one backend and waits until its `/healthz` answers 200.
+    ///
+    /// # Errors
+    /// [`LabError`] when it cannot start or is not ready within 10 s.
+    pub fn start_one(&mut self) -> Result<Endpoint, LabError> {
+        let id = format!("b{}", self.next);
+        self.next += 1;
+        let ready = self.work_dir.join(format!("{id}.ready"));
+        let mut cmd = Command::new(&self.spec.exe);
+        cmd.args(["backend", "--listen", "127.0.0.1:0", "--id", &id])
+            .args(["--body-size", &self.spec.body_size.to_string()])
+            .args(["--workers", &self.spec.workers.to_string()])
+            .args([
+                "--drain-timeout",
+                &format!("{}ms", self.spec.drain_timeout.as_millis()),
+            ])
+            .arg("--ready-file")
+            .arg(&ready);
+        if let Some(d) = &self.spec.delay {
+            cmd.args(["--delay", d]);
+        }
+        let log = self.log_dir.join(format!("backend-{id}.log"));
+        let mut guard = Guard::spawn(&id, &mut cmd, &log)
+            .map_err(LabError::io(format!("start backend {id}")))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let addr: SocketAddr = loop {
+            if let Some(a) = std::fs::read_to_string(&ready)
+                .ok()
+                .and_then(|s| s.lines().next().map(str::to_string))
+                .and_then(|l| l.trim().trim_start_matches("http://").parse().ok())
+            {
+                break a;
+            }
+            if !guard.alive() || Instant::now() > deadline {
+                return Err(LabError::NotReady(format!(
+                    "backend {id} (see {})",
+                    log.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        while !healthz(addr) {
+            if !guard.alive() || Instant::now() > deadline {
+                return Err(LabError::NotReady(format!("backend {id} /healthz")));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = std::fs::remove_file(&ready);
+        let endpoint = Endpoint { id, addr };
+        self.running.push(Running {
+            endpoint: endpoint.clone(),
+            guard,
+        });
+        Ok(endpoint)
+    }
+
+    /// Picks the backend a scale-down removes: the newest, as a ReplicaSet prefers
+    /// to delete the pod that has been ready the shortest time.
+    pub fn victim(&self) -> Option<Endpoint> {
+        self.running.last().map(|r| r.endpoint.clone())
+    }
+
+    /// Stops the backend with `id`. Graceful stops drain in the background; they
+    /// are reaped by [`Pool::reap`] or [`Pool::stop_all`].
+    pub fn stop(&mut self, id: &str, mode: StopMode) -> Option<Endpoint> {
+        let i = self.running.iter().position(|r| r.endpoint.id == id)?;
+        let mut r = self.running.remove(i);
+        match mode {
+            StopMode::Abrupt => {
+                r.guard.stop(Signal::KILL, Duration::ZERO);
+            }
+            StopMode::Graceful => {
+                r.guard.signal_main(Signal::TERM);
+                self.stopping.push(r.guard);
+            }
+        }
+        Some(r.endpoint)
+    }
+
+    /// Forgets draining backends that have exited.
+    pub fn reap(&mut self) {
+        self.stopping.retain_mut(|g| g.alive());
+    }
+
+    /// Stops every backend (running and draining) and waits for them.
+    pub fn stop_all(&mut self) {
+        for mut r in self.running.drain(..) {
+            r.guard.stop(Signal::TERM, Duration::from_millis(500));
+        }
+        for mut g in self.stopping.drain(..) {
+            g.stop(Signal::TERM, Duration::from_millis(500));
+        }
+    }
+
+    /// Whether the backend `id` is running (started and not stopped) and alive.
+    pub fn alive(&mut self, id: &str) -> bool {
+        self.running
+            .iter_mut()
+            .find(|r| r.endpoint.id == id)
+            .is_some_and(|r| r.guard.alive())
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        self.stop_all();
+    }
+}
+
+/// One readiness probe: `GET /healthz` answers 200.
+pub fn healthz(addr: SocketAddr) -> bool {
+    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
+    if s.write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
+        .is_err()
+    {
+        return false;
+    }
+    let mut buf = [0u8; 64];
+    match s.read(&mut buf) {
+        Ok(n) => buf[..n].starts_with(b"HTTP/1.1 200"),
+        Err(_) => false,
+    }
+}

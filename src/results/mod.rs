@@ -306,6 +306,106 @@ pub struct RunResult {
     pub histogram: String,
     /// The uncorrected histogram (µs), same encoding.
     pub histogram_uncorrected: String,
+    /// What a lab run adds: the system, its events, their impact, propagation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<LabInfo>,
+}
+
+/// A change to the system under test, or a step of one, on the load's clock.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Milliseconds from the start of the measured window (negative: during setup).
+    pub t_ms: f64,
+    /// `scale_requested`, `backend_ready`, `backend_stopping`, `endpoints_requested`,
+    /// `endpoints_applied`, `route_requested`, `route_applied`, `reload_requested`,
+    /// `reload_done`, `restart_requested`, `restart_done`, `proxy_died`, `change_failed`.
+    pub kind: String,
+    /// What it was about: a backend id, a route name, a replica count, an error.
+    pub detail: String,
+    /// For a step that completes another (`*_applied`, `*_done`, `backend_ready`):
+    /// how long it took from its request, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub took_ms: Option<f64>,
+}
+
+/// The load's figures in the window from one change until the next.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventWindow {
+    /// The change: kind and detail of its first event (e.g. "scale 7").
+    pub change: String,
+    pub from_ms: f64,
+    pub until_ms: f64,
+    /// Successful responses, errors by kind, and the corrected latency (the largest
+    /// per-second p99, and the max) over the seconds the window touches.
+    pub completed: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// How long one backend took to start or stop receiving traffic.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PropagationEntry {
+    pub backend: String,
+    /// When it became ready (added) or was told to stop (removed), ms from start.
+    pub at_ms: f64,
+    /// Added: from ready to its first response through the proxy. Removed: from the
+    /// stop to its last response. `null`: it never answered through the proxy.
+    pub propagation_ms: Option<f64>,
+    /// Removed only: errors in the seconds from its removal to its last response.
+    pub errors_between: u64,
+}
+
+/// Minimum, median and maximum of a set of times, in ms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub n: usize,
+    pub min: Option<f64>,
+    pub median: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Spread {
+    /// The spread of `values`.
+    pub fn of(values: &[f64]) -> Spread {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let median = match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        };
+        Spread {
+            n: v.len(),
+            min: v.first().copied(),
+            median,
+            max: v.last().copied(),
+        }
+    }
+}
+
+/// Endpoint propagation of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Propagation {
+    pub added: Vec<PropagationEntry>,
+    pub removed: Vec<PropagationEntry>,
+    pub added_ms: Spread,
+    pub removed_ms: Spread,
+}
+
+/// What a lab run adds to a result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabInfo {
+    /// The profile, e.g. `nginx-reload`.
+    pub system: String,
+    pub scenario: String,
+    /// Versions of the proxy and its parts, e.g. `{"nginx": "1.22.1"}`.
+    pub versions: BTreeMap<String, String>,
+    pub events: Vec<Event>,
+    pub windows: Vec<EventWindow>,
+    pub propagation: Propagation,
+    /// The proxy process died during the run.
+    pub proxy_died: bool,
 }
 
 #[cfg(test)]
@@ -336,6 +436,17 @@ mod tests {
         assert!(r.balanced());
         r.completed = 6;
         assert!(!r.balanced());
+    }
+
+    #[test]
+    fn spread_of_values() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]);
+        assert_eq!(
+            (s.n, s.min, s.median, s.max),
+            (3, Some(1.0), Some(2.0), Some(3.0))
+        );
+        assert_eq!(Spread::of(&[1.0, 4.0]).median, Some(2.5));
+        assert_eq!(Spread::of(&[]).median, None);
     }
 
     #[test]

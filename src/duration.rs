@@ -1,4 +1,4 @@
-//! Durations as users type them in wrk2 and Vegeta: `30s`, `3m`, `500ms`, `1h`, `250us`.
+//! Durations as users type them in wrk2, Vegeta and scenario files: `30s`, `3m`, `500ms`, `1h`, `250us`.
 
 use std::time::Duration;
 

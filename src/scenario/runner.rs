@@ -1,0 +1,1 @@
+//! runner (being built)
