@@ -1,0 +1,175 @@
+//! The nginx profiles against real nginx and real backends: endpoint changes, route
+//! changes, a rejected change, an empty endpoint list, a reload, and a clean stop.
+
+mod labsupport;
+
+use ingressbench::lab::nginx::{Mode, Nginx};
+use ingressbench::lab::{Driver, DriverContext, Endpoint, LabError, Route};
+use labsupport::{assert_no_process_with, backend, context, get, ids_seen, path_text};
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+fn ids(list: &[&str]) -> BTreeSet<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+/// Asks for a change, settles it and reports both times.
+fn timed(what: &str, d: &mut Nginx, change: impl FnOnce(&mut Nginx) -> Result<(), LabError>) {
+    let t = Instant::now();
+    change(d).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let asked = t.elapsed();
+    d.settle(Duration::from_secs(5))
+        .unwrap_or_else(|e| panic!("{what}: settle: {e}"));
+    eprintln!(
+        "{}: {what}: request {:?}, settle {:?}",
+        d.name(),
+        asked,
+        t.elapsed() - asked
+    );
+}
+
+/// Established IPv4 connections whose remote port is `port` (nginx's side of its
+/// upstream connections to a backend listening there).
+fn established_to(port: u16) -> usize {
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    tcp.lines()
+        .skip(1)
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let remote = f.get(2).and_then(|a| a.rsplit(':').next());
+            let remote = remote.and_then(|p| u16::from_str_radix(p, 16).ok());
+            remote == Some(port) && f.get(3) == Some(&"01")
+        })
+        .count()
+}
+
+fn route(d: &mut Nginx, r: Route) {
+    timed(r.name(), d, |d| d.apply_route(r));
+}
+
+fn exercise(mode: Mode) {
+    let dir = tempfile::tempdir().unwrap();
+    let b1 = backend(dir.path(), "b1");
+    let b2 = backend(dir.path(), "b2");
+    let b3 = backend(dir.path(), "b3");
+    let ctx: DriverContext = context(dir.path());
+    let (e1, e2, e3) = (
+        b1.endpoint.clone(),
+        b2.endpoint.clone(),
+        b3.endpoint.clone(),
+    );
+
+    let mut d = Nginx::new(mode);
+    assert!(d
+        .versions()
+        .iter()
+        .any(|(n, v)| n == "nginx" && !v.is_empty()));
+    d.prepare(&ctx, &[e1.clone(), e2.clone()]).unwrap();
+    d.start().unwrap();
+    let t = Instant::now();
+    d.wait_ready(Duration::from_secs(10)).unwrap();
+    eprintln!("{}: ready after {:?}", d.name(), t.elapsed());
+    assert!(d.alive());
+    assert_eq!(ids_seen(&ctx, 20), ids(&["b1", "b2"]));
+    // Upstream keep-alive: 10 requests each went over one kept connection per backend.
+    for e in [&e1, &e2] {
+        let n = established_to(e.addr.port());
+        assert!((1..=2).contains(&n), "{n} connections to {}", e.id);
+    }
+
+    // Endpoint change.
+    timed("endpoints b2,b3", &mut d, |d| {
+        d.set_endpoints(&[e2.clone(), e3.clone()])
+    });
+    assert_eq!(ids_seen(&ctx, 20), ids(&["b2", "b3"]));
+
+    // Route changes: each reloads, and the endpoints stay.
+    route(&mut d, Route::Cors);
+    let r = get(&ctx, "/x");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(
+        r.header("access-control-allow-methods"),
+        Some("GET, POST, OPTIONS")
+    );
+    route(&mut d, Route::Header);
+    let r = get(&ctx, "/x");
+    assert_eq!(r.header("x-custom"), Some("1"));
+    assert_eq!(r.header("access-control-allow-origin"), None);
+    route(&mut d, Route::Rewrite);
+    let r = get(&ctx, "/x");
+    assert!(r.body.contains("uri: /rewritten/x"), "body: {}", r.body);
+    route(&mut d, Route::Base);
+    let r = get(&ctx, "/x");
+    assert_eq!(r.header("x-custom"), None);
+    assert!(r.body.contains("uri: /x"), "body: {}", r.body);
+    assert_eq!(ids_seen(&ctx, 20), ids(&["b2", "b3"]));
+
+    // A change nginx (or the Lua admin server) refuses leaves the running set alone.
+    let bad = Endpoint {
+        id: "bad".into(),
+        addr: SocketAddr::from(([127, 0, 0, 1], 0)),
+    };
+    match d.set_endpoints(&[bad]) {
+        Err(LabError::Rejected { detail, .. }) => eprintln!("{}: rejected: {detail}", d.name()),
+        other => panic!("port 0 accepted: {other:?}"),
+    }
+    d.settle(Duration::from_secs(5)).unwrap();
+    assert_eq!(ids_seen(&ctx, 10), ids(&["b2", "b3"]));
+
+    // No endpoints: requests fail at once instead of hanging.
+    timed("endpoints none", &mut d, |d| d.set_endpoints(&[]));
+    let t = Instant::now();
+    let r = get(&ctx, "/");
+    assert!(matches!(r.status, 502 | 503), "status {}", r.status);
+    assert!(t.elapsed() < Duration::from_secs(2));
+
+    // Back to one endpoint, then a plain reload keeps it.
+    timed("endpoints b1", &mut d, |d| {
+        d.set_endpoints(std::slice::from_ref(&e1))
+    });
+    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
+    timed("reload", &mut d, |d| d.reload());
+    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
+
+    // A restart (stop + start): the Lua list is pushed again before ready.
+    d.stop().unwrap();
+    assert!(!d.alive());
+    d.start().unwrap();
+    d.wait_ready(Duration::from_secs(10)).unwrap();
+    d.settle(Duration::from_secs(5)).unwrap();
+    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
+
+    // The configuration is kept with the results, with its history.
+    let conf = std::fs::read_to_string(ctx.out_dir.join("nginx.conf")).unwrap();
+    assert!(conf.contains("proxy_pass http://backends;"));
+    assert!(ctx.out_dir.join("nginx.conf.1").is_file());
+    if mode == Mode::Reload {
+        assert!(ctx.out_dir.join("nginx.conf.rejected").is_file());
+    }
+    // No warnings: e.g. `keepalive` placed before `balancer_by_lua_block` only warns
+    // ("load balancing method redefined") and silently drops upstream keep-alive.
+    let log = std::fs::read_to_string(ctx.out_dir.join("nginx.log")).unwrap();
+    for l in log.lines().filter(|l| !l.contains("[notice]")) {
+        eprintln!("{}: log: {l}", d.name());
+    }
+    assert!(!log.contains("[warn]"), "{log}");
+
+    let t = Instant::now();
+    d.stop().unwrap();
+    eprintln!("{}: stop {:?}", d.name(), t.elapsed());
+    assert!(!d.alive());
+    assert_no_process_with(&path_text(&ctx.work_dir));
+    drop((b1, b2, b3));
+}
+
+#[test]
+fn nginx_reload_profile() {
+    exercise(Mode::Reload);
+}
+
+#[test]
+fn nginx_lua_profile() {
+    exercise(Mode::Lua);
+}
