@@ -6,6 +6,7 @@
 mod backend;
 pub use crate::duration;
 mod load;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -36,6 +37,10 @@ enum Command {
     Load(load::LoadArgs),
     /// Run the studies' backend: ~1 KB plain-text answers with an x-backend header.
     Backend(backend::BackendArgs),
+    /// Run a scenario: real proxies, changed while the load runs, side by side.
+    Run(run::RunArgs),
+    /// Check a scenario file without running it.
+    Validate(run::ValidateArgs),
 }
 
 /// Runs the program and returns its exit code.
@@ -47,6 +52,8 @@ pub fn main() -> i32 {
     let res = match cli.command {
         Command::Load(args) => load::run(args),
         Command::Backend(args) => backend::run(args),
+        Command::Run(args) => run::run(args),
+        Command::Validate(args) => run::validate(args),
     };
     match res {
         Ok(code) => code,

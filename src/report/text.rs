@@ -190,6 +190,137 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     s
 }
 
+/// Systems side by side: the percentile spectrum, the S1 error table, endpoint
+/// propagation, and the worst change of each system.
+pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
+    let mut s = String::new();
+    let names: Vec<String> = results
+        .iter()
+        .map(|r| {
+            r.lab
+                .as_ref()
+                .map(|l| l.system.clone())
+                .unwrap_or_else(|| r.target.clone())
+        })
+        .collect();
+    let w = names.iter().map(|n| n.len()).max().unwrap_or(8).max(10);
+    let _ = writeln!(s, "Scenario {scenario}: {} systems", results.len());
+    if let Some(r) = results.first() {
+        let c = &r.config;
+        let _ = writeln!(
+            s,
+            "  load: {} req/s over {} connections, {} threads, {}{}",
+            c.rate.unwrap_or(0.0),
+            c.connections,
+            c.threads,
+            fmt_secs(c.duration_s),
+            if c.new_connection {
+                ", new connection per request"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(s, "\nLatency (corrected, from the intended send time)");
+    let _ = write!(s, "  {:<w$}", "system");
+    for (_, l) in Percentiles::QUANTILES {
+        let _ = write!(s, " {:>9}", format!("p{l}"));
+    }
+    let _ = writeln!(s, " {:>9}", "max");
+    for (n, r) in names.iter().zip(results) {
+        let _ = write!(s, "  {n:<w$}");
+        for v in r.latency_ms.corrected.values() {
+            let _ = write!(s, " {:>9}", fmt_ms(v));
+        }
+        let _ = writeln!(s, " {:>9}", fmt_ms(r.latency_ms.corrected.max));
+    }
+    let _ = writeln!(s, "\nErrors");
+    let _ = write!(s, "  {:<w$}", "system");
+    for k in ErrorKind::ALL {
+        let _ = write!(s, " {:>15}", k.name());
+    }
+    let _ = writeln!(s, " {:>10} {:>10}", "completed", "intended");
+    for (n, r) in names.iter().zip(results) {
+        let _ = write!(s, "  {n:<w$}");
+        for k in ErrorKind::ALL {
+            let _ = write!(s, " {:>15}", r.errors.get(k));
+        }
+        let _ = writeln!(
+            s,
+            " {:>10} {:>10}",
+            r.requests.completed, r.requests.intended
+        );
+    }
+    if results.iter().any(|r| r.lab.is_some()) {
+        let _ = writeln!(
+            s,
+            "\nEndpoint propagation (ms: min / median / max; added: ready to first response, removed: stop to last response)"
+        );
+        let fmt = |sp: &crate::results::Spread| match (sp.min, sp.median, sp.max) {
+            (Some(a), Some(b), Some(c)) => format!("{a:.0} / {b:.0} / {c:.0} (n={})", sp.n),
+            _ => "-".to_string(),
+        };
+        let _ = writeln!(s, "  {:<w$} {:>28} {:>28}", "system", "added", "removed");
+        for (n, r) in names.iter().zip(results) {
+            if let Some(l) = &r.lab {
+                let never = l
+                    .propagation
+                    .added
+                    .iter()
+                    .filter(|e| e.propagation_ms.is_none())
+                    .count();
+                let _ = writeln!(
+                    s,
+                    "  {n:<w$} {:>28} {:>28}{}",
+                    fmt(&l.propagation.added_ms),
+                    fmt(&l.propagation.removed_ms),
+                    if never > 0 {
+                        format!("  ({never} added backends never answered)")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\nWorst change per system (by max latency in its window)"
+        );
+        for (n, r) in names.iter().zip(results) {
+            let Some(l) = &r.lab else { continue };
+            match l
+                .windows
+                .iter()
+                .max_by(|a, b| a.max_ms.total_cmp(&b.max_ms))
+            {
+                Some(wd) => {
+                    let errs: u64 = wd.errors.values().sum();
+                    let _ = writeln!(
+                        s,
+                        "  {n:<w$} {} at {:.1}s: p99 {}, max {}, {errs} errors",
+                        wd.change,
+                        wd.from_ms / 1000.0,
+                        fmt_ms(wd.p99_ms),
+                        fmt_ms(wd.max_ms)
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "  {n:<w$} no changes");
+                }
+            }
+            if l.proxy_died {
+                let _ = writeln!(s, "  {n:<w$} WARNING: the proxy died during the run");
+            }
+        }
+    }
+    for (n, r) in names.iter().zip(results) {
+        for wline in warnings(r) {
+            let _ = writeln!(s, "WARNING: {n}: {wline}");
+        }
+    }
+    s
+}
+
 fn fmt_secs(s: f64) -> String {
     if s >= 60.0 && (s % 60.0).abs() < 1e-9 {
         format!("{}m", s / 60.0)

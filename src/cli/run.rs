@@ -1,0 +1,92 @@
+//! `ingressbench run` and `ingressbench validate`: scenarios from the command line.
+
+use super::usage;
+use crate::scenario::{runner, Scenario, ScenarioError};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// Flags of `ingressbench run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// The scenario file (YAML).
+    pub scenario: PathBuf,
+    /// Scale durations and rates down (the scenario's `quick` section): under a minute.
+    #[arg(long)]
+    pub quick: bool,
+    /// Only these systems (comma-separated profile names).
+    #[arg(long, value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Results folder (default: results/<scenario>-<time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+}
+
+/// Flags of `ingressbench validate`.
+#[derive(Args, Debug)]
+pub struct ValidateArgs {
+    /// The scenario file (YAML).
+    pub scenario: PathBuf,
+}
+
+fn load(path: &std::path::Path) -> anyhow::Result<(Scenario, String)> {
+    Scenario::load(path).map_err(|e| match e {
+        ScenarioError::Read { .. } => usage(e.to_string()),
+        _ => usage(e.to_string()),
+    })
+}
+
+/// Checks a scenario without running it.
+pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
+    let (s, _) = load(&a.scenario)?;
+    println!(
+        "{}: ok: {} systems ({}), {} backends, {} req/s for {}s, {} change steps",
+        a.scenario.display(),
+        s.systems.len(),
+        s.systems
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(", "),
+        s.backends.replicas,
+        s.load.rate,
+        s.load.duration.0.as_secs_f64(),
+        s.changes.len()
+    );
+    Ok(0)
+}
+
+/// Runs a scenario and prints the comparison.
+pub fn run(a: RunArgs) -> anyhow::Result<i32> {
+    let (mut s, text) = load(&a.scenario)?;
+    if a.quick {
+        s = s.quick();
+    }
+    for o in &a.only {
+        if !crate::lab::PROFILES.contains(&o.as_str()) {
+            return Err(usage(format!(
+                "--only {o}: not a system: use one of {}",
+                crate::lab::PROFILES.join(", ")
+            )));
+        }
+    }
+    let out = a.out.unwrap_or_else(|| runner::default_out_dir(&s.name));
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    let exe = std::env::current_exe()?;
+    let opts = runner::RunOptions {
+        out_dir: out.clone(),
+        only: a.only,
+        exe,
+        stop,
+        progress: Box::new(|line| eprintln!("ingressbench: {line}")),
+    };
+    let r = runner::run(&s, &text, opts)?;
+    print!("{}", crate::report::text::comparison(&s.name, &r.results));
+    println!("results written to {}", out.display());
+    Ok(if r.partial { 130 } else { 0 })
+}
