@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# The main job end to end on this machine (until the lab lands: a short load against
-# the built-in backend).
+# The main job end to end on this machine: study S1's comparison (five real proxies
+# under endpoint churn), scaled down to run in a couple of minutes.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 BIN=${BIN:-target/release/ingressbench}
-echo "demo: being built"
+OUT=${OUT:-results/demo-$(date -u +%Y%m%dT%H%M%SZ)}
+echo "demo: S1 (dynamic endpoints, --quick): 5 proxies, 500 req/s over TLS, backends 5 <-> 7"
+"$BIN" run scenarios/dynamic-endpoints.yaml --quick --out "$OUT"
