@@ -1,0 +1,528 @@
+//! Listeners, connections and the drain: the running part of the backend.
+//!
+//! Each accepted connection is one task that owns its read buffer, output buffer,
+//! request reader and random generator; nothing is locked per request (the request
+//! id is one relaxed atomic add). Pipelined requests are answered in order because
+//! a connection handles one request at a time and queues the answers in its output
+//! buffer, written once per batch of reads.
+//!
+//! Shutdown mirrors a Kubernetes pod receiving SIGTERM: listeners close at once (new
+//! connects are refused), idle keep-alive connections are closed, requests in flight
+//! are answered with `connection: close`, and the server returns when the last
+//! connection is gone or the drain timeout ends.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket};
+use tokio::sync::{mpsc, watch, Notify};
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+
+use super::delay::{Delay, Rng};
+use super::http::{RequestReader, MAX_HEAD};
+use super::response::{now_date, Answer, Responder, CONTINUE, HEALTH_PATH};
+use super::stall::Stall;
+use super::Error;
+
+/// Read buffer a connection starts with; grows to [`MAX_HEAD`] only for big heads.
+const INITIAL_BUF: usize = 4096;
+
+/// Pending connections the kernel may queue per listener.
+const BACKLOG: u32 = 4096;
+
+/// After answering with `connection: close`, how long unread client bytes are
+/// still read and dropped so the kernel does not reset the connection (and destroy
+/// the answer in flight) because of them.
+const LINGER: Duration = Duration::from_millis(500);
+
+/// Longest TLS handshake before the connection is dropped.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything the backend needs to run, already validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Addresses to listen on; port 0 picks a free port.
+    pub listen: Vec<SocketAddr>,
+    /// Name sent in `x-backend` and the body; `None` means `<hostname>-<port>` with
+    /// the first listener's bound port. Must be visible ASCII (see [`valid_id`]).
+    pub id: Option<String>,
+    /// Exact size of every main answer's body, in bytes.
+    pub body_size: usize,
+    /// Delay before each answer.
+    pub delay: Delay,
+    /// Periodic stall of all answers, counted from [`Server::bind`].
+    pub stall: Option<Stall>,
+    /// Status of the main answer (`/healthz` is always 200).
+    pub status: u16,
+    /// Serve HTTPS with this configuration.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+    /// Longest drain after the stop signal.
+    pub drain_timeout: Duration,
+}
+
+/// Whether `id` can be sent as a header value and printed on one line: 1 to 128
+/// visible ASCII characters, no spaces.
+pub fn valid_id(id: &str) -> bool {
+    (1..=128).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DrainEnd {
+    /// Every connection closed on its own.
+    Clean,
+    /// The drain timeout passed with connections still open.
+    Timeout,
+    /// A second stop request cut the drain short.
+    Forced,
+}
+
+/// What happened during the drain, for the operator's log.
+#[derive(Debug, Clone, Copy)]
+pub struct Drained {
+    /// Connections open when the listeners had closed.
+    pub open_at_stop: usize,
+    /// Connections still open when the drain ended (0 when clean).
+    pub still_open: usize,
+    /// From the stop request to the end of the drain.
+    pub took: Duration,
+    /// Why the drain ended.
+    pub end: DrainEnd,
+}
+
+/// Bound listeners, ready to [`run`](Server::run).
+pub struct Server {
+    listeners: Vec<TcpListener>,
+    addrs: Vec<SocketAddr>,
+    shared: Arc<Shared>,
+    tls: Option<TlsAcceptor>,
+    drain_timeout: Duration,
+}
+
+/// State every connection reads; only the counters change.
+struct Shared {
+    responder: Responder,
+    delay: Delay,
+    stall: Option<Stall>,
+    start: Instant,
+    next_request: AtomicU64,
+    open: AtomicUsize,
+    all_closed: Notify,
+}
+
+impl Server {
+    /// Binds every listen address (with `SO_REUSEADDR`), so that
+    /// [`local_addrs`](Self::local_addrs) can be announced before serving.
+    ///
+    /// Must be called inside a Tokio runtime. The stall schedule starts now.
+    ///
+    /// # Errors
+    /// [`Error::Bind`] naming the address that could not be bound.
+    pub async fn bind(config: Config) -> Result<Server, Error> {
+        let mut listeners = Vec::with_capacity(config.listen.len());
+        let mut addrs = Vec::with_capacity(config.listen.len());
+        for &addr in &config.listen {
+            let bind = || -> io::Result<TcpListener> {
+                let socket = if addr.is_ipv4() {
+                    TcpSocket::new_v4()?
+                } else {
+                    TcpSocket::new_v6()?
+                };
+                socket.set_reuseaddr(true)?;
+                socket.bind(addr)?;
+                socket.listen(BACKLOG)
+            };
+            let listener = bind().map_err(|source| Error::Bind { addr, source })?;
+            let local = listener
+                .local_addr()
+                .map_err(|source| Error::Bind { addr, source })?;
+            listeners.push(listener);
+            addrs.push(local);
+        }
+        let id = match config.id {
+            Some(id) => id,
+            None => default_id(addrs.first().map_or(0, SocketAddr::port)),
+        };
+        Ok(Server {
+            listeners,
+            addrs,
+            shared: Arc::new(Shared {
+                responder: Responder::new(&id, config.status, config.body_size),
+                delay: config.delay,
+                stall: config.stall,
+                start: Instant::now(),
+                next_request: AtomicU64::new(1),
+                open: AtomicUsize::new(0),
+                all_closed: Notify::new(),
+            }),
+            tls: config.tls.map(TlsAcceptor::from),
+            drain_timeout: config.drain_timeout,
+        })
+    }
+
+    /// The bound addresses, in the order of [`Config::listen`], with real ports.
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    /// The server's id (given, or the default resolved at bind time).
+    pub fn id(&self) -> &str {
+        self.shared.responder.id()
+    }
+
+    /// `https` when serving TLS, else `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
+    }
+
+    /// Serves until the first message on `stop`, then drains (see the module docs)
+    /// until all connections are closed, the drain timeout passes, or a second
+    /// message on `stop` arrives.
+    ///
+    /// A `stop` channel whose senders are all gone never stops the server.
+    pub async fn run(self, mut stop: mpsc::Receiver<()>) -> Drained {
+        let (drain_tx, drain_rx) = watch::channel(false);
+        let accepts: Vec<_> = self
+            .listeners
+            .into_iter()
+            .map(|l| {
+                tokio::spawn(accept_loop(
+                    l,
+                    self.shared.clone(),
+                    self.tls.clone(),
+                    drain_rx.clone(),
+                ))
+            })
+            .collect();
+        drop(drain_rx);
+        next_stop(&mut stop).await;
+        let began = Instant::now();
+        drain_tx.send_replace(true);
+        // The listeners are dropped when their loops return: new connects are refused.
+        for a in accepts {
+            let _ = a.await;
+        }
+        let open_at_stop = self.shared.open.load(Ordering::Acquire);
+        let end = tokio::select! {
+            _ = self.shared.wait_all_closed() => DrainEnd::Clean,
+            _ = tokio::time::sleep_until(began + self.drain_timeout) => DrainEnd::Timeout,
+            _ = next_stop(&mut stop) => DrainEnd::Forced,
+        };
+        Drained {
+            open_at_stop,
+            still_open: self.shared.open.load(Ordering::Acquire),
+            took: began.elapsed(),
+            end,
+        }
+    }
+}
+
+impl Shared {
+    /// When the answer to a request read now may be sent: after its delay (unless
+    /// `health`: probes are not slowed by `--delay`), pushed out of any stall (which
+    /// freezes probes too, as a stalled process would). `None` means at once.
+    #[inline]
+    fn release_at(&self, rng: &mut Rng, health: bool) -> Option<Instant> {
+        let delay = if health {
+            Duration::ZERO
+        } else {
+            self.delay.sample(rng)
+        };
+        if self.stall.is_none() && delay.is_zero() {
+            return None;
+        }
+        let now = Instant::now();
+        let mut at = now + delay;
+        if let Some(stall) = self.stall {
+            at = self.start + stall.release_at(at - self.start);
+        }
+        (at > now).then_some(at)
+    }
+
+    async fn wait_all_closed(&self) {
+        loop {
+            // A permit left by an earlier close is harmless: the count is re-read.
+            let notified = self.all_closed.notified();
+            if self.open.load(Ordering::Acquire) == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Counts a connection as open for as long as it lives.
+struct OpenGuard(Arc<Shared>);
+
+impl OpenGuard {
+    fn new(shared: Arc<Shared>) -> OpenGuard {
+        shared.open.fetch_add(1, Ordering::AcqRel);
+        OpenGuard(shared)
+    }
+}
+
+impl Drop for OpenGuard {
+    fn drop(&mut self) {
+        if self.0.open.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.all_closed.notify_one();
+        }
+    }
+}
+
+/// Resolves on the next stop request; never, once no one can send one.
+async fn next_stop(stop: &mut mpsc::Receiver<()>) {
+    if stop.recv().await.is_none() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Resolves once the drain has begun (or the server is gone).
+async fn draining(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|d| *d).await;
+}
+
+/// Accepts until the drain begins, then returns, dropping (closing) the listener.
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tls: Option<TlsAcceptor>,
+    mut drain: watch::Receiver<bool>,
+) {
+    loop {
+        let (sock, _peer) = tokio::select! {
+            biased;
+            _ = draining(&mut drain) => return,
+            r = listener.accept() => match r {
+                Ok(x) => x,
+                Err(e) => {
+                    // Out of descriptors and the like: back off instead of spinning.
+                    if !matches!(e.kind(), io::ErrorKind::ConnectionAborted | io::ErrorKind::ConnectionReset) {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    continue;
+                }
+            },
+        };
+        // Answers are written whole; Nagle would only hold back the last segment.
+        let _ = sock.set_nodelay(true);
+        let Ok(local) = sock.local_addr() else {
+            continue;
+        };
+        let guard = OpenGuard::new(shared.clone());
+        let shared = shared.clone();
+        let tls = tls.clone();
+        let mut drain = drain.clone();
+        tokio::spawn(async move {
+            let _guard = guard;
+            match tls {
+                None => {
+                    let _ = serve(sock, local, &shared, drain).await;
+                }
+                Some(acceptor) => {
+                    let handshake = tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(sock));
+                    let stream = tokio::select! {
+                        r = handshake => match r {
+                            Ok(Ok(s)) => s,
+                            _ => return,
+                        },
+                        _ = draining(&mut drain) => return,
+                    };
+                    let _ = serve(stream, local, &shared, drain).await;
+                }
+            }
+        });
+    }
+}
+
+/// Serves one connection until the client closes it, asks to close, sends a bad
+/// request, or the drain closes it.
+///
+/// I/O errors end the connection; they are the client's doing, not the server's.
+async fn serve<S>(
+    mut io: S,
+    local: SocketAddr,
+    shared: &Shared,
+    mut drain: watch::Receiver<bool>,
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    let prefix = shared.responder.conn_prefix(local);
+    let mut reader = RequestReader::new();
+    let mut rng = Rng::new();
+    let mut buf = vec![0u8; INITIAL_BUF];
+    let mut out = Vec::with_capacity(INITIAL_BUF);
+    // Unread bytes are buf[start..end].
+    let (mut start, mut end) = (0usize, 0usize);
+    let mut is_draining = *drain.borrow();
+    let mut peer_done = false;
+    loop {
+        // Answer every request complete in the buffer, in order.
+        loop {
+            let feed = match reader.feed(&buf[start..end]) {
+                Ok(f) => f,
+                Err(_) => {
+                    out.extend_from_slice(shared.responder.bad_request());
+                    return close(&mut io, &out, &mut buf).await;
+                }
+            };
+            start += feed.consumed;
+            if reader.take_continue() {
+                out.extend_from_slice(CONTINUE);
+            }
+            if !feed.complete {
+                break;
+            }
+            let health = reader.path() == HEALTH_PATH;
+            if let Some(at) = shared.release_at(&mut rng, health) {
+                // Earlier answers must not wait for this one's delay.
+                write_out(&mut io, &mut out).await?;
+                hold(&mut io, &mut buf, &mut end, at, &mut peer_done).await?;
+            }
+            is_draining = is_draining || *drain.borrow();
+            let closing = is_draining || !reader.keep_alive();
+            let answer = Answer {
+                uri: reader.uri(),
+                head_method: reader.head_method(),
+                close: closing,
+                confirm_keep_alive: reader.http10() && !closing,
+                request_id: shared.next_request.fetch_add(1, Ordering::Relaxed),
+            };
+            shared
+                .responder
+                .write(&mut out, &prefix, &now_date(), &answer);
+            if closing {
+                return close(&mut io, &out, &mut buf).await;
+            }
+        }
+        if start == end {
+            (start, end) = (0, 0);
+        } else if end == buf.len() {
+            if start > 0 {
+                buf.copy_within(start..end, 0);
+                (start, end) = (0, end - start);
+            } else if buf.len() < MAX_HEAD {
+                buf.resize(MAX_HEAD, 0);
+            }
+        }
+        write_out(&mut io, &mut out).await?;
+        if peer_done {
+            return io.shutdown().await;
+        }
+        if is_draining && start == end && reader.between_requests() {
+            // Idle keep-alive connection: nothing is lost by closing it now.
+            return io.shutdown().await;
+        }
+        let n = if is_draining {
+            io.read(&mut buf[end..]).await?
+        } else {
+            tokio::select! {
+                biased;
+                r = io.read(&mut buf[end..]) => r?,
+                _ = draining(&mut drain) => {
+                    is_draining = true;
+                    continue;
+                }
+            }
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        end += n;
+    }
+}
+
+/// Waits until `at`, reading what the client sends meanwhile into `buf[*end..]`
+/// (requests are still read during a delay or stall; only answers are held).
+async fn hold<S>(
+    io: &mut S,
+    buf: &mut [u8],
+    end: &mut usize,
+    at: Instant,
+    peer_done: &mut bool,
+) -> io::Result<()>
+where
+    S: AsyncRead + Unpin,
+{
+    let sleep = tokio::time::sleep_until(at);
+    tokio::pin!(sleep);
+    loop {
+        if *peer_done || *end == buf.len() {
+            sleep.await;
+            return Ok(());
+        }
+        tokio::select! {
+            _ = &mut sleep => return Ok(()),
+            r = io.read(&mut buf[*end..]) => match r? {
+                0 => *peer_done = true,
+                n => *end += n,
+            },
+        }
+    }
+}
+
+/// Writes and clears the queued answers.
+async fn write_out<S: AsyncWrite + Unpin>(io: &mut S, out: &mut Vec<u8>) -> io::Result<()> {
+    if !out.is_empty() {
+        io.write_all(out).await?;
+        io.flush().await?;
+        out.clear();
+    }
+    Ok(())
+}
+
+/// Sends the last answers, closes our side, and reads what the client still sends
+/// for up to [`LINGER`], so unread bytes do not turn our close into a reset.
+async fn close<S>(io: &mut S, out: &[u8], scratch: &mut [u8]) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    io.write_all(out).await?;
+    io.flush().await?;
+    io.shutdown().await?;
+    let _ = tokio::time::timeout(LINGER, async {
+        while io.read(scratch).await.is_ok_and(|n| n > 0) {}
+    })
+    .await;
+    Ok(())
+}
+
+/// `<hostname>-<port>`, the id when none is given (like a pod name plus port).
+fn default_id(port: u16) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let host: String = host
+        .trim()
+        .chars()
+        .map(|c| if c.is_ascii_graphic() { c } else { '-' })
+        .take(100)
+        .collect();
+    let host = if host.is_empty() { "backend" } else { &host };
+    format!("{host}-{port}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        assert!(valid_id("web-1"));
+        assert!(valid_id("a.b_c:8080"));
+        for bad in ["", "two words", "tab\t", "é", &"x".repeat(129)] {
+            assert!(!valid_id(bad), "{bad:?}");
+        }
+        let d = default_id(8080);
+        assert!(d.ends_with("-8080") && valid_id(&d), "{d}");
+    }
+}
