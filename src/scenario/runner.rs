@@ -194,7 +194,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     })?;
     // Scratch space (pid files, sockets, certificates) goes when this guard drops.
     let work = tempfile::Builder::new()
-        .prefix("ingressbench-")
+        .prefix("ingressbench-run-")
         .tempdir()
         .map_err(|source| RunError::Io {
             what: "create a temp folder".into(),

@@ -1,0 +1,364 @@
+//! End-to-end runs of scenarios against every real proxy: the churn takes effect,
+//! the event log agrees with what the load saw, and nothing is left behind however
+//! the run ends.
+
+mod labsupport;
+
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// Runs share the machine's two cores; one at a time keeps their timing honest.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+const ALL: &str = "[nginx-reload, nginx-lua, haproxy-reload, haproxy-runtime, caddy-api]";
+
+fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf {
+    let text = format!(
+        "name: t\nsystems: {systems}\nbackends:\n  replicas: 2\n  drain_timeout: 1s\n\
+         tls:\n  version: \"1.3\"\nload:\n  rate: 200\n  connections: 10\n  duration: {duration}\n\
+         changes:\n{changes}"
+    );
+    let p = dir.join("s.yaml");
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn start(scn: &Path, out: &Path) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_ingressbench"))
+        .arg("run")
+        .arg(scn)
+        .arg("--out")
+        .arg(out)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for the child with a hard limit; kills it if it overstays.
+fn finish(mut c: Child, limit: Duration) -> (i32, String) {
+    let t = Instant::now();
+    loop {
+        if let Some(st) = c.try_wait().unwrap() {
+            let out = c.wait_with_output().unwrap();
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return (st.code().unwrap_or(-1), text);
+        }
+        if t.elapsed() > limit {
+            let _ = c.kill();
+            let _ = c.wait();
+            panic!("run did not finish within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn result(out: &Path, system: &str) -> Value {
+    let p = out.join(system).join("result.json");
+    serde_json::from_str(
+        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
+    )
+    .unwrap()
+}
+
+fn u(v: &Value) -> u64 {
+    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
+}
+
+fn f(v: &Value) -> f64 {
+    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
+}
+
+fn assert_balanced(r: &Value) {
+    let q = &r["requests"];
+    assert_eq!(
+        u(&q["intended"]),
+        u(&q["completed"]) + u(&q["failed"]) + u(&q["not_sent"]) + u(&q["unfinished"]),
+        "balance: {q}"
+    );
+}
+
+/// Every process and temp folder a run makes carries this in its command line or
+/// name; none may remain.
+fn assert_nothing_left() {
+    let t = Instant::now();
+    loop {
+        let leftovers: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .chars()
+                    .all(|c| c.is_ascii_digit())
+            })
+            .filter_map(|e| {
+                let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+                (cmd.contains("ingressbench-run-") && !stat.contains(") Z ")).then_some(cmd)
+            })
+            .collect();
+        let dirs: Vec<String> = std::fs::read_dir(std::env::temp_dir())
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("ingressbench-run-"))
+            .collect();
+        if leftovers.is_empty() && dirs.is_empty() {
+            return;
+        }
+        // Processes already killed may take a moment to be reaped by init.
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "left behind: processes {leftovers:?}, temp folders {dirs:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn events(r: &Value) -> Vec<(f64, String, String)> {
+    r["lab"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                f(&e["t_ms"]),
+                e["kind"].as_str().unwrap().to_string(),
+                e["detail"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn event_time(ev: &[(f64, String, String)], kind: &str, detail_has: &str) -> f64 {
+    ev.iter()
+        .find(|(_, k, d)| k == kind && d.contains(detail_has))
+        .unwrap_or_else(|| panic!("no {kind} event with '{detail_has}' in {ev:?}"))
+        .0
+}
+
+#[test]
+fn every_profile_scales_up_and_down_and_changes_routes() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = scenario(
+        dir.path(),
+        ALL,
+        "7s",
+        "  - wait: 1s\n  - scale: 3\n  - wait: 2s\n  - scale: 2\n  - wait: 1s\n  - route: header\n  - wait: 1s\n  - route: base\n",
+    );
+    let (code, text) = finish(start(&scn, &out), Duration::from_secs(180));
+    assert_eq!(code, 0, "{text}");
+    for system in [
+        "nginx-reload",
+        "nginx-lua",
+        "haproxy-reload",
+        "haproxy-runtime",
+        "caddy-api",
+    ] {
+        let r = result(&out, system);
+        assert_eq!(r["schema"], "ingressbench/result/v1");
+        assert_eq!(r["partial"], false, "{system}");
+        assert_balanced(&r);
+        assert_eq!(r["lab"]["system"], system);
+        assert_eq!(r["lab"]["proxy_died"], false, "{system}");
+        let ev = events(&r);
+        // Each change is logged when asked for and when it took effect, in order.
+        let ready = event_time(&ev, "backend_ready", "b3");
+        let applied = ev
+            .iter()
+            .find(|(t, k, d)| k == "endpoints_applied" && d.contains("b3") && *t >= ready)
+            .unwrap_or_else(|| panic!("{system}: b3 never applied: {ev:?}"))
+            .0;
+        let stopping = event_time(&ev, "backend_stopping", "b3");
+        assert!(ready < applied && applied < stopping, "{system}: {ev:?}");
+        event_time(&ev, "route_applied", "header");
+        event_time(&ev, "route_applied", "base");
+        assert!(
+            !ev.iter().any(|(_, k, _)| k == "change_failed"),
+            "{system}: {ev:?}"
+        );
+        // The new backend really received traffic, only after it was ready, and
+        // stopped receiving it once removed.
+        let seen = &r["backends_seen"]["b3"];
+        assert!(u(&r["backends"]["b3"]) > 0, "{system}: b3 got no traffic");
+        let (first, last) = (f(&seen[0]), f(&seen[1]));
+        assert!(
+            first >= ready,
+            "{system}: b3 answered at {first} before it was ready at {ready}"
+        );
+        assert!(
+            last <= stopping + 1500.0,
+            "{system}: b3 answered at {last}, long after its stop at {stopping}"
+        );
+        assert!(u(&r["backends"]["b1"]) > 0 && u(&r["backends"]["b2"]) > 0);
+        // Propagation is what the responses say.
+        let added = &r["lab"]["propagation"]["added"][0];
+        assert_eq!(added["backend"], "b3");
+        let prop = f(&added["propagation_ms"]);
+        assert!(
+            (prop - (first - f(&added["at_ms"])).max(0.0)).abs() < 0.01,
+            "{system}: {added}"
+        );
+        assert!(prop < 3000.0, "{system}: b3 took {prop} ms to get traffic");
+        // The timeline adds up to the totals.
+        let tl = r["timeline"].as_array().unwrap();
+        let completed: u64 = tl.iter().map(|s| u(&s["completed"])).sum();
+        assert_eq!(completed, u(&r["requests"]["completed"]), "{system}");
+        let by_backend: u64 = tl
+            .iter()
+            .flat_map(|s| s["backends"].as_object().unwrap().values())
+            .map(u)
+            .sum();
+        let all: u64 = r["backends"].as_object().unwrap().values().map(u).sum();
+        assert_eq!(by_backend, all, "{system}");
+        // One impact window per change asked for inside the measured window.
+        let windows = r["lab"]["windows"].as_array().unwrap();
+        assert_eq!(windows.len(), 4, "{system}: {windows:?}");
+        // The proxy's config was kept.
+        let kept = std::fs::read_dir(out.join(system))
+            .unwrap()
+            .flatten()
+            .any(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.ends_with(".conf")
+                    || n.ends_with(".cfg")
+                    || n.ends_with(".json") && n.starts_with("caddy")
+            });
+        assert!(kept, "{system}: no proxy config in the results");
+        assert!(out.join(system).join("events.json").is_file());
+    }
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("haproxy-runtime") && summary.contains("Endpoint propagation"));
+    assert!(out.join("scenario.yaml").is_file());
+    assert_nothing_left();
+}
+
+fn interrupted_run(signal: &str, system: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = scenario(
+        dir.path(),
+        &format!("[{system}]"),
+        "30s",
+        "  - repeat:\n      steps:\n        - scale: 3\n        - wait: 1s\n        - scale: 2\n        - wait: 1s\n",
+    );
+    let child = start(&scn, &out);
+    // Let the load start and a change or two happen.
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(4) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let pid = child.id().to_string();
+    Command::new("kill").args([signal, &pid]).status().unwrap();
+    let t = Instant::now();
+    let (code, text) = finish(child, Duration::from_secs(15));
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "took {:?} to stop",
+        t.elapsed()
+    );
+    assert_eq!(code, 130, "{text}");
+    let r = result(&out, system);
+    assert_eq!(r["partial"], true);
+    assert_balanced(&r);
+    assert!(u(&r["requests"]["completed"]) > 0);
+    assert!(
+        f(&r["duration_s"]) < 20.0,
+        "the window ends at the interrupt"
+    );
+    assert_nothing_left();
+}
+
+#[test]
+fn sigint_writes_a_partial_result_and_leaves_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    interrupted_run("-INT", "nginx-reload");
+}
+
+#[test]
+fn sigterm_writes_a_partial_result_and_leaves_nothing() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    interrupted_run("-TERM", "haproxy-runtime");
+}
+
+#[test]
+fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = scenario(dir.path(), "[caddy-api]", "5s", "  - wait: 1s\n");
+    let child = start(&scn, &out);
+    // Find the proxy by its scratch folder and kill it mid-run.
+    let t = Instant::now();
+    let mut killed = false;
+    while t.elapsed() < Duration::from_secs(20) && !killed {
+        std::thread::sleep(Duration::from_millis(100));
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+            if cmd.starts_with("caddy") || cmd.contains("/caddy run") || cmd.contains("bin/caddy") {
+                if cmd.contains("ingressbench-run-")
+                    && out.join("caddy-api").join("caddy.log").exists()
+                {
+                    std::thread::sleep(Duration::from_millis(1500));
+                    let pid = e.file_name().to_string_lossy().into_owned();
+                    Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+                    killed = true;
+                    break;
+                }
+            }
+        }
+    }
+    assert!(killed, "caddy was never seen running");
+    let (code, text) = finish(child, Duration::from_secs(60));
+    assert_eq!(code, 0, "{text}");
+    let r = result(&out, "caddy-api");
+    assert_eq!(r["lab"]["proxy_died"], true);
+    assert!(events(&r).iter().any(|(_, k, _)| k == "proxy_died"));
+    // The load went on: the requests after the death failed and were counted.
+    assert!(u(&r["requests"]["failed"]) > 0);
+    assert!(u(&r["errors"]["connect"]) > 0, "{}", r["errors"]);
+    assert_balanced(&r);
+    assert_nothing_left();
+}
+
+#[test]
+fn bad_scenarios_are_one_line_with_the_line_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.yaml");
+    std::fs::write(&p, "name: x\nsystems: [nginx-reload]\nbackends:\n  replicase: 3\nload:\n  rate: 1\n  duration: 1s\n").unwrap();
+    for cmd in ["validate", "run"] {
+        let o = Command::new(env!("CARGO_BIN_EXE_ingressbench"))
+            .arg(cmd)
+            .arg(&p)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+        assert!(err.contains("line 4") && err.contains("replicase"), "{err}");
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_ingressbench"))
+        .args(["run", "/nonexistent.yaml"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let o = Command::new(env!("CARGO_BIN_EXE_ingressbench"))
+        .args(["run", "scenarios/dynamic-endpoints.yaml", "--only", "envoy"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("envoy"));
+}
