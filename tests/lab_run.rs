@@ -307,16 +307,17 @@ fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
         for e in std::fs::read_dir("/proc").unwrap().flatten() {
             let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
             let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-            if cmd.starts_with("caddy") || cmd.contains("/caddy run") || cmd.contains("bin/caddy") {
-                if cmd.contains("ingressbench-run-")
-                    && out.join("caddy-api").join("caddy.log").exists()
-                {
-                    std::thread::sleep(Duration::from_millis(1500));
-                    let pid = e.file_name().to_string_lossy().into_owned();
-                    Command::new("kill").args(["-KILL", &pid]).status().unwrap();
-                    killed = true;
-                    break;
-                }
+            let is_caddy =
+                cmd.starts_with("caddy") || cmd.contains("/caddy run") || cmd.contains("bin/caddy");
+            if is_caddy
+                && cmd.contains("ingressbench-run-")
+                && out.join("caddy-api").join("caddy.log").exists()
+            {
+                std::thread::sleep(Duration::from_millis(1500));
+                let pid = e.file_name().to_string_lossy().into_owned();
+                Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+                killed = true;
+                break;
             }
         }
     }
