@@ -532,6 +532,7 @@ impl Outcome {
             histogram: b64(&t.corrected),
             histogram_uncorrected: b64(&t.uncorrected),
             lab: None,
+            samples: None,
             config,
         }
     }

@@ -309,6 +309,48 @@ pub struct RunResult {
     /// What a lab run adds: the system, its events, their impact, propagation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lab: Option<LabInfo>,
+    /// A sample of individual requests (`--sample FRACTION`), for scatter charts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<Samples>,
+}
+
+/// A random sample of individual requests, stored by column (compact in JSON).
+/// Row `i` of every column is one request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Samples {
+    /// The fraction of requests sampled (0-1].
+    pub fraction: f64,
+    /// Intended send time, ms from the start of the measured window.
+    pub t_ms: Vec<f64>,
+    /// Corrected latency in ms: to the full response, or to the error.
+    pub latency_ms: Vec<f64>,
+    /// HTTP status; 0 when there was no response (a transport error or timeout).
+    pub status: Vec<u16>,
+    /// 0: no error; otherwise 1 + the index of the kind in `error_kinds`.
+    pub error: Vec<u8>,
+    /// Names of the error kinds, in the order `error` indexes them (minus one).
+    pub error_kinds: Vec<String>,
+    /// Index into `backend_ids` of the backend that answered; -1 when none said.
+    pub backend: Vec<i32>,
+    pub backend_ids: Vec<String>,
+}
+
+impl Samples {
+    pub fn len(&self) -> usize {
+        self.t_ms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.t_ms.is_empty()
+    }
+
+    /// The error kind of row `i`, if it failed.
+    pub fn error_kind(&self, i: usize) -> Option<&str> {
+        match self.error.get(i) {
+            Some(0) | None => None,
+            Some(k) => self.error_kinds.get(*k as usize - 1).map(String::as_str),
+        }
+    }
 }
 
 /// A change to the system under test, or a step of one, on the load's clock.
