@@ -222,6 +222,19 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
             .sum();
         let all: u64 = r["backends"].as_object().unwrap().values().map(u).sum();
         assert_eq!(by_backend, all, "{system}");
+        // A tenth of the requests is kept individually, each tied to its backend.
+        let smp = &r["samples"];
+        let n = smp["t_ms"].as_array().unwrap().len() as f64;
+        let intended = u(&r["requests"]["intended"]) as f64;
+        assert!(
+            n > 0.04 * intended && n < 0.2 * intended,
+            "{system}: {n} samples of {intended}"
+        );
+        let ids = smp["backend_ids"].as_array().unwrap().len() as i64;
+        assert!(smp["backend"].as_array().unwrap().iter().all(|b| {
+            let b = b.as_i64().unwrap();
+            (-1..ids).contains(&b)
+        }));
         // One impact window per change asked for inside the measured window.
         let windows = r["lab"]["windows"].as_array().unwrap();
         assert_eq!(windows.len(), 4, "{system}: {windows:?}");

@@ -82,6 +82,10 @@ pub struct LoadArgs {
     /// Write an HdrHistogram interval log (one interval per second) to this file.
     #[arg(long)]
     pub hdr_log: Option<std::path::PathBuf>,
+    /// Keep this fraction of requests individually (send time, latency, status or
+    /// error, backend) in the result, for scatter charts: 0.1 keeps one in ten.
+    #[arg(long, default_value_t = 0.0)]
+    pub sample: f64,
     /// Never draw the live progress line, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
@@ -180,6 +184,7 @@ fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
             resume: a.tls_resume,
         },
         backend_header: a.backend_header.clone(),
+        sample: a.sample,
     };
     let (plan, config) = spec.resolve().map_err(usage)?;
     Ok((plan, config, a.url.clone()))

@@ -15,8 +15,8 @@ pub mod worker;
 
 use crate::clock::{Clock, Nanos};
 use crate::results::{
-    Errors, Generator, Latency, LoadConfig, Percentiles, Rate, Requests, RunResult, TimelineEntry,
-    TlsStats, RESULT_SCHEMA,
+    Errors, Generator, Latency, LoadConfig, Percentiles, Rate, Requests, RunResult, Samples,
+    TimelineEntry, TlsStats, RESULT_SCHEMA,
 };
 use hdrhistogram::Histogram;
 use stats::{Interval, Totals};
@@ -59,6 +59,8 @@ pub struct Plan {
     pub new_connection: bool,
     pub backend_header: String,
     pub head_request: bool,
+    /// Fraction of requests kept individually (0: none).
+    pub sample: f64,
 }
 
 /// Load settings as a user or a scenario gives them, before validation.
@@ -81,6 +83,8 @@ pub struct LoadSpec {
     pub new_connection: bool,
     pub tls: tls::TlsOptions,
     pub backend_header: String,
+    /// Fraction of requests to keep individually (`--sample`), 0 for none.
+    pub sample: f64,
 }
 
 impl LoadSpec {
@@ -149,6 +153,12 @@ impl LoadSpec {
         if self.backend_header.is_empty() || self.backend_header.contains([':', ' ']) {
             return Err("--backend-header must be a header name such as x-backend".into());
         }
+        if !(self.sample.is_finite() && (0.0..=1.0).contains(&self.sample)) {
+            return Err(format!(
+                "--sample {}: give a fraction of requests from 0 to 1 (e.g. 0.1)",
+                self.sample
+            ));
+        }
         let plan = Plan {
             addr,
             request,
@@ -164,6 +174,7 @@ impl LoadSpec {
             new_connection: self.new_connection,
             backend_header: self.backend_header.clone(),
             head_request: self.method.eq_ignore_ascii_case("HEAD"),
+            sample: self.sample,
         };
         let config = LoadConfig {
             url: self.url.clone(),
@@ -207,6 +218,8 @@ pub struct Outcome {
     pub cpu_s: f64,
     /// Clock time at which the measured window started.
     pub measure_start: Nanos,
+    /// The sampled fraction (0: none).
+    pub sample: f64,
 }
 
 /// One second, summarised as soon as every worker has reported it, so the run
@@ -264,6 +277,7 @@ pub fn run_with(
         gate: Barrier::new(plan.threads + 1),
         start: AtomicU64::new(0),
         stopped_at: AtomicU64::new(0),
+        sample: plan.sample,
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();
@@ -331,6 +345,7 @@ pub fn run_with(
         duration_s: measured_ns as f64 / 1e9,
         cpu_s: process_cpu_s() - cpu0,
         measure_start,
+        sample: plan.sample,
     })
 }
 
@@ -532,9 +547,43 @@ impl Outcome {
             histogram: b64(&t.corrected),
             histogram_uncorrected: b64(&t.uncorrected),
             lab: None,
-            samples: None,
+            samples: self.samples(),
             config,
         }
+    }
+}
+
+impl Outcome {
+    /// The sampled requests by column, in order of intended send time.
+    fn samples(&self) -> Option<Samples> {
+        let t = &self.totals;
+        if t.samples.is_empty() {
+            return None;
+        }
+        let mut rows = t.samples.clone();
+        rows.sort_by_key(|r| r.intended);
+        let ms = |ns: f64| ns / 1e6;
+        Some(Samples {
+            fraction: self.sample,
+            t_ms: rows
+                .iter()
+                .map(|r| ms(r.intended as f64 - self.measure_start as f64))
+                .collect(),
+            latency_ms: rows.iter().map(|r| ms(r.latency_ns as f64)).collect(),
+            status: rows.iter().map(|r| r.status).collect(),
+            error: rows.iter().map(|r| r.error).collect(),
+            error_kinds: crate::results::ErrorKind::ALL
+                .iter()
+                .map(|k| k.name().to_string())
+                .collect(),
+            backend: rows.iter().map(|r| r.backend).collect(),
+            backend_ids: t
+                .backends
+                .ids
+                .iter()
+                .map(|e| String::from_utf8_lossy(&e.id).into_owned())
+                .collect(),
+        })
     }
 }
 

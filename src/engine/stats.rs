@@ -49,16 +49,19 @@ pub struct BackendTally {
 impl BackendTally {
     /// Counts `n` responses from `id` at time `t`. Allocates only the first time an
     /// id is seen.
+    /// Returns the id's index in `ids` (`None`: counted under "other").
     #[inline]
-    pub fn add(&mut self, id: &[u8], n: u64, t: Nanos) {
-        self.add_span(id, n, t, t);
+    pub fn add(&mut self, id: &[u8], n: u64, t: Nanos) -> Option<usize> {
+        self.add_span(id, n, t, t)
     }
 
-    fn add_span(&mut self, id: &[u8], n: u64, first: Nanos, last: Nanos) {
-        if let Some(e) = self.ids.iter_mut().find(|e| &e.id[..] == id) {
+    fn add_span(&mut self, id: &[u8], n: u64, first: Nanos, last: Nanos) -> Option<usize> {
+        if let Some(i) = self.ids.iter().position(|e| &e.id[..] == id) {
+            let e = &mut self.ids[i];
             e.count += n;
             e.first = e.first.min(first);
             e.last = e.last.max(last);
+            Some(i)
         } else if self.ids.len() < MAX_BACKENDS {
             let id = &id[..id.len().min(MAX_BACKEND_ID)];
             self.ids.push(BackendCount {
@@ -67,8 +70,10 @@ impl BackendTally {
                 first,
                 last,
             });
+            Some(self.ids.len() - 1)
         } else {
             self.other += n;
+            None
         }
     }
 
@@ -156,6 +161,23 @@ pub struct Totals {
     pub handshakes: u64,
     pub resumed: u64,
     pub tls_version: Option<&'static str>,
+    /// Sampled requests (`--sample`), in completion order.
+    pub samples: Vec<RawSample>,
+}
+
+/// One sampled request, as a worker keeps it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawSample {
+    /// Intended send time (run clock).
+    pub intended: Nanos,
+    /// Corrected latency to the response or the error, ns.
+    pub latency_ns: u64,
+    /// HTTP status; 0 without a response.
+    pub status: u16,
+    /// 0: none; 1 + `ErrorKind::index()` otherwise.
+    pub error: u8,
+    /// Index into the owning tally's `ids`; -1 when no backend said.
+    pub backend: i32,
 }
 
 impl Totals {
@@ -177,6 +199,7 @@ impl Totals {
             handshakes: 0,
             resumed: 0,
             tls_version: None,
+            samples: Vec::new(),
         }
     }
 
@@ -198,6 +221,27 @@ impl Totals {
             *a += b;
         }
         self.backends.merge(&o.backends);
+        // Sample backend indices refer to the other tally: map them by id.
+        let map: Vec<i32> = o
+            .backends
+            .ids
+            .iter()
+            .map(|e| {
+                self.backends
+                    .ids
+                    .iter()
+                    .position(|m| m.id == e.id)
+                    .map_or(-1, |i| i as i32)
+            })
+            .collect();
+        self.samples.extend(o.samples.iter().map(|s| RawSample {
+            backend: if s.backend >= 0 {
+                map.get(s.backend as usize).copied().unwrap_or(-1)
+            } else {
+                -1
+            },
+            ..*s
+        }));
         self.bytes_read += o.bytes_read;
         self.handshakes += o.handshakes;
         self.resumed += o.resumed;
@@ -270,14 +314,15 @@ impl Recorder {
         uncorrected_ns: u64,
         status: u16,
         backend: Option<&[u8]>,
-    ) {
+    ) -> i32 {
         let c = (corrected_ns / 1000).clamp(1, MAX_LATENCY_US);
         let u = (uncorrected_ns / 1000).clamp(1, MAX_LATENCY_US);
         self.totals.corrected.saturating_record(c);
         self.totals.uncorrected.saturating_record(u);
         self.interval.corrected.saturating_record(c);
+        let mut index = -1;
         if let Some(b) = backend {
-            self.totals.backends.add(b, 1, now);
+            index = self.totals.backends.add(b, 1, now).map_or(-1, |i| i as i32);
             self.interval.backends.add(b, 1, now);
         }
         if status >= 400 {
@@ -287,6 +332,7 @@ impl Recorder {
             self.totals.completed += 1;
             self.interval.completed += 1;
         }
+        index
     }
 
     /// A request that failed.
@@ -338,9 +384,9 @@ mod tests {
         let mut a = BackendTally::default();
         a.add(b"x", 2, 50);
         let mut b = BackendTally::default();
-        b.add(b"x", 1, 10);
-        b.add(b"x", 1, 90);
         b.add(b"y", 4, 20);
+        b.add(b"x", 1, 10);
+        assert_eq!(b.add(b"x", 1, 90), Some(1));
         a.merge(&b);
         let m = a.to_map();
         assert_eq!((m["x"], m["y"]), (4, 4));
@@ -351,6 +397,33 @@ mod tests {
             c.add(format!("b{i}").as_bytes(), 1, 0);
         }
         assert_eq!(c.other, 5);
+    }
+
+    #[test]
+    fn merged_samples_keep_their_backend() {
+        let mut a = Totals::new();
+        a.backends.add(b"p", 1, 0);
+        let mut b = Totals::new();
+        b.backends.add(b"q", 1, 0);
+        b.backends.add(b"p", 1, 0);
+        b.samples.push(RawSample {
+            intended: 1,
+            latency_ns: 2,
+            status: 200,
+            error: 0,
+            backend: 1, // "p" in b's tally
+        });
+        b.samples.push(RawSample {
+            intended: 1,
+            latency_ns: 2,
+            status: 200,
+            error: 0,
+            backend: 0, // "q"
+        });
+        a.merge(&b);
+        let name = |s: &RawSample| &a.backends.ids[s.backend as usize].id[..];
+        assert_eq!(name(&a.samples[0]), b"p");
+        assert_eq!(name(&a.samples[1]), b"q");
     }
 
     #[test]

@@ -15,7 +15,7 @@
 use crate::clock::{Clock, Nanos};
 use crate::engine::http1::{Response, ResponseParser};
 use crate::engine::schedule::{lanes_for_worker, Lane, Model, Share};
-use crate::engine::stats::{Interval, Recorder, Totals};
+use crate::engine::stats::{Interval, RawSample, Recorder, Totals};
 use crate::results::ErrorKind;
 use rustix::event::epoll;
 use rustls::pki_types::ServerName;
@@ -59,6 +59,8 @@ pub struct Shared {
     pub start: AtomicU64,
     /// When the first worker stopped sending (0: not yet), to size a partial window.
     pub stopped_at: AtomicU64,
+    /// Fraction of requests kept individually (0: none).
+    pub sample: f64,
 }
 
 /// What a worker tells the collector.
@@ -99,6 +101,8 @@ struct Conn {
     /// Carries a request (as opposed to connecting ahead of the run).
     busy: bool,
     measured: bool,
+    /// This request is kept in the sample.
+    sampled: bool,
     intended: Nanos,
     dispatched: Nanos,
     deadline: Nanos,
@@ -133,6 +137,8 @@ struct Worker {
     busy: usize,
     measure_start: Nanos,
     end: Nanos,
+    /// xorshift state for sampling decisions.
+    rng: u64,
 }
 
 impl Worker {
@@ -153,6 +159,7 @@ impl Worker {
                 lane: 0,
                 busy: false,
                 measured: false,
+                sampled: false,
                 intended: 0,
                 dispatched: 0,
                 deadline: 0,
@@ -173,6 +180,7 @@ impl Worker {
             busy: 0,
             measure_start: 0,
             end: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0xBF58_476D_1CE4_E5B9),
             shared,
         }
         .with_lanes(conn_offset))
@@ -215,6 +223,17 @@ impl Worker {
         self.measure_start = start + self.shared.warmup_ns;
         self.end = self.measure_start + self.shared.duration_ns;
         self.rec = Recorder::new(self.measure_start);
+        if self.shared.sample > 0.0 {
+            // Room for the expected sample, so the hot path rarely grows the vector.
+            let expect = self.shared.rate.unwrap_or(10_000.0) * self.shared.sample
+                / self.shared.workers as f64
+                * (self.shared.duration_ns as f64 / 1e9)
+                * 1.2;
+            self.rec
+                .totals
+                .samples
+                .reserve(expect.min(5e6) as usize + 64);
+        }
         let lanes = std::mem::take(&mut self.lanes);
         self.lanes = lanes.into_iter().map(|l| l.shifted(start)).collect();
         for (i, l) in self.lanes.iter().enumerate() {
@@ -380,8 +399,26 @@ impl Worker {
         }
     }
 
+    /// Whether the next request goes into the sample.
+    #[inline]
+    fn sample_next(&mut self) -> bool {
+        let f = self.shared.sample;
+        if f <= 0.0 {
+            return false;
+        }
+        if f >= 1.0 {
+            return true;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        ((self.rng >> 11) as f64 / (1u64 << 53) as f64) < f
+    }
+
     fn start_request(&mut self, ci: usize, intended: Nanos, measured: bool, now: Nanos) {
+        let sampled = measured && self.sample_next();
         let c = &mut self.conns[ci];
+        c.sampled = sampled;
         debug_assert!(!c.busy);
         c.busy = true;
         c.measured = measured;
@@ -468,13 +505,26 @@ impl Worker {
         let now = self.shared.clock.now();
         let c = &mut self.conns[ci];
         if c.measured {
-            self.rec.response(
+            let backend = self.rec.response(
                 now,
                 now - c.intended,
                 now - c.dispatched,
                 resp.status,
                 c.parser.backend(),
             );
+            if c.sampled {
+                self.rec.totals.samples.push(RawSample {
+                    intended: c.intended,
+                    latency_ns: now - c.intended,
+                    status: resp.status,
+                    error: if resp.status >= 400 {
+                        1 + ErrorKind::Status.index() as u8
+                    } else {
+                        0
+                    },
+                    backend,
+                });
+            }
         }
         let close = resp.close || self.shared.new_connection;
         self.finish(ci, now);
@@ -487,8 +537,19 @@ impl Worker {
 
     /// A request (or a connection opened ahead of the run) failed.
     fn fail(&mut self, ci: usize, kind: ErrorKind) {
-        if self.conns[ci].busy && self.conns[ci].measured {
+        let c = &self.conns[ci];
+        if c.busy && c.measured {
             self.rec.error(kind);
+            if c.sampled {
+                let now = self.shared.clock.now();
+                self.rec.totals.samples.push(RawSample {
+                    intended: c.intended,
+                    latency_ns: now.saturating_sub(c.intended),
+                    status: 0,
+                    error: 1 + kind.index() as u8,
+                    backend: -1,
+                });
+            }
         }
         self.close(ci);
         if self.conns[ci].busy {

@@ -256,6 +256,8 @@ pub struct Load {
     pub new_connection: bool,
     /// `connection` (wrk2) or `shared`.
     pub schedule: String,
+    /// Fraction of requests kept individually for the latency scatter.
+    pub sample: f64,
 }
 
 #[derive(Deserialize)]
@@ -277,6 +279,8 @@ struct LoadRaw {
     new_connection: bool,
     #[serde(default = "default_schedule")]
     schedule: String,
+    #[serde(default = "default_sample")]
+    sample: f64,
 }
 
 fn default_connections() -> usize {
@@ -293,6 +297,10 @@ fn ten_s() -> Dur {
 }
 fn two_s() -> Dur {
     Dur(Duration::from_secs(2))
+}
+fn default_sample() -> f64 {
+    // Study S3 plotted 10 % of requests.
+    0.1
 }
 fn default_schedule() -> String {
     "connection".into()
@@ -319,6 +327,12 @@ impl TryFrom<LoadRaw> for Load {
         if r.duration.0.is_zero() {
             return Err("load.duration must be longer than 0s".into());
         }
+        if !(0.0..=1.0).contains(&r.sample) {
+            return Err(format!(
+                "load.sample: {} is not a fraction from 0 to 1",
+                r.sample
+            ));
+        }
         crate::engine::schedule::Model::parse(&r.schedule)
             .map_err(|e| e.replace("--schedule", "load.schedule"))?;
         Ok(Load {
@@ -331,6 +345,7 @@ impl TryFrom<LoadRaw> for Load {
             connect_timeout: r.connect_timeout,
             new_connection: r.new_connection,
             schedule: r.schedule,
+            sample: r.sample,
         })
     }
 }

@@ -287,6 +287,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
             resume: false,
         },
         backend_header: "x-backend".into(),
+        sample: load.sample,
     };
     let (plan, config) = spec.resolve().map_err(RunError::Setup)?;
 
