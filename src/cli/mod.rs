@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 a run that failed or crossed a threshold, 2 bad input.
 
 mod backend;
+mod compare;
 pub use crate::duration;
 mod load;
 mod run;
@@ -41,6 +42,8 @@ enum Command {
     Run(run::RunArgs),
     /// Check a scenario file without running it.
     Validate(run::ValidateArgs),
+    /// Compare saved runs: deltas per system; exit 1 when --max-regression is crossed.
+    Compare(compare::CompareArgs),
 }
 
 /// Runs the program and returns its exit code.
@@ -54,6 +57,7 @@ pub fn main() -> i32 {
         Command::Backend(args) => backend::run(args),
         Command::Run(args) => run::run(args),
         Command::Validate(args) => run::validate(args),
+        Command::Compare(args) => compare::run(args),
     };
     match res {
         Ok(code) => code,

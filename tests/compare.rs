@@ -1,0 +1,483 @@
+//! End-to-end tests of `ingressbench compare`: the built binary on result files made
+//! from a real short load run against the built-in backend on 127.0.0.1:0, with
+//! numbers edited in the JSON to simulate a regression, a different setup, a lab run
+//! of several systems, and bad input.
+
+use ingressbench::report::text::fmt_ms;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_ingressbench");
+
+/// A child killed and reaped on drop, so a failed assertion leaves nothing running.
+struct Guard(Child);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// What a finished run of the binary printed.
+struct Output {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs the binary with a hard time limit; output goes to files, so a chatty child
+/// never blocks on a full pipe.
+fn run_bin(args: &[&str], limit: Duration) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let (o, e) = (dir.path().join("stdout"), dir.path().join("stderr"));
+    let child = Command::new(BIN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&o).unwrap())
+        .stderr(std::fs::File::create(&e).unwrap())
+        .spawn()
+        .expect("spawn ingressbench");
+    let mut g = Guard(child);
+    let deadline = Instant::now() + limit;
+    let status = loop {
+        if let Some(st) = g.0.try_wait().expect("wait") {
+            break st;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ingressbench {args:?}: over {limit:?}"
+        );
+        thread::sleep(Duration::from_millis(20));
+    };
+    Output {
+        code: status.code(),
+        stdout: std::fs::read_to_string(o).unwrap(),
+        stderr: std::fs::read_to_string(e).unwrap(),
+    }
+}
+
+/// The result of one real 2 s load at 500 req/s against the built-in backend, made
+/// once and shared by every test.
+fn real_result() -> &'static Value {
+    static R: OnceLock<Value> = OnceLock::new();
+    R.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let ready = dir.path().join("ready");
+        let backend = Command::new(BIN)
+            .args(["backend", "--listen", "127.0.0.1:0", "--ready-file"])
+            .arg(&ready)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn backend");
+        let _backend = Guard(backend);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let addr = loop {
+            let text = std::fs::read_to_string(&ready).unwrap_or_default();
+            if let Some(line) = text
+                .split_inclusive('\n')
+                .next()
+                .filter(|l| l.ends_with('\n'))
+            {
+                let a = line.trim();
+                break a
+                    .strip_prefix("http://")
+                    .unwrap_or(a)
+                    .trim_end_matches('/')
+                    .to_string();
+            }
+            assert!(Instant::now() < deadline, "backend not ready after 10 s");
+            thread::sleep(Duration::from_millis(10));
+        };
+        let json = dir.path().join("a.json");
+        let url = format!("http://{addr}/");
+        let out = run_bin(
+            &[
+                "load",
+                "-t1",
+                "-c10",
+                "-R500",
+                "-d2s",
+                "--json",
+                json.to_str().unwrap(),
+                &url,
+            ],
+            Duration::from_secs(30),
+        );
+        assert_eq!(out.code, Some(0), "load failed: {}", out.stderr);
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap()
+    })
+}
+
+/// `ingressbench compare ARGS`: exit code, stdout, stderr.
+fn compare(args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["compare"];
+    all.extend_from_slice(args);
+    let out = run_bin(&all, Duration::from_secs(30));
+    (out.code.expect("exit code"), out.stdout, out.stderr)
+}
+
+fn write(path: &Path, v: &Value) -> String {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    std::fs::write(path, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn f(v: &Value, ptr: &str) -> f64 {
+    v.pointer(ptr)
+        .and_then(Value::as_f64)
+        .unwrap_or_else(|| panic!("{ptr} missing"))
+}
+
+fn set(v: &mut Value, ptr: &str, x: Value) {
+    *v.pointer_mut(ptr)
+        .unwrap_or_else(|| panic!("{ptr} missing")) = x;
+}
+
+/// The real result with `n` more timeouts (the request balance kept) and p99 doubled
+/// plus a millisecond.
+fn regressed(base: &Value, n: u64) -> Value {
+    let mut r = base.clone();
+    let p99 = f(&r, "/latency_ms/corrected/p99") * 2.0 + 1.0;
+    set(&mut r, "/latency_ms/corrected/p99", json!(p99));
+    for p in ["p99.9", "p99.99", "p99.999", "p99.9999", "max"] {
+        let ptr = format!("/latency_ms/corrected/{p}");
+        let v = f(&r, &ptr).max(p99);
+        set(&mut r, &ptr, json!(v));
+    }
+    let t = f(&r, "/errors/timeout") as u64 + n;
+    set(&mut r, "/errors/timeout", json!(t));
+    let completed = f(&r, "/requests/completed") as u64 - n;
+    let failed = f(&r, "/requests/failed") as u64 + n;
+    set(&mut r, "/requests/completed", json!(completed));
+    set(&mut r, "/requests/failed", json!(failed));
+    r
+}
+
+/// The result as one system of a lab run, with the given added-backend propagation.
+fn as_lab(base: &Value, system: &str, scenario: &str, added_ms: &[f64]) -> Value {
+    let mut r = base.clone();
+    let mut sorted = added_ms.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let median = (!sorted.is_empty()).then(|| sorted[sorted.len() / 2]);
+    r["lab"] = json!({
+        "system": system,
+        "scenario": scenario,
+        "versions": {"nginx": "1.22.1"},
+        "events": [],
+        "windows": [],
+        "propagation": {
+            "added": [],
+            "removed": [],
+            "added_ms": {"n": sorted.len(), "min": sorted.first(), "median": median, "max": sorted.last()},
+            "removed_ms": {"n": 0, "min": null, "median": null, "max": null}
+        },
+        "proxy_died": false
+    });
+    r
+}
+
+fn one_line_error(stderr: &str) -> &str {
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "not one line: {stderr}");
+    assert!(lines[0].starts_with("ingressbench: "), "{stderr}");
+    lines[0]
+}
+
+#[test]
+fn identical_runs_hold_every_threshold() {
+    let d = tempfile::tempdir().unwrap();
+    let a = write(&d.path().join("a.json"), real_result());
+    write(&d.path().join("b/result.json"), real_result());
+    let b_dir = d.path().join("b");
+    let (code, out, err) = compare(&[
+        &a,
+        b_dir.to_str().unwrap(),
+        "--max-regression",
+        "p99=0%,p99.99=0ms,max=0ms",
+        "--max-regression=errors=0",
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("every threshold holds"), "{out}");
+    assert!(!out.contains("REGRESSION"), "{out}");
+    assert!(!out.contains("not comparable"), "{out}");
+    // The table: every percentile and max, base = new, a zero delta.
+    let p99 = fmt_ms(f(real_result(), "/latency_ms/corrected/p99"));
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("p99 "))
+        .unwrap_or_else(|| panic!("no p99 row: {out}"));
+    assert_eq!(
+        row.split_whitespace().collect::<Vec<_>>(),
+        ["p99", &p99, &p99, "+0.00us", "+0.0%"]
+    );
+    for label in ["p50", "p99.9999", "max", "total", "achieved"] {
+        assert!(
+            out.lines().any(|l| l.trim_start().starts_with(label)),
+            "{label}: {out}"
+        );
+    }
+    // Without thresholds nothing is judged.
+    let (code, out, _) = compare(&[&a, &a]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("threshold"), "{out}");
+}
+
+#[test]
+fn a_regression_exits_1_naming_each_crossed_threshold() {
+    let d = tempfile::tempdir().unwrap();
+    let base = real_result();
+    let new = regressed(base, 5);
+    let a = write(&d.path().join("a.json"), base);
+    let b = write(&d.path().join("b.json"), &new);
+    let (code, out, err) = compare(&[
+        &a,
+        &b,
+        "--max-regression",
+        "p99=10%",
+        "--max-regression",
+        "errors.timeout=2,max=1m,errors=10",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let crossed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("REGRESSION:"))
+        .collect();
+    assert_eq!(crossed.len(), 2, "{out}");
+    let (b99, n99) = (
+        f(base, "/latency_ms/corrected/p99"),
+        f(&new, "/latency_ms/corrected/p99"),
+    );
+    assert_eq!(
+        crossed[0],
+        format!(
+            "REGRESSION: load: p99: base {}, new {}, limit +10% ({}) (--max-regression p99=10%)",
+            fmt_ms(b99),
+            fmt_ms(n99),
+            fmt_ms(b99 * 1.1)
+        )
+    );
+    let t0 = f(base, "/errors/timeout");
+    assert_eq!(
+        crossed[1],
+        format!(
+            "REGRESSION: load: errors.timeout: base {t0}, new {}, limit +2 ({}) (--max-regression errors.timeout=2)",
+            t0 + 5.0,
+            t0 + 2.0
+        )
+    );
+    assert!(out.contains("2 threshold(s) crossed"), "{out}");
+    // The deltas in the table agree with the files.
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("timeout "))
+        .unwrap_or_else(|| panic!("no timeout row: {out}"));
+    assert_eq!(row.split_whitespace().nth(3), Some("+5"), "{row}");
+    // Loose enough limits hold.
+    let (code, out, _) = compare(&[&a, &b, "--max-regression", "p99=200%,errors=5"]);
+    assert_eq!(code, 0, "{out}");
+    // The other way round, new is better: nothing is crossed.
+    let (code, out, _) = compare(&[&b, &a, "--max-regression", "p99=0%,errors=0"]);
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn runs_of_different_setups_are_flagged() {
+    let d = tempfile::tempdir().unwrap();
+    let base = real_result();
+    let mut new = base.clone();
+    set(&mut new, "/config/rate", json!(1000.0));
+    set(&mut new, "/config/connections", json!(20));
+    set(&mut new, "/config/duration_s", json!(30.0));
+    let a = write(&d.path().join("a.json"), base);
+    let b = write(&d.path().join("b.json"), &new);
+    let (code, out, err) = compare(&[&a, &b]);
+    assert_eq!(code, 0, "{err}");
+    let warning = out
+        .lines()
+        .find(|l| l.starts_with("WARNING: not comparable: "))
+        .unwrap_or_else(|| panic!("no warning: {out}"));
+    assert_eq!(
+        warning,
+        "WARNING: not comparable: rate: 500 req/s vs 1000 req/s; connections: 10 vs 20; duration: 2s vs 30s"
+    );
+    // A lab run of another scenario is flagged too.
+    let la = write(
+        &d.path().join("la/nginx-reload/result.json"),
+        &as_lab(base, "nginx-reload", "dynamic-endpoints", &[100.0]),
+    );
+    let lb = write(
+        &d.path().join("lb/result.json"),
+        &as_lab(base, "nginx-reload", "static-routes", &[100.0]),
+    );
+    let (code, out, _) = compare(&[&la, &lb]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(
+            "WARNING: not comparable: scenario: scenario dynamic-endpoints vs scenario static-routes"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn lab_runs_match_systems_by_name_and_write_a_page() {
+    let d = tempfile::tempdir().unwrap();
+    let base = real_result();
+    let a = d.path().join("a");
+    let b = d.path().join("b");
+    write(
+        &a.join("nginx-reload/result.json"),
+        &as_lab(
+            base,
+            "nginx-reload",
+            "dynamic-endpoints",
+            &[100.0, 120.0, 140.0],
+        ),
+    );
+    write(
+        &a.join("caddy-api/result.json"),
+        &as_lab(base, "caddy-api", "dynamic-endpoints", &[50.0]),
+    );
+    std::fs::create_dir_all(a.join("haproxy-runtime")).unwrap(); // never ran: skipped
+    write(
+        &b.join("nginx-reload/result.json"),
+        &as_lab(
+            &regressed(base, 0),
+            "nginx-reload",
+            "dynamic-endpoints",
+            &[400.0, 420.0, 440.0],
+        ),
+    );
+    write(
+        &b.join("envoy/result.json"),
+        &as_lab(base, "envoy", "dynamic-endpoints", &[50.0]),
+    );
+    let page = d.path().join("cmp.html");
+    let (code, out, err) = compare(&[
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--max-regression",
+        "propagation=200ms",
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("\nnginx-reload\n"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "WARNING: missing: caddy-api is in {} but not in {}",
+            a.display(),
+            b.display()
+        )),
+        "{out}"
+    );
+    assert!(out.contains("WARNING: missing: envoy is in"), "{out}");
+    let crossed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("REGRESSION:"))
+        .collect();
+    assert_eq!(
+        crossed,
+        ["REGRESSION: nginx-reload: propagation.added median: base 120.00ms, new 420.00ms, limit +200.00ms (320.00ms) (--max-regression propagation=200ms)"]
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>"));
+    assert!(html.contains("prefers-color-scheme: dark"));
+    assert!(html.contains("<h3>nginx-reload</h3>"));
+    assert!(html.contains("propagation.added median"));
+    assert!(html.contains("missing: caddy-api"));
+    for external in ["http://", "https://", "<script", "<link", "url("] {
+        assert!(!html.contains(external), "page refers to {external}");
+    }
+}
+
+#[test]
+fn several_new_runs_are_each_compared_with_the_base() {
+    let d = tempfile::tempdir().unwrap();
+    let base = real_result();
+    let a = write(&d.path().join("a.json"), base);
+    let b = write(&d.path().join("b.json"), base);
+    let c = write(&d.path().join("c.json"), &regressed(base, 3));
+    let (code, out, err) = compare(&[&a, &b, &c, "--max-regression", "errors=0"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains(&format!("Comparing {a} (base) with {b} (new)")));
+    assert!(out.contains(&format!("Comparing {a} (base) with {c} (new)")));
+    let crossed: Vec<&str> = out.lines().filter(|l| l.contains("REGRESSION:")).collect();
+    assert_eq!(crossed.len(), 1, "{out}");
+    assert!(
+        crossed[0].starts_with(&format!("{c}: REGRESSION: load: errors: ")),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_input_is_one_line_and_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let good = write(&d.path().join("good.json"), real_result());
+    let empty = d.path().join("empty");
+    std::fs::create_dir_all(empty.join("sub")).unwrap();
+    let mut v2 = real_result().clone();
+    v2["schema"] = json!("ingressbench/result/v2");
+    let v2 = write(&d.path().join("v2.json"), &v2);
+    let junk = d.path().join("junk.json");
+    std::fs::write(&junk, "not json").unwrap();
+    let missing = d.path().join("nope.json");
+    let other = write(
+        &d.path().join("other.json"),
+        &as_lab(real_result(), "caddy-api", "dynamic-endpoints", &[]),
+    );
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec![empty.to_str().unwrap(), &good],
+            format!(
+                "{}: not a run: no result.json in it or in its subfolders",
+                empty.display()
+            ),
+        ),
+        (
+            vec![&good, &v2],
+            format!("{v2}: schema \"ingressbench/result/v2\" is not ingressbench/result/v1"),
+        ),
+        (
+            vec![&good, junk.to_str().unwrap()],
+            format!("{}: not an ingressbench result: ", junk.display()),
+        ),
+        (
+            vec![&good, missing.to_str().unwrap()],
+            format!("{}: ", missing.display()),
+        ),
+        (
+            vec![&good, &good, "--max-regression", "p99=10"],
+            "--max-regression 'p99=10': a latency limit needs a unit".to_string(),
+        ),
+        (
+            vec![&good, &good, "--max-regression", "p99=10%,p42=1ms"],
+            "--max-regression 'p42=1ms': unknown metric 'p42'".to_string(),
+        ),
+        (
+            vec![&good, &good, "--max-regression", "errors.oops=1"],
+            "--max-regression 'errors.oops=1': unknown error kind 'oops'".to_string(),
+        ),
+        (
+            vec![&good, &other],
+            "have no system in common (load vs caddy-api)".to_string(),
+        ),
+        (vec![&good], "NEW".to_string()),
+    ];
+    for (args, want) in cases {
+        let (code, out, err) = compare(&args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        let line = one_line_error(&err);
+        assert!(line.contains(&want), "{args:?}: {line}");
+        assert!(out.is_empty(), "{args:?}: printed {out}");
+    }
+}
