@@ -7,6 +7,7 @@
 #![allow(dead_code)] // each test binary uses a different subset
 
 pub mod backend;
+pub mod cpu;
 pub mod nginx;
 pub mod servers;
 pub mod tls;
@@ -116,9 +117,14 @@ impl Drop for KillOnDrop {
 /// CPU and make rate and latency assertions about the machine instead of the engine.
 static LOAD_LOCK: Mutex<()> = Mutex::new(());
 
-fn load_lock() -> MutexGuard<'static, ()> {
+/// The right to run a load alone. Taken by [`Load::spawn`]; taken earlier, with
+/// [`exclusive`] and [`Load::spawn_exclusive`], by a test whose set-up must be timed
+/// against the run's start (a backend whose stalls are anchored at its own start).
+pub struct Exclusive(MutexGuard<'static, ()>);
+
+pub fn exclusive() -> Exclusive {
     // A test that panicked while holding the lock must not fail all the others.
-    LOAD_LOCK.lock().unwrap_or_else(|e| e.into_inner())
+    Exclusive(LOAD_LOCK.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
 /// A running `ingressbench load`, with `--json` pointing into its own temp dir.
@@ -128,8 +134,9 @@ pub struct Load {
     stdout: JoinHandle<String>,
     stderr: JoinHandle<String>,
     started: Instant,
+    cpu_before: Option<cpu::Sample>,
     args: Vec<String>,
-    _lock: MutexGuard<'static, ()>,
+    _lock: Exclusive,
 }
 
 /// What a finished (or killed) load run left behind.
@@ -146,6 +153,9 @@ pub struct LoadOutput {
     pub json: Option<Value>,
     /// From spawn to exit.
     pub elapsed: Duration,
+    /// Cores kept busy by processes other than the test's own during the run: above
+    /// [`cpu::BUSY_CORES`] the machine, not the generator, may explain lag.
+    pub others_cpu: Option<f64>,
     pub args: Vec<String>,
     /// Kept so that files written next to the JSON (`--hdr-log`) can still be read.
     pub dir: tempfile::TempDir,
@@ -163,7 +173,11 @@ impl Load {
     /// Starts `ingressbench load ARGS --json <tmp>/r.json`. `{dir}` in an argument is
     /// replaced with the run's temp dir (for `--hdr-log {dir}/h.hlog`).
     pub fn spawn<S: AsRef<OsStr>>(args: &[S]) -> Load {
-        let lock = load_lock();
+        Load::spawn_exclusive(args, exclusive())
+    }
+
+    /// [`Load::spawn`] with the lock already held.
+    pub fn spawn_exclusive<S: AsRef<OsStr>>(args: &[S], lock: Exclusive) -> Load {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path().to_str().expect("utf-8 temp path").to_string();
         let mut argv: Vec<String> = vec!["load".into()];
@@ -173,6 +187,7 @@ impl Load {
         );
         argv.push("--json".into());
         argv.push(format!("{d}/r.json"));
+        let cpu_before = cpu::sample();
         let mut child = Command::new(BIN)
             .args(&argv)
             .stdin(Stdio::null())
@@ -188,6 +203,7 @@ impl Load {
             stdout,
             stderr,
             started: Instant::now(),
+            cpu_before,
             args: argv,
             _lock: lock,
         }
@@ -205,6 +221,7 @@ impl Load {
             stdout,
             stderr,
             started,
+            cpu_before,
             args,
             _lock,
         } = self;
@@ -212,6 +229,9 @@ impl Load {
         let timed_out = status.is_none();
         let status = status.or_else(|| guard.kill());
         let elapsed = started.elapsed();
+        let others_cpu = cpu_before
+            .zip(cpu::sample())
+            .map(|(a, b)| b.others_cores_since(&a));
         let stdout = stdout.join().unwrap_or_default();
         let stderr = stderr.join().unwrap_or_default();
         let path = dir.path().join("r.json");
@@ -224,16 +244,22 @@ impl Load {
                 )
             })
         });
-        LoadOutput {
+        let out = LoadOutput {
             code: status.and_then(|s| s.code()),
             timed_out,
             stdout,
             stderr,
             json,
             elapsed,
+            others_cpu,
             args,
             dir,
+        };
+        // To see what passing runs measured: INGRESSBENCH_TEST_VERBOSE=1 cargo test -- --nocapture
+        if std::env::var_os("INGRESSBENCH_TEST_VERBOSE").is_some() {
+            eprintln!("{}\n", out.context());
         }
+        out
     }
 }
 
@@ -266,11 +292,15 @@ impl LoadOutput {
             })
         });
         format!(
-            "args: {:?}\nexit: {:?} (timed out: {}, {:.1?})\nstderr: {}\nstdout: {}\nresult: {}",
+            "args: {:?}\nexit: {:?} (timed out: {}, {:.1?}; other processes used {} cores)\n\
+             stderr: {}\nstdout: {}\nresult: {}",
             self.args,
             self.code,
             self.timed_out,
             self.elapsed,
+            self.others_cpu
+                .map(|c| format!("{c:.2}"))
+                .unwrap_or_else(|| "?".into()),
             self.stderr.trim_end(),
             self.stdout.trim_end(),
             brief
