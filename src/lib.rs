@@ -10,3 +10,4 @@ pub mod lab;
 pub mod report;
 pub mod results;
 pub mod scenario;
+pub mod sysinfo;

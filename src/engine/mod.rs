@@ -548,6 +548,8 @@ impl Outcome {
             histogram_uncorrected: b64(&t.uncorrected),
             lab: None,
             samples: self.samples(),
+            machine: Some(crate::sysinfo::machine()),
+            ingressbench_version: env!("CARGO_PKG_VERSION").to_string(),
             config,
         }
     }

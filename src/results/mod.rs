@@ -312,6 +312,21 @@ pub struct RunResult {
     /// A sample of individual requests (`--sample FRACTION`), for scatter charts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<Samples>,
+    /// Where the run happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+    /// The ingressbench version that measured it.
+    #[serde(default)]
+    pub ingressbench_version: String,
+}
+
+/// The machine a run happened on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpu_model: String,
+    pub cores: usize,
+    pub kernel: String,
+    pub hostname: String,
 }
 
 /// A random sample of individual requests, stored by column (compact in JSON).
