@@ -17,15 +17,27 @@ pub struct Backend {
 pub fn backend(dir: &Path, id: &str) -> Backend {
     let ready = dir.join(format!("{id}.ready"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_ingressbench"));
-    cmd.args(["backend", "--listen", "127.0.0.1:0", "--id", id, "--workers", "1"])
-        .arg("--ready-file")
-        .arg(&ready);
+    cmd.args([
+        "backend",
+        "--listen",
+        "127.0.0.1:0",
+        "--id",
+        id,
+        "--workers",
+        "1",
+    ])
+    .arg("--ready-file")
+    .arg(&ready);
     let guard = Guard::spawn(id, &mut cmd, &dir.join(format!("{id}.log"))).expect("spawn backend");
     let t = Instant::now();
     loop {
         if let Ok(s) = std::fs::read_to_string(&ready) {
             if let Some(line) = s.lines().next() {
-                let addr = line.trim().trim_start_matches("http://").parse().expect("ready file address");
+                let addr = line
+                    .trim()
+                    .trim_start_matches("http://")
+                    .parse()
+                    .expect("ready file address");
                 return Backend {
                     endpoint: Endpoint {
                         id: id.to_string(),
@@ -35,7 +47,10 @@ pub fn backend(dir: &Path, id: &str) -> Backend {
                 };
             }
         }
-        assert!(t.elapsed() < Duration::from_secs(10), "backend {id} not ready");
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "backend {id} not ready"
+        );
         std::thread::sleep(Duration::from_millis(10));
     }
 }
