@@ -346,6 +346,17 @@ pub fn differences(base: &RunResult, new: &RunResult) -> Vec<String> {
         .to_string()
     };
     check("connections reuse", reuse(base), reuse(new));
+    // Numbers from two machines measure the machines as much as the systems. Old
+    // results without a machine are not judged.
+    if let (Some(mb), Some(mn)) = (&base.machine, &new.machine) {
+        let m = |x: &crate::results::Machine| {
+            format!(
+                "{} x{} ({}), kernel {}",
+                x.cpu_model, x.cores, x.hostname, x.kernel
+            )
+        };
+        check("machine", m(mb), m(mn));
+    }
     out
 }
 
@@ -1195,6 +1206,22 @@ mod tests {
         let lb = lab(b.clone(), "nginx", &[]);
         let mut ln = lab(b.clone(), "nginx", &[]);
         ln.lab.as_mut().unwrap().scenario = "other".to_string();
+        let on = |host: &str| crate::results::Machine {
+            cpu_model: "AMD EPYC".into(),
+            cores: 2,
+            kernel: "6.1".into(),
+            hostname: host.into(),
+        };
+        let (mut mb, mut mn) = (lb.clone(), ln.clone());
+        mb.machine = Some(on("a"));
+        mn.machine = Some(on("b"));
+        assert!(differences(&mb, &mn)
+            .iter()
+            .any(|d| d.starts_with("machine: ")));
+        mn.machine = Some(on("a"));
+        assert!(!differences(&mb, &mn)
+            .iter()
+            .any(|d| d.starts_with("machine: ")));
         ln.config.duration_s = 30.0;
         assert_eq!(
             differences(&lb, &ln),
