@@ -51,7 +51,11 @@ pub fn client_config(opts: &TlsOptions) -> Result<Arc<ClientConfig>, TlsSetupErr
     let mut config = if opts.insecure {
         builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(NoVerify(provider)))
+            .with_custom_certificate_verifier(Arc::new(Pinned {
+                pinned: Vec::new(),
+                webpki: None,
+                provider,
+            }))
             .with_no_client_auth()
     } else {
         let mut roots = RootCertStore::empty();
@@ -82,7 +86,7 @@ pub fn client_config(opts: &TlsOptions) -> Result<Arc<ClientConfig>, TlsSetupErr
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(Pinned {
                 pinned,
-                webpki,
+                webpki: Some(webpki),
                 provider,
             }))
             .with_no_client_auth()
@@ -118,11 +122,13 @@ fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsSetupE
 
 /// Normal WebPKI verification, except that a server presenting exactly one of the
 /// `--cacert` certificates is trusted as that certificate: a lab's self-signed
-/// certificate works as it does with `curl --cacert`.
+/// certificate works as it does with `curl --cacert`. Without WebPKI (`--insecure`)
+/// any certificate is accepted, but handshake signatures are still checked, so the
+/// cryptographic work per handshake is the same as with verification on.
 #[derive(Debug)]
 struct Pinned {
     pinned: Vec<CertificateDer<'static>>,
-    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    webpki: Option<Arc<rustls::client::WebPkiServerVerifier>>,
     provider: Arc<rustls::crypto::CryptoProvider>,
 }
 
@@ -142,8 +148,10 @@ impl ServerCertVerifier for Pinned {
         {
             return Ok(ServerCertVerified::assertion());
         }
-        self.webpki
-            .verify_server_cert(end_entity, intermediates, server_name, ocsp, now)
+        match &self.webpki {
+            Some(w) => w.verify_server_cert(end_entity, intermediates, server_name, ocsp, now),
+            None => Ok(ServerCertVerified::assertion()),
+        }
     }
 
     fn verify_tls12_signature(
@@ -187,56 +195,6 @@ impl ServerCertVerifier for Pinned {
 /// [`TlsSetupError::ServerName`] when the host is neither a DNS name nor an IP.
 pub fn server_name(host: &str) -> Result<ServerName<'static>, TlsSetupError> {
     ServerName::try_from(host.to_string()).map_err(|_| TlsSetupError::ServerName(host.into()))
-}
-
-/// `--insecure`: accept any certificate, but still check handshake signatures so the
-/// cryptographic work per handshake is the same as with verification on.
-#[derive(Debug)]
-struct NoVerify(Arc<rustls::crypto::CryptoProvider>);
-
-impl ServerCertVerifier for NoVerify {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }
 
 #[cfg(test)]

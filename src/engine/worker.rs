@@ -139,6 +139,8 @@ struct Worker {
     end: Nanos,
     /// xorshift state for sampling decisions.
     rng: u64,
+    /// Negotiated TLS version, also when connections were opened before the window.
+    tls_version: Option<&'static str>,
 }
 
 impl Worker {
@@ -181,6 +183,7 @@ impl Worker {
             measure_start: 0,
             end: 0,
             rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0xBF58_476D_1CE4_E5B9),
+            tls_version: None,
             shared,
         }
         .with_lanes(conn_offset))
@@ -328,7 +331,8 @@ impl Worker {
         for i in 0..self.conns.len() {
             self.close(i);
         }
-        let totals = std::mem::take(&mut self.rec.totals);
+        let mut totals = std::mem::take(&mut self.rec.totals);
+        totals.tls_version = totals.tls_version.or(self.tls_version);
         let _ = self.tx.send(Msg::Done(self.id, Box::new(totals)));
     }
 
@@ -776,10 +780,7 @@ impl Worker {
                     if handshaking {
                         return Err(ErrorKind::Tls);
                     }
-                    return match c.parser.eof() {
-                        Ok(Some(r)) => Ok(Step::Done(r)),
-                        _ => Err(ErrorKind::Read),
-                    };
+                    return eof_step(&mut c.parser);
                 }
                 Ok(n) => {
                     self.rec.totals.bytes_read += n as u64;
@@ -796,6 +797,9 @@ impl Worker {
                         }
                     };
                     if handshaking && !tls.is_handshaking() {
+                        if self.tls_version.is_none() {
+                            self.tls_version = tls.protocol_version().map(version_name);
+                        }
                         // Handshake done: the request timeout starts now.
                         if c.busy {
                             c.phase = Phase::Active;
@@ -817,12 +821,7 @@ impl Worker {
                     if st.plaintext_bytes_to_read() > 0 {
                         loop {
                             match tls.reader().read(&mut self.scratch) {
-                                Ok(0) => {
-                                    return match c.parser.eof() {
-                                        Ok(Some(r)) => Ok(Step::Done(r)),
-                                        _ => Err(ErrorKind::Read),
-                                    }
-                                }
+                                Ok(0) => return eof_step(&mut c.parser),
                                 Ok(n) => match c.parser.feed(&self.scratch[..n]) {
                                     Ok(Some(r)) => return Ok(Step::Done(r)),
                                     Ok(None) => {}
@@ -833,10 +832,7 @@ impl Worker {
                             }
                         }
                     } else if st.peer_has_closed() {
-                        return match c.parser.eof() {
-                            Ok(Some(r)) => Ok(Step::Done(r)),
-                            _ => Err(ErrorKind::Read),
-                        };
+                        return eof_step(&mut c.parser);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Pending),
@@ -862,12 +858,7 @@ fn read_response(
 ) -> Result<Step, ErrorKind> {
     loop {
         match sock.read(scratch) {
-            Ok(0) => {
-                return match parser.eof() {
-                    Ok(Some(r)) => Ok(Step::Done(r)),
-                    _ => Err(ErrorKind::Read),
-                }
-            }
+            Ok(0) => return eof_step(parser),
             Ok(n) => {
                 *bytes_read += n as u64;
                 match parser.feed(&scratch[..n]) {
@@ -880,6 +871,15 @@ fn read_response(
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return Err(ErrorKind::Read),
         }
+    }
+}
+
+/// The server closed the connection: that completes a read-until-close response;
+/// anything else (nothing or half a response) is a read error.
+fn eof_step(parser: &mut ResponseParser) -> Result<Step, ErrorKind> {
+    match parser.eof() {
+        Ok(Some(r)) => Ok(Step::Done(r)),
+        _ => Err(ErrorKind::Read),
     }
 }
 

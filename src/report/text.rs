@@ -128,7 +128,7 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         fmt_secs(r.duration_s),
         fmt_bytes(r.bytes_read as f64)
     );
-    if r.tls.handshakes > 0 {
+    if r.tls.handshakes > 0 || r.tls.version.is_some() {
         let _ = writeln!(
             s,
             "  TLS: {} handshakes ({} resumed), {}",
