@@ -21,7 +21,7 @@ lint: setup
 
 test: lint
 	$(CARGO) build --release --locked
-	$(CARGO) test --release --locked -- --test-threads=2
+	$(CARGO) test --release --locked --no-fail-fast -- --test-threads=2
 
 bench: build
 	@bench/run.sh

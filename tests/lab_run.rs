@@ -26,8 +26,13 @@ fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf
     p
 }
 
+/// Starts a run whose scratch folders go into `<scenario's folder>/tmp`, so what it
+/// leaves behind can be told apart from other runs on the machine.
 fn start(scn: &Path, out: &Path) -> Child {
+    let tmp = scn.parent().unwrap().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
     Command::new(env!("CARGO_BIN_EXE_ingressbench"))
+        .env("TMPDIR", &tmp)
         .arg("run")
         .arg(scn)
         .arg("--out")
@@ -85,9 +90,11 @@ fn assert_balanced(r: &Value) {
     );
 }
 
-/// Every process and temp folder a run makes carries this in its command line or
-/// name; none may remain.
-fn assert_nothing_left() {
+/// Every process a run makes names its scratch folder (under `dir/tmp`) or its
+/// results folder (under `dir`) in its command line; none may remain, and no scratch
+/// folder either.
+fn assert_nothing_left(dir: &Path) {
+    let scope = dir.display().to_string();
     let t = Instant::now();
     loop {
         let leftovers: Vec<String> = std::fs::read_dir("/proc")
@@ -103,11 +110,12 @@ fn assert_nothing_left() {
                 let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
                 let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
                 let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-                (cmd.contains("ingressbench-run-") && !stat.contains(") Z ")).then_some(cmd)
+                (cmd.contains(&scope) && !stat.contains(") Z ")).then_some(cmd)
             })
             .collect();
-        let dirs: Vec<String> = std::fs::read_dir(std::env::temp_dir())
-            .unwrap()
+        let dirs: Vec<String> = std::fs::read_dir(dir.join("tmp"))
+            .into_iter()
+            .flatten()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .filter(|n| n.starts_with("ingressbench-run-"))
@@ -254,7 +262,7 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(summary.contains("haproxy-runtime") && summary.contains("Endpoint propagation"));
     assert!(out.join("scenario.yaml").is_file());
-    assert_nothing_left();
+    assert_nothing_left(dir.path());
 }
 
 fn interrupted_run(signal: &str, system: &str) {
@@ -290,7 +298,7 @@ fn interrupted_run(signal: &str, system: &str) {
         f(&r["duration_s"]) < 20.0,
         "the window ends at the interrupt"
     );
-    assert_nothing_left();
+    assert_nothing_left(dir.path());
 }
 
 #[test]
@@ -323,7 +331,7 @@ fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
             let is_caddy =
                 cmd.starts_with("caddy") || cmd.contains("/caddy run") || cmd.contains("bin/caddy");
             if is_caddy
-                && cmd.contains("ingressbench-run-")
+                && cmd.contains(&dir.path().display().to_string())
                 && out.join("caddy-api").join("caddy.log").exists()
             {
                 std::thread::sleep(Duration::from_millis(1500));
@@ -344,7 +352,7 @@ fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
     assert!(u(&r["requests"]["failed"]) > 0);
     assert!(u(&r["errors"]["connect"]) > 0, "{}", r["errors"]);
     assert_balanced(&r);
-    assert_nothing_left();
+    assert_nothing_left(dir.path());
 }
 
 #[test]
