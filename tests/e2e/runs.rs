@@ -1,0 +1,165 @@
+//! Real short runs for the report to draw: the built binary as backend, load
+//! generator and lab, each bounded in time, traffic only to 127.0.0.1.
+
+use super::proc::{tail, Output, Proc};
+use rustix::process::Signal;
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// The binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_ingressbench");
+
+/// Runs that generate load take turns: two at once on two cores would measure each
+/// other. Chromium and the report command run beside them freely.
+static LOAD: Mutex<()> = Mutex::new(());
+
+/// The right to generate load alone until dropped.
+pub fn exclusive() -> MutexGuard<'static, ()> {
+    // A test that panicked while holding it must not fail the others.
+    LOAD.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A running `ingressbench backend`.
+pub struct Backend {
+    pub addr: SocketAddr,
+    pub proc: Proc,
+}
+
+impl Backend {
+    /// Starts a backend named `id` on a free port with `extra` flags and waits until
+    /// its ready file names the address.
+    pub fn start(dir: &Path, id: &str, extra: &[&str]) -> Backend {
+        let ready = dir.join(format!("{id}.ready"));
+        let mut cmd = Command::new(BIN);
+        cmd.args([
+            "backend",
+            "--listen",
+            "127.0.0.1:0",
+            "--workers",
+            "1",
+            "--id",
+            id,
+        ])
+        .args(extra)
+        .arg("--ready-file")
+        .arg(&ready);
+        let proc = Proc::spawn(id, &mut cmd, dir).stop_with(Signal::KILL, Duration::ZERO);
+        let t = Instant::now();
+        loop {
+            if let Some(line) = std::fs::read_to_string(&ready)
+                .ok()
+                .and_then(|s| s.lines().next().map(str::to_string))
+            {
+                let addr = line
+                    .trim()
+                    .trim_start_matches("http://")
+                    .parse()
+                    .unwrap_or_else(|e| panic!("{id}: ready file {line:?}: {e}"));
+                return Backend { addr, proc };
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(10),
+                "backend {id} not ready after 10 s:\n{}",
+                proc.stderr_so_far()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/", self.addr)
+    }
+}
+
+/// `ingressbench load ARGS --json <dir>/result.json` as a process (`dir` is created).
+///
+/// `-t1`: one worker thread. A second worker panics in debug builds (an overflowing
+/// multiplication seeding its sampling rng) and the process then never exits.
+pub fn spawn_load(dir: &Path, args: &[&str]) -> Proc {
+    std::fs::create_dir_all(dir).expect("run dir");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["load", "--quiet", "-t1"])
+        .args(args)
+        .arg("--json")
+        .arg(dir.join("result.json"));
+    Proc::spawn("load", &mut cmd, dir).stop_with(Signal::INT, Duration::from_secs(3))
+}
+
+/// Runs a load to its end (within `limit`) and returns its output and result.
+///
+/// # Panics
+/// When it fails, overstays or writes no result.
+pub fn load(dir: &Path, args: &[&str], limit: Duration) -> (Output, Value) {
+    let out = spawn_load(dir, args).finish(limit);
+    assert_eq!(out.code, Some(0), "load {args:?} failed:\n{}", out.stderr);
+    let result = read_json(&dir.join("result.json"));
+    (out, result)
+}
+
+/// Reads and parses a JSON file.
+pub fn read_json(p: &Path) -> Value {
+    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", p.display()))
+}
+
+/// `ingressbench run SCENARIO --quick --only SYSTEMS --out OUT`, within `limit`.
+///
+/// Interrupted (SIGINT, then killed) if the test ends early, so its proxies and
+/// backends, which it runs in process groups of their own, are stopped by it.
+pub fn lab_run(scenario: &Path, systems: &str, out: &Path, limit: Duration) -> Output {
+    let logs = out.parent().expect("out has a parent");
+    let mut cmd = Command::new(BIN);
+    cmd.arg("run")
+        .arg(scenario)
+        .args(["--quick", "--only", systems, "--out"])
+        .arg(out);
+    let run =
+        Proc::spawn("lab-run", &mut cmd, logs).stop_with(Signal::INT, Duration::from_secs(20));
+    let out = run.finish(limit);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "ingressbench run failed:\n{}",
+        tail(&out.stderr, 40)
+    );
+    out
+}
+
+/// `ingressbench report ARGS` (quick: it only reads files), from `cwd`.
+pub fn report(cwd: &Path, args: &[&Path]) -> Output {
+    let mut cmd = Command::new(BIN);
+    cmd.current_dir(cwd).arg("report").args(args);
+    Proc::spawn("report", &mut cmd, cwd).finish(Duration::from_secs(30))
+}
+
+/// Writes the report of `runs` to `page` and returns where the command said it went.
+///
+/// # Panics
+/// When the command fails or the page is missing.
+pub fn write_report(runs: &[&Path], page: Option<&Path>, cwd: &Path) -> PathBuf {
+    let mut args: Vec<&Path> = runs.to_vec();
+    if let Some(p) = page {
+        args.push(Path::new("--out"));
+        args.push(p);
+    }
+    let out = report(cwd, &args);
+    assert_eq!(
+        out.code,
+        Some(0),
+        "ingressbench report {args:?} failed:\n{}{}",
+        out.stdout,
+        out.stderr
+    );
+    let said = out
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("report written to "))
+        .unwrap_or_else(|| panic!("report: no \"report written to\" line in:\n{}", out.stdout));
+    let path = cwd.join(said.trim());
+    assert!(path.is_file(), "report: {} does not exist", path.display());
+    path
+}
