@@ -86,6 +86,10 @@ pub struct LoadArgs {
     /// error, backend) in the result, for scatter charts: 0.1 keeps one in ten.
     #[arg(long, default_value_t = 0.0)]
     pub sample: f64,
+    /// Write a report page (charts and tables) of this run to this file; report.md,
+    /// the CSVs and the .hgrm go beside it.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<std::path::PathBuf>,
     /// Never draw the live progress line, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
@@ -98,6 +102,9 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         crate::fsutil::check_writable(p).map_err(usage)?;
     }
     if let Some(p) = &args.hdr_log {
+        crate::fsutil::check_writable(p).map_err(usage)?;
+    }
+    if let Some(p) = &args.report {
         crate::fsutil::check_writable(p).map_err(usage)?;
     }
     let stop = Arc::new(AtomicBool::new(false));
@@ -139,6 +146,11 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         let log = crate::report::hdr::interval_log(outcome.started_at_unix_ns, &seconds)
             .map_err(anyhow::Error::msg)?;
         crate::fsutil::write_atomic(p, &log)?;
+    }
+    if let Some(p) = &args.report {
+        let input = crate::report::input::ReportInput::single("load", result.clone());
+        crate::report::files::write_all(&input, p, false)?;
+        println!("report written to {}", p.display());
     }
     Ok(if result.partial { 130 } else { 0 })
 }

@@ -7,6 +7,7 @@ mod backend;
 mod compare;
 pub use crate::duration;
 mod load;
+mod report;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -35,7 +36,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Generate load at a constant rate (wrk2's flags) and measure latency.
-    Load(load::LoadArgs),
+    Load(Box<load::LoadArgs>),
     /// Run the studies' backend: ~1 KB plain-text answers with an x-backend header.
     Backend(backend::BackendArgs),
     /// Run a scenario: real proxies, changed while the load runs, side by side.
@@ -44,6 +45,8 @@ enum Command {
     Validate(run::ValidateArgs),
     /// Compare saved runs: deltas per system; exit 1 when --max-regression is crossed.
     Compare(compare::CompareArgs),
+    /// Draw the report of saved runs (one page: charts and tables), side by side.
+    Report(report::ReportArgs),
 }
 
 /// Runs the program and returns its exit code.
@@ -53,11 +56,12 @@ pub fn main() -> i32 {
         Err(e) => return clap_error(e),
     };
     let res = match cli.command {
-        Command::Load(args) => load::run(args),
+        Command::Load(args) => load::run(*args),
         Command::Backend(args) => backend::run(args),
         Command::Run(args) => run::run(args),
         Command::Validate(args) => run::validate(args),
         Command::Compare(args) => compare::run(args),
+        Command::Report(args) => report::run(args),
     };
     match res {
         Ok(code) => code,

@@ -88,5 +88,19 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let r = runner::run(&s, &text, opts)?;
     print!("{}", crate::report::text::comparison(&s.name, &r.results));
     println!("results written to {}", out.display());
+    // Drawn from the files just written, like any later `ingressbench report`.
+    let page = out.join("report.html");
+    let report = crate::report::input::load(std::slice::from_ref(&out))
+        .map_err(anyhow::Error::from)
+        .and_then(|input| Ok(crate::report::files::write_all(&input, &page, false)?));
+    match report {
+        Ok(_) => println!("report written to {}", page.display()),
+        Err(e) => {
+            eprintln!("ingressbench: report not written: {e}");
+            if !r.partial {
+                return Ok(1);
+            }
+        }
+    }
     Ok(if r.partial { 130 } else { 0 })
 }
