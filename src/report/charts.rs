@@ -147,16 +147,22 @@ pub fn nines_ticks(max_nines: f64) -> Vec<f64> {
 }
 
 /// Bounds of a log axis holding `min..=max` (ms), widened to 1-2-5 steps; values
-/// at or below zero are ignored, and a flat range gets a decade around it.
+/// at or below zero are ignored, a flat range gets a decade around it, and no range
+/// (nothing to draw: `min > max`) gives 0.1 to 10 ms. Bounds stay within 1 µs and
+/// 10^9 ms, so an axis never has more than a dozen decades.
 pub fn log_bounds(min: f64, max: f64) -> (f64, f64) {
-    let floor = 0.001;
+    const FLOOR: f64 = 0.001;
+    const CEIL: f64 = 1e9;
+    if !(min <= max) {
+        return (0.1, 10.0);
+    }
     let min = if min.is_finite() && min > 0.0 {
-        min.max(floor)
+        min.clamp(FLOOR, CEIL / 10.0)
     } else {
-        floor
+        FLOOR
     };
     let max = if max.is_finite() && max > min {
-        max
+        max.min(CEIL)
     } else {
         min * 10.0
     };
@@ -198,7 +204,7 @@ pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     }
     let narrow = (hi / lo).log10() < 2.0 - 1e-9;
     let first = lo.log10().floor() as i32;
-    let last = hi.log10().ceil() as i32;
+    let last = (hi.log10().ceil() as i32).min(first + 40);
     let inside = |v: f64| v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9);
     for e in first..=last {
         let d = 10f64.powi(e);
@@ -1564,6 +1570,12 @@ mod tests {
         assert_eq!(log_bounds(1.0, 1000.0), (1.0, 1000.0));
         assert_eq!(log_bounds(0.0, 0.0), (0.001, 0.01));
         assert_eq!(log_bounds(3.0, 3.0), (2.0, 50.0));
+        // Nothing to draw, or absurd values: a small, finite axis.
+        assert_eq!(log_bounds(f64::MAX, 0.0), (0.1, 10.0));
+        let (lo, hi) = log_bounds(1.0, f64::INFINITY);
+        assert!(lo == 1.0 && hi == 10.0);
+        let (lo, hi) = log_bounds(1.0, 1e300);
+        assert!(hi <= 1e9 && log_ticks(lo, hi).0.len() <= 10);
         let (lo, hi) = log_bounds(f64::NAN, 7.0);
         assert!(lo > 0.0 && hi >= 7.0);
     }
@@ -1801,6 +1813,29 @@ mod tests {
         for l in ["99.9999", "nginx-reload", "caddy-api"] {
             assert!(percentiles.contains(l), "{l}");
         }
+    }
+
+    #[test]
+    fn results_with_nothing_in_them_still_draw() {
+        let mut input = sample_input();
+        for s in &mut input.series {
+            let r = &mut s.result;
+            r.timeline.iter_mut().for_each(|e| {
+                e.completed = 0;
+                e.p50 = 0.0;
+                e.p99 = 0.0;
+                e.max = 0.0;
+                e.backends.clear();
+            });
+            r.histogram = histogram_b64(&[]);
+            r.samples = None;
+            r.lab = None;
+        }
+        let t = std::time::Instant::now();
+        for c in build(&input) {
+            assert!(c.svg().unwrap().starts_with("<svg"), "{}", c.id);
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]
