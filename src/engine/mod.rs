@@ -35,6 +35,8 @@ pub const LAG_LIMIT_NS: u64 = 2_000_000;
 pub enum EngineError {
     #[error("could not start worker threads: {0}")]
     Spawn(std::io::Error),
+    #[error("{0}")]
+    Worker(String),
 }
 
 /// A resolved, validated load.
@@ -278,6 +280,7 @@ pub fn run_with(
         start: AtomicU64::new(0),
         stopped_at: AtomicU64::new(0),
         sample: plan.sample,
+        failure: std::sync::Mutex::new(None),
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();
@@ -322,6 +325,9 @@ pub fn run_with(
     }
     for h in handles {
         let _ = h.join();
+    }
+    if let Some(f) = shared.failure.lock().ok().and_then(|mut f| f.take()) {
+        return Err(EngineError::Worker(f));
     }
     for s in merger.complete() {
         on_second(&s.entry);

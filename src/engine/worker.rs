@@ -61,6 +61,8 @@ pub struct Shared {
     pub stopped_at: AtomicU64,
     /// Fraction of requests kept individually (0: none).
     pub sample: f64,
+    /// Why a worker failed, if one did (the run then ends with this error).
+    pub failure: std::sync::Mutex<Option<String>>,
 }
 
 /// What a worker tells the collector.
@@ -111,15 +113,38 @@ struct Conn {
 }
 
 /// Runs one worker to the end of the run and sends its results to `tx`.
+///
+/// A worker that fails (or panics: a bug) must not leave the others waiting at the
+/// start gate forever: it still passes the gate, stops the run, records why, and
+/// reports empty totals, so the run ends with an error instead of hanging.
 pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx: Sender<Msg>) {
     // Sleep precisely: the kernel's default timer slack (50 µs) would otherwise be
     // added to every wake-up.
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
-    let mut w = match Worker::new(id, conn_offset, conns, shared, tx) {
-        Ok(w) => w,
-        Err(_) => return,
+    let passed = std::cell::Cell::new(0);
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut w = Worker::new(id, conn_offset, conns, shared.clone(), tx.clone())
+            .map_err(|e| e.to_string())?;
+        w.run(&passed);
+        Ok::<(), String>(())
+    }));
+    let failure = match res {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(p) => p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panicked".into()),
     };
-    w.run();
+    if let Ok(mut f) = shared.failure.lock() {
+        f.get_or_insert(format!("worker {id} failed: {failure}"));
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    for _ in passed.get()..2 {
+        shared.gate.wait();
+    }
+    let _ = tx.send(Msg::Done(id, Box::new(Totals::new())));
 }
 
 struct Worker {
@@ -182,7 +207,7 @@ impl Worker {
             busy: 0,
             measure_start: 0,
             end: 0,
-            rng: 0x9E37_79B9_7F4A_7C15 ^ ((id as u64 + 1) * 0xBF58_476D_1CE4_E5B9),
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9),
             tls_version: None,
             shared,
         }
@@ -215,13 +240,15 @@ impl Worker {
         self
     }
 
-    fn run(&mut self) {
+    fn run(&mut self, passed: &std::cell::Cell<usize>) {
         if !self.shared.new_connection {
             self.preconnect();
         }
         // Meet the other workers; the coordinator publishes the start in between.
         self.shared.gate.wait();
+        passed.set(1);
         self.shared.gate.wait();
+        passed.set(2);
         let start = self.shared.start.load(Ordering::Acquire);
         self.measure_start = start + self.shared.warmup_ns;
         self.end = self.measure_start + self.shared.duration_ns;
