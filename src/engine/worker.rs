@@ -144,7 +144,7 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
     for _ in passed.get()..2 {
         shared.gate.wait();
     }
-    let _ = tx.send(Msg::Done(id, Box::new(Totals::new())));
+    let _ = tx.send(Msg::Done(id, Box::default()));
 }
 
 struct Worker {
