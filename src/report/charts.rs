@@ -153,7 +153,7 @@ pub fn nines_ticks(max_nines: f64) -> Vec<f64> {
 pub fn log_bounds(min: f64, max: f64) -> (f64, f64) {
     const FLOOR: f64 = 0.001;
     const CEIL: f64 = 1e9;
-    if !(min <= max) {
+    if min > max {
         return (0.1, 10.0);
     }
     let min = if min.is_finite() && min > 0.0 {
