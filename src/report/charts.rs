@@ -368,6 +368,22 @@ pub fn thin_by_pixel(points: &[(i32, i32)], cell: i32) -> Vec<usize> {
     keep
 }
 
+/// [`thin_by_pixel`] over layers drawn one over the other: a cell taken by a later
+/// layer (drawn on top) is left out of the earlier ones, which it would hide anyway.
+pub fn thin_layers(layers: &[Vec<(i32, i32)>], cell: i32) -> Vec<Vec<usize>> {
+    let cell = cell.max(1);
+    let mut seen = HashSet::new();
+    let mut keep = vec![Vec::new(); layers.len()];
+    for (l, points) in layers.iter().enumerate().rev() {
+        for (i, (x, y)) in points.iter().enumerate() {
+            if seen.insert((x.div_euclid(cell), y.div_euclid(cell))) {
+                keep[l].push(i);
+            }
+        }
+    }
+    keep
+}
+
 /// Backend ids in natural order: b2 before b10.
 pub fn natural_order(ids: &mut [String]) {
     ids.sort_by_key(|a| natural_key(a));
@@ -1050,11 +1066,14 @@ impl Chart {
 }
 
 /// The page's inline copy of a chart's SVG: its id, no XML namespace (inline SVG
-/// needs none, and the page then holds no URL), black drawn as `currentColor`.
+/// needs none, and the page then holds no URL), black drawn as `currentColor`, and
+/// without the stroke attributes of filled shapes (SVG's default: the scatter of a
+/// long run is thousands of dots).
 pub fn svg_for_page(svg: &str, id: &str, title: &str) -> String {
     let body = svg
         .replace(" xmlns=\"http://www.w3.org/2000/svg\"", "")
-        .replace("\"#000000\"", "\"currentColor\"");
+        .replace("\"#000000\"", "\"currentColor\"")
+        .replace(" stroke=\"none\" stroke-width=\"1\"/>", "/>");
     let esc = super::html::escape(title);
     body.replacen(
         "<svg ",
@@ -1224,6 +1243,7 @@ fn draw_latency<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &LatencyPa
             hi = hi.max(*v);
         }
     }
+    let empty = lo > hi;
     let (lo, hi) = log_bounds(lo / 1.1, hi * 1.1);
     let mut builder = ChartBuilder::on(root);
     builder
@@ -1248,14 +1268,26 @@ fn draw_latency<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &LatencyPa
         .draw()
         .map_err(de)?;
     let (w, _) = chart.plotting_area().dim_in_pixel();
+    if empty {
+        chart
+            .draw_series(std::iter::once(Text::new(
+                "no latency to draw: no responses, and no sampled requests",
+                (p.x_max / 2.0, (lo * hi).sqrt()),
+                font(15).pos(Pos::new(HPos::Center, VPos::Center)),
+            )))
+            .map_err(de)?;
+    }
     let gap = p.merge_px * p.x_max / w.max(1) as f64;
     let marks = merge_marks(p.marks.clone(), gap);
     draw_mark_lines(&mut chart, &marks, hi, lo)?;
     // Samples first, lines over them.
-    for s in &p.series {
+    let layers: Vec<Vec<(i32, i32)>> = p
+        .series
+        .iter()
+        .map(|s| s.ok.iter().map(|pt| chart.backend_coord(pt)).collect())
+        .collect();
+    for (s, keep) in p.series.iter().zip(thin_layers(&layers, 3)) {
         let c = series_color(s.series);
-        let px: Vec<(i32, i32)> = s.ok.iter().map(|pt| chart.backend_coord(pt)).collect();
-        let keep = thin_by_pixel(&px, 2);
         chart
             .draw_series(
                 keep.iter()
@@ -1680,6 +1712,8 @@ mod tests {
         let pts = [(0, 0), (1, 1), (2, 0), (5, 5), (-1, 0)];
         assert_eq!(thin_by_pixel(&pts, 2), [0, 2, 3, 4]);
         assert_eq!(thin_by_pixel(&pts, 1).len(), 5);
+        let layers = vec![vec![(0, 0), (9, 9)], vec![(1, 1), (4, 4)]];
+        assert_eq!(thin_layers(&layers, 2), [vec![1], vec![0, 1]]);
     }
 
     #[test]
@@ -1833,7 +1867,11 @@ mod tests {
         }
         let t = std::time::Instant::now();
         for c in build(&input) {
-            assert!(c.svg().unwrap().starts_with("<svg"), "{}", c.id);
+            let svg = c.svg().unwrap();
+            assert!(svg.starts_with("<svg"), "{}", c.id);
+            if c.id.starts_with("chart-latency") {
+                assert!(svg.contains("no latency to draw"), "{}", c.id);
+            }
         }
         assert!(t.elapsed() < std::time::Duration::from_secs(5));
     }

@@ -66,7 +66,7 @@ footer{margin-top:40px;color:var(--muted);font-size:.85em}
 @media print{
 :root{--bg:#fff;--fg:#000;--muted:#333;--rule:#bbb;--head:#eee;--warn-bg:#fff;--warn-fg:#900}
 body{max-width:none;padding:0;font-size:11pt}
-h2{break-after:avoid}
+h2,h3,.note{break-after:avoid}
 table,figure,.banner{break-inside:avoid}
 .toggle,#toggle-uncorrected{display:none}
 .scroll{overflow:visible}

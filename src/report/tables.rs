@@ -280,7 +280,7 @@ pub fn throughput(input: &ReportInput) -> Table {
         .collect();
     Table {
         id: "table-throughput",
-        title: "Throughput",
+        title: "Throughput per series",
         note: "Requests per second over the measured window: the target (-R), sent (achieved), and successful responses; TLS handshakes per second when every request opened a new connection; CPU seconds the load generator used.".into(),
         cols: cols(&[
             ("series", "series"),
@@ -384,7 +384,7 @@ pub fn settings(input: &ReportInput) -> Table {
     );
     Table {
         id: "table-settings",
-        title: "Load settings and versions",
+        title: "Settings per series",
         note: String::new(),
         cols: c,
         rows: lines
