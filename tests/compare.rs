@@ -438,18 +438,15 @@ fn bad_input_is_one_line_and_exit_2() {
     let cases: Vec<(Vec<&str>, String)> = vec![
         (
             vec![empty.to_str().unwrap(), &good],
-            format!(
-                "{}: not a run: no result.json in it or in its subfolders",
-                empty.display()
-            ),
+            format!("{}: not a run: no result.json found", empty.display()),
         ),
         (
             vec![&good, &v2],
-            format!("{v2}: schema \"ingressbench/result/v2\" is not ingressbench/result/v1"),
+            format!("{v2}: schema \"ingressbench/result/v2\" is not supported"),
         ),
         (
             vec![&good, junk.to_str().unwrap()],
-            format!("{}: not an ingressbench result: ", junk.display()),
+            format!("{}: not a result document: ", junk.display()),
         ),
         (
             vec![&good, missing.to_str().unwrap()],

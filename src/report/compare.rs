@@ -8,7 +8,7 @@
 //! of result documents, so it is tested on known numbers.
 
 use super::text::{fmt_ms, warnings};
-use crate::results::{ErrorKind, Percentiles, RunResult, Spread, RESULT_SCHEMA};
+use crate::results::{ErrorKind, Percentiles, RunResult, Spread};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -28,114 +28,43 @@ pub struct Run {
 /// Why a path cannot be compared. Each message is one line naming the path.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: not an ingressbench result: {reason}")]
-    NotAResult { path: String, reason: String },
-    #[error("{path}: schema \"{found}\" is not {RESULT_SCHEMA}: this version of ingressbench cannot read it")]
-    Schema { path: String, found: String },
-    #[error("{path}: not a run: no result.json in it or in its subfolders")]
-    NotARun { path: String },
-    #[error("{path}: two results for system {system} ({first} and {second})")]
-    Duplicate {
-        path: String,
-        system: String,
-        first: String,
-        second: String,
-    },
+    /// Not a run, unreadable, not a result, or another schema: the report's loader
+    /// decides what a run is, for compare as for reports.
+    #[error(transparent)]
+    Input(#[from] crate::report::input::InputError),
+    #[error("{path}: two results for system {system}")]
+    Duplicate { path: String, system: String },
 }
 
 /// Loads a run: a lab run folder (subfolders holding `result.json`), a folder holding
 /// `result.json`, or a `result.json` itself.
 ///
-/// A subfolder without `result.json` (a system that never ran) is skipped.
-///
 /// # Errors
-/// [`LoadError`]: unreadable, not JSON or not a result, another schema, no result in
-/// the folder, or two results claiming the same system.
+/// [`LoadError`]: not a run (see [`crate::report::input::load`]), or two results
+/// claiming the same system.
 pub fn load_run(path: &Path) -> Result<Run, LoadError> {
     let label = path.display().to_string();
-    let read_err = |p: &Path, source| LoadError::Read {
-        path: p.display().to_string(),
-        source,
-    };
+    let input = crate::report::input::load(&[path.to_path_buf()])?;
     let mut systems = BTreeMap::new();
-    if path.is_dir() && !path.join("result.json").is_file() {
-        let mut found: BTreeMap<String, String> = BTreeMap::new();
-        let mut dirs: Vec<_> = std::fs::read_dir(path)
-            .map_err(|e| read_err(path, e))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.join("result.json").is_file())
-            .collect();
-        dirs.sort();
-        for d in dirs {
-            let file = d.join("result.json");
-            let r = load_result(&file)?;
-            let folder = d
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let name = r.lab.as_ref().map(|l| l.system.clone()).unwrap_or(folder);
-            if let Some(first) = found.get(&name) {
-                return Err(LoadError::Duplicate {
-                    path: label,
-                    system: name,
-                    first: first.clone(),
-                    second: file.display().to_string(),
-                });
-            }
-            found.insert(name.clone(), file.display().to_string());
-            systems.insert(name, r);
+    for s in input.series {
+        let name = system_name(&s.result);
+        if systems.insert(name.clone(), s.result).is_some() {
+            return Err(LoadError::Duplicate {
+                path: label,
+                system: name,
+            });
         }
-        if systems.is_empty() {
-            return Err(LoadError::NotARun { path: label });
-        }
-    } else {
-        let file = if path.is_dir() {
-            path.join("result.json")
-        } else {
-            path.to_path_buf()
-        };
-        let r = load_result(&file)?;
-        systems.insert(system_name(&r), r);
     }
     Ok(Run { label, systems })
 }
 
-fn load_result(file: &Path) -> Result<RunResult, LoadError> {
-    let path = file.display().to_string();
-    let bytes = std::fs::read(file).map_err(|source| LoadError::Read {
-        path: path.clone(),
-        source,
-    })?;
-    parse_result(&path, &bytes)
-}
-
-/// Parses a result document, checking its schema before its fields so that a result
-/// of another version is named as such rather than as a missing field.
+/// Parses a result document (see [`crate::report::input::parse_result`]).
 ///
 /// # Errors
-/// [`LoadError::NotAResult`] or [`LoadError::Schema`].
+/// [`LoadError::Input`] for text that is not a v1 result.
 pub fn parse_result(path: &str, bytes: &[u8]) -> Result<RunResult, LoadError> {
-    let not = |reason: String| LoadError::NotAResult {
-        path: path.to_string(),
-        reason,
-    };
-    let v: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| not(e.to_string()))?;
-    match v.get("schema") {
-        Some(serde_json::Value::String(s)) if s == RESULT_SCHEMA => {}
-        Some(serde_json::Value::String(s)) => {
-            return Err(LoadError::Schema {
-                path: path.to_string(),
-                found: s.clone(),
-            })
-        }
-        _ => return Err(not("no \"schema\" field".to_string())),
-    }
-    serde_json::from_value(v).map_err(|e| not(e.to_string()))
+    let text = String::from_utf8_lossy(bytes);
+    Ok(crate::report::input::parse_result(path, &text)?)
 }
 
 /// The name a result is matched by across runs.
@@ -1001,7 +930,7 @@ mod tests {
 
     fn result(p99: f64, max: f64, timeouts: u64) -> RunResult {
         let mut r = RunResult {
-            schema: RESULT_SCHEMA.to_string(),
+            schema: crate::results::RESULT_SCHEMA.to_string(),
             ..Default::default()
         };
         r.config.url = "http://127.0.0.1:1/".to_string();
@@ -1279,14 +1208,12 @@ mod tests {
         let e = parse_result("r.json", br#"{"schema": "ingressbench/result/v2"}"#).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "r.json: schema \"ingressbench/result/v2\" is not ingressbench/result/v1: this version of ingressbench cannot read it"
+            "r.json: schema \"ingressbench/result/v2\" is not supported (this ingressbench reads \"ingressbench/result/v1\")"
         );
         let e = parse_result("r.json", b"{}").unwrap_err();
         assert!(e.to_string().contains("no \"schema\" field"), "{e}");
         let e = parse_result("r.json", b"not json").unwrap_err();
-        assert!(e
-            .to_string()
-            .starts_with("r.json: not an ingressbench result: "));
+        assert!(e.to_string().starts_with("r.json: not a result document: "));
         let ok = serde_json::to_vec(&result(1.0, 2.0, 0)).unwrap();
         assert_eq!(parse_result("r.json", &ok).unwrap().config.connections, 10);
     }
