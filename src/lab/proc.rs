@@ -163,12 +163,19 @@ mod tests {
         }
         let gc: i32 = grandchild.trim().parse().unwrap();
         drop(g);
-        for p in [pid as i32, gc] {
-            let alive = std::path::Path::new(&format!("/proc/{p}")).exists()
+        // SIGKILL is delivered asynchronously: give the kernel a moment to act on it.
+        let alive = |p: i32| {
+            std::path::Path::new(&format!("/proc/{p}")).exists()
                 && !std::fs::read_to_string(format!("/proc/{p}/stat"))
                     .unwrap_or_default()
-                    .contains(") Z ");
-            assert!(!alive, "process {p} survived");
+                    .contains(") Z ")
+        };
+        let t = Instant::now();
+        while (alive(pid as i32) || alive(gc)) && t.elapsed() < Duration::from_secs(2) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        for p in [pid as i32, gc] {
+            assert!(!alive(p), "process {p} survived");
         }
     }
 }
