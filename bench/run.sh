@@ -1,0 +1,434 @@
+#!/usr/bin/env bash
+# `make bench`: ingressbench against its peers (Debian wrk, oha) on a real nginx, in one
+# run, so that every goal of issue 2 section 5 is a ratio between tools measured on the
+# same machine at the same time. Generator pinned to one core, nginx to the other; tools
+# interleaved rep by rep; medians; report drawn by bench/report.py from the raw files.
+#
+# Environment:
+#   BENCH_REPS=N     repetitions of each run (default 3; 1 with BENCH_QUICK=1)
+#   BENCH_QUICK=1    short smoke (3 s runs, about a minute in all)
+#   BENCH_SOAK=1     also the 10-minute 20,000 req/s memory soak (BENCH_SOAK_S seconds)
+#   BENCH_GEN_CPU / BENCH_SRV_CPU   cores of the generator / nginx (default 0 / 1)
+#   BENCH_TLS_RATE / BENCH_HS_RATE  rates of scenarios C and D (default 20000 / 400)
+#   BENCH_OHA_THREADS               oha's --worker-threads (default 1; "default": oha's)
+#   BENCH_QUIET_MAX  seconds to wait for idle cores before each run (default 300; 10 quick)
+#   BENCH_NOISE_MAX / BENCH_RETRIES  a run during which other processes took more than
+#                    this % of a core is done again, up to this many times (15 / 4; 0 quick)
+#   BENCH_NICE       nice level of the generators and nginx (default -20; empty: none)
+#   BIN              the ingressbench binary (default target/release/ingressbench)
+# Raw outputs are kept in target/bench/<time>/ (the table is also written there).
+# A tool that fails (or is missing) gives "n/a"; a missed goal prints MISSED; exit 0.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+BIN=${BIN:-$ROOT/target/release/ingressbench}
+QUICK=${BENCH_QUICK:-0}
+SOAK=${BENCH_SOAK:-0}
+SOAK_S=${BENCH_SOAK_S:-600}
+GEN_CPU=${BENCH_GEN_CPU:-0}
+SRV_CPU=${BENCH_SRV_CPU:-1}
+OHA_THREADS=${BENCH_OHA_THREADS:-1}
+RATE_B=20000
+RATE_C=${BENCH_TLS_RATE:-20000}
+RATE_D=${BENCH_HS_RATE:-400}
+CONN_D=20
+CLK_TCK=$(getconf CLK_TCK)
+NOISE_MAX=${BENCH_NOISE_MAX:-15}
+NICE=${BENCH_NICE--20}
+if [ "$QUICK" = 1 ]; then
+  QUIET_MAX=${BENCH_QUIET_MAX:-10}
+  RETRIES=${BENCH_RETRIES:-0}
+  REPS=${BENCH_REPS:-1}
+  DA=3 DB=3 DC=3 DD=3 DE=3
+else
+  QUIET_MAX=${BENCH_QUIET_MAX:-300}
+  RETRIES=${BENCH_RETRIES:-4}
+  REPS=${BENCH_REPS:-3}
+  DA=10 DB=15 DC=15 DD=10 DE=10
+fi
+CONN_E=10000
+RATE_E=1000
+
+log() { echo "bench: $*" >&2; }
+
+# ---------------------------------------------------------------- prerequisites
+SUDO=""
+[ "$(id -u)" = 0 ] || SUDO="sudo"
+need_apt=()
+command -v wrk >/dev/null || need_apt+=(wrk)
+command -v nginx >/dev/null || need_apt+=(nginx-light)
+command -v openssl >/dev/null || need_apt+=(openssl)
+[ -x /usr/bin/time ] || need_apt+=(time)
+command -v python3 >/dev/null || need_apt+=(python3)
+command -v taskset >/dev/null || need_apt+=(util-linux)
+command -v timeout >/dev/null || need_apt+=(coreutils)
+command -v pgrep >/dev/null || need_apt+=(procps)
+command -v curl >/dev/null || need_apt+=(curl)
+command -v lscpu >/dev/null || need_apt+=(util-linux)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  log "installing ${need_apt[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  # Another apt may be running: wait for its lock instead of failing.
+  $SUDO apt-get -o DPkg::Lock::Timeout=900 update -qq
+  $SUDO apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
+fi
+
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUT=$ROOT/target/bench/$STAMP
+mkdir -p "$OUT"
+RUNS=$OUT/runs.tsv
+: >"$RUNS"
+
+CARGO_BIN=${CARGO_HOME:-$HOME/.cargo}/bin
+OHA=$(command -v oha || true)
+if [ -z "$OHA" ] && [ -x "$CARGO_BIN/oha" ]; then OHA=$CARGO_BIN/oha; fi
+if [ -z "$OHA" ]; then
+  log "installing oha (cargo install oha --locked: compiles for several minutes)"
+  if (cd / && timeout 3600 cargo install oha --locked) >"$OUT/oha-install.log" 2>&1; then
+    OHA=$CARGO_BIN/oha
+  else
+    log "oha install failed (see $OUT/oha-install.log): its columns will be n/a"
+    OHA=""
+  fi
+fi
+
+# oha's flags changed between versions: take them from its own --help.
+OHA_COMMON=() OHA_TLS=() OHA_NOKA=() OHA_CACERT=0 OHA_OUT=0
+if [ -n "$OHA" ]; then
+  oha_help=$("$OHA" --help 2>&1 || true)
+  has() { grep -q -- "$1" <<<"$oha_help"; }
+  has '--no-tui' && OHA_COMMON+=(--no-tui)
+  if has '--output-format'; then OHA_COMMON+=(--output-format json)
+  else OHA_COMMON+=(-j); fi
+  # Measure from the intended send time, as ingressbench's "corrected" latency does.
+  has '--latency-correction' && OHA_COMMON+=(--latency-correction)
+  # oha starts one runtime thread per physical core whatever its affinity (2 here, both
+  # on core 0): one thread, like ingressbench -t1 and wrk -t1, on the one core it is
+  # given (BENCH_OHA_THREADS=default keeps oha's own choice, ~30 % more CPU here).
+  if has '--worker-threads' && [ "$OHA_THREADS" != default ]; then
+    OHA_COMMON+=(--worker-threads "$OHA_THREADS")
+  fi
+  has '-o, --output' && OHA_OUT=1
+  # Verify the server as ingressbench does when oha can; otherwise skip verification.
+  has '--cacert' && OHA_CACERT=1
+  OHA_NOKA=(--disable-keepalive)
+fi
+
+# 10,000 connections need that many descriptors in ingressbench and in nginx.
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+NOFILE=$(ulimit -n)
+WCONN=$((NOFILE - 100))
+[ "$WCONN" -gt 20000 ] && WCONN=20000
+
+# Generators and nginx ahead of whatever else runs on the machine (the same for all).
+PRIO=()
+if [ -n "$NICE" ] && [ "$(nice -n "$NICE" nice 2>/dev/null)" -lt "$(nice)" ]; then PRIO=(nice -n "$NICE"); fi
+
+# ---------------------------------------------------------------- nginx
+WORK=$(mktemp -d /tmp/ingressbench-bench.XXXXXX)
+NGX_PID=""
+CUR=""
+cleanup() {
+  local pids p
+  if [ -n "$CUR" ] && kill -0 "$CUR" 2>/dev/null; then
+    kill -TERM "$CUR" 2>/dev/null || true
+    wait "$CUR" 2>/dev/null || true
+  fi
+  if [ -n "$NGX_PID" ] && kill -0 "$NGX_PID" 2>/dev/null; then
+    pids=$(pgrep -P "$NGX_PID" || true)
+    kill -TERM "$NGX_PID" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$NGX_PID" 2>/dev/null || break; sleep 0.1; done
+    for p in $NGX_PID $pids; do kill -KILL "$p" 2>/dev/null || true; done
+    wait "$NGX_PID" 2>/dev/null || true
+  fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+read -r HTTP_PORT TLS_PORT HS_PORT < <(python3 - <<'EOF'
+import socket
+ss = [socket.socket() for _ in range(3)]
+for s in ss:
+    s.bind(("127.0.0.1", 0))
+print(*[s.getsockname()[1] for s in ss])
+EOF
+)
+
+# A private CA and an RSA-2048 server certificate for 127.0.0.1 (rustls does not accept
+# a self-signed end-entity certificate as its own trust anchor, hence the CA).
+(
+  cd "$WORK"
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=ingressbench bench CA" \
+    -keyout ca.key -out ca.pem -addext "basicConstraints=critical,CA:TRUE" \
+    -addext "keyUsage=critical,keyCertSign" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr 2>/dev/null
+  printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
+    "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >server.ext
+  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+    -extfile server.ext -out server.pem 2>/dev/null
+)
+CACERT=$WORK/ca.pem
+if [ "$OHA_CACERT" = 1 ]; then OHA_TLS=(--cacert "$CACERT"); else OHA_TLS=(--insecure); fi
+
+BODY=$(head -c 1024 /dev/zero | tr '\0' 'x')
+mkdir -p "$WORK/tmp"
+cat >"$WORK/nginx.conf" <<EOF
+worker_processes 1;
+worker_rlimit_nofile $NOFILE;
+pid $WORK/nginx.pid;
+error_log $WORK/error.log warn;
+events { worker_connections $WCONN; }
+http {
+    access_log off;
+    client_body_temp_path $WORK/tmp/body;
+    proxy_temp_path $WORK/tmp/proxy;
+    fastcgi_temp_path $WORK/tmp/fastcgi;
+    uwsgi_temp_path $WORK/tmp/uwsgi;
+    scgi_temp_path $WORK/tmp/scgi;
+    default_type text/plain;
+    # Keep-alive connections stay open for the whole run: no reconnects (and no TLS
+    # handshakes) every 1,000 requests as with nginx's default.
+    keepalive_requests 1000000000;
+    keepalive_timeout 300s;
+    ssl_certificate $WORK/server.pem;
+    ssl_certificate_key $WORK/server.key;
+    ssl_protocols TLSv1.3;
+    # No resumption: every new TLS connection is a full handshake.
+    ssl_session_tickets off;
+    ssl_session_cache off;
+    log_format handshake '\$ssl_session_reused \$connection_requests \$ssl_protocol';
+
+    server {
+        listen 127.0.0.1:$HTTP_PORT;
+        location / { return 200 "$BODY"; }
+    }
+    server {
+        listen 127.0.0.1:$TLS_PORT ssl;
+        location / { return 200 "$BODY"; }
+    }
+    # Scenario D: same as above plus a log that proves one full handshake per request.
+    server {
+        listen 127.0.0.1:$HS_PORT ssl;
+        access_log $WORK/handshake.log handshake;
+        location / { return 200 "$BODY"; }
+    }
+}
+EOF
+"${PRIO[@]}" taskset -c "$SRV_CPU" nginx -p "$WORK" -c "$WORK/nginx.conf" -e "$WORK/error.log" -g 'daemon off;' \
+  >"$WORK/nginx.out" 2>&1 &
+NGX_PID=$!
+for _ in $(seq 100); do
+  curl -s -o /dev/null "http://127.0.0.1:$HTTP_PORT/" && break
+  kill -0 "$NGX_PID" 2>/dev/null || { cat "$WORK/nginx.out" "$WORK/error.log" >&2 || true; log "nginx did not start"; exit 1; }
+  sleep 0.1
+done
+NGX_WORKER=$(pgrep -P "$NGX_PID" | head -1)
+size=$(curl -s "http://127.0.0.1:$HTTP_PORT/" | wc -c)
+tls=$(curl -s --cacert "$CACERT" --tlsv1.3 -o /dev/null -w '%{http_code}' "https://127.0.0.1:$TLS_PORT/")
+[ "$size" = 1024 ] && [ "$tls" = 200 ] || { log "nginx check failed: body $size bytes, https $tls"; exit 1; }
+cp "$WORK/nginx.conf" "$OUT/nginx.conf"
+
+# Measure one binary from start to end, even if target/ is rebuilt meanwhile.
+if [ -x "$BIN" ]; then
+  cp "$BIN" "$WORK/ingressbench"
+  BIN=$WORK/ingressbench
+fi
+
+# ---------------------------------------------------------------- machine and versions
+{
+  echo "date=$(date -u +%Y-%m-%d)"
+  echo "cpu=$(lscpu | sed -n 's/^Model name:[[:space:]]*//p' | head -1)"
+  echo "cores=$(nproc --all)"
+  echo "kernel=$(uname -r)"
+  echo "wrk=$(wrk -v 2>&1 | head -1 | sed 's/ *Copyright.*//' || true)"
+  echo "oha=$([ -n "$OHA" ] && "$OHA" --version 2>&1 | head -1 || echo missing) (${OHA_COMMON[*]})"
+  echo "nginx=$(nginx -v 2>&1 | head -1)"
+  echo "openssl=$(openssl version | head -1)"
+  echo "ingressbench=$("$BIN" --version 2>/dev/null | head -1 || echo missing) (git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- src Cargo.toml Cargo.lock 2>/dev/null || echo ', uncommitted changes in src'), sha256 $(sha256sum "$BIN" 2>/dev/null | cut -c1-12))"
+  echo "nice=${PRIO[*]:-none}"
+  echo "reps=$REPS"
+  echo "quick=$QUICK"
+  echo "gen_cpu=$GEN_CPU"
+  echo "srv_cpu=$SRV_CPU"
+  echo "nofile=$NOFILE"
+  echo "loadavg=$(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "clk_tck=$CLK_TCK"
+  echo "rate_b=$RATE_B"
+  echo "rate_c=$RATE_C"
+  echo "rate_d=$RATE_D"
+  echo "conn_d=$CONN_D"
+  echo "dur=$DA $DB $DC $DD $DE"
+  echo "soak_s=$SOAK_S"
+} >"$OUT/machine.txt"
+sed 's/^/  /' "$OUT/machine.txt" >&2
+
+# ---------------------------------------------------------------- runs
+srv_ticks() { sed 's/.*) //' "/proc/$NGX_WORKER/stat" | awk '{print $12 + $13}'; }
+# Idle ticks (idle + iowait) of the generator's and the server's cores. Busy time is
+# taken as wall time minus idle time: the kernel measures idle time exactly, while the
+# busy fields of /proc/stat are sampled at each tick and miss short bursts.
+core_idle() {
+  awk -v g="cpu$GEN_CPU" -v s="cpu$SRV_CPU" '$1 == g {gi = $5+$6} $1 == s {si = $5+$6}
+    END {print gi, si}' /proc/stat
+}
+# The machine is shared: before each run wait (up to QUIET_MAX s) until both cores have
+# been at least 85 % idle for two seconds.
+quiet() {
+  local waited=0 g0 s0 g1 s1 idle
+  while :; do
+    read -r g0 s0 < <(core_idle)
+    sleep 2
+    read -r g1 s1 < <(core_idle)
+    idle=$(((g1 - g0) < (s1 - s0) ? (g1 - g0) : (s1 - s0)))
+    [ $((idle * 100)) -ge $((2 * 85 * CLK_TCK)) ] && break
+    waited=$((waited + 2))
+    if [ "$waited" -ge "$QUIET_MAX" ]; then
+      log "cores still busy after ${waited}s of waiting: running anyway"
+      return
+    fi
+  done
+  [ "$waited" -eq 0 ] || log "waited ${waited}s for quiet cores"
+}
+
+# run SCEN TOOL REP DUR EXTRA CMD...: one pinned, time-bounded run; its CPU and peak RSS
+# from /usr/bin/time, nginx's CPU over the run from /proc; one line into runs.tsv. A run
+# during which other processes took more than NOISE_MAX % of either core is done again
+# (up to RETRIES times; the last attempt counts, marked noisy in the report).
+run() {
+  local scen=$1 tool=$2 rep=$3 dur=$4 extra=$5 rc s0 s1 g0 g1 c0 c1 t0 t1 off hs try=0 noise
+  local wall gbusy cbusy
+  shift 5
+  local base=$OUT/$scen.$tool.$rep
+  while :; do
+    rc=0
+    off=0
+    [ "$scen" = D ] && off=$(stat -c %s "$WORK/handshake.log" 2>/dev/null || echo 0)
+    quiet
+    s0=$(srv_ticks)
+    read -r g0 c0 < <(core_idle)
+    t0=$(date +%s%N)
+    if [ "$1" = missing ]; then
+      rc=127
+    else
+      rm -f "$base.time"
+      timeout -k 5 $((dur + 60)) /usr/bin/time -f 'CPU %U %S %M %e' -o "$base.time" \
+        "${PRIO[@]}" taskset -c "$GEN_CPU" "$@" >"$base.out" 2>&1 </dev/null &
+      CUR=$!
+      wait "$CUR" || rc=$?
+      CUR=""
+    fi
+    t1=$(date +%s%N)
+    read -r g1 c1 < <(core_idle)
+    s1=$(srv_ticks)
+    wall=$(((t1 - t0) / 1000000 + 1))
+    # Busy ticks of each core over the run (everyone's).
+    gbusy=$((wall * CLK_TCK / 1000 - (g1 - g0)))
+    cbusy=$((wall * CLK_TCK / 1000 - (c1 - c0)))
+    # Percent of the run's wall time that other processes took on the busier core.
+    noise=$(awk -v clk="$CLK_TCK" -v wall="$wall" -v g="$gbusy" -v c="$cbusy" -v s=$((s1 - s0)) '
+      /^CPU / {cpu = ($2 + $3) * clk}
+      END {a = (g - cpu) / clk * 1000 / wall; b = (c - s) / clk * 1000 / wall
+           printf "%d", 100 * (a > b ? a : b)}' "$base.time" 2>/dev/null || true)
+    noise=${noise%%$'\n'*}
+    noise=${noise:-0}
+    [ "$rc" != 127 ] && [ "$noise" -gt "$NOISE_MAX" ] && [ "$try" -lt "$RETRIES" ] || break
+    try=$((try + 1))
+    log "$(printf '%s %-12s rep %s: other processes took %s %% of a core: again (%s/%s)' \
+      "$scen" "$tool" "$rep" "$noise" "$try" "$RETRIES")"
+  done
+  extra="$extra;wall_ms=$wall;gen_core_ticks=$gbusy;srv_core_ticks=$cbusy;retries=$try"
+  if [ "$scen" = D ] && [ -f "$WORK/handshake.log" ]; then
+    # lines = connections served; reused = resumed sessions; multi = >1 request on one.
+    hs=$(tail -c +$((off + 1)) "$WORK/handshake.log" |
+      awk '{n++; if ($1 == "r") r++; if ($2 > 1) m++} END {printf "hs_conns=%d;hs_reused=%d;hs_multi=%d", n, r, m}')
+    extra="$extra;$hs"
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$scen" "$tool" "$rep" "$rc" "$dur" "$((s1 - s0))" "$extra" >>"$RUNS"
+  log "$(printf '%s %-12s rep %s: exit %s' "$scen" "$tool" "$rep" "$rc")"
+}
+
+IB_OK=1
+[ -x "$BIN" ] || { log "$BIN not built: ingressbench columns will be n/a"; IB_OK=0; }
+ib() { if [ "$IB_OK" = 1 ]; then echo "$BIN"; else echo missing; fi; }
+oha() { if [ -n "$OHA" ]; then echo "$OHA"; else echo missing; fi; }
+HTTP=http://127.0.0.1:$HTTP_PORT/
+HTTPS=https://127.0.0.1:$TLS_PORT/
+HS=https://127.0.0.1:$HS_PORT/
+
+# pair SCEN REP PEER: ingressbench and the peer, in alternating order from rep to rep.
+pair() {
+  local scen=$1 rep=$2 peer=$3 first second t
+  if [ $((rep % 2)) = 1 ]; then first=ib second=$peer; else first=$peer second=ib; fi
+  for t in $first $second; do "run_${scen}_$t" "$rep"; done
+}
+J() { echo "$OUT/$1.ingressbench.$2.json"; }
+# oha's JSON goes to its own file when it can, else to stdout (the run's .out file).
+# Sets OHA_O to the output flags of oha for scenario $1, rep $2.
+O() { OHA_O=(); if [ "$OHA_OUT" = 1 ]; then OHA_O=(-o "$OUT/$1.oha.$2.json"); fi; }
+
+run_A_ib() { run A ingressbench "$1" $DA "" "$(ib)" load --quiet --max -t1 -c50 -d${DA}s --json "$(J A "$1")" "$HTTP"; }
+run_A_wrk() { run A wrk "$1" $DA "" wrk -t1 -c50 -d${DA}s "$HTTP"; }
+run_B_ib() { run B ingressbench "$1" $DB "" "$(ib)" load --quiet -t1 -c100 -R$RATE_B -d${DB}s --json "$(J B "$1")" "$HTTP"; }
+run_B_oha() { O B "$1"; run B oha "$1" $DB "" "$(oha)" -z ${DB}s -c 100 -q $RATE_B "${OHA_COMMON[@]}" "${OHA_O[@]}" "$HTTP"; }
+run_C_ib() {
+  run C ingressbench "$1" $DC "" "$(ib)" load --quiet -t1 -c100 -R$RATE_C -d${DC}s --tls-version 1.3 \
+    --cacert "$CACERT" --json "$(J C "$1")" "$HTTPS"
+}
+run_C_oha() {
+  O C "$1"
+  run C oha "$1" $DC "" "$(oha)" -z ${DC}s -c 100 -q $RATE_C "${OHA_COMMON[@]}" "${OHA_O[@]}" "${OHA_TLS[@]}" "$HTTPS"
+}
+run_D_ib() {
+  run D ingressbench "$1" $DD "" "$(ib)" load --quiet -t1 -c$CONN_D -R$RATE_D -d${DD}s --new-connection \
+    --tls-version 1.3 --cacert "$CACERT" --json "$(J D "$1")" "$HS"
+}
+run_D_oha() {
+  O D "$1"
+  run D oha "$1" $DD "" "$(oha)" -z ${DD}s -c $CONN_D -q $RATE_D "${OHA_NOKA[@]}" "${OHA_COMMON[@]}" \
+    "${OHA_O[@]}" "${OHA_TLS[@]}" "$HS"
+}
+run_E_ib() {
+  run E ingressbench "$1" $DE "nofile=$NOFILE" "$(ib)" load --quiet -t1 -c$CONN_E -R$RATE_E -d${DE}s \
+    --json "$(J E "$1")" "$HTTP"
+}
+
+for rep in $(seq "$REPS"); do
+  log "rep $rep of $REPS"
+  pair A "$rep" wrk
+  pair B "$rep" oha
+  pair C "$rep" oha
+  pair D "$rep" oha
+  if [ "$WCONN" -gt $((CONN_E + 50)) ]; then
+    run_E_ib "$rep"
+  else
+    log "E skipped: only $NOFILE descriptors"
+  fi
+done
+
+# ---------------------------------------------------------------- soak (optional)
+if [ "$SOAK" = 1 ]; then
+  log "soak: $SOAK_S s at $RATE_B req/s, RSS sampled every 10 s"
+  : >"$OUT/soak.tsv"
+  if [ "$IB_OK" = 1 ]; then
+    timeout -k 5 $((SOAK_S + 60)) "${PRIO[@]}" taskset -c "$GEN_CPU" "$BIN" load --quiet -t1 -c100 -R$RATE_B \
+      -d${SOAK_S}s --json "$OUT/soak.json" "$HTTP" >"$OUT/soak.out" 2>&1 </dev/null &
+    CUR=$!
+    sleep 0.5
+    ibpid=$(pgrep -P "$CUR" | head -1 || true)
+    t=0
+    while [ -n "$ibpid" ] && kill -0 "$ibpid" 2>/dev/null; do
+      rss=$(awk '/^VmRSS:/ {print $2}' "/proc/$ibpid/status" 2>/dev/null || true)
+      [ -n "$rss" ] && printf '%s\t%s\n' "$t" "$rss" >>"$OUT/soak.tsv"
+      sleep 10
+      t=$((t + 10))
+    done
+    wait "$CUR" || true
+    CUR=""
+  fi
+fi
+
+python3 "$ROOT/bench/report.py" "$OUT" | tee "$OUT/table.md"
+log "raw outputs in $OUT"
