@@ -1,7 +1,7 @@
 //! `ingressbench run` and `ingressbench validate`: scenarios from the command line.
 
 use super::usage;
-use crate::scenario::{runner, Scenario, ScenarioError};
+use crate::scenario::{runner, Scenario};
 use clap::Args;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
@@ -31,10 +31,7 @@ pub struct ValidateArgs {
 }
 
 fn load(path: &std::path::Path) -> anyhow::Result<(Scenario, String)> {
-    Scenario::load(path).map_err(|e| match e {
-        ScenarioError::Read { .. } => usage(e.to_string()),
-        _ => usage(e.to_string()),
-    })
+    Scenario::load(path).map_err(|e| usage(e.to_string()))
 }
 
 /// Checks a scenario without running it.

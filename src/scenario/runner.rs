@@ -399,7 +399,6 @@ impl System {
         if to == have {
             return;
         }
-        let t0 = Instant::now();
         self.events
             .log("scale_requested", format!("{have} -> {to}"), None);
         if to > have {
@@ -441,7 +440,6 @@ impl System {
         self.change("endpoints_requested", &detail, "endpoints_applied", |d| {
             d.set_endpoints(&eps)
         });
-        let _ = t0;
     }
 }
 
