@@ -16,12 +16,12 @@ demo: build
 	@scripts/demo.sh
 
 lint: setup
-	$(CARGO) fmt --check
-	$(CARGO) clippy --locked --all-targets -- -D warnings
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --locked --all-targets -- -D warnings
 
 test: lint
 	$(CARGO) build --release --locked
-	$(CARGO) test --release --locked --no-fail-fast -- --test-threads=2
+	$(CARGO) test --workspace --release --locked --no-fail-fast -- --test-threads=2
 
 bench: build
 	@bench/run.sh

@@ -3,7 +3,7 @@
 //! numbers edited in the JSON to simulate a regression, a different setup, a lab run
 //! of several systems, and bad input.
 
-use ingressbench::report::text::fmt_ms;
+use report::text::fmt_ms;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

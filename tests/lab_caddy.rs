@@ -4,8 +4,8 @@
 
 mod labsupport;
 
-use ingressbench::lab::caddy::Caddy;
-use ingressbench::lab::{Driver, Endpoint, Route};
+use lab::caddy::Caddy;
+use lab::{Driver, Endpoint, Route};
 use labsupport::{ids_seen, Resp};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -31,7 +31,7 @@ fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy)) {
 
 /// The status code of a GET with curl and extra `flags` (a trailing `--cacert` gets
 /// the run's certificate).
-fn curl(flags: &[&str], ctx: &ingressbench::lab::DriverContext, scheme: &str, port: u16) -> String {
+fn curl(flags: &[&str], ctx: &lab::DriverContext, scheme: &str, port: u16) -> String {
     let mut cmd = std::process::Command::new("curl");
     cmd.args([
         "-s",

@@ -4,8 +4,8 @@
 
 mod labsupport;
 
-use ingressbench::lab::haproxy::{Haproxy, Mode};
-use ingressbench::lab::{Driver, Endpoint, Route};
+use lab::haproxy::{Haproxy, Mode};
+use lab::{Driver, Endpoint, Route};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 

@@ -3,8 +3,8 @@
 
 mod labsupport;
 
-use ingressbench::lab::nginx::{Mode, Nginx};
-use ingressbench::lab::{Driver, DriverContext, Endpoint, LabError, Route};
+use lab::nginx::{Mode, Nginx};
+use lab::{Driver, DriverContext, Endpoint, LabError, Route};
 use labsupport::{assert_no_process_with, backend, context, get, ids_seen, path_text};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;

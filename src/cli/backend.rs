@@ -16,7 +16,7 @@ use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::usage;
-use crate::backend::{self, response, Config, Delay, DrainEnd, Server, Stall};
+use ::backend::{self, response, Config, Delay, DrainEnd, Server, Stall};
 
 /// Largest `--body-size`; the padding is held in memory once and per connection.
 const MAX_BODY: usize = 64 << 20;

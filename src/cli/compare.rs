@@ -1,7 +1,7 @@
 //! `ingressbench compare`: saved runs side by side, and a regression gate for CI.
 
 use super::usage;
-use crate::report::compare::{self, Comparison, Run};
+use ::report::compare::{self, Comparison, Run};
 use clap::Args;
 use std::path::PathBuf;
 
@@ -33,7 +33,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
     let thresholds =
         compare::parse_thresholds(&a.max_regression).map_err(|e| usage(e.to_string()))?;
     if let Some(out) = &a.out {
-        crate::fsutil::check_writable(out).map_err(|e| usage(format!("--out: {e}")))?;
+        results::fsutil::check_writable(out).map_err(|e| usage(format!("--out: {e}")))?;
     }
     let load = |p: &PathBuf| compare::load_run(p).map_err(|e| usage(e.to_string()));
     let base = load(&a.base)?;
@@ -86,7 +86,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
     }
     if let Some(out) = &a.out {
         let page = compare::html(&comparisons, &thresholds, &crossed);
-        crate::fsutil::write_atomic(out, page.as_bytes())?;
+        results::fsutil::write_atomic(out, page.as_bytes())?;
         println!("comparison written to {}", out.display());
     }
     Ok(if crossed.is_empty() { 0 } else { 1 })

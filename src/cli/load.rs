@@ -1,9 +1,9 @@
 //! `ingressbench load`: wrk2's flags (same names, same meaning) plus what the studies need.
 
 use super::{duration, usage};
-use crate::engine::{self, tls, LoadSpec, Plan};
-use crate::results::LoadConfig;
 use clap::Args;
+use engine::{self, tls, LoadSpec, Plan};
+use results::LoadConfig;
 use std::io::IsTerminal;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -99,13 +99,13 @@ pub struct LoadArgs {
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let (plan, config, target) = resolve(&args)?;
     if let Some(p) = &args.json {
-        crate::fsutil::check_writable(p).map_err(usage)?;
+        results::fsutil::check_writable(p).map_err(usage)?;
     }
     if let Some(p) = &args.hdr_log {
-        crate::fsutil::check_writable(p).map_err(usage)?;
+        results::fsutil::check_writable(p).map_err(usage)?;
     }
     if let Some(p) = &args.report {
-        crate::fsutil::check_writable(p).map_err(usage)?;
+        results::fsutil::check_writable(p).map_err(usage)?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
@@ -117,7 +117,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let total_s = plan.duration.as_secs();
     let outcome = engine::run(&plan, stop, |e| {
         if live {
-            let p99 = crate::report::text::fmt_ms(e.p99);
+            let p99 = report::text::fmt_ms(e.p99);
             eprint!(
                 "\r\x1b[2K[{:>4}s/{total_s}s] {:>9} req/s  p99 {:>9}  errors {:<8}",
                 e.t + 1,
@@ -131,11 +131,11 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         eprint!("\r\x1b[2K");
     }
     let result = outcome.to_result(&target, config);
-    print!("{}", crate::report::text::summary(&result, args.latency));
+    print!("{}", report::text::summary(&result, args.latency));
     if let Some(p) = &args.json {
         let mut bytes = serde_json::to_vec_pretty(&result)?;
         bytes.push(b'\n');
-        crate::fsutil::write_atomic(p, &bytes)?;
+        results::fsutil::write_atomic(p, &bytes)?;
     }
     if let Some(p) = &args.hdr_log {
         let seconds: Vec<(u64, &[u8])> = outcome
@@ -143,13 +143,13 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
             .iter()
             .map(|s| (s.entry.t, s.histogram_v2.as_slice()))
             .collect();
-        let log = crate::report::hdr::interval_log(outcome.started_at_unix_ns, &seconds)
+        let log = report::hdr::interval_log(outcome.started_at_unix_ns, &seconds)
             .map_err(anyhow::Error::msg)?;
-        crate::fsutil::write_atomic(p, &log)?;
+        results::fsutil::write_atomic(p, &log)?;
     }
     if let Some(p) = &args.report {
-        let input = crate::report::input::ReportInput::single("load", result.clone());
-        crate::report::files::write_all(&input, p, false)?;
+        let input = report::input::ReportInput::single("load", result.clone());
+        report::files::write_all(&input, p, false)?;
         println!("report written to {}", p.display());
     }
     Ok(if result.partial { 130 } else { 0 })

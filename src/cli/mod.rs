@@ -5,7 +5,7 @@
 
 mod backend;
 mod compare;
-pub use crate::duration;
+pub use results::duration;
 mod load;
 mod report;
 mod run;

@@ -2,7 +2,7 @@
 //! side, from their result files only.
 
 use super::usage;
-use crate::report::{files, input};
+use ::report::{files, input};
 use clap::Args;
 use std::path::{Path, PathBuf};
 
@@ -55,7 +55,7 @@ pub fn default_page(run: &Path) -> PathBuf {
 pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
     let input = input::load(&a.runs).map_err(|e| usage(format!("report: {e}")))?;
     let page = page_path(&a)?;
-    crate::fsutil::check_writable(&page).map_err(|e| usage(format!("report: --out {e}")))?;
+    results::fsutil::check_writable(&page).map_err(|e| usage(format!("report: --out {e}")))?;
     let written = files::write_all(&input, &page, a.png)?;
     for s in &written.skipped {
         eprintln!("ingressbench: report: left out: {s}");

@@ -1,8 +1,8 @@
 //! `ingressbench run` and `ingressbench validate`: scenarios from the command line.
 
 use super::usage;
-use crate::scenario::{runner, Scenario};
 use clap::Args;
+use scenario::{runner, Scenario};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -61,10 +61,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         s = s.quick();
     }
     for o in &a.only {
-        if !crate::lab::PROFILES.contains(&o.as_str()) {
+        if !lab::PROFILES.contains(&o.as_str()) {
             return Err(usage(format!(
                 "--only {o}: not a system: use one of {}",
-                crate::lab::PROFILES.join(", ")
+                lab::PROFILES.join(", ")
             )));
         }
     }
@@ -81,15 +81,27 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         exe,
         stop,
         progress: Box::new(|line| eprintln!("ingressbench: {line}")),
+        system_done: Box::new(|r| {
+            eprintln!(
+                "ingressbench: {}: done: p99 {} max {}, {} errors",
+                r.lab.as_ref().map_or("?", |l| l.system.as_str()),
+                ::report::text::fmt_ms(r.latency_ms.corrected.p99),
+                ::report::text::fmt_ms(r.latency_ms.corrected.max),
+                r.errors.total()
+            )
+        }),
     };
     let r = runner::run(&s, &text, opts)?;
-    print!("{}", crate::report::text::comparison(&s.name, &r.results));
+    let summary = ::report::text::comparison(&s.name, &r.results);
+    results::fsutil::write_atomic(&out.join("summary.txt"), summary.as_bytes())
+        .map_err(|e| anyhow::anyhow!("write summary.txt: {e}"))?;
+    print!("{summary}");
     println!("results written to {}", out.display());
     // Drawn from the files just written, like any later `ingressbench report`.
     let page = out.join("report.html");
-    let report = crate::report::input::load(std::slice::from_ref(&out))
+    let report = ::report::input::load(std::slice::from_ref(&out))
         .map_err(anyhow::Error::from)
-        .and_then(|input| Ok(crate::report::files::write_all(&input, &page, false)?));
+        .and_then(|input| Ok(::report::files::write_all(&input, &page, false)?));
     match report {
         Ok(_) => println!("report written to {}", page.display()),
         Err(e) => {

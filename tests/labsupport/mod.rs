@@ -2,7 +2,7 @@
 //! driver context in a temp folder, and HTTPS requests through a proxy with curl.
 #![allow(dead_code)]
 
-use ingressbench::lab::{certs, ports, proc::Guard, DriverContext, Endpoint};
+use lab::{certs, ports, proc::Guard, DriverContext, Endpoint};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};

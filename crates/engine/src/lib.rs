@@ -1,0 +1,648 @@
+//! The load engine: a constant, open-loop request rate over many connections, with
+//! latency measured from each request's intended send time.
+//!
+//! [`run`] takes a validated [`Plan`], starts one [`worker`] per thread (each owns its
+//! connections, its epoll loop and its histograms), merges what they report once a
+//! second into a timeline, and returns the merged [`Outcome`]. The engine knows
+//! nothing of scenarios, proxies or reports; [`Outcome::to_result`] turns its figures
+//! into the shared result document.
+
+pub mod http1;
+pub mod schedule;
+pub mod stats;
+pub mod sysinfo;
+pub mod tls;
+pub mod worker;
+
+use hdrhistogram::Histogram;
+use results::clock::{Clock, Nanos};
+use results::histogram::{percentiles, serialize_v2};
+use results::time::rfc3339;
+use results::{
+    Errors, Generator, Latency, LoadConfig, Rate, Requests, RunResult, Samples, TimelineEntry,
+    TlsStats, RESULT_SCHEMA,
+};
+use stats::{Interval, Totals};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Barrier};
+use std::time::Duration;
+
+/// Lag p99 above which the generator counts as overloaded: it was not sending when
+/// it meant to, so the latencies it measured are not the server's alone.
+pub const LAG_LIMIT_NS: u64 = 2_000_000;
+
+/// Why the engine could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error("could not start worker threads: {0}")]
+    Spawn(std::io::Error),
+    #[error("{0}")]
+    Worker(String),
+}
+
+/// A resolved, validated load.
+#[derive(Clone)]
+pub struct Plan {
+    pub addr: SocketAddr,
+    /// The request, encoded once.
+    pub request: Vec<u8>,
+    pub tls: Option<(
+        Arc<rustls::ClientConfig>,
+        rustls::pki_types::ServerName<'static>,
+    )>,
+    pub threads: usize,
+    pub connections: usize,
+    /// Requests per second over all connections; `None` is closed loop (`--max`).
+    pub rate: Option<f64>,
+    pub model: schedule::Model,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub new_connection: bool,
+    pub backend_header: String,
+    pub head_request: bool,
+    /// Fraction of requests kept individually (0: none).
+    pub sample: f64,
+}
+
+/// Load settings as a user or a scenario gives them, before validation.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    pub url: String,
+    pub method: String,
+    pub headers: Vec<String>,
+    pub body: Vec<u8>,
+    /// `None`: one per core, at most one per connection.
+    pub threads: Option<usize>,
+    pub connections: usize,
+    /// `None`: closed loop.
+    pub rate: Option<f64>,
+    pub schedule: String,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub new_connection: bool,
+    pub tls: tls::TlsOptions,
+    pub backend_header: String,
+    /// Fraction of requests to keep individually (`--sample`), 0 for none.
+    pub sample: f64,
+}
+
+impl LoadSpec {
+    /// Checks the settings and resolves them into a plan and the settings as
+    /// recorded in results.
+    ///
+    /// # Errors
+    /// One line saying what is wrong and how to fix it (flag names as in the CLI).
+    pub fn resolve(&self) -> Result<(Plan, LoadConfig), String> {
+        let target = http1::Target::parse(&self.url)?;
+        if self.duration.is_zero() {
+            return Err("--duration must be longer than 0s (e.g. -d 30s)".into());
+        }
+        if self.timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err("--timeout and --connect-timeout must be longer than 0s".into());
+        }
+        if let Some(r) = self.rate {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(format!(
+                    "-R/--rate {r} is not a rate: give requests per second above 0 (e.g. -R 1000)"
+                ));
+            }
+        }
+        if self.connections == 0 {
+            return Err("-c/--connections must be at least 1".into());
+        }
+        let threads = self.threads.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(self.connections)
+        });
+        if threads == 0 {
+            return Err("-t/--threads must be at least 1".into());
+        }
+        if self.connections < threads {
+            return Err(format!(
+                "-c/--connections ({}) must be at least -t/--threads ({threads}): each thread needs a connection",
+                self.connections
+            ));
+        }
+        let model = schedule::Model::parse(&self.schedule)?;
+        let request = http1::encode_request(
+            &self.method,
+            &target,
+            &self.headers,
+            &self.body,
+            self.new_connection,
+        )?;
+        let t = &self.tls;
+        if !target.tls && (t.version.is_some() || t.cacert.is_some() || t.resume) {
+            return Err("--tls-version, --cacert and --tls-resume need an https:// URL".into());
+        }
+        let tls = if target.tls {
+            let cfg = tls::client_config(t).map_err(|e| e.to_string())?;
+            let name = tls::server_name(&target.host).map_err(|e| e.to_string())?;
+            Some((cfg, name))
+        } else {
+            None
+        };
+        use std::net::ToSocketAddrs;
+        let addr = (target.host.as_str(), target.port)
+            .to_socket_addrs()
+            .map_err(|e| format!("cannot resolve host '{}': {e}", target.host))?
+            .next()
+            .ok_or_else(|| format!("host '{}' has no address", target.host))?;
+        if self.backend_header.is_empty() || self.backend_header.contains([':', ' ']) {
+            return Err("--backend-header must be a header name such as x-backend".into());
+        }
+        if !(self.sample.is_finite() && (0.0..=1.0).contains(&self.sample)) {
+            return Err(format!(
+                "--sample {}: give a fraction of requests from 0 to 1 (e.g. 0.1)",
+                self.sample
+            ));
+        }
+        let plan = Plan {
+            addr,
+            request,
+            tls,
+            threads,
+            connections: self.connections,
+            rate: self.rate,
+            model,
+            duration: self.duration,
+            warmup: self.warmup,
+            timeout: self.timeout,
+            connect_timeout: self.connect_timeout,
+            new_connection: self.new_connection,
+            backend_header: self.backend_header.clone(),
+            head_request: self.method.eq_ignore_ascii_case("HEAD"),
+            sample: self.sample,
+        };
+        let config = LoadConfig {
+            url: self.url.clone(),
+            method: self.method.to_ascii_uppercase(),
+            threads,
+            connections: self.connections,
+            duration_s: self.duration.as_secs_f64(),
+            warmup_s: self.warmup.as_secs_f64(),
+            rate: self.rate,
+            max: self.rate.is_none(),
+            schedule: if self.rate.is_none() {
+                "max".into()
+            } else {
+                model.name().into()
+            },
+            timeout_s: self.timeout.as_secs_f64(),
+            connect_timeout_s: self.connect_timeout.as_secs_f64(),
+            new_connection: self.new_connection,
+            tls_version: t.version.clone(),
+            tls_resume: t.resume,
+            headers: self.headers.clone(),
+            body_bytes: self.body.len(),
+            backend_header: self.backend_header.clone(),
+        };
+        Ok((plan, config))
+    }
+}
+
+/// What a run measured, merged over all workers.
+pub struct Outcome {
+    pub totals: Totals,
+    /// One merged interval per second of the measured window (and of the drain).
+    pub seconds: Vec<SecondSummary>,
+    /// The run stopped early (interrupt).
+    pub partial: bool,
+    /// Unix time of the start of the measured window, in nanoseconds.
+    pub started_at_unix_ns: u128,
+    /// Length of the measured window actually run, in seconds.
+    pub duration_s: f64,
+    /// CPU time of the process during the run (user + system), in seconds.
+    pub cpu_s: f64,
+    /// Clock time at which the measured window started.
+    pub measure_start: Nanos,
+    /// The sampled fraction (0: none).
+    pub sample: f64,
+}
+
+/// One second, summarised as soon as every worker has reported it, so the run
+/// keeps no per-second histogram in memory (a long soak stays flat).
+pub struct SecondSummary {
+    pub entry: TimelineEntry,
+    /// The second's corrected histogram, V2 deflate, for `--hdr-log`.
+    pub histogram_v2: Vec<u8>,
+}
+
+/// Runs the plan to its end (or until `stop` is set) and merges the results.
+/// `on_second` sees each second as soon as it is complete (live progress).
+///
+/// # Errors
+/// [`EngineError`] when threads cannot be started.
+pub fn run(
+    plan: &Plan,
+    stop: Arc<AtomicBool>,
+    on_second: impl FnMut(&TimelineEntry),
+) -> Result<Outcome, EngineError> {
+    run_with(plan, Clock::start(), stop, |_| {}, on_second)
+}
+
+/// [`run`] on a clock the caller shares (so events it records line up with the
+/// load's timeline); `on_start` gets the clock time at which the measured window
+/// starts, as soon as it is fixed.
+///
+/// # Errors
+/// [`EngineError`] when threads cannot be started.
+pub fn run_with(
+    plan: &Plan,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    on_start: impl FnOnce(Nanos),
+    mut on_second: impl FnMut(&TimelineEntry),
+) -> Result<Outcome, EngineError> {
+    raise_open_files_limit(plan.connections);
+    let shared = Arc::new(worker::Shared {
+        clock,
+        addr: plan.addr,
+        request: plan.request.clone().into_boxed_slice(),
+        tls: plan.tls.clone(),
+        timeout_ns: plan.timeout.as_nanos() as Nanos,
+        connect_timeout_ns: plan.connect_timeout.as_nanos() as Nanos,
+        new_connection: plan.new_connection,
+        backend_header: plan.backend_header.clone(),
+        head_request: plan.head_request,
+        model: plan.model,
+        rate: plan.rate,
+        workers: plan.threads,
+        connections: plan.connections,
+        warmup_ns: plan.warmup.as_nanos() as Nanos,
+        duration_ns: plan.duration.as_nanos() as Nanos,
+        stop: stop.clone(),
+        gate: Barrier::new(plan.threads + 1),
+        start: AtomicU64::new(0),
+        stopped_at: AtomicU64::new(0),
+        sample: plan.sample,
+        failure: std::sync::Mutex::new(None),
+    });
+    let (tx, rx) = mpsc::channel();
+    let mut handles = Vec::new();
+    let mut offset = 0;
+    for id in 0..plan.threads {
+        // Spread connections as evenly as possible: the first threads take one more.
+        let n = plan.connections / plan.threads + usize::from(id < plan.connections % plan.threads);
+        let (s, t) = (shared.clone(), tx.clone());
+        let h = std::thread::Builder::new()
+            .name(format!("ib-worker-{id}"))
+            .spawn(move || worker::run(id, offset, n, s, t))
+            .map_err(EngineError::Spawn)?;
+        handles.push(h);
+        offset += n;
+    }
+    drop(tx);
+    // Every worker has opened its connections: start the schedule together, a
+    // moment from now so no worker starts late.
+    shared.gate.wait();
+    let start = clock.now() + 1_000_000;
+    shared.start.store(start, Ordering::Release);
+    let cpu0 = process_cpu_s();
+    shared.gate.wait();
+    let measure_start = start + shared.warmup_ns;
+    on_start(measure_start);
+
+    let mut totals = Totals::new();
+    let mut merger = SecondMerger::new(plan.threads);
+    let mut seconds = Vec::new();
+    for msg in rx {
+        match msg {
+            worker::Msg::Interval(w, iv) => merger.add(w, *iv),
+            worker::Msg::Done(w, t) => {
+                totals.merge(&t);
+                merger.done(w);
+            }
+        }
+        for s in merger.complete() {
+            on_second(&s.entry);
+            seconds.push(s);
+        }
+    }
+    for h in handles {
+        let _ = h.join();
+    }
+    if let Some(f) = shared.failure.lock().ok().and_then(|mut f| f.take()) {
+        return Err(EngineError::Worker(f));
+    }
+    for s in merger.complete() {
+        on_second(&s.entry);
+        seconds.push(s);
+    }
+    let stopped = clock.now();
+    let planned_end = measure_start + shared.duration_ns;
+    let partial = stop.load(Ordering::Relaxed) && stopped < planned_end;
+    let measured_ns = if partial {
+        // Interrupted: the window ended when sending stopped (the drain excluded).
+        let at = shared.stopped_at.load(Ordering::Acquire);
+        at.max(measure_start) - measure_start
+    } else {
+        shared.duration_ns
+    };
+    Ok(Outcome {
+        totals,
+        seconds,
+        partial,
+        started_at_unix_ns: clock.wall_epoch_ns() + measure_start as u128,
+        duration_s: measured_ns as f64 / 1e9,
+        cpu_s: process_cpu_s() - cpu0,
+        measure_start,
+        sample: plan.sample,
+    })
+}
+
+/// Merges workers' intervals by second and releases each second once every worker
+/// has moved past it.
+struct SecondMerger {
+    /// Per worker: every second before this one has been reported.
+    progress: Vec<u64>,
+    pending: BTreeMap<u64, Interval>,
+    /// Next second to release.
+    next: u64,
+}
+
+impl SecondMerger {
+    fn new(workers: usize) -> Self {
+        SecondMerger {
+            progress: vec![0; workers],
+            pending: BTreeMap::new(),
+            next: 0,
+        }
+    }
+
+    fn add(&mut self, w: usize, iv: Interval) {
+        self.progress[w] = self.progress[w].max(iv.second + 1);
+        match self.pending.get_mut(&iv.second) {
+            Some(p) => p.merge(&iv),
+            None => {
+                self.pending.insert(iv.second, iv);
+            }
+        }
+    }
+
+    fn done(&mut self, w: usize) {
+        self.progress[w] = u64::MAX;
+    }
+
+    /// Seconds every worker has reported, in order; empty seconds in between are
+    /// released as zeros so a stall shows on the timeline.
+    fn complete(&mut self) -> Vec<SecondSummary> {
+        let upto = self.progress.iter().copied().min().unwrap_or(0);
+        let last = if upto == u64::MAX {
+            self.pending.keys().next_back().map_or(self.next, |k| k + 1)
+        } else {
+            upto
+        };
+        let mut out = Vec::new();
+        while self.next < last {
+            let s = self.next;
+            let iv = self.pending.remove(&s);
+            out.push(summarize_second(s, iv.as_ref()));
+            self.next += 1;
+        }
+        out
+    }
+}
+
+fn summarize_second(second: u64, iv: Option<&Interval>) -> SecondSummary {
+    let mut entry = TimelineEntry {
+        t: second,
+        ..Default::default()
+    };
+    let mut histogram_v2 = Vec::new();
+    if let Some(iv) = iv {
+        entry.sent = iv.sent;
+        entry.completed = iv.completed;
+        entry.errors = iv.errors.iter().sum();
+        for k in results::ErrorKind::ALL {
+            let n = iv.errors[k.index()];
+            if n > 0 {
+                entry.errors_by_kind.insert(k.name().to_string(), n);
+            }
+        }
+        if !iv.corrected.is_empty() {
+            entry.p50 = us_to_ms(iv.corrected.value_at_quantile(0.5));
+            entry.p99 = us_to_ms(iv.corrected.value_at_quantile(0.99));
+            entry.max = us_to_ms(iv.corrected.max());
+        }
+        entry.backends = iv.backends.to_map();
+        histogram_v2 = serialize_v2(&iv.corrected);
+    }
+    SecondSummary {
+        entry,
+        histogram_v2,
+    }
+}
+
+fn us_to_ms(v: u64) -> f64 {
+    v as f64 / 1000.0
+}
+
+impl Outcome {
+    /// The result document for this outcome and the settings that produced it.
+    pub fn to_result(&self, target: &str, config: LoadConfig) -> RunResult {
+        use base64::Engine as _;
+        let t = &self.totals;
+        let achieved = if self.duration_s > 0.0 {
+            t.sent as f64 / self.duration_s
+        } else {
+            0.0
+        };
+        let lag = percentiles(&t.lag, 1.0);
+        let rate_target = config.rate;
+        let mut status_codes = BTreeMap::new();
+        for (code, n) in t.status.iter().enumerate() {
+            if *n > 0 {
+                status_codes.insert(code.to_string(), *n);
+            }
+        }
+        let b64 =
+            |h: &Histogram<u64>| base64::engine::general_purpose::STANDARD.encode(serialize_v2(h));
+        RunResult {
+            schema: RESULT_SCHEMA.to_string(),
+            partial: self.partial,
+            target: target.to_string(),
+            started_at: rfc3339(self.started_at_unix_ns),
+            duration_s: self.duration_s,
+            rate: Rate {
+                target: rate_target,
+                achieved,
+                completed_per_s: if self.duration_s > 0.0 {
+                    t.completed as f64 / self.duration_s
+                } else {
+                    0.0
+                },
+                reached: rate_target.is_none_or(|r| achieved >= 0.99 * r),
+            },
+            requests: Requests {
+                intended: t.intended,
+                sent: t.sent,
+                completed: t.completed,
+                failed: t.failed,
+                not_sent: t.not_sent,
+                unfinished: t.unfinished,
+            },
+            errors: Errors::from_counts(&t.errors, status_codes),
+            latency_ms: Latency {
+                corrected: percentiles(&t.corrected, 1000.0),
+                uncorrected: percentiles(&t.uncorrected, 1000.0),
+                generator_lag: lag.clone(),
+            },
+            timeline: self.seconds.iter().map(|s| s.entry.clone()).collect(),
+            backends: t.backends.to_map(),
+            backends_seen: t
+                .backends
+                .ids
+                .iter()
+                .map(|e| {
+                    let rel = |v: Nanos| (v as f64 - self.measure_start as f64) / 1e6;
+                    (
+                        String::from_utf8_lossy(&e.id).into_owned(),
+                        [rel(e.first), rel(e.last)],
+                    )
+                })
+                .collect(),
+            bytes_read: t.bytes_read,
+            tls: TlsStats {
+                handshakes: t.handshakes,
+                resumed: t.resumed,
+                version: t.tls_version.map(str::to_string),
+            },
+            generator: Generator {
+                overloaded: rate_target.is_some() && lag.p99 * 1e6 > LAG_LIMIT_NS as f64,
+                lag_p99_ms: lag.p99,
+                lag_limit_ms: LAG_LIMIT_NS as f64 / 1e6,
+                cpu_s: self.cpu_s,
+                clock_resolution_ns: results::clock::resolution_ns(),
+            },
+            histogram: b64(&t.corrected),
+            histogram_uncorrected: b64(&t.uncorrected),
+            lab: None,
+            samples: self.samples(),
+            machine: Some(crate::sysinfo::machine()),
+            ingressbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            config,
+        }
+    }
+}
+
+impl Outcome {
+    /// The sampled requests by column, in order of intended send time.
+    fn samples(&self) -> Option<Samples> {
+        let t = &self.totals;
+        if t.samples.is_empty() {
+            return None;
+        }
+        let mut rows = t.samples.clone();
+        rows.sort_by_key(|r| r.intended);
+        let ms = |ns: f64| ns / 1e6;
+        Some(Samples {
+            fraction: self.sample,
+            t_ms: rows
+                .iter()
+                .map(|r| ms(r.intended as f64 - self.measure_start as f64))
+                .collect(),
+            latency_ms: rows.iter().map(|r| ms(r.latency_ns as f64)).collect(),
+            status: rows.iter().map(|r| r.status).collect(),
+            error: rows.iter().map(|r| r.error).collect(),
+            error_kinds: results::ErrorKind::ALL
+                .iter()
+                .map(|k| k.name().to_string())
+                .collect(),
+            backend: rows.iter().map(|r| r.backend).collect(),
+            backend_ids: t
+                .backends
+                .ids
+                .iter()
+                .map(|e| String::from_utf8_lossy(&e.id).into_owned())
+                .collect(),
+        })
+    }
+}
+
+/// CPU time (user + system) this process has used, in seconds, from /proc.
+pub fn process_cpu_s() -> f64 {
+    let Ok(stat) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0.0;
+    };
+    // Fields after the command name (which may contain spaces) start at ')'.
+    let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+        return 0.0;
+    };
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = rustix::param::clock_ticks_per_second() as f64;
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of stat; 12 and 13 after the ')'.
+    (num(11) + num(12)) / ticks
+}
+
+/// Raises the soft open-files limit to the hard limit when the run needs more
+/// descriptors than the soft limit allows (10,000 connections on a default 1024).
+fn raise_open_files_limit(connections: usize) {
+    use rustix::process::{getrlimit, setrlimit, Resource};
+    let lim = getrlimit(Resource::Nofile);
+    let want = connections as u64 + 256;
+    if lim.current.is_some_and(|c| c < want) {
+        let new = rustix::process::Rlimit {
+            current: lim.maximum,
+            maximum: lim.maximum,
+        };
+        let _ = setrlimit(Resource::Nofile, new);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merger_releases_seconds_in_order_with_gaps() {
+        let mut m = SecondMerger::new(2);
+        let iv = |s: u64, sent: u64| {
+            let mut i = Interval::empty(s);
+            i.sent = sent;
+            i
+        };
+        m.add(0, iv(0, 5));
+        assert!(
+            m.complete().is_empty(),
+            "worker 1 has not reported second 0"
+        );
+        m.add(1, iv(0, 7));
+        let out = m.complete();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].entry.sent, 12);
+        // Worker 0 slept through seconds 1 and 2.
+        m.add(0, iv(3, 1));
+        m.add(1, iv(1, 2));
+        m.add(1, iv(2, 2));
+        m.add(1, iv(3, 2));
+        let out = m.complete();
+        let ts: Vec<u64> = out.iter().map(|s| s.entry.t).collect();
+        assert_eq!(ts, vec![1, 2, 3]);
+        assert_eq!(out[2].entry.sent, 3);
+        m.done(0);
+        m.done(1);
+        assert!(m.complete().is_empty());
+    }
+
+    #[test]
+    fn percentiles_convert_units() {
+        let mut h = stats::latency_histogram();
+        for v in 1..=1000u64 {
+            h.record(v * 1000).unwrap(); // 1..1000 ms in µs
+        }
+        let p = percentiles(&h, 1000.0);
+        assert!((p.p50 - 500.0).abs() < 1.0, "{}", p.p50);
+        assert!((p.p99 - 990.0).abs() < 1.0, "{}", p.p99);
+        assert!((p.max - 1000.0).abs() < 1.0);
+        assert_eq!(p.count, 1000);
+    }
+}

@@ -1,0 +1,425 @@
+//! What a worker counts, and how workers' counts are merged.
+//!
+//! Each worker owns one [`Recorder`]: its histograms and counters are touched by that
+//! thread only, with no lock or atomic per request. Once a second it hands the
+//! collector an [`Interval`] (the second's histogram and counts) and at the end its
+//! totals. Latency is kept in microseconds from 1 µs to 1 hour with 3 significant
+//! digits; the generator's lag in nanoseconds, because it is meant to be tiny.
+
+use crate::http1::MAX_BACKEND_ID;
+use hdrhistogram::Histogram;
+use results::clock::Nanos;
+use results::ErrorKind;
+
+/// The stored format's bounds and constructors: the engine records into exactly the
+/// histograms that result files decode.
+pub use results::histogram::{lag_histogram, latency_histogram, MAX_LAG_NS, MAX_LATENCY_US};
+/// Distinct backend ids a worker tracks; later ones are counted under "other".
+const MAX_BACKENDS: usize = 1024;
+
+/// Responses from one backend id: how many, and the first and last time one arrived.
+#[derive(Debug, Clone)]
+pub struct BackendCount {
+    pub id: Box<[u8]>,
+    pub count: u64,
+    /// Run clock time of the first and last response from this id.
+    pub first: Nanos,
+    pub last: Nanos,
+}
+
+/// Tally of responses per backend id, small and allocation-free once an id is known.
+/// First and last arrival times are what endpoint propagation is computed from.
+#[derive(Debug, Default, Clone)]
+pub struct BackendTally {
+    pub ids: Vec<BackendCount>,
+    pub other: u64,
+}
+
+impl BackendTally {
+    /// Counts `n` responses from `id` at time `t`. Allocates only the first time an
+    /// id is seen.
+    /// Returns the id's index in `ids` (`None`: counted under "other").
+    #[inline]
+    pub fn add(&mut self, id: &[u8], n: u64, t: Nanos) -> Option<usize> {
+        self.add_span(id, n, t, t)
+    }
+
+    fn add_span(&mut self, id: &[u8], n: u64, first: Nanos, last: Nanos) -> Option<usize> {
+        if let Some(i) = self.ids.iter().position(|e| &e.id[..] == id) {
+            let e = &mut self.ids[i];
+            e.count += n;
+            e.first = e.first.min(first);
+            e.last = e.last.max(last);
+            Some(i)
+        } else if self.ids.len() < MAX_BACKENDS {
+            let id = &id[..id.len().min(MAX_BACKEND_ID)];
+            self.ids.push(BackendCount {
+                id: id.into(),
+                count: n,
+                first,
+                last,
+            });
+            Some(self.ids.len() - 1)
+        } else {
+            self.other += n;
+            None
+        }
+    }
+
+    /// Adds another tally into this one.
+    pub fn merge(&mut self, other: &BackendTally) {
+        for e in &other.ids {
+            self.add_span(&e.id, e.count, e.first, e.last);
+        }
+        self.other += other.other;
+    }
+
+    /// As (id, count) pairs with non-zero counts, ids as text.
+    pub fn to_map(&self) -> std::collections::BTreeMap<String, u64> {
+        let mut m: std::collections::BTreeMap<String, u64> = self
+            .ids
+            .iter()
+            .filter(|e| e.count > 0)
+            .map(|e| (String::from_utf8_lossy(&e.id).into_owned(), e.count))
+            .collect();
+        if self.other > 0 {
+            *m.entry("other".into()).or_default() += self.other;
+        }
+        m
+    }
+}
+
+/// One second of one worker's measurements (by completion time).
+#[derive(Debug, Clone)]
+pub struct Interval {
+    /// Second index since the start of the measured window.
+    pub second: u64,
+    pub corrected: Histogram<u64>,
+    pub sent: u64,
+    pub completed: u64,
+    pub errors: [u64; 7],
+    pub backends: BackendTally,
+}
+
+impl Interval {
+    /// An interval for `second` with nothing in it.
+    pub fn empty(second: u64) -> Self {
+        Interval {
+            second,
+            corrected: latency_histogram(),
+            sent: 0,
+            completed: 0,
+            errors: [0; 7],
+            backends: BackendTally::default(),
+        }
+    }
+
+    /// Adds another worker's interval of the same second.
+    pub fn merge(&mut self, o: &Interval) {
+        let _ = self.corrected.add(&o.corrected);
+        self.sent += o.sent;
+        self.completed += o.completed;
+        for (a, b) in self.errors.iter_mut().zip(o.errors.iter()) {
+            *a += b;
+        }
+        self.backends.merge(&o.backends);
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sent == 0 && self.completed == 0 && self.errors.iter().all(|e| *e == 0)
+    }
+}
+
+/// A worker's totals over the measured window.
+#[derive(Debug, Clone)]
+pub struct Totals {
+    pub corrected: Histogram<u64>,
+    pub uncorrected: Histogram<u64>,
+    pub lag: Histogram<u64>,
+    pub intended: u64,
+    pub sent: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub not_sent: u64,
+    pub unfinished: u64,
+    pub errors: [u64; 7],
+    /// Responses by status code (index = code), for codes >= 400.
+    pub status: Box<[u64; 600]>,
+    pub backends: BackendTally,
+    pub bytes_read: u64,
+    pub handshakes: u64,
+    pub resumed: u64,
+    pub tls_version: Option<&'static str>,
+    /// Sampled requests (`--sample`), in completion order.
+    pub samples: Vec<RawSample>,
+}
+
+/// One sampled request, as a worker keeps it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawSample {
+    /// Intended send time (run clock).
+    pub intended: Nanos,
+    /// Corrected latency to the response or the error, ns.
+    pub latency_ns: u64,
+    /// HTTP status; 0 without a response.
+    pub status: u16,
+    /// 0: none; 1 + `ErrorKind::index()` otherwise.
+    pub error: u8,
+    /// Index into the owning tally's `ids`; -1 when no backend said.
+    pub backend: i32,
+}
+
+impl Totals {
+    pub fn new() -> Self {
+        Totals {
+            corrected: latency_histogram(),
+            uncorrected: latency_histogram(),
+            lag: lag_histogram(),
+            intended: 0,
+            sent: 0,
+            completed: 0,
+            failed: 0,
+            not_sent: 0,
+            unfinished: 0,
+            errors: [0; 7],
+            status: Box::new([0; 600]),
+            backends: BackendTally::default(),
+            bytes_read: 0,
+            handshakes: 0,
+            resumed: 0,
+            tls_version: None,
+            samples: Vec::new(),
+        }
+    }
+
+    /// Adds another worker's totals.
+    pub fn merge(&mut self, o: &Totals) {
+        let _ = self.corrected.add(&o.corrected);
+        let _ = self.uncorrected.add(&o.uncorrected);
+        let _ = self.lag.add(&o.lag);
+        self.intended += o.intended;
+        self.sent += o.sent;
+        self.completed += o.completed;
+        self.failed += o.failed;
+        self.not_sent += o.not_sent;
+        self.unfinished += o.unfinished;
+        for (a, b) in self.errors.iter_mut().zip(o.errors.iter()) {
+            *a += b;
+        }
+        for (a, b) in self.status.iter_mut().zip(o.status.iter()) {
+            *a += b;
+        }
+        self.backends.merge(&o.backends);
+        // Sample backend indices refer to the other tally: map them by id.
+        let map: Vec<i32> = o
+            .backends
+            .ids
+            .iter()
+            .map(|e| {
+                self.backends
+                    .ids
+                    .iter()
+                    .position(|m| m.id == e.id)
+                    .map_or(-1, |i| i as i32)
+            })
+            .collect();
+        self.samples.extend(o.samples.iter().map(|s| RawSample {
+            backend: if s.backend >= 0 {
+                map.get(s.backend as usize).copied().unwrap_or(-1)
+            } else {
+                -1
+            },
+            ..*s
+        }));
+        self.bytes_read += o.bytes_read;
+        self.handshakes += o.handshakes;
+        self.resumed += o.resumed;
+        self.tls_version = self.tls_version.or(o.tls_version);
+    }
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A worker's recorder: totals plus the interval under way.
+#[derive(Debug)]
+pub struct Recorder {
+    pub totals: Totals,
+    pub interval: Interval,
+    /// Start of the measured window.
+    measure_start: Nanos,
+}
+
+impl Recorder {
+    pub fn new(measure_start: Nanos) -> Self {
+        Recorder {
+            totals: Totals::new(),
+            interval: Interval::empty(0),
+            measure_start,
+        }
+    }
+
+    /// Second index of time `t` in the measured window.
+    #[inline]
+    pub fn second_of(&self, t: Nanos) -> u64 {
+        t.saturating_sub(self.measure_start) / 1_000_000_000
+    }
+
+    /// If `now` is past the current interval, returns it and starts the one `now`
+    /// falls in. Called once per loop turn, so intervals are cut on time even when
+    /// nothing completes.
+    pub fn roll(&mut self, now: Nanos) -> Option<Interval> {
+        let s = self.second_of(now);
+        if s <= self.interval.second || now < self.measure_start {
+            return None;
+        }
+        let fresh = Interval::empty(s);
+        Some(std::mem::replace(&mut self.interval, fresh))
+    }
+
+    /// The start time of the next interval, for the loop's timer.
+    pub fn next_roll(&self) -> Nanos {
+        self.measure_start + (self.interval.second + 1) * 1_000_000_000
+    }
+
+    #[inline]
+    pub fn sent(&mut self, lag_ns: Option<u64>) {
+        self.totals.sent += 1;
+        self.interval.sent += 1;
+        if let Some(l) = lag_ns {
+            self.totals.lag.saturating_record(l.clamp(1, MAX_LAG_NS));
+        }
+    }
+
+    /// A full response: latency from the due time and from the actual send.
+    #[inline]
+    pub fn response(
+        &mut self,
+        now: Nanos,
+        corrected_ns: u64,
+        uncorrected_ns: u64,
+        status: u16,
+        backend: Option<&[u8]>,
+    ) -> i32 {
+        let c = (corrected_ns / 1000).clamp(1, MAX_LATENCY_US);
+        let u = (uncorrected_ns / 1000).clamp(1, MAX_LATENCY_US);
+        self.totals.corrected.saturating_record(c);
+        self.totals.uncorrected.saturating_record(u);
+        self.interval.corrected.saturating_record(c);
+        let mut index = -1;
+        if let Some(b) = backend {
+            index = self.totals.backends.add(b, 1, now).map_or(-1, |i| i as i32);
+            self.interval.backends.add(b, 1, now);
+        }
+        if status >= 400 {
+            self.totals.status[(status as usize).min(599)] += 1;
+            self.error(ErrorKind::Status);
+        } else {
+            self.totals.completed += 1;
+            self.interval.completed += 1;
+        }
+        index
+    }
+
+    /// A request that failed.
+    #[inline]
+    pub fn error(&mut self, kind: ErrorKind) {
+        self.totals.failed += 1;
+        self.totals.errors[kind.index()] += 1;
+        self.interval.errors[kind.index()] += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn intervals_roll_on_second_boundaries() {
+        let mut r = Recorder::new(5_000_000_000);
+        assert!(r.roll(5_500_000_000).is_none());
+        r.sent(None);
+        let i = r.roll(6_000_000_001).expect("second 0 ends");
+        assert_eq!((i.second, i.sent), (0, 1));
+        assert_eq!(r.interval.second, 1);
+        // A long sleep skips straight to the second we are in.
+        let i = r.roll(9_100_000_000).unwrap();
+        assert_eq!(i.second, 1);
+        assert_eq!(r.interval.second, 4);
+        assert_eq!(r.next_roll(), 10_000_000_000);
+    }
+
+    #[test]
+    fn responses_and_errors_are_counted_apart() {
+        let mut r = Recorder::new(0);
+        r.response(10, 2_000_000, 1_000_000, 200, Some(b"a"));
+        r.response(20, 3_000_000, 1_000_000, 503, Some(b"b"));
+        r.error(ErrorKind::Timeout);
+        let t = &r.totals;
+        assert_eq!((t.completed, t.failed), (1, 2));
+        assert_eq!(t.errors[ErrorKind::Status.index()], 1);
+        assert_eq!(t.errors[ErrorKind::Timeout.index()], 1);
+        assert_eq!(t.status[503], 1);
+        assert_eq!(t.corrected.len(), 2, "status errors still have a latency");
+        assert_eq!(t.corrected.max(), t.corrected.highest_equivalent(3000));
+        assert_eq!(t.backends.to_map().len(), 2);
+    }
+
+    #[test]
+    fn tally_merges_and_caps() {
+        let mut a = BackendTally::default();
+        a.add(b"x", 2, 50);
+        let mut b = BackendTally::default();
+        b.add(b"y", 4, 20);
+        b.add(b"x", 1, 10);
+        assert_eq!(b.add(b"x", 1, 90), Some(1));
+        a.merge(&b);
+        let m = a.to_map();
+        assert_eq!((m["x"], m["y"]), (4, 4));
+        let x = a.ids.iter().find(|e| &e.id[..] == b"x").unwrap();
+        assert_eq!((x.first, x.last), (10, 90), "first/last span all workers");
+        let mut c = BackendTally::default();
+        for i in 0..MAX_BACKENDS + 5 {
+            c.add(format!("b{i}").as_bytes(), 1, 0);
+        }
+        assert_eq!(c.other, 5);
+    }
+
+    #[test]
+    fn merged_samples_keep_their_backend() {
+        let mut a = Totals::new();
+        a.backends.add(b"p", 1, 0);
+        let mut b = Totals::new();
+        b.backends.add(b"q", 1, 0);
+        b.backends.add(b"p", 1, 0);
+        b.samples.push(RawSample {
+            intended: 1,
+            latency_ns: 2,
+            status: 200,
+            error: 0,
+            backend: 1, // "p" in b's tally
+        });
+        b.samples.push(RawSample {
+            intended: 1,
+            latency_ns: 2,
+            status: 200,
+            error: 0,
+            backend: 0, // "q"
+        });
+        a.merge(&b);
+        let name = |s: &RawSample| &a.backends.ids[s.backend as usize].id[..];
+        assert_eq!(name(&a.samples[0]), b"p");
+        assert_eq!(name(&a.samples[1]), b"q");
+    }
+
+    #[test]
+    fn histogram_range_covers_a_microsecond_to_an_hour() {
+        let mut h = latency_histogram();
+        h.record(1).unwrap();
+        h.record(MAX_LATENCY_US).unwrap();
+        assert!(h.max() >= MAX_LATENCY_US * 999 / 1000);
+    }
+}

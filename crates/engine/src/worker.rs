@@ -1,0 +1,952 @@
+//! One worker thread: its connections, its event loop, its recorder.
+//!
+//! The loop is a plain `epoll` loop (edge-triggered, one registration per socket) with
+//! `epoll_pwait2`'s nanosecond timeout, so the thread wakes within microseconds of
+//! the next due time instead of on a millisecond tick. Per request it makes one
+//! `write` and one `read` on a keep-alive connection and allocates nothing; the
+//! request bytes are shared, the read buffer is one per worker, and the response
+//! parser keeps only its state.
+//!
+//! A request's life: its lane comes due (see [`crate::schedule`]), an idle
+//! connection of the lane takes it (opening the connection first if it is closed),
+//! the response completes it or an error fails it, and the connection returns to its
+//! lane. Errors close the connection; the next request reopens it.
+
+use crate::http1::{Response, ResponseParser};
+use crate::schedule::{lanes_for_worker, Lane, Model, Share};
+use crate::stats::{Interval, RawSample, Recorder, Totals};
+use results::clock::{Clock, Nanos};
+use results::ErrorKind;
+use rustix::event::epoll;
+use rustls::pki_types::ServerName;
+use rustls::ClientConfig;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Barrier};
+
+/// How often deadlines are checked; timeouts are this much late at most.
+const SWEEP_NS: Nanos = 5_000_000;
+/// After an interrupt, how long requests in flight may still finish.
+const INTERRUPT_DRAIN_NS: Nanos = 1_000_000_000;
+
+/// What every worker of a run shares, read-only.
+pub struct Shared {
+    pub clock: Clock,
+    pub addr: SocketAddr,
+    pub request: Box<[u8]>,
+    pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+    pub timeout_ns: Nanos,
+    pub connect_timeout_ns: Nanos,
+    pub new_connection: bool,
+    pub backend_header: String,
+    pub head_request: bool,
+    pub model: Model,
+    /// Requests per second over all workers; `None` is closed loop.
+    pub rate: Option<f64>,
+    pub workers: usize,
+    pub connections: usize,
+    pub warmup_ns: Nanos,
+    pub duration_ns: Nanos,
+    /// Set by a signal handler: stop sending, finish what is in flight, report.
+    pub stop: Arc<AtomicBool>,
+    /// Workers meet here after opening their connections; the run starts together.
+    pub gate: Barrier,
+    /// Start of the schedule, published by the coordinator between the two gate waits.
+    pub start: AtomicU64,
+    /// When the first worker stopped sending (0: not yet), to size a partial window.
+    pub stopped_at: AtomicU64,
+    /// Fraction of requests kept individually (0: none).
+    pub sample: f64,
+    /// Why a worker failed, if one did (the run then ends with this error).
+    pub failure: std::sync::Mutex<Option<String>>,
+}
+
+/// What a worker tells the collector.
+pub enum Msg {
+    /// One second of measurements.
+    Interval(usize, Box<Interval>),
+    /// The worker is done; its totals.
+    Done(usize, Box<Totals>),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// No socket.
+    Closed,
+    /// TCP connect under way.
+    Connecting,
+    /// TLS handshake under way.
+    Handshaking,
+    /// Connected, no request.
+    Idle,
+    /// A request is being written or its response read.
+    Active,
+}
+
+/// The outcome of driving a connection.
+enum Step {
+    Pending,
+    Done(Response),
+}
+
+struct Conn {
+    sock: Option<TcpStream>,
+    tls: Option<Box<rustls::ClientConnection>>,
+    phase: Phase,
+    /// Bumped on every close, so events for an old socket are recognised as stale.
+    generation: u32,
+    lane: u32,
+    /// Carries a request (as opposed to connecting ahead of the run).
+    busy: bool,
+    measured: bool,
+    /// This request is kept in the sample.
+    sampled: bool,
+    intended: Nanos,
+    dispatched: Nanos,
+    deadline: Nanos,
+    written: usize,
+    parser: ResponseParser,
+}
+
+/// Runs one worker to the end of the run and sends its results to `tx`.
+///
+/// A worker that fails (or panics: a bug) must not leave the others waiting at the
+/// start gate forever: it still passes the gate, stops the run, records why, and
+/// reports empty totals, so the run ends with an error instead of hanging.
+pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx: Sender<Msg>) {
+    // Sleep precisely: the kernel's default timer slack (50 µs) would otherwise be
+    // added to every wake-up.
+    let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+    let passed = std::cell::Cell::new(0);
+    let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut w = Worker::new(id, conn_offset, conns, shared.clone(), tx.clone())
+            .map_err(|e| e.to_string())?;
+        w.run(&passed);
+        Ok::<(), String>(())
+    }));
+    let failure = match res {
+        Ok(Ok(())) => return,
+        Ok(Err(e)) => e,
+        Err(p) => p
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panicked".into()),
+    };
+    if let Ok(mut f) = shared.failure.lock() {
+        f.get_or_insert(format!("worker {id} failed: {failure}"));
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    for _ in passed.get()..2 {
+        shared.gate.wait();
+    }
+    let _ = tx.send(Msg::Done(id, Box::default()));
+}
+
+struct Worker {
+    id: usize,
+    shared: Arc<Shared>,
+    tx: Sender<Msg>,
+    ep: std::os::fd::OwnedFd,
+    events: Vec<epoll::Event>,
+    conns: Vec<Conn>,
+    lanes: Vec<Lane>,
+    /// Lanes with an idle connection, by due time.
+    heap: BinaryHeap<Reverse<(Nanos, u32)>>,
+    rec: Recorder,
+    scratch: Box<[u8]>,
+    busy: usize,
+    measure_start: Nanos,
+    end: Nanos,
+    /// xorshift state for sampling decisions.
+    rng: u64,
+    /// Negotiated TLS version, also when connections were opened before the window.
+    tls_version: Option<&'static str>,
+}
+
+impl Worker {
+    fn new(
+        id: usize,
+        conn_offset: usize,
+        conns: usize,
+        shared: Arc<Shared>,
+        tx: Sender<Msg>,
+    ) -> io::Result<Worker> {
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
+        let conn_list = (0..conns)
+            .map(|_| Conn {
+                sock: None,
+                tls: None,
+                phase: Phase::Closed,
+                generation: 0,
+                lane: 0,
+                busy: false,
+                measured: false,
+                sampled: false,
+                intended: 0,
+                dispatched: 0,
+                deadline: 0,
+                written: 0,
+                parser: ResponseParser::new(&shared.backend_header, shared.head_request),
+            })
+            .collect();
+        Ok(Worker {
+            id,
+            tx,
+            ep,
+            events: Vec::with_capacity(1024),
+            conns: conn_list,
+            lanes: Vec::new(),
+            heap: BinaryHeap::new(),
+            rec: Recorder::new(0),
+            scratch: vec![0u8; 64 * 1024].into_boxed_slice(),
+            busy: 0,
+            measure_start: 0,
+            end: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9),
+            tls_version: None,
+            shared,
+        }
+        .with_lanes(conn_offset))
+    }
+
+    fn with_lanes(mut self, conn_offset: usize) -> Self {
+        // Lanes are built with origin 0 and shifted once the start is known.
+        let s = &self.shared;
+        self.lanes = lanes_for_worker(
+            s.model,
+            s.rate,
+            0,
+            Share {
+                worker: self.id,
+                workers: s.workers,
+                conn_offset,
+                conns: self.conns.len(),
+                total_conns: s.connections,
+            },
+        );
+        let per_lane = self.conns.len().div_ceil(self.lanes.len().max(1));
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            c.lane = (i / per_lane.max(1)).min(self.lanes.len() - 1) as u32;
+        }
+        for i in (0..self.conns.len()).rev() {
+            let l = self.conns[i].lane as usize;
+            self.lanes[l].idle.push(i as u32);
+        }
+        self
+    }
+
+    fn run(&mut self, passed: &std::cell::Cell<usize>) {
+        if !self.shared.new_connection {
+            self.preconnect();
+        }
+        // Meet the other workers; the coordinator publishes the start in between.
+        self.shared.gate.wait();
+        passed.set(1);
+        self.shared.gate.wait();
+        passed.set(2);
+        let start = self.shared.start.load(Ordering::Acquire);
+        self.measure_start = start + self.shared.warmup_ns;
+        self.end = self.measure_start + self.shared.duration_ns;
+        self.rec = Recorder::new(self.measure_start);
+        if self.shared.sample > 0.0 {
+            // Room for the expected sample, so the hot path rarely grows the vector.
+            let expect = self.shared.rate.unwrap_or(10_000.0) * self.shared.sample
+                / self.shared.workers as f64
+                * (self.shared.duration_ns as f64 / 1e9)
+                * 1.2;
+            self.rec
+                .totals
+                .samples
+                .reserve(expect.min(5e6) as usize + 64);
+        }
+        let lanes = std::mem::take(&mut self.lanes);
+        self.lanes = lanes.into_iter().map(|l| l.shifted(start)).collect();
+        for (i, l) in self.lanes.iter().enumerate() {
+            self.heap.push(Reverse((l.due(start), i as u32)));
+        }
+        self.main_loop();
+    }
+
+    /// Opens every connection (and TLS session) before the schedule starts, as wrk
+    /// does, so the first second does not measure a thousand handshakes.
+    fn preconnect(&mut self) {
+        let clock = self.shared.clock;
+        let deadline = clock.now() + self.shared.connect_timeout_ns;
+        for i in 0..self.conns.len() {
+            self.open(i, clock.now());
+        }
+        loop {
+            let now = clock.now();
+            let pending = self
+                .conns
+                .iter()
+                .filter(|c| matches!(c.phase, Phase::Connecting | Phase::Handshaking))
+                .count();
+            if pending == 0 || now >= deadline || self.shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            self.wait_and_handle(now, deadline.min(now + SWEEP_NS));
+        }
+        // Whatever did not connect in time is closed; requests will reopen it.
+        for i in 0..self.conns.len() {
+            if matches!(self.conns[i].phase, Phase::Connecting | Phase::Handshaking) {
+                self.close(i);
+            }
+        }
+    }
+
+    fn main_loop(&mut self) {
+        let clock = self.shared.clock;
+        let mut stopped_at: Option<Nanos> = None;
+        let mut interrupted = false;
+        let mut next_sweep = 0;
+        loop {
+            let now = clock.now();
+            if let Some(iv) = self.rec.roll(now) {
+                let _ = self.tx.send(Msg::Interval(self.id, Box::new(iv)));
+            }
+            if stopped_at.is_none() {
+                let stop = self.shared.stop.load(Ordering::Relaxed);
+                if stop || now >= self.end {
+                    interrupted = stop && now < self.end;
+                    let at = now.min(self.end);
+                    stopped_at = Some(at);
+                    let _ = self.shared.stopped_at.compare_exchange(
+                        0,
+                        at,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    );
+                    self.close_schedule(at);
+                } else {
+                    self.dispatch_due(now);
+                }
+            }
+            if let Some(at) = stopped_at {
+                if self.busy == 0 {
+                    break;
+                }
+                if interrupted && now >= at + INTERRUPT_DRAIN_NS {
+                    self.abandon_in_flight();
+                    break;
+                }
+            }
+            if now >= next_sweep {
+                self.sweep(now);
+                next_sweep = now + SWEEP_NS;
+            }
+            let mut wake = next_sweep.min(self.rec.next_roll());
+            if stopped_at.is_none() {
+                wake = wake.min(self.end);
+                if let Some(Reverse((due, _))) = self.heap.peek() {
+                    wake = wake.min(*due);
+                }
+            } else if interrupted {
+                wake = wake.min(stopped_at.unwrap_or(now) + INTERRUPT_DRAIN_NS);
+            }
+            self.wait_and_handle(now, wake);
+        }
+        let now = clock.now();
+        if let Some(iv) = self.rec.roll(now.max(self.rec.next_roll())) {
+            let _ = self.tx.send(Msg::Interval(self.id, Box::new(iv)));
+        }
+        for i in 0..self.conns.len() {
+            self.close(i);
+        }
+        let mut totals = std::mem::take(&mut self.rec.totals);
+        totals.tls_version = totals.tls_version.or(self.tls_version);
+        let _ = self.tx.send(Msg::Done(self.id, Box::new(totals)));
+    }
+
+    /// Sends every request that is due and has an idle connection.
+    fn dispatch_due(&mut self, now: Nanos) {
+        while let Some(&Reverse((due, li))) = self.heap.peek() {
+            if due > now {
+                break;
+            }
+            self.heap.pop();
+            let lane = &mut self.lanes[li as usize];
+            if lane.open_loop() && due >= self.end {
+                lane.finished = true;
+                continue;
+            }
+            let Some(ci) = lane.idle.pop() else {
+                lane.blocked = true;
+                continue;
+            };
+            let measured = due >= self.measure_start;
+            let lag = if lane.open_loop() && measured {
+                Some(now - due.max(lane.unblocked_at))
+            } else {
+                None
+            };
+            lane.advance();
+            if lane.idle.is_empty() {
+                lane.blocked = true;
+            } else {
+                self.heap.push(Reverse((lane.due(now), li)));
+            }
+            if measured {
+                self.rec.sent(lag);
+            }
+            self.start_request(ci as usize, due, measured, now);
+        }
+    }
+
+    /// The run's end (or an interrupt): no more sends; count what was due but unsent.
+    fn close_schedule(&mut self, at: Nanos) {
+        self.heap.clear();
+        let mut intended = 0;
+        for l in &mut self.lanes {
+            l.finished = true;
+            if l.open_loop() {
+                intended += l.due_between(self.measure_start, at);
+            }
+        }
+        let t = &mut self.rec.totals;
+        if self.lanes.iter().all(|l| l.open_loop()) {
+            t.intended = intended;
+        } else {
+            t.intended = t.sent;
+        }
+        t.not_sent = t.intended - t.sent;
+    }
+
+    fn abandon_in_flight(&mut self) {
+        for i in 0..self.conns.len() {
+            if self.conns[i].busy {
+                if self.conns[i].measured {
+                    self.rec.totals.unfinished += 1;
+                }
+                self.conns[i].busy = false;
+                self.busy -= 1;
+                self.close(i);
+            }
+        }
+    }
+
+    /// Whether the next request goes into the sample.
+    #[inline]
+    fn sample_next(&mut self) -> bool {
+        let f = self.shared.sample;
+        if f <= 0.0 {
+            return false;
+        }
+        if f >= 1.0 {
+            return true;
+        }
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        ((self.rng >> 11) as f64 / (1u64 << 53) as f64) < f
+    }
+
+    fn start_request(&mut self, ci: usize, intended: Nanos, measured: bool, now: Nanos) {
+        let sampled = measured && self.sample_next();
+        let c = &mut self.conns[ci];
+        c.sampled = sampled;
+        debug_assert!(!c.busy);
+        c.busy = true;
+        c.measured = measured;
+        c.intended = intended;
+        c.dispatched = now;
+        c.written = 0;
+        self.busy += 1;
+        match c.phase {
+            Phase::Idle => {
+                c.phase = Phase::Active;
+                c.deadline = now + self.shared.timeout_ns;
+                let r = self.drive(ci, false);
+                self.settle(ci, r);
+            }
+            Phase::Closed => self.open(ci, now),
+            // A connection still opening (only possible before the run) takes the
+            // request along; it is written once the connection is up.
+            Phase::Connecting | Phase::Handshaking | Phase::Active => {}
+        }
+    }
+
+    /// Starts a TCP connection.
+    fn open(&mut self, ci: usize, now: Nanos) {
+        let s = &self.shared;
+        let res = connect(s.addr, s.new_connection);
+        let c = &mut self.conns[ci];
+        c.deadline = now + s.connect_timeout_ns;
+        c.parser.reset();
+        match res {
+            Ok((sock, connected)) => {
+                let key = ((c.generation as u64) << 32) | ci as u64;
+                let flags = epoll::EventFlags::IN
+                    | epoll::EventFlags::OUT
+                    | epoll::EventFlags::RDHUP
+                    | epoll::EventFlags::ET;
+                if epoll::add(&self.ep, &sock, epoll::EventData::new_u64(key), flags).is_err() {
+                    self.fail(ci, ErrorKind::Connect);
+                    return;
+                }
+                c.sock = Some(sock);
+                c.phase = Phase::Connecting;
+                if connected {
+                    self.connected(ci, now);
+                }
+            }
+            Err(_) => self.fail(ci, ErrorKind::Connect),
+        }
+    }
+
+    /// TCP is up: start TLS, or go straight to the request.
+    fn connected(&mut self, ci: usize, now: Nanos) {
+        let c = &mut self.conns[ci];
+        if let Some((cfg, name)) = &self.shared.tls {
+            match rustls::ClientConnection::new(cfg.clone(), name.clone()) {
+                Ok(t) => c.tls = Some(Box::new(t)),
+                Err(_) => {
+                    self.fail(ci, ErrorKind::Tls);
+                    return;
+                }
+            }
+            c.phase = Phase::Handshaking;
+            let r = self.drive(ci, false);
+            self.settle(ci, r);
+        } else if c.busy {
+            c.phase = Phase::Active;
+            c.deadline = now + self.shared.timeout_ns;
+            let r = self.drive(ci, false);
+            self.settle(ci, r);
+        } else {
+            c.phase = Phase::Idle;
+        }
+    }
+
+    /// Acts on the result of driving a connection.
+    fn settle(&mut self, ci: usize, r: Result<Step, ErrorKind>) {
+        match r {
+            Ok(Step::Pending) => {}
+            Ok(Step::Done(resp)) => self.complete(ci, resp),
+            Err(kind) => self.fail(ci, kind),
+        }
+    }
+
+    fn complete(&mut self, ci: usize, resp: Response) {
+        let now = self.shared.clock.now();
+        let c = &mut self.conns[ci];
+        if c.measured {
+            let backend = self.rec.response(
+                now,
+                now - c.intended,
+                now - c.dispatched,
+                resp.status,
+                c.parser.backend(),
+            );
+            if c.sampled {
+                self.rec.totals.samples.push(RawSample {
+                    intended: c.intended,
+                    latency_ns: now - c.intended,
+                    status: resp.status,
+                    error: if resp.status >= 400 {
+                        1 + ErrorKind::Status.index() as u8
+                    } else {
+                        0
+                    },
+                    backend,
+                });
+            }
+        }
+        let close = resp.close || self.shared.new_connection;
+        self.finish(ci, now);
+        if close {
+            self.close(ci);
+        } else {
+            self.conns[ci].phase = Phase::Idle;
+        }
+    }
+
+    /// A request (or a connection opened ahead of the run) failed.
+    fn fail(&mut self, ci: usize, kind: ErrorKind) {
+        let c = &self.conns[ci];
+        if c.busy && c.measured {
+            self.rec.error(kind);
+            if c.sampled {
+                let now = self.shared.clock.now();
+                self.rec.totals.samples.push(RawSample {
+                    intended: c.intended,
+                    latency_ns: now.saturating_sub(c.intended),
+                    status: 0,
+                    error: 1 + kind.index() as u8,
+                    backend: -1,
+                });
+            }
+        }
+        self.close(ci);
+        if self.conns[ci].busy {
+            let now = self.shared.clock.now();
+            self.finish(ci, now);
+        }
+    }
+
+    /// The connection no longer carries a request: give it back to its lane.
+    fn finish(&mut self, ci: usize, now: Nanos) {
+        let c = &mut self.conns[ci];
+        c.busy = false;
+        self.busy -= 1;
+        let li = c.lane;
+        let lane = &mut self.lanes[li as usize];
+        lane.idle.push(ci as u32);
+        if lane.blocked && !lane.finished {
+            lane.blocked = false;
+            lane.unblocked_at = now;
+            self.heap.push(Reverse((lane.due(now), li)));
+        }
+    }
+
+    fn close(&mut self, ci: usize) {
+        let c = &mut self.conns[ci];
+        if c.sock.is_some() {
+            // Closing the descriptor also removes it from the epoll set.
+            c.sock = None;
+            c.tls = None;
+            c.generation = c.generation.wrapping_add(1);
+        }
+        c.phase = Phase::Closed;
+        c.parser.reset();
+    }
+
+    /// Fails every request past its deadline.
+    fn sweep(&mut self, now: Nanos) {
+        for ci in 0..self.conns.len() {
+            let c = &self.conns[ci];
+            if !c.busy || c.deadline > now {
+                continue;
+            }
+            let kind = match c.phase {
+                Phase::Connecting | Phase::Handshaking | Phase::Closed => ErrorKind::ConnectTimeout,
+                Phase::Active | Phase::Idle => ErrorKind::Timeout,
+            };
+            self.fail(ci, kind);
+        }
+    }
+
+    /// Waits for events until `wake` at the latest and handles them.
+    fn wait_and_handle(&mut self, now: Nanos, wake: Nanos) {
+        let wait = wake.saturating_sub(now);
+        let ts = rustix::time::Timespec {
+            tv_sec: (wait / 1_000_000_000) as i64,
+            tv_nsec: (wait % 1_000_000_000) as i64,
+        };
+        self.events.clear();
+        match epoll::wait(
+            &self.ep,
+            rustix::buffer::spare_capacity(&mut self.events),
+            Some(&ts),
+        ) {
+            Ok(_) => {}
+            Err(rustix::io::Errno::INTR) => return,
+            Err(_) => return,
+        }
+        let events = std::mem::take(&mut self.events);
+        for ev in &events {
+            let key = ev.data.u64();
+            let ci = (key & 0xffff_ffff) as usize;
+            let generation = (key >> 32) as u32;
+            if ci >= self.conns.len() || self.conns[ci].generation != generation {
+                continue;
+            }
+            self.on_event(ci, ev.flags);
+        }
+        self.events = events;
+    }
+
+    fn on_event(&mut self, ci: usize, flags: epoll::EventFlags) {
+        let readable = flags.intersects(
+            epoll::EventFlags::IN
+                | epoll::EventFlags::RDHUP
+                | epoll::EventFlags::HUP
+                | epoll::EventFlags::ERR,
+        );
+        match self.conns[ci].phase {
+            Phase::Closed => {}
+            Phase::Connecting => {
+                let Some(sock) = &self.conns[ci].sock else {
+                    return;
+                };
+                match connect_result(sock) {
+                    Ok(true) => {
+                        let now = self.shared.clock.now();
+                        self.connected(ci, now);
+                    }
+                    Ok(false) => {}
+                    Err(()) => self.fail(ci, ErrorKind::Connect),
+                }
+            }
+            Phase::Idle => {
+                if readable && self.idle_closed(ci) {
+                    self.close(ci);
+                }
+            }
+            Phase::Handshaking | Phase::Active => {
+                let r = self.drive(ci, true);
+                self.settle(ci, r);
+            }
+        }
+    }
+
+    /// Whether an idle connection was closed by the server (or sent something it
+    /// should not have). Servers close idle keep-alive connections as a matter of
+    /// course; that is not an error, the next request just reconnects.
+    fn idle_closed(&mut self, ci: usize) -> bool {
+        let c = &mut self.conns[ci];
+        let Some(sock) = c.sock.as_mut() else {
+            return true;
+        };
+        match c.tls.as_mut() {
+            None => {
+                !matches!(sock.read(&mut self.scratch[..1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+            Some(tls) => loop {
+                // TLS 1.3 servers send session tickets after the handshake; those are
+                // fine. Application data or a close is not.
+                match tls.read_tls(sock) {
+                    Ok(0) => return true,
+                    Ok(_) => match tls.process_new_packets() {
+                        Ok(st) if st.plaintext_bytes_to_read() == 0 && !st.peer_has_closed() => {}
+                        _ => return true,
+                    },
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                    Err(_) => return true,
+                }
+            },
+        }
+    }
+
+    /// Makes all the progress possible on a connection's request without blocking.
+    /// `readable`: called from a readiness event (at dispatch nothing can have been
+    /// answered yet, so no read is tried, saving a syscall per request).
+    fn drive(&mut self, ci: usize, readable: bool) -> Result<Step, ErrorKind> {
+        if self.conns[ci].tls.is_some() {
+            self.drive_tls(ci, readable)
+        } else {
+            self.drive_plain(ci, readable)
+        }
+    }
+
+    fn drive_plain(&mut self, ci: usize, readable: bool) -> Result<Step, ErrorKind> {
+        let req = &self.shared.request;
+        let c = &mut self.conns[ci];
+        let Some(sock) = c.sock.as_mut() else {
+            return Err(ErrorKind::Connect);
+        };
+        if !c.busy {
+            return Ok(Step::Pending);
+        }
+        let mut wrote_now = false;
+        while c.written < req.len() {
+            match sock.write(&req[c.written..]) {
+                Ok(0) => return Err(ErrorKind::Write),
+                Ok(n) => {
+                    c.written += n;
+                    wrote_now = true;
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Pending),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Err(ErrorKind::Write),
+            }
+        }
+        if wrote_now && !readable {
+            return Ok(Step::Pending);
+        }
+        read_response(
+            sock,
+            &mut c.parser,
+            &mut self.scratch,
+            &mut self.rec.totals.bytes_read,
+        )
+    }
+
+    fn drive_tls(&mut self, ci: usize, readable: bool) -> Result<Step, ErrorKind> {
+        let req = &self.shared.request;
+        let clock = self.shared.clock;
+        let timeout_ns = self.shared.timeout_ns;
+        let c = &mut self.conns[ci];
+        let (Some(sock), Some(tls)) = (c.sock.as_mut(), c.tls.as_mut()) else {
+            return Err(ErrorKind::Connect);
+        };
+        loop {
+            let handshaking = tls.is_handshaking();
+            // rustls buffers a request written during the handshake and sends it as
+            // soon as the handshake allows.
+            if c.busy && c.written < req.len() {
+                match tls.writer().write(&req[c.written..]) {
+                    Ok(n) => c.written += n,
+                    Err(_) => return Err(ErrorKind::Write),
+                }
+            }
+            while tls.wants_write() {
+                match tls.write_tls(sock) {
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(_) => {
+                        return Err(if handshaking {
+                            ErrorKind::Tls
+                        } else {
+                            ErrorKind::Write
+                        })
+                    }
+                }
+            }
+            if !readable {
+                return Ok(Step::Pending);
+            }
+            match tls.read_tls(sock) {
+                Ok(0) => {
+                    if handshaking {
+                        return Err(ErrorKind::Tls);
+                    }
+                    return eof_step(&mut c.parser);
+                }
+                Ok(n) => {
+                    self.rec.totals.bytes_read += n as u64;
+                    let st = match tls.process_new_packets() {
+                        Ok(st) => st,
+                        Err(_) => {
+                            // Let the server see our alert, then give up.
+                            let _ = tls.write_tls(sock);
+                            return Err(if handshaking {
+                                ErrorKind::Tls
+                            } else {
+                                ErrorKind::Read
+                            });
+                        }
+                    };
+                    if handshaking && !tls.is_handshaking() {
+                        if self.tls_version.is_none() {
+                            self.tls_version = tls.protocol_version().map(version_name);
+                        }
+                        // Handshake done: the request timeout starts now.
+                        if c.busy {
+                            c.phase = Phase::Active;
+                            c.deadline = clock.now() + timeout_ns;
+                            if c.measured {
+                                let t = &mut self.rec.totals;
+                                t.handshakes += 1;
+                                if tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+                                    t.resumed += 1;
+                                }
+                                if t.tls_version.is_none() {
+                                    t.tls_version = tls.protocol_version().map(version_name);
+                                }
+                            }
+                        } else {
+                            c.phase = Phase::Idle;
+                        }
+                    }
+                    if st.plaintext_bytes_to_read() > 0 {
+                        loop {
+                            match tls.reader().read(&mut self.scratch) {
+                                Ok(0) => return eof_step(&mut c.parser),
+                                Ok(n) => match c.parser.feed(&self.scratch[..n]) {
+                                    Ok(Some(r)) => return Ok(Step::Done(r)),
+                                    Ok(None) => {}
+                                    Err(_) => return Err(ErrorKind::Read),
+                                },
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                                Err(_) => return Err(ErrorKind::Read),
+                            }
+                        }
+                    } else if st.peer_has_closed() {
+                        return eof_step(&mut c.parser);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Pending),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => {
+                    return Err(if handshaking {
+                        ErrorKind::Tls
+                    } else {
+                        ErrorKind::Read
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Reads until the response is complete or the socket has nothing more.
+fn read_response(
+    sock: &mut TcpStream,
+    parser: &mut ResponseParser,
+    scratch: &mut [u8],
+    bytes_read: &mut u64,
+) -> Result<Step, ErrorKind> {
+    loop {
+        match sock.read(scratch) {
+            Ok(0) => return eof_step(parser),
+            Ok(n) => {
+                *bytes_read += n as u64;
+                match parser.feed(&scratch[..n]) {
+                    Ok(Some(r)) => return Ok(Step::Done(r)),
+                    Ok(None) => {}
+                    Err(_) => return Err(ErrorKind::Read),
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Pending),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Err(ErrorKind::Read),
+        }
+    }
+}
+
+/// The server closed the connection: that completes a read-until-close response;
+/// anything else (nothing or half a response) is a read error.
+fn eof_step(parser: &mut ResponseParser) -> Result<Step, ErrorKind> {
+    match parser.eof() {
+        Ok(Some(r)) => Ok(Step::Done(r)),
+        _ => Err(ErrorKind::Read),
+    }
+}
+
+fn version_name(v: rustls::ProtocolVersion) -> &'static str {
+    match v {
+        rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
+        rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
+        _ => "other",
+    }
+}
+
+/// Starts a non-blocking connect; `true` when it completed at once.
+fn connect(addr: SocketAddr, new_connection: bool) -> io::Result<(TcpStream, bool)> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
+    s.set_nonblocking(true)?;
+    s.set_nodelay(true)?;
+    if new_connection {
+        // One connection per request would leave a TIME_WAIT socket per request on
+        // this side and run out of local ports within a minute; an abortive close
+        // leaves none. The server has already answered in full by then.
+        s.set_linger(Some(std::time::Duration::ZERO))?;
+    }
+    let connected = match s.connect(&addr.into()) {
+        Ok(()) => true,
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => false,
+        Err(e) => return Err(e),
+    };
+    Ok((s.into(), connected))
+}
+
+/// The state of a non-blocking connect: `Ok(true)` connected, `Ok(false)` pending.
+fn connect_result(sock: &TcpStream) -> Result<bool, ()> {
+    match sock.take_error() {
+        Ok(None) => {}
+        _ => return Err(()),
+    }
+    match sock.peer_addr() {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
+        Err(_) => Err(()),
+    }
+}

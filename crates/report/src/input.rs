@@ -1,0 +1,382 @@
+//! What a report is drawn from: one or more saved runs, read back from disk. A run is
+//! a lab run folder (`scenario.yaml` and one `<system>/result.json` per system) or a
+//! single `result.json` written by `ingressbench load --json`. Every system of every
+//! run becomes one *series*; the order of the series is the order of the report's
+//! colours, so it is fixed here once.
+
+use results::{RunResult, RESULT_SCHEMA};
+use std::path::{Path, PathBuf};
+
+/// Why runs could not be read. Each message is one line naming the path.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{path}: not a run: no result.json found (give a folder written by ingressbench run, or a result.json)")]
+    NotARun { path: String },
+    #[error("{path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a result document: {msg}")]
+    Parse { path: String, msg: String },
+    #[error(
+        "{path}: schema \"{found}\" is not supported (this ingressbench reads \"{RESULT_SCHEMA}\")"
+    )]
+    Schema { path: String, found: String },
+    #[error("no run given")]
+    Empty,
+}
+
+/// One run as given on the command line.
+#[derive(Clone, Debug, Default)]
+pub struct Run {
+    /// The folder or file given.
+    pub path: PathBuf,
+    /// Its name in series names and headers: the folder's (or file's) name.
+    pub name: String,
+    /// The scenario's name and description, from `scenario.effective.json` or the
+    /// results' `lab.scenario`.
+    pub scenario: Option<String>,
+    pub description: Option<String>,
+}
+
+/// One system of one run: a line on every chart and a row in every table.
+#[derive(Clone, Debug, Default)]
+pub struct Series {
+    /// `<system>`, or `<run>/<system>` when the report has several runs.
+    pub name: String,
+    /// The system alone (the lab profile, or the run's name for a plain load).
+    pub system: String,
+    /// Index into [`ReportInput::runs`].
+    pub run: usize,
+    pub result: RunResult,
+}
+
+/// Everything a report shows, in series order.
+#[derive(Clone, Debug, Default)]
+pub struct ReportInput {
+    pub runs: Vec<Run>,
+    pub series: Vec<Series>,
+}
+
+impl ReportInput {
+    /// A report of one result held in memory (`ingressbench load --report`).
+    pub fn single(name: &str, result: RunResult) -> ReportInput {
+        ReportInput {
+            runs: vec![Run {
+                name: name.to_string(),
+                scenario: result.lab.as_ref().map(|l| l.scenario.clone()),
+                ..Default::default()
+            }],
+            series: vec![Series {
+                name: name.to_string(),
+                system: name.to_string(),
+                run: 0,
+                result,
+            }],
+        }
+    }
+
+    /// The scenario names of the runs, deduplicated, in order.
+    pub fn scenarios(&self) -> Vec<String> {
+        let mut v: Vec<String> = Vec::new();
+        for r in &self.runs {
+            if let Some(s) = &r.scenario {
+                if !v.contains(s) {
+                    v.push(s.clone());
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Reads the runs at `paths` (folders or `result.json` files).
+///
+/// # Errors
+/// [`InputError`] for the first path that is not a run or holds a document this
+/// version cannot read.
+pub fn load(paths: &[PathBuf]) -> Result<ReportInput, InputError> {
+    if paths.is_empty() {
+        return Err(InputError::Empty);
+    }
+    let several = paths.len() > 1;
+    let mut input = ReportInput::default();
+    for path in paths {
+        let (run, systems) = load_run(path)?;
+        let run_index = input.runs.len();
+        let single_file = systems.len() == 1 && systems[0].0.is_none();
+        for (system, result) in systems {
+            let system = system.unwrap_or_else(|| run.name.clone());
+            let name = if several && !single_file {
+                format!("{}/{system}", run.name)
+            } else {
+                system.clone()
+            };
+            input.series.push(Series {
+                name,
+                system,
+                run: run_index,
+                result,
+            });
+        }
+        input.runs.push(run);
+    }
+    dedupe_names(&mut input.series);
+    Ok(input)
+}
+
+/// A system of a run: its folder's name (`None` for a lone result) and its result.
+type System = (Option<String>, RunResult);
+
+/// One path: a run folder, a folder with just a result.json, or a result file. The
+/// system name is `None` for a result that is not part of a lab run folder.
+fn load_run(path: &Path) -> Result<(Run, Vec<System>), InputError> {
+    let shown = path.display().to_string();
+    let meta = std::fs::metadata(path).map_err(|source| InputError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    let mut run = Run {
+        path: path.to_path_buf(),
+        name: run_name(path),
+        ..Default::default()
+    };
+    if meta.is_file() {
+        let loaded = read_result(path)?;
+        run.scenario = loaded.lab.as_ref().map(|l| l.scenario.clone());
+        let system = loaded.lab.as_ref().map(|l| l.system.clone());
+        return Ok((run, vec![(system, loaded)]));
+    }
+    let own = path.join("result.json");
+    if own.is_file() {
+        let loaded = read_result(&own)?;
+        run.scenario = loaded.lab.as_ref().map(|l| l.scenario.clone());
+        let system = loaded.lab.as_ref().map(|l| l.system.clone());
+        return Ok((run, vec![(system, loaded)]));
+    }
+    let (order, scenario, description) = read_effective(path);
+    let mut dirs: Vec<String> = std::fs::read_dir(path)
+        .map_err(|source| InputError::Read {
+            path: shown.clone(),
+            source,
+        })?
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("result.json").is_file())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    if dirs.is_empty() {
+        return Err(InputError::NotARun { path: shown });
+    }
+    // The scenario's order of systems, then any others by name.
+    dirs.sort_by_key(|d| {
+        (
+            order.iter().position(|o| o == d).unwrap_or(usize::MAX),
+            d.clone(),
+        )
+    });
+    let mut systems = Vec::new();
+    for d in dirs {
+        let loaded = read_result(&path.join(&d).join("result.json"))?;
+        if run.scenario.is_none() {
+            run.scenario = loaded.lab.as_ref().map(|l| l.scenario.clone());
+        }
+        systems.push((Some(d), loaded));
+    }
+    if scenario.is_some() {
+        run.scenario = scenario;
+    }
+    run.description = description;
+    Ok((run, systems))
+}
+
+/// A run's name: its folder's name; for a file, the file's stem unless it is the
+/// generic `result`, then its folder's name.
+fn run_name(path: &Path) -> String {
+    let file = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    if abs.is_file() {
+        let stem = abs
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if stem != "result" && !stem.is_empty() {
+            return stem;
+        }
+        return abs.parent().map(file).unwrap_or(stem);
+    }
+    let n = file(&abs);
+    if n.is_empty() {
+        "run".to_string()
+    } else {
+        n
+    }
+}
+
+/// The scenario's systems order, name and description from `scenario.effective.json`
+/// (written by `ingressbench run`); empty when absent or unreadable.
+fn read_effective(dir: &Path) -> (Vec<String>, Option<String>, Option<String>) {
+    let Ok(text) = std::fs::read_to_string(dir.join("scenario.effective.json")) else {
+        return (Vec::new(), None, None);
+    };
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return (Vec::new(), None, None);
+    };
+    let systems = v
+        .get("systems")
+        .and_then(|s| s.as_array())
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x.as_str().map(String::from))
+                .collect()
+        })
+        .unwrap_or_default();
+    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
+    (systems, s("name"), s("description"))
+}
+
+/// Reads one result document, checking its schema before its fields: a document of
+/// another version may not parse as this one, and its version is the useful message.
+fn read_result(path: &Path) -> Result<RunResult, InputError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
+        path: shown.clone(),
+        source,
+    })?;
+    parse_result(&shown, &text)
+}
+
+/// Parses a result document's text; `shown` names it in errors.
+///
+/// # Errors
+/// [`InputError::Parse`] for text that is not a result object,
+/// [`InputError::Schema`] for another schema version.
+pub fn parse_result(shown: &str, text: &str) -> Result<RunResult, InputError> {
+    let raw: serde_json::Value = serde_json::from_str(text).map_err(|e| InputError::Parse {
+        path: shown.to_string(),
+        msg: e.to_string(),
+    })?;
+    let schema = raw.get("schema").and_then(|s| s.as_str());
+    match schema {
+        Some(RESULT_SCHEMA) => {}
+        Some(other) => {
+            return Err(InputError::Schema {
+                path: shown.to_string(),
+                found: other.to_string(),
+            })
+        }
+        None => {
+            return Err(InputError::Parse {
+                path: shown.to_string(),
+                msg: "no \"schema\" field".to_string(),
+            })
+        }
+    }
+    serde_json::from_value(raw).map_err(|e| InputError::Parse {
+        path: shown.to_string(),
+        msg: e.to_string(),
+    })
+}
+
+/// Two series of the same name (two runs in folders of the same name) get `#2`, `#3`.
+fn dedupe_names(series: &mut [Series]) {
+    let mut seen: Vec<String> = Vec::new();
+    for s in series.iter_mut() {
+        let mut name = s.name.clone();
+        let mut n = 2;
+        while seen.contains(&name) {
+            name = format!("{}#{n}", s.name);
+            n += 1;
+        }
+        seen.push(name.clone());
+        s.name = name;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write_result(dir: &Path, system: Option<&str>, schema: &str) -> PathBuf {
+        let mut r = RunResult {
+            schema: schema.to_string(),
+            ..Default::default()
+        };
+        if let Some(s) = system {
+            r.lab = Some(results::LabInfo {
+                system: s.to_string(),
+                scenario: "dyn".to_string(),
+                ..Default::default()
+            });
+        }
+        std::fs::create_dir_all(dir).unwrap();
+        let p = dir.join("result.json");
+        std::fs::write(&p, serde_json::to_vec(&r).unwrap()).unwrap();
+        p
+    }
+
+    #[test]
+    fn a_run_folder_gives_its_systems_in_the_scenario_order() {
+        let t = tempfile::tempdir().unwrap();
+        let run = t.path().join("dyn-1");
+        write_result(&run.join("caddy-api"), Some("caddy-api"), RESULT_SCHEMA);
+        write_result(
+            &run.join("nginx-reload"),
+            Some("nginx-reload"),
+            RESULT_SCHEMA,
+        );
+        std::fs::write(
+            run.join("scenario.effective.json"),
+            r#"{"name":"dyn","description":"d","systems":["nginx-reload","caddy-api"]}"#,
+        )
+        .unwrap();
+        let input = load(std::slice::from_ref(&run)).unwrap();
+        let names: Vec<_> = input.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["nginx-reload", "caddy-api"]);
+        assert_eq!(input.runs[0].scenario.as_deref(), Some("dyn"));
+        assert_eq!(input.runs[0].name, "dyn-1");
+        // Two runs: names carry the run.
+        let input = load(&[run.clone(), run]).unwrap();
+        let names: Vec<_> = input.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "dyn-1/nginx-reload",
+                "dyn-1/caddy-api",
+                "dyn-1/nginx-reload#2",
+                "dyn-1/caddy-api#2"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_single_result_is_named_after_its_file() {
+        let t = tempfile::tempdir().unwrap();
+        let p = write_result(&t.path().join("base"), None, RESULT_SCHEMA);
+        let l = t.path().join("l.json");
+        std::fs::copy(&p, &l).unwrap();
+        let input = load(&[l, p.clone(), t.path().join("base")]).unwrap();
+        let names: Vec<_> = input.series.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["l", "base", "base#2"]);
+    }
+
+    #[test]
+    fn bad_input_is_one_line_naming_the_path() {
+        let t = tempfile::tempdir().unwrap();
+        let e = load(&[t.path().to_path_buf()]).unwrap_err().to_string();
+        assert!(e.contains("not a run: no result.json found"), "{e}");
+        assert!(!e.contains('\n'));
+        let p = write_result(&t.path().join("x"), None, "ingressbench/result/v2");
+        let e = load(&[p]).unwrap_err().to_string();
+        assert!(e.contains("schema \"ingressbench/result/v2\""), "{e}");
+        std::fs::write(t.path().join("x/result.json"), "{").unwrap();
+        let e = load(&[t.path().join("x")]).unwrap_err().to_string();
+        assert!(e.contains("not a result document"), "{e}");
+        let e = load(&[t.path().join("missing")]).unwrap_err().to_string();
+        assert!(e.contains("missing"), "{e}");
+    }
+}

@@ -1,0 +1,527 @@
+//! The report's tables as plain data (a column key, a header, text cells), built once
+//! from the results and rendered twice: as HTML in the page and as Markdown in
+//! `report.md`. Cells hold the numbers as plain text, in the units the header names,
+//! so a test (or a reader with a spreadsheet) can compare them with `result.json`.
+
+use super::input::ReportInput;
+use results::{ErrorKind, Percentiles, RunResult, Spread};
+
+/// One table: a stable id for the page, its columns and rows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Table {
+    /// Element id on the page (`table-errors`, ...).
+    pub id: &'static str,
+    pub title: &'static str,
+    /// What the table shows and in which units; empty when the headers say it.
+    pub note: String,
+    /// (key, header): the key is the `data-col` of every cell of the column.
+    pub cols: Vec<(String, String)>,
+    pub rows: Vec<Row>,
+}
+
+/// A row: the series it belongs to (its colour) and one text per column.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Row {
+    pub series: Option<usize>,
+    pub cells: Vec<String>,
+}
+
+impl Table {
+    /// The cell of `col` in `row`, for tests and readers of the table.
+    pub fn cell(&self, row: usize, col: &str) -> Option<&str> {
+        let c = self.cols.iter().position(|(k, _)| k == col)?;
+        self.rows.get(row)?.cells.get(c).map(String::as_str)
+    }
+}
+
+/// Latency in ms as the tables show it: µs precision, like the result's figures.
+pub fn ms(v: f64) -> String {
+    format!("{v:.3}")
+}
+
+fn ms1(v: Option<f64>) -> String {
+    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into())
+}
+
+fn cols(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, h)| (k.to_string(), h.to_string()))
+        .collect()
+}
+
+/// Every table, in page order.
+pub fn all(input: &ReportInput) -> Vec<Table> {
+    vec![
+        percentiles(input),
+        errors(input),
+        changes(input),
+        propagation(input),
+        throughput(input),
+        settings(input),
+    ]
+}
+
+/// The percentile spectrum per series (corrected latency, ms).
+pub fn percentiles(input: &ReportInput) -> Table {
+    let mut c = vec![
+        ("series".to_string(), "series".to_string()),
+        ("count".to_string(), "responses".to_string()),
+    ];
+    for (_, l) in Percentiles::QUANTILES {
+        c.push((format!("p{l}"), format!("p{l}")));
+    }
+    c.push(("max".into(), "max".into()));
+    c.push(("mean".into(), "mean".into()));
+    let rows = input
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let p = &s.result.latency_ms.corrected;
+            let mut cells = vec![s.name.clone(), p.count.to_string()];
+            cells.extend(p.values().iter().map(|v| ms(*v)));
+            cells.push(ms(p.max));
+            cells.push(ms(p.mean));
+            Row {
+                series: Some(i),
+                cells,
+            }
+        })
+        .collect();
+    Table {
+        id: "table-percentiles",
+        title: "Latency percentiles",
+        note: "Corrected latency (from the intended send time), in milliseconds.".into(),
+        cols: c,
+        rows,
+    }
+}
+
+/// Errors by kind per series: the S1 table, with the request balance beside it.
+pub fn errors(input: &ReportInput) -> Table {
+    let mut c = vec![("series".to_string(), "series".to_string())];
+    for k in ErrorKind::ALL {
+        c.push((k.name().to_string(), k.name().replace('_', " ")));
+    }
+    c.extend(cols(&[
+        ("total", "total errors"),
+        ("status_codes", "status codes"),
+        ("completed", "completed"),
+        ("not_sent", "not sent"),
+        ("intended", "intended"),
+    ]));
+    let rows = input
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let r = &s.result;
+            let mut cells = vec![s.name.clone()];
+            cells.extend(ErrorKind::ALL.iter().map(|k| r.errors.get(*k).to_string()));
+            cells.push(r.errors.total().to_string());
+            cells.push(if r.errors.status_codes.is_empty() {
+                "–".into()
+            } else {
+                r.errors
+                    .status_codes
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            });
+            cells.push(r.requests.completed.to_string());
+            cells.push(r.requests.not_sent.to_string());
+            cells.push(r.requests.intended.to_string());
+            Row {
+                series: Some(i),
+                cells,
+            }
+        })
+        .collect();
+    Table {
+        id: "table-errors",
+        title: "Errors by kind",
+        note: "Requests that failed, by kind: connect (refused or reset while connecting), connect timeout, tls (handshake), read (reset or EOF while reading), write, timeout (no full response in time), status (a response with status ≥ 400).".into(),
+        cols: c,
+        rows,
+    }
+}
+
+/// The impact of each change: the load's figures from it until the next one.
+pub fn changes(input: &ReportInput) -> Table {
+    let mut rows = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        let Some(lab) = &s.result.lab else { continue };
+        for w in &lab.windows {
+            let errs: u64 = w.errors.values().sum();
+            let kinds = if w.errors.is_empty() {
+                "–".to_string()
+            } else {
+                w.errors
+                    .iter()
+                    .map(|(k, v)| format!("{k}: {v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            rows.push(Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    w.change.clone(),
+                    format!("{:.1}", w.from_ms / 1000.0),
+                    format!("{:.1}", w.until_ms / 1000.0),
+                    w.completed.to_string(),
+                    errs.to_string(),
+                    kinds,
+                    ms(w.p99_ms),
+                    ms(w.max_ms),
+                ],
+            });
+        }
+    }
+    Table {
+        id: "table-changes",
+        title: "Impact of each change",
+        note: "For each change asked for, from it until the next one: successful responses, errors, the highest per-second p99 and the max (ms). Times in seconds from the start of the measured window.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("change", "change"),
+            ("from_s", "from (s)"),
+            ("until_s", "until (s)"),
+            ("completed", "completed"),
+            ("errors", "errors"),
+            ("errors_by_kind", "errors by kind"),
+            ("p99_ms", "p99 (ms)"),
+            ("max_ms", "max (ms)"),
+        ]),
+        rows,
+    }
+}
+
+/// Endpoint propagation per series: min / median / max, added and removed.
+pub fn propagation(input: &ReportInput) -> Table {
+    let spread = |s: &Spread| vec![s.n.to_string(), ms1(s.min), ms1(s.median), ms1(s.max)];
+    let mut rows = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        let Some(lab) = &s.result.lab else { continue };
+        let p = &lab.propagation;
+        let never = p
+            .added
+            .iter()
+            .filter(|e| e.propagation_ms.is_none())
+            .count();
+        let between: u64 = p.removed.iter().map(|e| e.errors_between).sum();
+        let mut cells = vec![s.name.clone()];
+        cells.extend(spread(&p.added_ms));
+        cells.push(never.to_string());
+        cells.extend(spread(&p.removed_ms));
+        cells.push(between.to_string());
+        rows.push(Row {
+            series: Some(i),
+            cells,
+        });
+    }
+    Table {
+        id: "table-propagation",
+        title: "Endpoint propagation",
+        note: "Added: from a backend's readiness to its first response through the proxy. Removed: from its stop to its last response, and the errors in between. Milliseconds.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("added_n", "added"),
+            ("added_min", "min"),
+            ("added_median", "median"),
+            ("added_max", "max"),
+            ("added_never", "never answered"),
+            ("removed_n", "removed"),
+            ("removed_min", "min"),
+            ("removed_median", "median"),
+            ("removed_max", "max"),
+            ("removed_errors", "errors between"),
+        ]),
+        rows,
+    }
+}
+
+/// Handshakes per second of the measured window, when each request had its own
+/// connection (the S4 "SSL TPS"); `None` otherwise.
+pub fn handshakes_per_s(r: &RunResult) -> Option<f64> {
+    (r.config.new_connection && r.duration_s > 0.0 && r.tls.handshakes > 0)
+        .then(|| r.tls.handshakes as f64 / r.duration_s)
+}
+
+/// The S4 table: throughput per series, so a scan over rates or cores reads as rows.
+pub fn throughput(input: &ReportInput) -> Table {
+    let rows = input
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let r = &s.result;
+            Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    r.config.threads.to_string(),
+                    r.config.connections.to_string(),
+                    r.rate
+                        .target
+                        .map(|t| format!("{t:.0}"))
+                        .unwrap_or_else(|| "max".into()),
+                    format!("{:.1}", r.rate.achieved),
+                    format!("{:.1}", r.rate.completed_per_s),
+                    ms(r.latency_ms.corrected.p99),
+                    handshakes_per_s(r)
+                        .map(|h| format!("{h:.1}"))
+                        .unwrap_or_else(|| "–".into()),
+                    format!("{:.2}", r.generator.cpu_s),
+                ],
+            }
+        })
+        .collect();
+    Table {
+        id: "table-throughput",
+        title: "Throughput per series",
+        note: "Requests per second over the measured window: the target (-R), sent (achieved), and successful responses; TLS handshakes per second when every request opened a new connection; CPU seconds the load generator used.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("threads", "threads"),
+            ("connections", "connections"),
+            ("rate_target", "target req/s"),
+            ("achieved", "sent req/s"),
+            ("completed_per_s", "completed req/s"),
+            ("p99_ms", "p99 (ms)"),
+            ("handshakes_per_s", "handshakes/s"),
+            ("cpu_s", "generator cpu (s)"),
+        ]),
+        rows,
+    }
+}
+
+/// The load settings and versions, one column per series (there are more settings
+/// than series, and a page is taller than it is wide).
+pub fn settings(input: &ReportInput) -> Table {
+    let per = |f: &dyn Fn(&RunResult) -> String| -> Vec<String> {
+        input.series.iter().map(|s| f(&s.result)).collect()
+    };
+    let yes_no = |b: bool| if b { "yes" } else { "no" }.to_string();
+    let lines: Vec<(&str, Vec<String>)> = vec![
+        ("started (UTC)", per(&|r| r.started_at.clone())),
+        ("measured (s)", per(&|r| format!("{}", r.duration_s))),
+        ("url", per(&|r| r.config.url.clone())),
+        (
+            "rate (req/s)",
+            per(&|r| {
+                r.config
+                    .rate
+                    .map(|x| format!("{x}"))
+                    .unwrap_or_else(|| "max (closed loop)".into())
+            }),
+        ),
+        ("connections", per(&|r| r.config.connections.to_string())),
+        ("threads", per(&|r| r.config.threads.to_string())),
+        ("schedule", per(&|r| r.config.schedule.clone())),
+        ("warm-up (s)", per(&|r| format!("{}", r.config.warmup_s))),
+        ("timeout (s)", per(&|r| format!("{}", r.config.timeout_s))),
+        (
+            "connect timeout (s)",
+            per(&|r| format!("{}", r.config.connect_timeout_s)),
+        ),
+        ("new connection", per(&|r| yes_no(r.config.new_connection))),
+        (
+            "TLS",
+            per(&|r| {
+                r.config
+                    .tls_version
+                    .clone()
+                    .or_else(|| r.tls.version.clone())
+                    .unwrap_or_else(|| "–".into())
+            }),
+        ),
+        (
+            "sampled",
+            per(&|r| {
+                r.samples
+                    .as_ref()
+                    .map(|s| format!("{} ({} requests)", s.fraction, s.len()))
+                    .unwrap_or_else(|| "–".into())
+            }),
+        ),
+        (
+            "versions",
+            per(&|r| {
+                let mut v: Vec<String> = r
+                    .lab
+                    .as_ref()
+                    .map(|l| l.versions.iter().map(|(k, v)| format!("{k} {v}")).collect())
+                    .unwrap_or_default();
+                if !r.ingressbench_version.is_empty() {
+                    v.insert(0, format!("ingressbench {}", r.ingressbench_version));
+                }
+                if v.is_empty() {
+                    "not recorded".into()
+                } else {
+                    v.join(", ")
+                }
+            }),
+        ),
+        (
+            "machine",
+            per(&|r| {
+                r.machine
+                    .as_ref()
+                    .map(|m| format!("{}, {} cores, kernel {}", m.cpu_model, m.cores, m.kernel))
+                    .unwrap_or_else(|| "not recorded".into())
+            }),
+        ),
+        ("partial", per(&|r| yes_no(r.partial))),
+    ];
+    let mut c = vec![("setting".to_string(), "setting".to_string())];
+    c.extend(
+        input
+            .series
+            .iter()
+            .map(|s| (s.name.clone(), s.name.clone())),
+    );
+    Table {
+        id: "table-settings",
+        title: "Settings per series",
+        note: String::new(),
+        cols: c,
+        rows: lines
+            .into_iter()
+            .map(|(k, v)| {
+                let mut cells = vec![k.to_string()];
+                cells.extend(v);
+                Row {
+                    series: None,
+                    cells,
+                }
+            })
+            .collect(),
+    }
+}
+
+/// Why each series is not to be trusted: `(series, reason)`, from the text report's
+/// warnings plus a proxy that died.
+pub fn warnings(input: &ReportInput) -> Vec<(usize, String)> {
+    let mut w = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        for line in super::text::warnings(&s.result) {
+            w.push((i, line));
+        }
+        if s.result.lab.as_ref().is_some_and(|l| l.proxy_died) {
+            w.push((i, "the proxy died during the run".to_string()));
+        }
+    }
+    w
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::Series;
+    use results::{EventWindow, LabInfo, PropagationEntry};
+
+    fn input() -> ReportInput {
+        let mut r = RunResult::default();
+        r.errors.connect = 33365;
+        r.errors.connect_timeout = 309;
+        r.errors.read = 4650;
+        r.errors.status = 2;
+        r.errors.status_codes.insert("502".into(), 2);
+        r.requests.intended = 100;
+        r.requests.completed = 90;
+        r.requests.sent = 100;
+        r.requests.failed = 10;
+        r.latency_ms.corrected.p99 = 23.743;
+        r.latency_ms.corrected.p99_9999 = 60_000.0;
+        r.config.new_connection = true;
+        r.duration_s = 10.0;
+        r.tls.handshakes = 8000;
+        let mut lab = LabInfo::default();
+        lab.windows.push(EventWindow {
+            change: "scale 5 -> 7".into(),
+            from_ms: 3000.5,
+            until_ms: 5645.4,
+            completed: 1500,
+            errors: [("read".to_string(), 3)].into(),
+            p99_ms: 36.607,
+            max_ms: 43.263,
+        });
+        lab.propagation.added.push(PropagationEntry {
+            backend: "b6".into(),
+            at_ms: 1.0,
+            propagation_ms: None,
+            errors_between: 0,
+        });
+        lab.propagation.added_ms = Spread::of(&[139.1, 151.3, 199.7]);
+        lab.proxy_died = true;
+        r.lab = Some(lab);
+        ReportInput {
+            runs: vec![Default::default()],
+            series: vec![
+                Series {
+                    name: "nginx-reload".into(),
+                    result: r,
+                    ..Default::default()
+                },
+                Series {
+                    name: "plain".into(),
+                    ..Default::default()
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn the_errors_table_has_exactly_the_counts() {
+        let t = errors(&input());
+        assert_eq!(t.cell(0, "series"), Some("nginx-reload"));
+        assert_eq!(t.cell(0, "connect"), Some("33365"));
+        assert_eq!(t.cell(0, "connect_timeout"), Some("309"));
+        assert_eq!(t.cell(0, "read"), Some("4650"));
+        assert_eq!(t.cell(0, "tls"), Some("0"));
+        assert_eq!(t.cell(0, "total"), Some("38326"));
+        assert_eq!(t.cell(0, "status_codes"), Some("502: 2"));
+        assert_eq!(t.cell(0, "intended"), Some("100"));
+        assert_eq!(t.cell(1, "total"), Some("0"));
+        assert!(t.rows.iter().all(|r| r.cells.len() == t.cols.len()));
+    }
+
+    #[test]
+    fn percentiles_changes_propagation_throughput() {
+        let i = input();
+        let p = percentiles(&i);
+        assert_eq!(p.cell(0, "p99"), Some("23.743"));
+        assert_eq!(p.cell(0, "p99.9999"), Some("60000.000"));
+        let c = changes(&i);
+        assert_eq!(c.rows.len(), 1, "only lab series have changes");
+        assert_eq!(c.cell(0, "from_s"), Some("3.0"));
+        assert_eq!(c.cell(0, "errors"), Some("3"));
+        assert_eq!(c.cell(0, "errors_by_kind"), Some("read: 3"));
+        assert_eq!(c.cell(0, "max_ms"), Some("43.263"));
+        let g = propagation(&i);
+        assert_eq!(g.cell(0, "added_median"), Some("151.3"));
+        assert_eq!(g.cell(0, "added_never"), Some("1"));
+        assert_eq!(g.cell(0, "removed_min"), Some("–"));
+        let t = throughput(&i);
+        assert_eq!(t.cell(0, "handshakes_per_s"), Some("800.0"));
+        assert_eq!(t.cell(1, "handshakes_per_s"), Some("–"));
+        assert_eq!(t.cell(1, "rate_target"), Some("max"));
+        for t in all(&i) {
+            assert!(
+                t.rows.iter().all(|r| r.cells.len() == t.cols.len()),
+                "{}",
+                t.id
+            );
+        }
+    }
+
+    #[test]
+    fn warnings_name_their_series() {
+        let w = warnings(&input());
+        assert!(w.iter().any(|(i, l)| *i == 0 && l.contains("proxy died")));
+        // The default result is not balanced: 0 intended, but that adds up.
+        assert!(w.iter().all(|(i, _)| *i == 0));
+    }
+}

@@ -1,0 +1,375 @@
+//! The terminal summary of a load run, laid out like wrk2's so its users read it
+//! without thinking, plus what wrk2 lacks: errors by kind, the request balance, the
+//! generator's own lag, and a loud warning when the numbers are not to be trusted.
+
+use results::{ErrorKind, Percentiles, RunResult};
+use std::fmt::Write as _;
+
+/// Formats milliseconds the way wrk does: `812.00us`, `1.23ms`, `2.50s`.
+pub fn fmt_ms(ms: f64) -> String {
+    if ms < 1.0 {
+        format!("{:.2}us", ms * 1000.0)
+    } else if ms < 1000.0 {
+        format!("{ms:.2}ms")
+    } else if ms < 60_000.0 {
+        format!("{:.2}s", ms / 1000.0)
+    } else {
+        format!("{:.2}m", ms / 60_000.0)
+    }
+}
+
+fn fmt_bytes(b: f64) -> String {
+    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
+    let mut v = b;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.2}{}", UNITS[i])
+}
+
+/// Why a result should not be trusted, one reason per line; empty when it can be.
+pub fn warnings(r: &RunResult) -> Vec<String> {
+    let mut w = Vec::new();
+    if r.partial {
+        w.push("the run was interrupted: figures cover only what was measured".to_string());
+    }
+    if r.generator.overloaded {
+        w.push(format!(
+            "the load generator was overloaded: its lag p99 was {} (limit {}); latencies include its own delay. Use more threads, fewer connections, or a lower rate",
+            fmt_ms(r.generator.lag_p99_ms),
+            fmt_ms(r.generator.lag_limit_ms)
+        ));
+    }
+    if let Some(t) = r.rate.target {
+        if !r.rate.reached {
+            w.push(format!(
+                "the target rate was not reached: {:.1} of {:.1} requests/s were sent ({} not sent: connections were busy)",
+                r.rate.achieved, t, r.requests.not_sent
+            ));
+        }
+    }
+    if !r.requests.balanced() {
+        w.push("the request balance does not add up: this is a bug in ingressbench".to_string());
+    }
+    w
+}
+
+/// The summary: header, latency, distribution (`detailed`: the full spectrum),
+/// counts, errors, balance, rates.
+pub fn summary(r: &RunResult, detailed: bool) -> String {
+    let mut s = String::new();
+    let c = &r.config;
+    let _ = writeln!(s, "Running {} test @ {}", fmt_secs(c.duration_s), r.target);
+    let rate = match c.rate {
+        Some(rt) => format!("{rt} requests/s, schedule: {}", c.schedule),
+        None => "closed loop (--max)".to_string(),
+    };
+    let _ = writeln!(
+        s,
+        "  {} threads and {} connections, {rate}{}",
+        c.threads,
+        c.connections,
+        if c.new_connection {
+            ", a new connection per request"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        s,
+        "  {:<12} {:>10} {:>10} {:>10}",
+        "Latency", "Avg", "Stdev", "Max"
+    );
+    let row = |s: &mut String, name: &str, p: &Percentiles| {
+        let _ = writeln!(
+            s,
+            "    {:<10} {:>10} {:>10} {:>10}",
+            name,
+            fmt_ms(p.mean),
+            fmt_ms(p.stdev),
+            fmt_ms(p.max)
+        );
+    };
+    row(&mut s, "corrected", &r.latency_ms.corrected);
+    row(&mut s, "uncorrected", &r.latency_ms.uncorrected);
+    let _ = writeln!(
+        s,
+        "  Latency Distribution (HdrHistogram - Recorded Latency)"
+    );
+    let p = &r.latency_ms.corrected;
+    for ((_, label), v) in Percentiles::QUANTILES.iter().zip(p.values()) {
+        let pct: f64 = label.parse().unwrap_or(0.0);
+        let _ = writeln!(s, "{:>8.4}% {:>10}", pct, fmt_ms(v));
+    }
+    let _ = writeln!(s, "{:>8.4}% {:>10}", 100.0, fmt_ms(p.max));
+    if detailed {
+        if let Ok(h) = super::hdr::decode_base64(&r.histogram) {
+            let _ = writeln!(s, "\n  Detailed Percentile spectrum (corrected, ms):");
+            s.push_str(&super::hdr::percentile_distribution(&h, 1000.0));
+        }
+    }
+    let lag = &r.latency_ms.generator_lag;
+    if c.rate.is_some() {
+        let _ = writeln!(
+            s,
+            "  Generator lag: p50 {}, p99 {}, max {}",
+            fmt_ms(lag.p50),
+            fmt_ms(lag.p99),
+            fmt_ms(lag.max)
+        );
+    }
+    let q = &r.requests;
+    let _ = writeln!(
+        s,
+        "  {} requests in {}, {} read",
+        q.completed + q.failed,
+        fmt_secs(r.duration_s),
+        fmt_bytes(r.bytes_read as f64)
+    );
+    if r.tls.handshakes > 0 || r.tls.version.is_some() {
+        let _ = writeln!(
+            s,
+            "  TLS: {} handshakes ({} resumed), {}",
+            r.tls.handshakes,
+            r.tls.resumed,
+            r.tls.version.as_deref().unwrap_or("?")
+        );
+    }
+    let e = &r.errors;
+    let kinds: Vec<String> = ErrorKind::ALL
+        .iter()
+        .map(|k| format!("{} {}", k.name(), e.get(*k)))
+        .collect();
+    let _ = writeln!(s, "  Errors: {}", kinds.join(", "));
+    if !e.status_codes.is_empty() {
+        let codes: Vec<String> = e
+            .status_codes
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        let _ = writeln!(s, "  Non-2xx/3xx responses: {}", codes.join(", "));
+    }
+    let _ = writeln!(
+        s,
+        "  Requests: intended {} = completed {} + failed {} + not sent {}{}",
+        q.intended,
+        q.completed,
+        q.failed,
+        q.not_sent,
+        if q.unfinished > 0 {
+            format!(" + unfinished {}", q.unfinished)
+        } else {
+            String::new()
+        }
+    );
+    if !r.backends.is_empty() {
+        let b: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(s, "  Backends: {}", b.join(", "));
+    }
+    let _ = write!(s, "Requests/sec: {:>10.2}", r.rate.completed_per_s);
+    match r.rate.target {
+        Some(t) => {
+            let _ = writeln!(s, "  (sent {:.2}/s of a target {t})", r.rate.achieved);
+        }
+        None => s.push('\n'),
+    }
+    let _ = writeln!(
+        s,
+        "Transfer/sec: {:>10}",
+        fmt_bytes(if r.duration_s > 0.0 {
+            r.bytes_read as f64 / r.duration_s
+        } else {
+            0.0
+        })
+    );
+    for w in warnings(r) {
+        let _ = writeln!(s, "WARNING: {w}");
+    }
+    s
+}
+
+/// Systems side by side: the percentile spectrum, the S1 error table, endpoint
+/// propagation, and the worst change of each system.
+pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
+    let mut s = String::new();
+    let names: Vec<String> = results
+        .iter()
+        .map(|r| {
+            r.lab
+                .as_ref()
+                .map(|l| l.system.clone())
+                .unwrap_or_else(|| r.target.clone())
+        })
+        .collect();
+    let w = names.iter().map(|n| n.len()).max().unwrap_or(8).max(10);
+    let _ = writeln!(s, "Scenario {scenario}: {} systems", results.len());
+    if let Some(r) = results.first() {
+        let c = &r.config;
+        let _ = writeln!(
+            s,
+            "  load: {} req/s over {} connections, {} threads, {}{}",
+            c.rate.unwrap_or(0.0),
+            c.connections,
+            c.threads,
+            fmt_secs(c.duration_s),
+            if c.new_connection {
+                ", new connection per request"
+            } else {
+                ""
+            }
+        );
+    }
+    let _ = writeln!(s, "\nLatency (corrected, from the intended send time)");
+    let _ = write!(s, "  {:<w$}", "system");
+    for (_, l) in Percentiles::QUANTILES {
+        let _ = write!(s, " {:>9}", format!("p{l}"));
+    }
+    let _ = writeln!(s, " {:>9}", "max");
+    for (n, r) in names.iter().zip(results) {
+        let _ = write!(s, "  {n:<w$}");
+        for v in r.latency_ms.corrected.values() {
+            let _ = write!(s, " {:>9}", fmt_ms(v));
+        }
+        let _ = writeln!(s, " {:>9}", fmt_ms(r.latency_ms.corrected.max));
+    }
+    let _ = writeln!(s, "\nErrors");
+    let _ = write!(s, "  {:<w$}", "system");
+    for k in ErrorKind::ALL {
+        let _ = write!(s, " {:>15}", k.name());
+    }
+    let _ = writeln!(s, " {:>10} {:>10}", "completed", "intended");
+    for (n, r) in names.iter().zip(results) {
+        let _ = write!(s, "  {n:<w$}");
+        for k in ErrorKind::ALL {
+            let _ = write!(s, " {:>15}", r.errors.get(k));
+        }
+        let _ = writeln!(
+            s,
+            " {:>10} {:>10}",
+            r.requests.completed, r.requests.intended
+        );
+    }
+    if results.iter().any(|r| r.lab.is_some()) {
+        let _ = writeln!(
+            s,
+            "\nEndpoint propagation (ms: min / median / max; added: ready to first response, removed: stop to last response)"
+        );
+        let fmt = |sp: &results::Spread| match (sp.min, sp.median, sp.max) {
+            (Some(a), Some(b), Some(c)) => format!("{a:.0} / {b:.0} / {c:.0} (n={})", sp.n),
+            _ => "-".to_string(),
+        };
+        let _ = writeln!(s, "  {:<w$} {:>28} {:>28}", "system", "added", "removed");
+        for (n, r) in names.iter().zip(results) {
+            if let Some(l) = &r.lab {
+                let never = l
+                    .propagation
+                    .added
+                    .iter()
+                    .filter(|e| e.propagation_ms.is_none())
+                    .count();
+                let _ = writeln!(
+                    s,
+                    "  {n:<w$} {:>28} {:>28}{}",
+                    fmt(&l.propagation.added_ms),
+                    fmt(&l.propagation.removed_ms),
+                    if never > 0 {
+                        format!("  ({never} added backends never answered)")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
+        let _ = writeln!(
+            s,
+            "\nWorst change per system (by max latency in its window)"
+        );
+        for (n, r) in names.iter().zip(results) {
+            let Some(l) = &r.lab else { continue };
+            match l
+                .windows
+                .iter()
+                .max_by(|a, b| a.max_ms.total_cmp(&b.max_ms))
+            {
+                Some(wd) => {
+                    let errs: u64 = wd.errors.values().sum();
+                    let _ = writeln!(
+                        s,
+                        "  {n:<w$} {} at {:.1}s: p99 {}, max {}, {errs} errors",
+                        wd.change,
+                        wd.from_ms / 1000.0,
+                        fmt_ms(wd.p99_ms),
+                        fmt_ms(wd.max_ms)
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "  {n:<w$} no changes");
+                }
+            }
+            if l.proxy_died {
+                let _ = writeln!(s, "  {n:<w$} WARNING: the proxy died during the run");
+            }
+        }
+    }
+    for (n, r) in names.iter().zip(results) {
+        for wline in warnings(r) {
+            let _ = writeln!(s, "WARNING: {n}: {wline}");
+        }
+    }
+    s
+}
+
+fn fmt_secs(s: f64) -> String {
+    if s >= 60.0 && (s % 60.0).abs() < 1e-9 {
+        format!("{}m", s / 60.0)
+    } else if (s - s.round()).abs() < 1e-9 {
+        format!("{}s", s.round())
+    } else {
+        format!("{s:.2}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use results::{Requests, RunResult};
+
+    #[test]
+    fn units_like_wrk() {
+        assert_eq!(fmt_ms(0.8125), "812.50us");
+        assert_eq!(fmt_ms(1.234), "1.23ms");
+        assert_eq!(fmt_ms(2500.0), "2.50s");
+        assert_eq!(fmt_ms(120_000.0), "2.00m");
+        assert_eq!(fmt_bytes(2048.0), "2.00KB");
+        assert_eq!(fmt_secs(180.0), "3m");
+        assert_eq!(fmt_secs(10.0), "10s");
+    }
+
+    #[test]
+    fn untrustworthy_results_are_flagged() {
+        let mut r = RunResult {
+            requests: Requests {
+                intended: 100,
+                sent: 90,
+                completed: 90,
+                not_sent: 10,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        r.rate.target = Some(100.0);
+        r.rate.achieved = 90.0;
+        r.rate.reached = false;
+        r.generator.overloaded = true;
+        r.partial = true;
+        let w = warnings(&r);
+        assert_eq!(w.len(), 3, "{w:?}");
+        let s = summary(&r, false);
+        assert_eq!(s.matches("WARNING:").count(), 3);
+        assert!(s.contains("intended 100 = completed 90 + failed 0 + not sent 10"));
+        r.requests.completed = 89;
+        assert!(warnings(&r).iter().any(|w| w.contains("bug")));
+    }
+}

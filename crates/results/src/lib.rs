@@ -1,0 +1,526 @@
+//! Result types shared by every part: error kinds, percentile sets, the
+//! `ingressbench/result/v1` document, the stored histogram format, the run's clock and
+//! timestamps. Nothing here opens a socket or starts a process, so the engine, the lab,
+//! the runner and the reports can all depend on it without depending on each other;
+//! the only I/O is writing files atomically ([`fsutil`]).
+
+pub mod clock;
+pub mod duration;
+pub mod fsutil;
+pub mod histogram;
+pub mod time;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Schema identifier written into every result file.
+pub const RESULT_SCHEMA: &str = "ingressbench/result/v1";
+
+/// Why a request failed. The names are the ones users see in tables and JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Refused, reset or unreachable while connecting.
+    Connect,
+    /// No connection (TCP and TLS) within the connect timeout.
+    ConnectTimeout,
+    /// The TLS handshake failed.
+    Tls,
+    /// Reset, EOF or bad bytes while reading a response.
+    Read,
+    /// The request could not be written.
+    Write,
+    /// No full response within the request timeout.
+    Timeout,
+    /// A full response with status >= 400.
+    Status,
+}
+
+impl ErrorKind {
+    /// Every kind, in the order tables show them.
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::Connect,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::Tls,
+        ErrorKind::Read,
+        ErrorKind::Write,
+        ErrorKind::Timeout,
+        ErrorKind::Status,
+    ];
+
+    /// The kind's name in JSON and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Tls => "tls",
+            ErrorKind::Read => "read",
+            ErrorKind::Write => "write",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Status => "status",
+        }
+    }
+
+    /// Position in [`ErrorKind::ALL`], for counting in a fixed array.
+    #[inline]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Error counts by kind, plus each HTTP status >= 400 seen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Errors {
+    pub connect: u64,
+    pub connect_timeout: u64,
+    pub tls: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+    pub status: u64,
+    /// Status code (as a string, e.g. "503") to count.
+    pub status_codes: BTreeMap<String, u64>,
+}
+
+impl Errors {
+    /// Builds the table from an array indexed by [`ErrorKind::index`].
+    pub fn from_counts(counts: &[u64; 7], status_codes: BTreeMap<String, u64>) -> Self {
+        Errors {
+            connect: counts[0],
+            connect_timeout: counts[1],
+            tls: counts[2],
+            read: counts[3],
+            write: counts[4],
+            timeout: counts[5],
+            status: counts[6],
+            status_codes,
+        }
+    }
+
+    /// The count of one kind.
+    pub fn get(&self, kind: ErrorKind) -> u64 {
+        match kind {
+            ErrorKind::Connect => self.connect,
+            ErrorKind::ConnectTimeout => self.connect_timeout,
+            ErrorKind::Tls => self.tls,
+            ErrorKind::Read => self.read,
+            ErrorKind::Write => self.write,
+            ErrorKind::Timeout => self.timeout,
+            ErrorKind::Status => self.status,
+        }
+    }
+
+    /// All errors of every kind.
+    pub fn total(&self) -> u64 {
+        ErrorKind::ALL.iter().map(|k| self.get(*k)).sum()
+    }
+}
+
+/// The percentiles every latency figure reports, in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50: f64,
+    pub p75: f64,
+    pub p90: f64,
+    pub p99: f64,
+    #[serde(rename = "p99.9")]
+    pub p99_9: f64,
+    #[serde(rename = "p99.99")]
+    pub p99_99: f64,
+    #[serde(rename = "p99.999")]
+    pub p99_999: f64,
+    #[serde(rename = "p99.9999")]
+    pub p99_9999: f64,
+    pub max: f64,
+    pub mean: f64,
+    pub stdev: f64,
+    /// Number of values the figures were computed from.
+    pub count: u64,
+}
+
+impl Percentiles {
+    /// The quantiles (as fractions) behind the `pNN` fields, in field order, with
+    /// their labels: the "nines" every table and chart uses.
+    pub const QUANTILES: [(f64, &'static str); 8] = [
+        (0.50, "50"),
+        (0.75, "75"),
+        (0.90, "90"),
+        (0.99, "99"),
+        (0.999, "99.9"),
+        (0.9999, "99.99"),
+        (0.99999, "99.999"),
+        (0.999999, "99.9999"),
+    ];
+
+    /// The `pNN` values in the order of [`Percentiles::QUANTILES`].
+    pub fn values(&self) -> [f64; 8] {
+        [
+            self.p50,
+            self.p75,
+            self.p90,
+            self.p99,
+            self.p99_9,
+            self.p99_99,
+            self.p99_999,
+            self.p99_9999,
+        ]
+    }
+}
+
+/// Latency from the intended send time, from the actual send time, and the
+/// generator's own delay in sending.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub corrected: Percentiles,
+    pub uncorrected: Percentiles,
+    pub generator_lag: Percentiles,
+}
+
+/// The request balance: `intended = completed + failed + not_sent + unfinished`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    /// Requests the schedule called for in the measured window.
+    pub intended: u64,
+    /// Requests the engine started (connect or write begun).
+    pub sent: u64,
+    /// Full responses with status < 400.
+    pub completed: u64,
+    /// Requests that ended in an error of any kind (status >= 400 included).
+    pub failed: u64,
+    /// Intended requests never started: their connection was still busy at the end.
+    pub not_sent: u64,
+    /// Requests still in flight when an interrupted run gave up waiting for them.
+    pub unfinished: u64,
+}
+
+impl Requests {
+    /// Whether every intended request is accounted for exactly once.
+    pub fn balanced(&self) -> bool {
+        self.intended == self.completed + self.failed + self.not_sent + self.unfinished
+            && self.sent == self.completed + self.failed + self.unfinished
+    }
+}
+
+/// Target and achieved request rates, per second.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    /// The `-R` rate; `null` in `--max` mode.
+    pub target: Option<f64>,
+    /// Requests started per second of the measured window.
+    pub achieved: f64,
+    /// Successful responses per second of the measured window.
+    pub completed_per_s: f64,
+    /// Whether `achieved` is at least 99 % of `target` (always true with `--max`).
+    pub reached: bool,
+}
+
+/// How the generator itself fared: results from an overloaded generator are not valid.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Generator {
+    /// True when the generator could not send on time (lag p99 over the limit).
+    pub overloaded: bool,
+    /// 99th percentile of the generator's lag, in milliseconds.
+    pub lag_p99_ms: f64,
+    /// The lag p99 above which the generator counts as overloaded, in milliseconds.
+    pub lag_limit_ms: f64,
+    /// CPU time the generator used (user + system), in seconds.
+    pub cpu_s: f64,
+    /// Resolution of the clock, in nanoseconds.
+    pub clock_resolution_ns: u64,
+}
+
+/// TLS figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsStats {
+    /// Handshakes completed in the measured window.
+    pub handshakes: u64,
+    /// Of those, how many resumed a session.
+    pub resumed: u64,
+    /// Negotiated protocol version, e.g. "TLSv1.3".
+    pub version: Option<String>,
+}
+
+/// One second of the run (by completion time).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    /// Seconds since the start of the measured window (the second's start).
+    pub t: u64,
+    /// Requests started in this second.
+    pub sent: u64,
+    /// Successful responses in this second.
+    pub completed: u64,
+    /// Errors of any kind in this second.
+    pub errors: u64,
+    /// Errors by kind in this second (kinds with zero omitted).
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Corrected latency percentiles of the responses in this second, in ms.
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Responses per backend id in this second.
+    pub backends: BTreeMap<String, u64>,
+}
+
+/// The load settings, as resolved.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoadConfig {
+    pub url: String,
+    pub method: String,
+    pub threads: usize,
+    pub connections: usize,
+    pub duration_s: f64,
+    pub warmup_s: f64,
+    pub rate: Option<f64>,
+    pub max: bool,
+    pub schedule: String,
+    pub timeout_s: f64,
+    pub connect_timeout_s: f64,
+    pub new_connection: bool,
+    pub tls_version: Option<String>,
+    pub tls_resume: bool,
+    pub headers: Vec<String>,
+    pub body_bytes: usize,
+    pub backend_header: String,
+}
+
+/// The `ingressbench/result/v1` document: everything one load run measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    pub schema: String,
+    /// True when the run was interrupted (or the system under test failed) before
+    /// its planned end: the figures cover only what was measured.
+    pub partial: bool,
+    pub target: String,
+    pub config: LoadConfig,
+    /// RFC 3339 UTC time of the start of the measured window.
+    pub started_at: String,
+    /// Length of the measured window, in seconds.
+    pub duration_s: f64,
+    pub rate: Rate,
+    pub requests: Requests,
+    pub errors: Errors,
+    pub latency_ms: Latency,
+    pub timeline: Vec<TimelineEntry>,
+    /// Responses per backend id over the whole run.
+    pub backends: BTreeMap<String, u64>,
+    /// Per backend id: when its first and last response arrived, in ms from the start
+    /// of the measured window (endpoint propagation is computed from these).
+    #[serde(default)]
+    pub backends_seen: BTreeMap<String, [f64; 2]>,
+    /// Bytes of responses read (headers and body), measured window only.
+    pub bytes_read: u64,
+    pub tls: TlsStats,
+    pub generator: Generator,
+    /// The corrected histogram (µs), HdrHistogram V2 deflate, base64.
+    pub histogram: String,
+    /// The uncorrected histogram (µs), same encoding.
+    pub histogram_uncorrected: String,
+    /// What a lab run adds: the system, its events, their impact, propagation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lab: Option<LabInfo>,
+    /// A sample of individual requests (`--sample FRACTION`), for scatter charts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples: Option<Samples>,
+    /// Where the run happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<Machine>,
+    /// The ingressbench version that measured it.
+    #[serde(default)]
+    pub ingressbench_version: String,
+}
+
+/// The machine a run happened on.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpu_model: String,
+    pub cores: usize,
+    pub kernel: String,
+    pub hostname: String,
+}
+
+/// A random sample of individual requests, stored by column (compact in JSON).
+/// Row `i` of every column is one request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Samples {
+    /// The fraction of requests sampled (0-1].
+    pub fraction: f64,
+    /// Intended send time, ms from the start of the measured window.
+    pub t_ms: Vec<f64>,
+    /// Corrected latency in ms: to the full response, or to the error.
+    pub latency_ms: Vec<f64>,
+    /// HTTP status; 0 when there was no response (a transport error or timeout).
+    pub status: Vec<u16>,
+    /// 0: no error; otherwise 1 + the index of the kind in `error_kinds`.
+    pub error: Vec<u8>,
+    /// Names of the error kinds, in the order `error` indexes them (minus one).
+    pub error_kinds: Vec<String>,
+    /// Index into `backend_ids` of the backend that answered; -1 when none said.
+    pub backend: Vec<i32>,
+    pub backend_ids: Vec<String>,
+}
+
+impl Samples {
+    pub fn len(&self) -> usize {
+        self.t_ms.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.t_ms.is_empty()
+    }
+
+    /// The error kind of row `i`, if it failed.
+    pub fn error_kind(&self, i: usize) -> Option<&str> {
+        match self.error.get(i) {
+            Some(0) | None => None,
+            Some(k) => self.error_kinds.get(*k as usize - 1).map(String::as_str),
+        }
+    }
+}
+
+/// A change to the system under test, or a step of one, on the load's clock.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Milliseconds from the start of the measured window (negative: during setup).
+    pub t_ms: f64,
+    /// `scale_requested`, `backend_ready`, `backend_stopping`, `endpoints_requested`,
+    /// `endpoints_applied`, `route_requested`, `route_applied`, `reload_requested`,
+    /// `reload_done`, `restart_requested`, `restart_done`, `proxy_died`, `change_failed`.
+    pub kind: String,
+    /// What it was about: a backend id, a route name, a replica count, an error.
+    pub detail: String,
+    /// For a step that completes another (`*_applied`, `*_done`, `backend_ready`):
+    /// how long it took from its request, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub took_ms: Option<f64>,
+}
+
+/// The load's figures in the window from one change until the next.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct EventWindow {
+    /// The change: kind and detail of its first event (e.g. "scale 7").
+    pub change: String,
+    pub from_ms: f64,
+    pub until_ms: f64,
+    /// Successful responses, errors by kind, and the corrected latency (the largest
+    /// per-second p99, and the max) over the seconds the window touches.
+    pub completed: u64,
+    pub errors: BTreeMap<String, u64>,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+}
+
+/// How long one backend took to start or stop receiving traffic.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PropagationEntry {
+    pub backend: String,
+    /// When it became ready (added) or was told to stop (removed), ms from start.
+    pub at_ms: f64,
+    /// Added: from ready to its first response through the proxy. Removed: from the
+    /// stop to its last response. `null`: it never answered through the proxy.
+    pub propagation_ms: Option<f64>,
+    /// Removed only: errors in the seconds from its removal to its last response.
+    pub errors_between: u64,
+}
+
+/// Minimum, median and maximum of a set of times, in ms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub n: usize,
+    pub min: Option<f64>,
+    pub median: Option<f64>,
+    pub max: Option<f64>,
+}
+
+impl Spread {
+    /// The spread of `values`.
+    pub fn of(values: &[f64]) -> Spread {
+        let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+        v.sort_by(|a, b| a.total_cmp(b));
+        let median = match v.len() {
+            0 => None,
+            n if n % 2 == 1 => Some(v[n / 2]),
+            n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        };
+        Spread {
+            n: v.len(),
+            min: v.first().copied(),
+            median,
+            max: v.last().copied(),
+        }
+    }
+}
+
+/// Endpoint propagation of a run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Propagation {
+    pub added: Vec<PropagationEntry>,
+    pub removed: Vec<PropagationEntry>,
+    pub added_ms: Spread,
+    pub removed_ms: Spread,
+}
+
+/// What a lab run adds to a result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabInfo {
+    /// The profile, e.g. `nginx-reload`.
+    pub system: String,
+    pub scenario: String,
+    /// Versions of the proxy and its parts, e.g. `{"nginx": "1.22.1"}`.
+    pub versions: BTreeMap<String, String>,
+    pub events: Vec<Event>,
+    pub windows: Vec<EventWindow>,
+    pub propagation: Propagation,
+    /// The proxy process died during the run.
+    pub proxy_died: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentile_keys_are_the_nines() {
+        let v = serde_json::to_value(Percentiles::default()).unwrap();
+        for k in [
+            "p50", "p75", "p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max", "mean",
+            "stdev",
+        ] {
+            assert!(v.get(k).is_some(), "missing {k}");
+        }
+    }
+
+    #[test]
+    fn balance_detects_a_lost_request() {
+        let mut r = Requests {
+            intended: 10,
+            sent: 9,
+            completed: 7,
+            failed: 2,
+            not_sent: 1,
+            unfinished: 0,
+        };
+        assert!(r.balanced());
+        r.completed = 6;
+        assert!(!r.balanced());
+    }
+
+    #[test]
+    fn spread_of_values() {
+        let s = Spread::of(&[3.0, 1.0, 2.0]);
+        assert_eq!(
+            (s.n, s.min, s.median, s.max),
+            (3, Some(1.0), Some(2.0), Some(3.0))
+        );
+        assert_eq!(Spread::of(&[1.0, 4.0]).median, Some(2.5));
+        assert_eq!(Spread::of(&[]).median, None);
+    }
+
+    #[test]
+    fn error_kind_indices_match_all() {
+        for (i, k) in ErrorKind::ALL.iter().enumerate() {
+            assert_eq!(k.index(), i);
+        }
+        let e = Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7], BTreeMap::new());
+        assert_eq!(e.get(ErrorKind::Write), 5);
+        assert_eq!(e.total(), 28);
+    }
+}

@@ -1,0 +1,588 @@
+//! Runs a scenario: for each system under test in turn, start the backends and the
+//! proxy, start the load, apply the changes while it runs, then stop everything and
+//! write what was measured.
+//!
+//! The runner talks to proxies only through [`Driver`]; it never knows which one it
+//! drives. Every change is logged twice on the load's clock: when it was asked for
+//! and when it took effect, so a latency spike can be tied to the change behind it.
+
+use super::{Scenario, Step};
+use engine::{self, tls::TlsOptions, LoadSpec};
+use lab::backends::{BackendSpec, Pool, StopMode};
+use lab::{certs, driver_for, ports, Driver, DriverContext, LabError};
+use results::clock::{Clock, Nanos};
+use results::{Event, EventWindow, LabInfo, Propagation, PropagationEntry, RunResult, Spread};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+/// Why a scenario run failed (as opposed to a system misbehaving, which is data).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{system}: {source}")]
+    Lab {
+        system: String,
+        #[source]
+        source: LabError,
+    },
+    #[error("{0}")]
+    Setup(String),
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// How to run a scenario.
+pub struct RunOptions {
+    /// Results folder (created).
+    pub out_dir: PathBuf,
+    /// Only these systems (names), in the scenario's order.
+    pub only: Vec<String>,
+    /// The ingressbench binary, for the built-in backend.
+    pub exe: PathBuf,
+    /// Set by a signal handler: finish the current system early, write, stop.
+    pub stop: Arc<AtomicBool>,
+    /// Called with a line of progress now and then.
+    pub progress: Box<dyn FnMut(&str)>,
+    /// Called with each system's result once it is on disk: the binary renders the
+    /// line (the runner knows no report formatting).
+    pub system_done: Box<dyn FnMut(&RunResult)>,
+}
+
+/// What a scenario run produced.
+pub struct RunOutput {
+    pub results: Vec<RunResult>,
+    pub partial: bool,
+}
+
+/// Runs `scn` (already `--quick`-ed if asked) and writes its results folder: the
+/// scenario, and per system `result.json` and `events.json`. The summary is the
+/// caller's to render.
+///
+/// # Errors
+/// [`RunError`] when a system cannot be set up; systems already run keep their
+/// results on disk.
+pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput, RunError> {
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| RunError::Io { what, source }
+    };
+    std::fs::create_dir_all(&opts.out_dir).map_err(io("create the results folder"))?;
+    results::fsutil::write_atomic(&opts.out_dir.join("scenario.yaml"), text.as_bytes())
+        .map_err(io("write scenario.yaml"))?;
+    let effective = serde_json::to_vec_pretty(scn).unwrap_or_default();
+    results::fsutil::write_atomic(&opts.out_dir.join("scenario.effective.json"), &effective)
+        .map_err(io("write scenario.effective.json"))?;
+    let systems: Vec<&'static str> = scn
+        .systems
+        .iter()
+        .map(|p| p.name())
+        .filter(|n| opts.only.is_empty() || opts.only.iter().any(|o| o == n))
+        .collect();
+    if systems.is_empty() {
+        return Err(RunError::Setup(format!(
+            "--only {}: none of these is in the scenario (it has: {})",
+            opts.only.join(","),
+            scn.systems
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let mut results = Vec::new();
+    let mut partial = false;
+    for name in systems {
+        if opts.stop.load(Ordering::Relaxed) {
+            partial = true;
+            break;
+        }
+        (opts.progress)(&format!("{name}: starting"));
+        let r = run_system(scn, name, &opts)?;
+        partial |= r.partial;
+        let dir = opts.out_dir.join(name);
+        let mut bytes = serde_json::to_vec_pretty(&r).unwrap_or_default();
+        bytes.push(b'\n');
+        results::fsutil::write_atomic(&dir.join("result.json"), &bytes)
+            .map_err(io("write result.json"))?;
+        if let Some(lab) = &r.lab {
+            let ev = serde_json::to_vec_pretty(&lab.events).unwrap_or_default();
+            results::fsutil::write_atomic(&dir.join("events.json"), &ev)
+                .map_err(io("write events.json"))?;
+        }
+        (opts.system_done)(&r);
+        results.push(r);
+    }
+    Ok(RunOutput { results, partial })
+}
+
+/// The event log of one system, on the load's clock.
+struct Events {
+    clock: Clock,
+    /// Clock time of the start of the measured window (0 until known).
+    origin: Nanos,
+    list: Vec<(Nanos, String, String, Option<f64>)>,
+}
+
+impl Events {
+    fn log(&mut self, kind: &str, detail: impl Into<String>, took: Option<Duration>) -> Nanos {
+        let t = self.clock.now();
+        self.list.push((
+            t,
+            kind.to_string(),
+            detail.into(),
+            took.map(|d| d.as_secs_f64() * 1000.0),
+        ));
+        t
+    }
+
+    fn to_events(&self) -> Vec<Event> {
+        self.list
+            .iter()
+            .map(|(t, k, d, took)| Event {
+                t_ms: (*t as f64 - self.origin as f64) / 1e6,
+                kind: k.clone(),
+                detail: d.clone(),
+                took_ms: *took,
+            })
+            .collect()
+    }
+}
+
+/// Everything one system's run holds; dropping it stops every process.
+struct System {
+    driver: Box<dyn Driver>,
+    pool: Pool,
+    events: Events,
+    stop_mode: StopMode,
+    stop: Arc<AtomicBool>,
+    /// Clock time at which the load ends.
+    end: Nanos,
+    proxy_died: bool,
+    /// Backends that became ready (id, time) and were removed (id, time).
+    added: Vec<(String, Nanos)>,
+    removed: Vec<(String, Nanos)>,
+    settle_timeout: Duration,
+}
+
+impl Drop for System {
+    fn drop(&mut self) {
+        let _ = self.driver.stop();
+        self.pool.stop_all();
+    }
+}
+
+fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult, RunError> {
+    let lab = |source| RunError::Lab {
+        system: name.to_string(),
+        source,
+    };
+    let out_dir = opts.out_dir.join(name);
+    std::fs::create_dir_all(&out_dir).map_err(|source| RunError::Io {
+        what: format!("create {}", out_dir.display()),
+        source,
+    })?;
+    // Scratch space (pid files, sockets, certificates) goes when this guard drops.
+    let work = tempfile::Builder::new()
+        .prefix("ingressbench-run-")
+        .tempdir()
+        .map_err(|source| RunError::Io {
+            what: "create a temp folder".into(),
+            source,
+        })?;
+    let key = match scn.tls.key {
+        super::Key::Rsa2048 => certs::KeyType::Rsa2048,
+        super::Key::EcdsaP256 => certs::KeyType::EcdsaP256,
+    };
+    let (cert, keyf) = certs::generate(work.path(), key).map_err(lab)?;
+    let p = ports::free_ports(2).map_err(|source| RunError::Io {
+        what: "choose free ports".into(),
+        source,
+    })?;
+    let ctx = DriverContext {
+        work_dir: work.path().to_path_buf(),
+        out_dir: out_dir.clone(),
+        cert: cert.clone(),
+        key: keyf,
+        https_port: p[0],
+        http_port: p[1],
+        upstream_keepalive: 100,
+        upstream_keepalive_requests: 100_000_000,
+        worker_connections: 10_000,
+    };
+    let spec = BackendSpec {
+        exe: opts.exe.clone(),
+        body_size: scn.backends.body_size,
+        delay: scn.backends.delay.clone(),
+        drain_timeout: scn.backends.drain_timeout.0,
+        workers: 1,
+    };
+    let clock = Clock::start();
+    let mut sys = System {
+        driver: driver_for(name).map_err(lab)?,
+        pool: Pool::new(spec, work.path(), &out_dir),
+        events: Events {
+            clock,
+            origin: 0,
+            list: Vec::new(),
+        },
+        stop_mode: scn.backends.stop.into(),
+        stop: opts.stop.clone(),
+        end: u64::MAX,
+        proxy_died: false,
+        added: Vec::new(),
+        removed: Vec::new(),
+        settle_timeout: Duration::from_secs(10),
+    };
+    for _ in 0..scn.backends.replicas {
+        sys.pool.start_one().map_err(lab)?;
+    }
+    sys.driver
+        .prepare(&ctx, &sys.pool.endpoints())
+        .map_err(lab)?;
+    sys.driver.start().map_err(lab)?;
+    sys.driver
+        .wait_ready(Duration::from_secs(15))
+        .map_err(lab)?;
+    let versions: BTreeMap<String, String> = sys.driver.versions().into_iter().collect();
+
+    let (scheme, port) = if scn.tls.enabled {
+        ("https", ctx.https_port)
+    } else {
+        ("http", ctx.http_port)
+    };
+    let url = format!("{scheme}://127.0.0.1:{port}/");
+    let load = &scn.load;
+    let spec = LoadSpec {
+        url: url.clone(),
+        method: "GET".into(),
+        headers: Vec::new(),
+        body: Vec::new(),
+        threads: Some(load.threads),
+        connections: load.connections,
+        rate: Some(load.rate),
+        schedule: load.schedule.clone(),
+        duration: load.duration.0,
+        warmup: load.warmup.0,
+        timeout: load.timeout.0,
+        connect_timeout: load.connect_timeout.0,
+        new_connection: load.new_connection,
+        tls: TlsOptions {
+            insecure: false,
+            cacert: scn.tls.enabled.then(|| cert.clone()),
+            version: scn.tls.enabled.then(|| match scn.tls.version {
+                super::TlsVersion::V12 => "1.2".to_string(),
+                super::TlsVersion::V13 => "1.3".to_string(),
+            }),
+            resume: false,
+        },
+        backend_header: "x-backend".into(),
+        sample: load.sample,
+    };
+    let (plan, config) = spec.resolve().map_err(RunError::Setup)?;
+
+    // The load runs on its own thread; this one applies the changes.
+    let engine_stop = Arc::new(AtomicBool::new(false));
+    let (start_tx, start_rx) = mpsc::channel();
+    let es = engine_stop.clone();
+    let handle = std::thread::Builder::new()
+        .name("ib-load".into())
+        .spawn(move || {
+            engine::run_with(
+                &plan,
+                clock,
+                es,
+                move |t| {
+                    let _ = start_tx.send(t);
+                },
+                |_| {},
+            )
+        })
+        .map_err(|source| RunError::Io {
+            what: "start the load".into(),
+            source,
+        })?;
+    let origin = start_rx.recv().unwrap_or(0);
+    sys.events.origin = origin;
+    sys.end = origin + load.duration.0.as_nanos() as Nanos;
+    // Warm-up first, unchanged; the changes start with the measured window.
+    sys.sleep_until(origin);
+    run_steps(&mut sys, &scn.changes, 0);
+    sys.sleep_until(sys.end);
+    let interrupted = sys.stop.load(Ordering::Relaxed);
+    if interrupted {
+        engine_stop.store(true, Ordering::Relaxed);
+    }
+    let outcome = match handle.join() {
+        Ok(Ok(o)) => o,
+        Ok(Err(e)) => return Err(RunError::Setup(e.to_string())),
+        Err(_) => return Err(RunError::Setup("the load thread panicked".into())),
+    };
+    let mut result = outcome.to_result(&url, config);
+    result.partial |= interrupted;
+    let events = sys.events.to_events();
+    let windows = windows(&events, &result);
+    let propagation = propagation(&sys, &result);
+    result.lab = Some(LabInfo {
+        system: name.to_string(),
+        scenario: scn.name.clone(),
+        versions,
+        events,
+        windows,
+        propagation,
+        proxy_died: sys.proxy_died,
+    });
+    drop(sys);
+    Ok(result)
+}
+
+impl System {
+    fn done(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || self.events.clock.now() >= self.end
+    }
+
+    /// Waits until `t` (clock time) or the end of the load, watching the proxy.
+    fn sleep_until(&mut self, t: Nanos) {
+        loop {
+            self.watch();
+            let now = self.events.clock.now();
+            if now >= t || self.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let left = Duration::from_nanos(t - now).min(Duration::from_millis(20));
+            std::thread::sleep(left);
+        }
+    }
+
+    /// Notices a proxy that died (once) and reaps drained backends.
+    fn watch(&mut self) {
+        if !self.proxy_died && !self.driver.alive() {
+            self.proxy_died = true;
+            self.events.log("proxy_died", self.driver.name(), None);
+        }
+        self.pool.reap();
+    }
+
+    fn change<F>(&mut self, requested: &str, detail: &str, done: &str, f: F)
+    where
+        F: FnOnce(&mut dyn Driver) -> Result<(), LabError>,
+    {
+        let t0 = Instant::now();
+        self.events.log(requested, detail, None);
+        let res = f(self.driver.as_mut()).and_then(|_| self.driver.settle(self.settle_timeout));
+        match res {
+            Ok(()) => {
+                self.events.log(done, detail, Some(t0.elapsed()));
+            }
+            Err(e) => {
+                self.events.log(
+                    "change_failed",
+                    format!("{detail}: {e}"),
+                    Some(t0.elapsed()),
+                );
+            }
+        }
+    }
+
+    fn scale(&mut self, to: u32, mode: StopMode) {
+        let have = self.pool.len() as u32;
+        if to == have {
+            return;
+        }
+        self.events
+            .log("scale_requested", format!("{have} -> {to}"), None);
+        if to > have {
+            for _ in have..to {
+                let t = Instant::now();
+                match self.pool.start_one() {
+                    Ok(ep) => {
+                        let at = self.events.log("backend_ready", &ep.id, Some(t.elapsed()));
+                        self.added.push((ep.id, at));
+                    }
+                    Err(e) => {
+                        self.events
+                            .log("change_failed", format!("start backend: {e}"), None);
+                    }
+                }
+            }
+        } else {
+            // As in Kubernetes, the pod is told to stop and the endpoint is removed
+            // at the same time; the proxy learns of it when it learns of it.
+            for _ in to..have {
+                let Some(victim) = self.pool.victim() else {
+                    break;
+                };
+                self.pool.stop(&victim.id, mode);
+                let at = self.events.log(
+                    "backend_stopping",
+                    format!("{} ({})", victim.id, mode.name()),
+                    None,
+                );
+                self.removed.push((victim.id, at));
+            }
+        }
+        let eps = self.pool.endpoints();
+        let detail = eps
+            .iter()
+            .map(|e| e.id.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        self.change("endpoints_requested", &detail, "endpoints_applied", |d| {
+            d.set_endpoints(&eps)
+        });
+    }
+}
+
+/// Runs steps until they end or the load does. `depth` bounds nested repeats.
+fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
+    for st in steps {
+        if sys.done() {
+            return;
+        }
+        match st {
+            Step::Wait(d) => {
+                let until = sys.events.clock.now() + d.0.as_nanos() as Nanos;
+                sys.sleep_until(until.min(sys.end));
+            }
+            Step::Scale(s) => {
+                let mode = s.stop.map(StopMode::from).unwrap_or(sys.stop_mode);
+                sys.scale(s.to, mode);
+            }
+            Step::Route(r) => {
+                let route = r.route();
+                sys.change("route_requested", route.name(), "route_applied", |d| {
+                    d.apply_route(route)
+                });
+            }
+            Step::Reload(true) => {
+                sys.change("reload_requested", "", "reload_done", |d| d.reload());
+            }
+            Step::Restart(true) => {
+                let eps = sys.pool.endpoints();
+                sys.change("restart_requested", "", "restart_done", |d| {
+                    d.stop()?;
+                    d.start()?;
+                    d.wait_ready(Duration::from_secs(15))?;
+                    d.set_endpoints(&eps)
+                });
+            }
+            Step::Reload(false) | Step::Restart(false) => {}
+            Step::Repeat(r) => {
+                let mut n = 0;
+                while !sys.done() && r.times.is_none_or(|t| n < t) && depth < 4 {
+                    run_steps(sys, &r.steps, depth + 1);
+                    n += 1;
+                }
+            }
+        }
+    }
+}
+
+/// The load's figures between each change and the next, from the per-second
+/// timeline (so a window is as fine as a second).
+fn windows(events: &[Event], r: &RunResult) -> Vec<EventWindow> {
+    let starts: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.kind.ends_with("_requested") && e.kind != "endpoints_requested")
+        .collect();
+    let end_ms = r.duration_s * 1000.0;
+    let mut out = Vec::new();
+    for (i, e) in starts.iter().enumerate() {
+        if e.t_ms < 0.0 || e.t_ms >= end_ms {
+            continue;
+        }
+        let until = starts.get(i + 1).map_or(end_ms, |n| n.t_ms.min(end_ms));
+        let mut w = EventWindow {
+            change: format!("{} {}", e.kind.trim_end_matches("_requested"), e.detail)
+                .trim()
+                .to_string(),
+            from_ms: e.t_ms,
+            until_ms: until,
+            ..Default::default()
+        };
+        let (s0, s1) = (
+            (e.t_ms / 1000.0).floor() as u64,
+            (until / 1000.0).ceil() as u64,
+        );
+        for s in r
+            .timeline
+            .iter()
+            .filter(|s| s.t >= s0 && s.t < s1.max(s0 + 1))
+        {
+            w.completed += s.completed;
+            for (k, v) in &s.errors_by_kind {
+                *w.errors.entry(k.clone()).or_default() += v;
+            }
+            w.p99_ms = w.p99_ms.max(s.p99);
+            w.max_ms = w.max_ms.max(s.max);
+        }
+        out.push(w);
+    }
+    out
+}
+
+/// Propagation of added and removed backends, from when each response arrived.
+fn propagation(sys: &System, r: &RunResult) -> Propagation {
+    let rel = |t: Nanos| (t as f64 - sys.events.origin as f64) / 1e6;
+    let mut p = Propagation::default();
+    for (id, at) in &sys.added {
+        let at_ms = rel(*at);
+        let seen = r.backends_seen.get(id).map(|s| s[0] - at_ms);
+        p.added.push(PropagationEntry {
+            backend: id.clone(),
+            at_ms,
+            propagation_ms: seen.map(|v| v.max(0.0)),
+            errors_between: 0,
+        });
+    }
+    for (id, at) in &sys.removed {
+        let at_ms = rel(*at);
+        let last = r.backends_seen.get(id).map(|s| s[1] - at_ms);
+        let errors_between = match last {
+            Some(d) if d > 0.0 => {
+                let (s0, s1) = (
+                    (at_ms / 1000.0).floor() as u64,
+                    ((at_ms + d) / 1000.0).ceil() as u64,
+                );
+                r.timeline
+                    .iter()
+                    .filter(|s| s.t >= s0 && s.t < s1.max(s0 + 1))
+                    .map(|s| s.errors)
+                    .sum()
+            }
+            _ => 0,
+        };
+        p.removed.push(PropagationEntry {
+            backend: id.clone(),
+            at_ms,
+            propagation_ms: last.map(|v| v.max(0.0)),
+            errors_between,
+        });
+    }
+    let vals = |v: &[PropagationEntry]| -> Vec<f64> {
+        v.iter().filter_map(|e| e.propagation_ms).collect()
+    };
+    p.added_ms = Spread::of(&vals(&p.added));
+    p.removed_ms = Spread::of(&vals(&p.removed));
+    p
+}
+
+/// Where a run's results go by default: `results/<scenario>-<UTC time>`.
+pub fn default_out_dir(scenario: &str) -> PathBuf {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let stamp = results::time::rfc3339(now)
+        .replace([':', '-'], "")
+        .replace('T', "-")
+        .chars()
+        .take(15)
+        .collect::<String>();
+    Path::new("results").join(format!("{scenario}-{stamp}"))
+}

@@ -1,0 +1,118 @@
+use super::*;
+
+const S1: &str = "\
+name: dynamic-endpoints
+systems: [nginx-reload, haproxy-runtime]
+backends:
+  replicas: 5
+  stop: graceful
+tls:
+  version: \"1.3\"
+  key: rsa2048
+load:
+  rate: 2000
+  connections: 100
+  duration: 60s
+changes:
+  - repeat:
+      steps:
+        - scale: 5
+        - wait: 12s
+        - scale: {to: 7, stop: abrupt}
+        - wait: 10s
+  - route: cors
+  - reload: true
+";
+
+fn err(text: &str) -> String {
+    Scenario::parse(text, "my.yaml").unwrap_err().to_string()
+}
+
+#[test]
+fn s1_parses() {
+    let s = Scenario::parse(S1, "s1.yaml").unwrap();
+    assert_eq!(
+        s.systems,
+        vec![Profile::NginxReload, Profile::HaproxyRuntime]
+    );
+    assert_eq!(s.backends.replicas, 5);
+    assert_eq!(s.load.duration.0, Duration::from_secs(60));
+    assert_eq!(s.load.threads, 1);
+    let Step::Repeat(r) = &s.changes[0] else {
+        panic!()
+    };
+    assert_eq!(r.times, None);
+    assert!(matches!(
+        r.steps[2],
+        Step::Scale(ScaleTo {
+            to: 7,
+            stop: Some(Stop::Abrupt)
+        })
+    ));
+    assert!(matches!(s.changes[1], Step::Route(RouteName::Cors)));
+}
+
+#[test]
+fn a_typo_names_the_line_and_the_key() {
+    let e = err(&S1.replace("  replicas: 5", "  replicase: 5"));
+    assert!(e.starts_with("scenario my.yaml: line 4: "), "{e}");
+    assert!(e.contains("replicase"), "{e}");
+    let e = err(&S1.replace("- wait: 12s", "- wiat: 12s"));
+    assert!(e.contains("line 17") && e.contains("wiat"), "{e}");
+    let e = err(&S1.replace("nginx-reload", "nginx-relaod"));
+    assert!(e.contains("line 2") && e.contains("nginx-relaod"), "{e}");
+}
+
+#[test]
+fn wrong_types_and_values_are_rejected() {
+    let e = err(&S1.replace("rate: 2000", "rate: fast"));
+    assert!(e.contains("line 10"), "{e}");
+    let e = err(&S1.replace("rate: 2000", "rate: 0"));
+    assert!(e.contains("load.rate"), "{e}");
+    let e = err(&S1.replace("wait: 12s", "wait: 12x"));
+    assert!(e.contains("line 17") && e.contains("not a duration"), "{e}");
+    let e = err(&S1.replace("- scale: 5", "- scale: 0"));
+    assert!(e.contains("out of range"), "{e}");
+    let e = err(&S1.replace("route: cors", "route: jsonp"));
+    assert!(e.contains("line 20") && e.contains("jsonp"), "{e}");
+    let e = err(&S1.replace("version: \"1.3\"", "version: \"1.1\""));
+    assert!(e.contains("line 7"), "{e}");
+    let e = err(&S1.replace("  connections: 100", "  connections: 100\n  threads: 200"));
+    assert!(e.contains("load.connections"), "{e}");
+    let e = err(&S1.replace("systems: [nginx-reload, haproxy-runtime]", "systems: []"));
+    assert!(e.contains("systems"), "{e}");
+}
+
+#[test]
+fn a_repeat_without_a_wait_is_refused() {
+    let text = S1
+        .replace("        - wait: 12s\n", "")
+        .replace("        - wait: 10s\n", "");
+    assert!(err(&text).contains("must contain a wait"));
+}
+
+#[test]
+fn quick_scales_times_down() {
+    let s = Scenario::parse(S1, "s1.yaml").unwrap().quick();
+    assert_eq!(s.load.duration.0, Duration::from_secs(15));
+    let Step::Repeat(r) = &s.changes[0] else {
+        panic!()
+    };
+    assert!(matches!(r.steps[1], Step::Wait(Dur(d)) if d == Duration::from_secs(3)));
+    let with = format!("{S1}quick:\n  duration: 20s\n  rate: 300\n  time_scale: 0.5\n");
+    let s = Scenario::parse(&with, "s1.yaml").unwrap().quick();
+    assert_eq!((s.load.duration.0.as_secs(), s.load.rate), (20, 300.0));
+}
+
+#[test]
+fn bundled_scenarios_are_valid() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
+    let mut n = 0;
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "yaml") {
+            Scenario::load(&e.path()).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 3, "S1, S3 and S5 are bundled");
+}
