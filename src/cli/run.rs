@@ -93,12 +93,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     };
     let r = runner::run(&s, &text, opts)?;
     let summary = ::report::text::comparison(&s.name, &r.results);
-    results::fsutil::write_atomic(&out.join("summary.txt"), summary.as_bytes())
+    results::folder::RunFolder::new(&out)
+        .write_summary(&summary)
         .map_err(|e| anyhow::anyhow!("write summary.txt: {e}"))?;
     print!("{summary}");
     println!("results written to {}", out.display());
     // Drawn from the files just written, like any later `ingressbench report`.
-    let page = out.join("report.html");
+    let page = out.join(results::folder::REPORT);
     let report = ::report::input::load(std::slice::from_ref(&out))
         .map_err(anyhow::Error::from)
         .and_then(|input| Ok(::report::files::write_all(&input, &page, false)?));

@@ -4,6 +4,7 @@
 //! run becomes one *series*; the order of the series is the order of the report's
 //! colours, so it is fixed here once.
 
+use results::folder::{ReadError, RunFolder, RESULT};
 use results::{RunResult, RESULT_SCHEMA};
 use std::path::{Path, PathBuf};
 
@@ -25,6 +26,16 @@ pub enum InputError {
     Schema { path: String, found: String },
     #[error("no run given")]
     Empty,
+}
+
+impl From<ReadError> for InputError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Io { path, source } => InputError::Read { path, source },
+            ReadError::Parse { path, msg } => InputError::Parse { path, msg },
+            ReadError::Schema { path, found } => InputError::Schema { path, found },
+        }
+    }
 }
 
 /// One run as given on the command line.
@@ -148,45 +159,34 @@ fn load_run(path: &Path) -> Result<(Run, Vec<System>), InputError> {
         let system = loaded.lab.as_ref().map(|l| l.system.clone());
         return Ok((run, vec![(system, loaded)]));
     }
-    let own = path.join("result.json");
+    let own = path.join(RESULT);
     if own.is_file() {
         let loaded = read_result(&own)?;
         run.scenario = loaded.lab.as_ref().map(|l| l.scenario.clone());
         let system = loaded.lab.as_ref().map(|l| l.system.clone());
         return Ok((run, vec![(system, loaded)]));
     }
-    let (order, scenario, description) = read_effective(path);
-    let mut dirs: Vec<String> = std::fs::read_dir(path)
-        .map_err(|source| InputError::Read {
-            path: shown.clone(),
-            source,
-        })?
-        .filter_map(|e| e.ok())
-        .filter(|e| e.path().join("result.json").is_file())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
+    let folder = RunFolder::new(path);
+    let dirs = folder.systems().map_err(|source| InputError::Read {
+        path: shown.clone(),
+        source,
+    })?;
     if dirs.is_empty() {
         return Err(InputError::NotARun { path: shown });
     }
-    // The scenario's order of systems, then any others by name.
-    dirs.sort_by_key(|d| {
-        (
-            order.iter().position(|o| o == d).unwrap_or(usize::MAX),
-            d.clone(),
-        )
-    });
     let mut systems = Vec::new();
     for d in dirs {
-        let loaded = read_result(&path.join(&d).join("result.json"))?;
+        let loaded = folder.read_result(&d)?;
         if run.scenario.is_none() {
             run.scenario = loaded.lab.as_ref().map(|l| l.scenario.clone());
         }
         systems.push((Some(d), loaded));
     }
-    if scenario.is_some() {
-        run.scenario = scenario;
+    let effective = folder.effective();
+    if effective.name.is_some() {
+        run.scenario = effective.name;
     }
-    run.description = description;
+    run.description = effective.description;
     Ok((run, systems))
 }
 
@@ -217,37 +217,9 @@ fn run_name(path: &Path) -> String {
     }
 }
 
-/// The scenario's systems order, name and description from `scenario.effective.json`
-/// (written by `ingressbench run`); empty when absent or unreadable.
-fn read_effective(dir: &Path) -> (Vec<String>, Option<String>, Option<String>) {
-    let Ok(text) = std::fs::read_to_string(dir.join("scenario.effective.json")) else {
-        return (Vec::new(), None, None);
-    };
-    let Ok(v) = serde_json::from_str::<serde_json::Value>(&text) else {
-        return (Vec::new(), None, None);
-    };
-    let systems = v
-        .get("systems")
-        .and_then(|s| s.as_array())
-        .map(|a| {
-            a.iter()
-                .filter_map(|x| x.as_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    let s = |k: &str| v.get(k).and_then(|x| x.as_str()).map(String::from);
-    (systems, s("name"), s("description"))
-}
-
-/// Reads one result document, checking its schema before its fields: a document of
-/// another version may not parse as this one, and its version is the useful message.
+/// Reads one result document (see [`results::folder::read_result`]).
 fn read_result(path: &Path) -> Result<RunResult, InputError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|source| InputError::Read {
-        path: shown.clone(),
-        source,
-    })?;
-    parse_result(&shown, &text)
+    Ok(results::folder::read_result(path)?)
 }
 
 /// Parses a result document's text; `shown` names it in errors.
@@ -256,30 +228,7 @@ fn read_result(path: &Path) -> Result<RunResult, InputError> {
 /// [`InputError::Parse`] for text that is not a result object,
 /// [`InputError::Schema`] for another schema version.
 pub fn parse_result(shown: &str, text: &str) -> Result<RunResult, InputError> {
-    let raw: serde_json::Value = serde_json::from_str(text).map_err(|e| InputError::Parse {
-        path: shown.to_string(),
-        msg: e.to_string(),
-    })?;
-    let schema = raw.get("schema").and_then(|s| s.as_str());
-    match schema {
-        Some(RESULT_SCHEMA) => {}
-        Some(other) => {
-            return Err(InputError::Schema {
-                path: shown.to_string(),
-                found: other.to_string(),
-            })
-        }
-        None => {
-            return Err(InputError::Parse {
-                path: shown.to_string(),
-                msg: "no \"schema\" field".to_string(),
-            })
-        }
-    }
-    serde_json::from_value(raw).map_err(|e| InputError::Parse {
-        path: shown.to_string(),
-        msg: e.to_string(),
-    })
+    Ok(results::folder::parse_result(shown, text)?)
 }
 
 /// Two series of the same name (two runs in folders of the same name) get `#2`, `#3`.

@@ -11,6 +11,7 @@ use engine::{self, tls::TlsOptions, LoadSpec};
 use lab::backends::{BackendSpec, Pool, StopMode};
 use lab::{certs, driver_for, ports, Driver, DriverContext, LabError};
 use results::clock::{Clock, Nanos};
+use results::folder::RunFolder;
 use results::{Event, EventWindow, LabInfo, Propagation, PropagationEntry, RunResult, Spread};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,12 +73,11 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
         let what = what.to_string();
         move |source| RunError::Io { what, source }
     };
-    std::fs::create_dir_all(&opts.out_dir).map_err(io("create the results folder"))?;
-    results::fsutil::write_atomic(&opts.out_dir.join("scenario.yaml"), text.as_bytes())
-        .map_err(io("write scenario.yaml"))?;
+    let folder = RunFolder::new(&opts.out_dir);
     let effective = serde_json::to_vec_pretty(scn).unwrap_or_default();
-    results::fsutil::write_atomic(&opts.out_dir.join("scenario.effective.json"), &effective)
-        .map_err(io("write scenario.effective.json"))?;
+    folder
+        .write_scenario(text, &effective)
+        .map_err(io("write the scenario into the results folder"))?;
     let systems: Vec<&'static str> = scn
         .systems
         .iter()
@@ -105,16 +105,9 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
         (opts.progress)(&format!("{name}: starting"));
         let r = run_system(scn, name, &opts)?;
         partial |= r.partial;
-        let dir = opts.out_dir.join(name);
-        let mut bytes = serde_json::to_vec_pretty(&r).unwrap_or_default();
-        bytes.push(b'\n');
-        results::fsutil::write_atomic(&dir.join("result.json"), &bytes)
-            .map_err(io("write result.json"))?;
-        if let Some(lab) = &r.lab {
-            let ev = serde_json::to_vec_pretty(&lab.events).unwrap_or_default();
-            results::fsutil::write_atomic(&dir.join("events.json"), &ev)
-                .map_err(io("write events.json"))?;
-        }
+        folder
+            .write_result(name, &r)
+            .map_err(io(&format!("write {name}'s result")))?;
         (opts.system_done)(&r);
         results.push(r);
     }

@@ -1,0 +1,250 @@
+//! The run folder: what `ingressbench run` writes and every reader reads back.
+//!
+//! The runner writes it and the reports, `compare` and the tests read it, so its names
+//! and its documents are defined once, here, as typed reads and writes rather than
+//! paths and untyped JSON spread over both sides.
+//!
+//! ```text
+//! <run>/scenario.yaml            the scenario as given
+//! <run>/scenario.effective.json  the scenario as run (after --quick): Effective
+//! <run>/summary.txt              the systems side by side
+//! <run>/report.html              the page (and its charts and CSVs beside it)
+//! <run>/<system>/result.json     RunResult, one per system under test
+//! <run>/<system>/events.json     the system's event log (also inside result.json)
+//! ```
+
+use crate::fsutil::write_atomic;
+use crate::{RunResult, RESULT_SCHEMA};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// The scenario file as given.
+pub const SCENARIO: &str = "scenario.yaml";
+/// The scenario as run.
+pub const EFFECTIVE: &str = "scenario.effective.json";
+/// The plain-text comparison.
+pub const SUMMARY: &str = "summary.txt";
+/// The report page.
+pub const REPORT: &str = "report.html";
+/// A system's result document.
+pub const RESULT: &str = "result.json";
+/// A system's event log.
+pub const EVENTS: &str = "events.json";
+
+/// Why a result document could not be read. Each message names the path once.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}: not a result document: {msg}")]
+    Parse { path: String, msg: String },
+    #[error(
+        "{path}: schema \"{found}\" is not supported (this ingressbench reads \"{RESULT_SCHEMA}\")"
+    )]
+    Schema { path: String, found: String },
+}
+
+/// What readers need of the scenario as run: the order of its systems, its name and
+/// its description. The file holds the whole scenario; other keys are ignored here.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct Effective {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub systems: Vec<String>,
+}
+
+/// A run folder on disk.
+#[derive(Clone, Debug)]
+pub struct RunFolder {
+    root: PathBuf,
+}
+
+impl RunFolder {
+    /// The folder at `root` (nothing is created until something is written).
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        RunFolder { root: root.into() }
+    }
+
+    /// The folder itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// A file directly in the folder (one of the names above).
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.root.join(name)
+    }
+
+    /// The folder of one system under test.
+    pub fn system_dir(&self, system: &str) -> PathBuf {
+        self.root.join(system)
+    }
+
+    /// Writes the scenario as given and as run (`effective` is the whole scenario
+    /// serialized; readers take only [`Effective`]'s keys from it).
+    ///
+    /// # Errors
+    /// The I/O error of the first file that could not be written.
+    pub fn write_scenario(&self, text: &str, effective: &[u8]) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.root)?;
+        write_atomic(&self.file(SCENARIO), text.as_bytes())?;
+        write_atomic(&self.file(EFFECTIVE), effective)
+    }
+
+    /// Writes one system's `result.json` and, for a lab run, its `events.json`.
+    ///
+    /// # Errors
+    /// The I/O error, naming nothing (the caller knows which system it wrote).
+    pub fn write_result(&self, system: &str, r: &RunResult) -> std::io::Result<()> {
+        let dir = self.system_dir(system);
+        std::fs::create_dir_all(&dir)?;
+        let mut bytes = serde_json::to_vec_pretty(r).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
+        write_atomic(&dir.join(RESULT), &bytes)?;
+        if let Some(lab) = &r.lab {
+            let ev = serde_json::to_vec_pretty(&lab.events).map_err(std::io::Error::other)?;
+            write_atomic(&dir.join(EVENTS), &ev)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the plain-text comparison.
+    ///
+    /// # Errors
+    /// The I/O error.
+    pub fn write_summary(&self, text: &str) -> std::io::Result<()> {
+        write_atomic(&self.file(SUMMARY), text.as_bytes())
+    }
+
+    /// The scenario as run; empty when the file is absent or unreadable (a folder of
+    /// results copied by hand is still a run).
+    pub fn effective(&self) -> Effective {
+        std::fs::read_to_string(self.file(EFFECTIVE))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default()
+    }
+
+    /// The systems that have a result, in the scenario's order, then any others by
+    /// name.
+    ///
+    /// # Errors
+    /// The I/O error of listing the folder.
+    pub fn systems(&self) -> std::io::Result<Vec<String>> {
+        let order = self.effective().systems;
+        let mut dirs: Vec<String> = std::fs::read_dir(&self.root)?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join(RESULT).is_file())
+            .filter_map(|e| e.file_name().into_string().ok())
+            .collect();
+        dirs.sort_by_key(|d| {
+            (
+                order.iter().position(|o| o == d).unwrap_or(usize::MAX),
+                d.clone(),
+            )
+        });
+        Ok(dirs)
+    }
+
+    /// Reads one system's result.
+    ///
+    /// # Errors
+    /// [`ReadError`] naming the file.
+    pub fn read_result(&self, system: &str) -> Result<RunResult, ReadError> {
+        read_result(&self.system_dir(system).join(RESULT))
+    }
+}
+
+/// Reads one result document, checking its schema before its fields: a document of
+/// another version may not parse as this one, and its version is the useful message.
+///
+/// # Errors
+/// [`ReadError`] naming the path.
+pub fn read_result(path: &Path) -> Result<RunResult, ReadError> {
+    let shown = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io {
+        path: shown.clone(),
+        source,
+    })?;
+    parse_result(&shown, &text)
+}
+
+/// Parses a result document's text; `shown` names it in errors.
+///
+/// # Errors
+/// [`ReadError::Parse`] for text that is not a result object, [`ReadError::Schema`]
+/// for another schema version.
+pub fn parse_result(shown: &str, text: &str) -> Result<RunResult, ReadError> {
+    let raw: serde_json::Value = serde_json::from_str(text).map_err(|e| ReadError::Parse {
+        path: shown.to_string(),
+        msg: e.to_string(),
+    })?;
+    match raw.get("schema").and_then(|s| s.as_str()) {
+        Some(RESULT_SCHEMA) => {}
+        Some(other) => {
+            return Err(ReadError::Schema {
+                path: shown.to_string(),
+                found: other.to_string(),
+            })
+        }
+        None => {
+            return Err(ReadError::Parse {
+                path: shown.to_string(),
+                msg: "no \"schema\" field".to_string(),
+            })
+        }
+    }
+    serde_json::from_value(raw).map_err(|e| ReadError::Parse {
+        path: shown.to_string(),
+        msg: e.to_string(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::LabInfo;
+
+    fn lab_result(system: &str) -> RunResult {
+        RunResult {
+            schema: RESULT_SCHEMA.to_string(),
+            lab: Some(LabInfo {
+                system: system.to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn written_results_read_back_in_the_scenario_order() {
+        let t = tempfile::tempdir().unwrap();
+        let f = RunFolder::new(t.path().join("run"));
+        f.write_scenario("name: x\n", br#"{"name":"x","systems":["b-sys","a-sys"]}"#)
+            .unwrap();
+        for s in ["a-sys", "b-sys", "c-sys"] {
+            f.write_result(s, &lab_result(s)).unwrap();
+        }
+        assert_eq!(f.systems().unwrap(), ["b-sys", "a-sys", "c-sys"]);
+        assert_eq!(f.effective().name.as_deref(), Some("x"));
+        let back = f.read_result("a-sys").unwrap();
+        assert_eq!(back.lab.unwrap().system, "a-sys");
+        assert!(f.system_dir("a-sys").join(EVENTS).is_file());
+    }
+
+    #[test]
+    fn another_schema_is_named_before_its_fields_are_read() {
+        let e = parse_result("r.json", r#"{"schema":"ingressbench/result/v9","x":1}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ingressbench/result/v9"), "{e}");
+        let e = parse_result("r.json", "{}").unwrap_err().to_string();
+        assert!(e.contains("no \"schema\""), "{e}");
+    }
+}
