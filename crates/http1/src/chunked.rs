@@ -9,7 +9,8 @@
 use crate::framing::{Framing, Strictness};
 use crate::Error;
 
-/// Largest trailer section skipped, in bytes; more is [`Error::TrailersTooLarge`].
+/// Largest trailer section skipped, in bytes not counting line ends; more is
+/// [`Error::TrailersTooLarge`].
 pub const MAX_TRAILERS: u32 = 64 * 1024;
 
 /// Most significant hex digits of a chunk size: 15 (below 2^60), so the size never
@@ -260,5 +261,115 @@ impl BodyDecoder {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Decodes `input` fed in pieces of `step` bytes; returns the data and the bytes
+    /// consumed.
+    fn decode(input: &[u8], step: usize, s: Strictness) -> Result<(Vec<u8>, usize), Error> {
+        let mut d = ChunkedDecoder::new(s);
+        let mut data = Vec::new();
+        let mut used = 0;
+        for piece in input.chunks(step) {
+            let p = d.feed(piece, |b| data.extend_from_slice(b))?;
+            used += p.consumed;
+            if p.done {
+                return Ok((data, used));
+            }
+            assert_eq!(p.consumed, piece.len());
+        }
+        Err(Error::Truncated)
+    }
+
+    #[test]
+    fn data_and_end_at_every_step_in_both_modes() {
+        let body = b"5;a=b;c=\"d\"\r\nhello\r\n001\r\n \r\n00\r\nT: 1\r\n\r\nNEXT";
+        for s in [Strictness::Lenient, Strictness::Strict] {
+            for step in 1..=body.len() {
+                assert_eq!(
+                    decode(body, step, s),
+                    Ok((b"hello ".to_vec(), body.len() - 4)),
+                    "{s:?} step {step}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn size_digits_are_limited_but_leading_zeros_are_free() {
+        let ok = b"0000000000000000000000001\r\na\r\n0\r\n\r\n";
+        assert_eq!(decode(ok, 1, Strictness::Strict).unwrap().0, b"a");
+        let max = b"fffffffffffffff\r\n";
+        assert_eq!(decode(max, 1, Strictness::Strict), Err(Error::Truncated));
+        let over = b"1000000000000000\r\n";
+        assert_eq!(decode(over, 1, Strictness::Lenient), Err(Error::Chunk));
+    }
+
+    #[test]
+    fn grammar_errors_in_both_modes() {
+        for bad in [
+            &b"\r\n"[..],
+            b";x\r\n",
+            b"g\r\n",
+            b"1\r\nab",
+            b"1\rx",
+            b"1\r\na\rx",
+            b"0\r\n\rx",
+            b"0\r\nT\rx",
+        ] {
+            for s in [Strictness::Lenient, Strictness::Strict] {
+                assert_eq!(
+                    decode(bad, bad.len(), s),
+                    Err(Error::Chunk),
+                    "{s:?} {bad:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn trailer_section_is_bounded() {
+        let mut body = b"0\r\n".to_vec();
+        // Each line has 9 bytes before its line end.
+        for _ in 0..MAX_TRAILERS / 9 + 1 {
+            body.extend_from_slice(b"X-T: 1234\r\n");
+        }
+        assert_eq!(
+            decode(&body, 4096, Strictness::Lenient),
+            Err(Error::TrailersTooLarge)
+        );
+    }
+
+    #[test]
+    fn a_done_decoder_takes_nothing_more() {
+        let mut d = ChunkedDecoder::new(Strictness::Strict);
+        assert!(d.feed(b"0\r\n\r\n", |_| {}).unwrap().done);
+        assert_eq!(
+            d.feed(b"more", |_| {}),
+            Ok(Progress {
+                consumed: 0,
+                done: true
+            })
+        );
+    }
+
+    #[test]
+    fn body_decoder_framings() {
+        let mut b = BodyDecoder::new(Framing::Length(3), Strictness::Strict);
+        let mut data = Vec::new();
+        let p = b.feed(b"abcdef", |d| data.extend_from_slice(d)).unwrap();
+        assert_eq!(
+            (p.consumed, p.done, data.as_slice()),
+            (3, true, &b"abc"[..])
+        );
+        let b = BodyDecoder::new(Framing::None, Strictness::Strict);
+        assert!(b.is_done());
+        let mut b = BodyDecoder::new(Framing::UntilClose, Strictness::Lenient);
+        assert!(!b.feed(b"xyz", |_| {}).unwrap().done);
+        assert!(b.until_close() && !b.is_done());
     }
 }

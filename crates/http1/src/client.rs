@@ -292,3 +292,148 @@ impl Read for Deadline<'_> {
         self.s.read(buf)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    #[test]
+    fn replies_are_parsed_with_any_framing() {
+        let r = parse(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA",
+            false,
+        )
+        .unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
+        let r = parse(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: ETag\r\n\r\n\
+              3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\nETag: x\r\n\r\n",
+            false,
+        )
+        .unwrap();
+        assert_eq!(r.body, b"{\"a\":1}");
+        assert_eq!(r.header("trailer"), Some("ETag"));
+        let r = parse(b"HTTP/1.1 400 Bad Request\r\n\r\n{\"error\":\"x\"}", false).unwrap();
+        assert_eq!((r.status, r.text().as_str()), (400, "{\"error\":\"x\"}"));
+        assert!(parse(b"HTTP/1.1 200 OK\r\nContent-Le", false).is_err());
+        assert!(matches!(
+            parse(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nok", false),
+            Err(ClientError::Http(Error::Truncated))
+        ));
+        let r = parse(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n",
+            true,
+        )
+        .unwrap();
+        assert_eq!((r.status, r.body.len()), (200, 0));
+    }
+
+    #[test]
+    fn requests_are_encoded_with_length_host_and_close() {
+        let addr: SocketAddr = "127.0.0.1:2019".parse().unwrap();
+        let m = encode(addr, "POST", "/stop", &[], b"").unwrap();
+        let m = String::from_utf8(m).unwrap();
+        assert!(
+            m.starts_with("POST /stop HTTP/1.1\r\nHost: 127.0.0.1:2019\r\n"),
+            "{m}"
+        );
+        assert!(
+            m.ends_with("Content-Length: 0\r\nConnection: close\r\n\r\n"),
+            "{m}"
+        );
+        let m = encode(
+            addr,
+            "GET",
+            "/x",
+            &[("Host", "h"), ("Content-Type", "application/json")],
+            b"",
+        )
+        .unwrap();
+        let m = String::from_utf8(m).unwrap();
+        assert!(m.contains("Host: h\r\n") && !m.contains("2019") && !m.contains("Content-Length"));
+        assert!(encode(addr, "G T", "/", &[], b"").is_err());
+        assert!(encode(addr, "GET", "no-slash", &[], b"").is_err());
+        assert!(encode(addr, "GET", "/", &[("X", "a\r\nB: c")], b"").is_err());
+    }
+
+    /// A one-shot server: reads one request head (and `Content-Length` body), sends
+    /// `reply` in small pieces, closes. Returns what it read.
+    fn serve(reply: &'static [u8]) -> (SocketAddr, std::thread::JoinHandle<Vec<u8>>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let h = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut got = Vec::new();
+            let mut r = crate::RequestReader::new();
+            let mut buf = [0u8; 512];
+            loop {
+                let n = s.read(&mut buf).unwrap();
+                got.extend_from_slice(&buf[..n]);
+                if n == 0 || r.feed(&got).unwrap().complete {
+                    break;
+                }
+            }
+            for piece in reply.chunks(7) {
+                s.write_all(piece).unwrap();
+                s.flush().unwrap();
+            }
+            got
+        });
+        (addr, h)
+    }
+
+    #[test]
+    fn round_trip_over_tcp() {
+        let (addr, h) = serve(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4\r\n{\"a\"\r\n3\r\n:1}\r\n0\r\n\r\n");
+        let r = request(
+            addr,
+            "PATCH",
+            "/config/x",
+            &[("Content-Type", "application/json")],
+            b"[1]",
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!((r.status, r.body.as_slice()), (200, &b"{\"a\":1}"[..]));
+        let sent = String::from_utf8(h.join().unwrap()).unwrap();
+        assert!(sent.starts_with("PATCH /config/x HTTP/1.1\r\n"), "{sent}");
+        assert!(
+            sent.ends_with("Content-Length: 3\r\nConnection: close\r\n\r\n[1]"),
+            "{sent}"
+        );
+
+        let (addr, h) = serve(b"HTTP/1.0 503 Service Unavailable\r\n\r\nno endpoints");
+        let r = request(addr, "GET", "/healthz", &[], b"", Duration::from_secs(5)).unwrap();
+        assert_eq!((r.status, r.text().as_str()), (503, "no endpoints"));
+        h.join().unwrap();
+    }
+
+    #[test]
+    fn refused_and_silent_servers_are_io_errors() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let e = request(addr, "GET", "/", &[], b"", Duration::from_secs(2)).unwrap_err();
+        assert_eq!(e.io_kind(), Some(io::ErrorKind::ConnectionRefused));
+
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = Instant::now();
+        let e = request(addr, "GET", "/", &[], b"", Duration::from_millis(200)).unwrap_err();
+        assert!(
+            matches!(
+                e.io_kind(),
+                Some(io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut)
+            ),
+            "{e}"
+        );
+        assert!(t.elapsed() < Duration::from_secs(2));
+        let io: io::Error = e.into();
+        assert!(matches!(
+            io.kind(),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+        ));
+        drop(l);
+    }
+}

@@ -216,3 +216,110 @@ pub(crate) fn trim(v: &[u8]) -> &[u8] {
     let end = v.iter().rposition(|b| !is_ws(b)).map_or(start, |e| e + 1);
     &v[start..end]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Strictness::{Lenient, Strict};
+
+    #[test]
+    fn content_length_values() {
+        let cases: &[(&[u8], Option<u64>, Option<u64>)] = &[
+            (b"5", Some(5), Some(5)),
+            (b" 5\t", Some(5), Some(5)),
+            (b"007", Some(7), Some(7)),
+            (b"+5", Some(5), None),
+            (b"5, 5", Some(5), None),
+            (b"5, 6", None, None),
+            (b"5,", None, None),
+            (b"-5", None, None),
+            (b"", None, None),
+            (b"+", None, None),
+            (b"5 5", None, None),
+            (b"0x10", None, None),
+            (b"18446744073709551615", Some(u64::MAX), Some(u64::MAX)),
+            (b"18446744073709551616", None, None),
+            (b"000000000000000000000000001", Some(1), Some(1)),
+        ];
+        for (v, lenient, strict) in cases {
+            let shown = String::from_utf8_lossy(v);
+            assert_eq!(parse_length(v, Lenient), *lenient, "lenient {shown}");
+            assert_eq!(parse_length(v, Strict), *strict, "strict {shown}");
+        }
+    }
+
+    fn scan(version: u8, lines: &[(&str, &str)], s: Strictness) -> Result<Scan, Error> {
+        let headers: Vec<_> = lines
+            .iter()
+            .map(|(name, value)| httparse::Header {
+                name,
+                value: value.as_bytes(),
+            })
+            .collect();
+        Scan::headers(version, &headers, s)
+    }
+
+    #[test]
+    fn transfer_codings_form_one_list() {
+        let s = scan(
+            1,
+            &[
+                ("Transfer-Encoding", "gzip"),
+                ("transfer-encoding", "chunked,"),
+            ],
+            Strict,
+        )
+        .unwrap();
+        assert!(s.transfer_encoding && s.chunked);
+        let s = scan(
+            1,
+            &[
+                ("Transfer-Encoding", "chunked"),
+                ("Transfer-Encoding", "gzip"),
+            ],
+            Lenient,
+        )
+        .unwrap();
+        assert!(s.transfer_encoding && !s.chunked);
+        assert_eq!(request(&s, Lenient), Err(Error::TransferEncoding));
+        assert_eq!(response(200, false, &s, Lenient), Ok(Framing::UntilClose));
+        let s = scan(1, &[("Transfer-Encoding", "")], Lenient).unwrap();
+        assert_eq!(request(&s, Lenient), Err(Error::TransferEncoding));
+    }
+
+    #[test]
+    fn framing_decisions() {
+        let none = scan(1, &[], Strict).unwrap();
+        assert_eq!(request(&none, Strict), Ok(Framing::None));
+        assert_eq!(response(200, false, &none, Strict), Ok(Framing::UntilClose));
+        let len = scan(1, &[("Content-Length", "0")], Strict).unwrap();
+        assert_eq!(response(200, false, &len, Strict), Ok(Framing::None));
+        let len = scan(1, &[("Content-Length", "9")], Strict).unwrap();
+        assert_eq!(request(&len, Strict), Ok(Framing::Length(9)));
+        for (status, head) in [(200, true), (204, false), (304, false), (100, false)] {
+            assert_eq!(response(status, head, &len, Strict), Ok(Framing::None));
+        }
+        let both = scan(
+            1,
+            &[("Content-Length", "9"), ("Transfer-Encoding", "chunked")],
+            Lenient,
+        )
+        .unwrap();
+        assert!(both.ambiguous());
+        assert_eq!(request(&both, Lenient), Ok(Framing::Chunked));
+        assert_eq!(request(&both, Strict), Err(Error::AmbiguousLength));
+        assert_eq!(
+            response(200, false, &both, Strict),
+            Err(Error::AmbiguousLength)
+        );
+    }
+
+    #[test]
+    fn persistence() {
+        let keep = |v, lines: &[(&str, &str)]| scan(v, lines, Strict).unwrap().persistent();
+        assert!(keep(1, &[]));
+        assert!(!keep(1, &[("Connection", "Keep-Alive, CLOSE")]));
+        assert!(!keep(0, &[]));
+        assert!(keep(0, &[("connection", " keep-alive ")]));
+    }
+}
