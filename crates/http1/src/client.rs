@@ -19,7 +19,7 @@ pub const MAX_BODY: usize = 64 * 1024 * 1024;
 /// Largest response head read.
 const MAX_HEAD: usize = crate::response::MAX_HEAD;
 /// Most header lines in one response head.
-const MAX_HEADERS: usize = 128;
+const MAX_HEADERS: usize = 64;
 
 /// A whole response.
 #[derive(Debug, Clone, PartialEq, Eq)]

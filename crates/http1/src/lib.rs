@@ -41,7 +41,7 @@
 //! | response with neither framing | body until close; the response says `close` | same | RFC 9112 §6.3 |
 //! | request with neither framing | no body | same | requests never run to close |
 //! | keep-alive | HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `keep-alive` | same | RFC 9112 §9.3 |
-//! | head size | response 64 KiB, request 16 KiB, 64 header lines | same | bounded memory per connection |
+//! | size limits | head: response 64 KiB, request 16 KiB, 64 header lines; client body 64 MiB | same | bounded memory per connection |
 //! | bytes after a complete response ([`ResponseParser`]) | [`Error::TrailingBytes`] | same | the engine never pipelines, so they are garbage |
 //!
 //! `docs/http1.md` carries the same table for readers of the repository.
