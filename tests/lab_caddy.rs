@@ -5,7 +5,7 @@
 mod labsupport;
 
 use lab::caddy::Caddy;
-use lab::{Driver, Endpoint, Route};
+use lab::{Driver, Endpoint, Expect, Route};
 use labsupport::{ids_seen, Resp};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -19,7 +19,7 @@ fn ids(names: &[&str]) -> BTreeSet<String> {
 /// Asks for a change, settles it, and prints what it cost (for the notes).
 fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy)) {
     change(d);
-    d.settle(SETTLE).expect("settle");
+    d.settle(&Expect::Applied, SETTLE).expect("settle");
     let t = d.last_change().expect("a change was timed");
     eprintln!(
         "{label:<12} {:<30} call {:>7.2?}  confirm {:>7.2?}",

@@ -5,7 +5,7 @@
 mod labsupport;
 
 use lab::haproxy::{Haproxy, Mode};
-use lab::{Driver, Endpoint, Route};
+use lab::{Driver, Endpoint, Expect, Route};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -19,7 +19,8 @@ fn settled(d: &mut Haproxy, what: &str, change: impl FnOnce(&mut Haproxy)) -> Du
     change(d);
     let asked = t.elapsed();
     let t = Instant::now();
-    d.settle(Duration::from_secs(5)).expect("settle");
+    d.settle(&Expect::Applied, Duration::from_secs(5))
+        .expect("settle");
     let took = t.elapsed();
     eprintln!("{}: {what}: request {asked:?}, settle {took:?}", d.name());
     took

@@ -4,7 +4,7 @@
 mod labsupport;
 
 use lab::nginx::{Mode, Nginx};
-use lab::{Driver, DriverContext, Endpoint, LabError, Route};
+use lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use labsupport::{assert_no_process_with, backend, context, get, ids_seen, path_text};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -19,7 +19,7 @@ fn timed(what: &str, d: &mut Nginx, change: impl FnOnce(&mut Nginx) -> Result<()
     let t = Instant::now();
     change(d).unwrap_or_else(|e| panic!("{what}: {e}"));
     let asked = t.elapsed();
-    d.settle(Duration::from_secs(5))
+    d.settle(&Expect::Applied, Duration::from_secs(5))
         .unwrap_or_else(|e| panic!("{what}: settle: {e}"));
     eprintln!(
         "{}: {what}: request {:?}, settle {:?}",
@@ -115,7 +115,7 @@ fn exercise(mode: Mode) {
         Err(LabError::Rejected { detail, .. }) => eprintln!("{}: rejected: {detail}", d.name()),
         other => panic!("port 0 accepted: {other:?}"),
     }
-    d.settle(Duration::from_secs(5)).unwrap();
+    d.settle(&Expect::Applied, Duration::from_secs(5)).unwrap();
     assert_eq!(ids_seen(&ctx, 10), ids(&["b2", "b3"]));
 
     // No endpoints: requests fail at once instead of hanging.
@@ -138,7 +138,7 @@ fn exercise(mode: Mode) {
     assert!(!d.alive());
     d.start().unwrap();
     d.wait_ready(Duration::from_secs(10)).unwrap();
-    d.settle(Duration::from_secs(5)).unwrap();
+    d.settle(&Expect::Applied, Duration::from_secs(5)).unwrap();
     assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
 
     // The configuration is kept with the results, with its history.

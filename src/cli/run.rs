@@ -61,10 +61,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         s = s.quick();
     }
     for o in &a.only {
-        if !lab::PROFILES.contains(&o.as_str()) {
+        if lab::profiles::profile(o).is_none() {
             return Err(usage(format!(
                 "--only {o}: not a system: use one of {}",
-                lab::PROFILES.join(", ")
+                lab::profiles::names().join(", ")
             )));
         }
     }

@@ -7,6 +7,7 @@
 //! counts as ready only once its `/healthz` answers, like a readiness probe.
 
 use super::driver::{Endpoint, LabError};
+use super::platform::BackendSpec;
 use super::proc::Guard;
 use rustix::process::Signal;
 use std::io::{Read, Write};
@@ -34,20 +35,6 @@ impl StopMode {
     }
 }
 
-/// How every backend of a run is started.
-#[derive(Clone, Debug)]
-pub struct BackendSpec {
-    /// The ingressbench binary (the backend is built in).
-    pub exe: PathBuf,
-    pub body_size: usize,
-    /// `--delay` value passed through, e.g. `2ms` or `exp:2ms`.
-    pub delay: Option<String>,
-    /// How long a gracefully stopped backend may drain.
-    pub drain_timeout: Duration,
-    /// Worker threads per backend process.
-    pub workers: usize,
-}
-
 struct Running {
     endpoint: Endpoint,
     guard: Guard,
@@ -55,6 +42,8 @@ struct Running {
 
 /// The running backends, in start order.
 pub struct Pool {
+    /// The ingressbench binary (the backend is built in).
+    exe: PathBuf,
     spec: BackendSpec,
     work_dir: PathBuf,
     log_dir: PathBuf,
@@ -67,8 +56,9 @@ pub struct Pool {
 impl Pool {
     /// A pool whose processes keep their ready files in `work_dir` and logs in
     /// `log_dir`.
-    pub fn new(spec: BackendSpec, work_dir: &Path, log_dir: &Path) -> Pool {
+    pub fn new(exe: &Path, spec: BackendSpec, work_dir: &Path, log_dir: &Path) -> Pool {
         Pool {
+            exe: exe.to_path_buf(),
             spec,
             work_dir: work_dir.to_path_buf(),
             log_dir: log_dir.to_path_buf(),
@@ -99,7 +89,7 @@ impl Pool {
         let id = format!("b{}", self.next);
         self.next += 1;
         let ready = self.work_dir.join(format!("{id}.ready"));
-        let mut cmd = Command::new(&self.spec.exe);
+        let mut cmd = Command::new(&self.exe);
         cmd.args(["backend", "--listen", "127.0.0.1:0", "--id", &id])
             .args(["--body-size", &self.spec.body_size.to_string()])
             .args(["--workers", &self.spec.workers.to_string()])

@@ -16,7 +16,7 @@
 //! measures. Caddy has no per-connection request limit for upstreams, so
 //! `upstream_keepalive_requests` and `worker_connections` have no equivalent here.
 
-use super::driver::{Driver, DriverContext, Endpoint, LabError, Route};
+use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use super::proc::{self, Guard};
 use serde_json::{json, Value};
 use std::io::{Read, Write};
@@ -352,6 +352,10 @@ impl Driver for Caddy {
         "caddy-api"
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::LOCAL_PROXY
+    }
+
     fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
         let binary = proc::which("caddy").ok_or(LabError::MissingBinary {
             binary: "caddy".into(),
@@ -469,7 +473,9 @@ impl Driver for Caddy {
         self.write_config()
     }
 
-    fn settle(&mut self, timeout: Duration) -> Result<(), LabError> {
+    /// The driver made every change itself, so whatever `_expect` says is the last
+    /// change it was asked for: settling is waiting for that one to finish.
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
         let Some(pending) = self.pending.take() else {
             return Ok(());
         };

@@ -1,10 +1,16 @@
 //! The one interface behind every system under test.
 //!
-//! It is shaped for the slowest, most asynchronous case (a Kubernetes API server):
-//! asking for a change (`set_endpoints`, `apply_route`, `reload`) and learning that the
-//! change took effect (`settle`) are separate calls, so the runner times and logs
-//! each. The scenario runner talks only to this trait and never knows which proxy is
-//! behind it.
+//! It is shaped for the slowest, most asynchronous case (a controller watching a
+//! Kubernetes API server): asking for a change (`apply_route`, `reload`) and learning
+//! that it took effect (`settle`) are separate calls, so the runner times and logs
+//! each. `settle` is told *what* to wait for ([`Expect`]), because on a cluster the
+//! driver did not cause every change: a Deployment is scaled through the platform and
+//! the controller discovers the new endpoints on its own. Pushing endpoints is a
+//! capability of drivers that emulate a controller on this machine
+//! ([`Capabilities::push_endpoints`]); the [`crate::controller`] feeds them.
+//!
+//! The scenario runner talks only to this trait and to [`crate::Platform`] and never
+//! knows which proxy, or where, is behind them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -13,7 +19,7 @@ use std::time::Duration;
 /// Why the lab could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
-    #[error("unknown system under test '{0}': use one of nginx-reload, nginx-lua, haproxy-reload, haproxy-runtime, caddy-api")]
+    #[error("unknown system under test '{0}': use one of {known}", known = crate::profiles::names().join(", "))]
     UnknownProfile(String),
     #[error("{binary} not found: install the Debian package {package} (make setup does)")]
     MissingBinary { binary: String, package: String },
@@ -29,6 +35,8 @@ pub enum LabError {
     Rejected { what: String, detail: String },
     #[error("{0} is not running")]
     NotRunning(String),
+    #[error("{system} cannot {what}")]
+    Unsupported { system: String, what: String },
     #[error("{0}")]
     Other(String),
 }
@@ -109,10 +117,61 @@ pub struct DriverContext {
     pub worker_connections: u32,
 }
 
+/// What a driver can do beyond serving traffic, so the runner (and a scenario check)
+/// knows before a run which steps mean something for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capabilities {
+    /// It takes endpoint sets pushed to it ([`Driver::set_endpoints`]): a proxy on
+    /// this machine with the local controller in front. A Kubernetes controller
+    /// discovers endpoints itself and does not.
+    pub push_endpoints: bool,
+    /// It applies S3's route changes.
+    pub routes: bool,
+    /// It reloads with its current configuration.
+    pub reload: bool,
+    /// It can be stopped and started again within a run.
+    pub restart: bool,
+}
+
+impl Capabilities {
+    /// Everything a proxy driven on this machine does.
+    pub const LOCAL_PROXY: Capabilities = Capabilities {
+        push_endpoints: true,
+        routes: true,
+        reload: true,
+        restart: true,
+    };
+}
+
+/// The state a driver's `settle` waits for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// Traffic goes to exactly these backend ids.
+    Endpoints(Vec<String>),
+    /// This route configuration is in force.
+    Route(Route),
+    /// A reload (or restart) asked for has finished: new workers serve, old ones are
+    /// gone or draining.
+    Reloaded,
+    /// Whatever this driver was last asked to do has taken effect. Only meaningful
+    /// for a driver that makes every change itself (the local proxies); the driver
+    /// tests use it to settle a change without restating it.
+    Applied,
+}
+
+impl Expect {
+    /// The ids of an endpoint set, for [`Expect::Endpoints`].
+    pub fn endpoints(eps: &[Endpoint]) -> Expect {
+        Expect::Endpoints(eps.iter().map(|e| e.id.clone()).collect())
+    }
+}
+
 /// A system under test, driven the way its ingress controller drives it.
 pub trait Driver: Send {
     /// The profile name, e.g. `nginx-reload`.
     fn name(&self) -> &'static str;
+    /// What it can do (see [`Capabilities`]).
+    fn capabilities(&self) -> Capabilities;
     /// Checks the binaries exist, writes the initial configuration (kept in
     /// `out_dir`) routing to `endpoints` with `Route::Base`.
     fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError>;
@@ -120,16 +179,41 @@ pub trait Driver: Send {
     fn start(&mut self) -> Result<(), LabError>;
     /// Waits until the proxy answers through its HTTPS port.
     fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError>;
-    /// Asks for traffic to go to exactly `endpoints` from now on.
-    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError>;
+    /// Prepares, starts and waits until the system serves: what a run does first.
+    ///
+    /// # Errors
+    /// The first step's [`LabError`].
+    fn deploy(
+        &mut self,
+        ctx: &DriverContext,
+        endpoints: &[Endpoint],
+        timeout: Duration,
+    ) -> Result<(), LabError> {
+        self.prepare(ctx, endpoints)?;
+        self.start()?;
+        self.wait_ready(timeout)
+    }
+    /// Asks for traffic to go to exactly `endpoints` from now on. Only drivers with
+    /// [`Capabilities::push_endpoints`] implement it.
+    ///
+    /// # Errors
+    /// [`LabError::Unsupported`] by default.
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        let _ = endpoints;
+        Err(LabError::Unsupported {
+            system: self.name().into(),
+            what: "take endpoints pushed to it".into(),
+        })
+    }
     /// Asks for a route configuration.
     fn apply_route(&mut self, route: Route) -> Result<(), LabError>;
     /// Asks for a reload of the proxy with its current configuration.
     fn reload(&mut self) -> Result<(), LabError>;
-    /// Waits until the last change asked for has taken effect (new workers serving,
-    /// API answered, ...).
-    fn settle(&mut self, timeout: Duration) -> Result<(), LabError>;
-    /// Whether the proxy's main process is still running.
+    /// Waits until `expect` holds (new workers serving, API answered, ...). A driver
+    /// that made the change itself knows when it is done; one that did not (a
+    /// cluster's controller) watches for the state.
+    fn settle(&mut self, expect: &Expect, timeout: Duration) -> Result<(), LabError>;
+    /// Whether the system under test still serves: its processes run (or its pods).
     fn alive(&mut self) -> bool;
     /// Stops every process the driver started, and waits for them.
     fn stop(&mut self) -> Result<(), LabError>;

@@ -15,7 +15,7 @@
 //! unix sockets. The recipes and their gotchas were verified by hand first
 //! (`/work/notes/lab.md`, sections 5 and 6).
 
-use super::driver::{Driver, DriverContext, Endpoint, LabError, Route};
+use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use super::proc::{self, Guard};
 use rustix::process::{getrlimit, Resource, Signal};
 use std::io::{Read, Write};
@@ -178,7 +178,7 @@ impl Haproxy {
         if running && self.pending.is_some() {
             // One reload at a time: the previous one must be in place (and, in
             // runtime mode, its slots right) before its state is saved again.
-            self.settle(PENDING_WAIT)?;
+            self.settle(&Expect::Reloaded, PENDING_WAIT)?;
         }
         if running && self.mode == Mode::Runtime {
             self.save_server_state()?;
@@ -392,6 +392,10 @@ impl Driver for Haproxy {
         }
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::LOCAL_PROXY
+    }
+
     fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
         let binary = proc::which("haproxy").ok_or(LabError::MissingBinary {
             binary: "haproxy".into(),
@@ -516,7 +520,9 @@ impl Driver for Haproxy {
         self.change_config(self.route, &endpoints)
     }
 
-    fn settle(&mut self, timeout: Duration) -> Result<(), LabError> {
+    /// The driver made every change itself, so whatever `_expect` says is the last
+    /// change it was asked for: settling is waiting for that one to finish.
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
         let deadline = Instant::now() + timeout;
         if !self.running()? {
             return Ok(());

@@ -12,7 +12,7 @@
 //! `nginx.conf`, with every accepted version numbered `nginx.conf.1`, `.2`, …), the Lua
 //! balancer, and the nginx process (a foreground master in its own process group).
 
-use super::driver::{Driver, DriverContext, Endpoint, LabError, Route};
+use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use super::proc::{self, Guard};
 use rustix::process::Signal;
 use std::fmt::Write as _;
@@ -660,6 +660,10 @@ impl Driver for Nginx {
         }
     }
 
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::LOCAL_PROXY
+    }
+
     fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
         self.binary = proc::which("nginx").ok_or_else(|| LabError::MissingBinary {
             binary: "nginx".into(),
@@ -841,7 +845,9 @@ impl Driver for Nginx {
         Ok(())
     }
 
-    fn settle(&mut self, timeout: Duration) -> Result<(), LabError> {
+    /// The driver made every change itself, so whatever `_expect` says is the last
+    /// change it was asked for: settling is waiting for that one to finish.
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
         let deadline = Instant::now() + timeout;
         if !self.running() {
             return Err(LabError::NotRunning(self.name().into()));

@@ -15,7 +15,7 @@ use plotters::coord::ranged1d::{
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
-use results::{ErrorKind, Event, RunResult};
+use results::{ErrorKind, Event, EventKind, RunResult};
 use std::collections::HashSet;
 use std::ops::Range;
 
@@ -282,20 +282,12 @@ pub fn fmt_count_tick(v: f64) -> String {
 /// for (steps that complete one, and `endpoints_requested`, which is a step of a
 /// scale like the windows in `lab.windows` count it).
 pub fn event_label(e: &Event) -> Option<String> {
-    let k = e.kind.as_str();
-    let label = match k {
-        "proxy_died" => "proxy died".to_string(),
-        "change_failed" => "change failed".to_string(),
-        "endpoints_requested" => return None,
-        _ if k.ends_with("_requested") => {
-            let what = k.trim_end_matches("_requested");
-            if e.detail.is_empty() {
-                what.to_string()
-            } else {
-                format!("{what} {}", e.detail.replace("->", "→"))
-            }
-        }
-        _ => return None,
+    let label = match (e.kind, e.kind.change()) {
+        (EventKind::ProxyDied, _) => "proxy died".to_string(),
+        (EventKind::ChangeFailed, _) => "change failed".to_string(),
+        (_, Some(what)) if e.detail.is_empty() => what.to_string(),
+        (_, Some(what)) => format!("{what} {}", e.detail.replace("->", "→")),
+        (_, None) => return None,
     };
     Some(label)
 }
@@ -321,7 +313,7 @@ pub fn marks_of(r: &RunResult) -> Vec<Mark> {
             event_label(e).map(|label| Mark {
                 t_s: e.t_ms / 1000.0,
                 label,
-                alarm: e.kind == "proxy_died" || e.kind == "change_failed",
+                alarm: e.kind.is_alarm(),
             })
         })
         .collect()
@@ -1647,7 +1639,7 @@ mod tests {
     fn ev(t_ms: f64, kind: &str, detail: &str) -> Event {
         Event {
             t_ms,
-            kind: kind.into(),
+            kind: serde_json::from_value(serde_json::Value::from(kind)).unwrap(),
             detail: detail.into(),
             took_ms: None,
         }

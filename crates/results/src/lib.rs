@@ -378,20 +378,77 @@ impl Samples {
 }
 
 /// A change to the system under test, or a step of one, on the load's clock.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Event {
     /// Milliseconds from the start of the measured window (negative: during setup).
     pub t_ms: f64,
-    /// `scale_requested`, `backend_ready`, `backend_stopping`, `endpoints_requested`,
-    /// `endpoints_applied`, `route_requested`, `route_applied`, `reload_requested`,
-    /// `reload_done`, `restart_requested`, `restart_done`, `proxy_died`, `change_failed`.
-    pub kind: String,
+    pub kind: EventKind,
     /// What it was about: a backend id, a route name, a replica count, an error.
     pub detail: String,
     /// For a step that completes another (`*_applied`, `*_done`, `backend_ready`):
     /// how long it took from its request, in ms.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub took_ms: Option<f64>,
+}
+
+/// What an event says happened. Written in JSON as its snake_case name
+/// (`scale_requested`, ...), the names docs/scenarios.md lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    ScaleRequested,
+    BackendReady,
+    BackendStopping,
+    EndpointsRequested,
+    EndpointsApplied,
+    RouteRequested,
+    RouteApplied,
+    ReloadRequested,
+    ReloadDone,
+    RestartRequested,
+    RestartDone,
+    ProxyDied,
+    ChangeFailed,
+}
+
+impl EventKind {
+    /// The change a user asked for that this event starts, named as in scenarios
+    /// (`scale`, `route`, `reload`, `restart`): a marker on charts and a window in
+    /// the tables. `None` for the steps inside a change (an endpoint push is a step
+    /// of a scale) and for what follows from one.
+    pub fn change(self) -> Option<&'static str> {
+        match self {
+            EventKind::ScaleRequested => Some("scale"),
+            EventKind::RouteRequested => Some("route"),
+            EventKind::ReloadRequested => Some("reload"),
+            EventKind::RestartRequested => Some("restart"),
+            _ => None,
+        }
+    }
+
+    /// Whether the event says something went wrong with the system under test.
+    pub fn is_alarm(self) -> bool {
+        matches!(self, EventKind::ProxyDied | EventKind::ChangeFailed)
+    }
+
+    /// The JSON name.
+    pub fn name(self) -> &'static str {
+        match self {
+            EventKind::ScaleRequested => "scale_requested",
+            EventKind::BackendReady => "backend_ready",
+            EventKind::BackendStopping => "backend_stopping",
+            EventKind::EndpointsRequested => "endpoints_requested",
+            EventKind::EndpointsApplied => "endpoints_applied",
+            EventKind::RouteRequested => "route_requested",
+            EventKind::RouteApplied => "route_applied",
+            EventKind::ReloadRequested => "reload_requested",
+            EventKind::ReloadDone => "reload_done",
+            EventKind::RestartRequested => "restart_requested",
+            EventKind::RestartDone => "restart_done",
+            EventKind::ProxyDied => "proxy_died",
+            EventKind::ChangeFailed => "change_failed",
+        }
+    }
 }
 
 /// The load's figures in the window from one change until the next.
@@ -513,6 +570,33 @@ mod tests {
         );
         assert_eq!(Spread::of(&[1.0, 4.0]).median, Some(2.5));
         assert_eq!(Spread::of(&[]).median, None);
+    }
+
+    #[test]
+    fn event_kinds_serialize_as_their_names() {
+        use EventKind::*;
+        for k in [
+            ScaleRequested,
+            BackendReady,
+            BackendStopping,
+            EndpointsRequested,
+            EndpointsApplied,
+            RouteRequested,
+            RouteApplied,
+            ReloadRequested,
+            ReloadDone,
+            RestartRequested,
+            RestartDone,
+            ProxyDied,
+            ChangeFailed,
+        ] {
+            let json = serde_json::to_string(&k).unwrap();
+            assert_eq!(json, format!("\"{}\"", k.name()));
+            assert_eq!(serde_json::from_str::<EventKind>(&json).unwrap(), k);
+        }
+        assert_eq!(ScaleRequested.change(), Some("scale"));
+        assert_eq!(EndpointsRequested.change(), None);
+        assert!(ProxyDied.is_alarm() && !BackendReady.is_alarm());
     }
 
     #[test]

@@ -70,25 +70,27 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
-/// A system-under-test profile.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Profile {
-    NginxReload,
-    NginxLua,
-    HaproxyReload,
-    HaproxyRuntime,
-    CaddyApi,
-}
+/// A system-under-test profile: a name from the lab's registry ([`lab::PROFILES`]),
+/// checked when the scenario is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct Profile(&'static str);
 
 impl Profile {
     pub fn name(self) -> &'static str {
-        match self {
-            Profile::NginxReload => "nginx-reload",
-            Profile::NginxLua => "nginx-lua",
-            Profile::HaproxyReload => "haproxy-reload",
-            Profile::HaproxyRuntime => "haproxy-runtime",
-            Profile::CaddyApi => "caddy-api",
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Profile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match lab::profiles::profile(&s) {
+            Some(p) => Ok(Profile(p.name)),
+            None => Err(de::Error::custom(format!(
+                "unknown system `{s}`, expected one of {}",
+                lab::profiles::names().join(", ")
+            ))),
         }
     }
 }
@@ -462,6 +464,22 @@ pub struct Quick {
     pub connections: Option<usize>,
 }
 
+fn local() -> String {
+    "local".to_string()
+}
+
+fn platform_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    if lab::platform::PLATFORMS.contains(&s.as_str()) {
+        Ok(s)
+    } else {
+        Err(de::Error::custom(format!(
+            "unknown platform `{s}`, expected one of {}",
+            lab::platform::PLATFORMS.join(", ")
+        )))
+    }
+}
+
 fn quarter() -> f64 {
     0.25
 }
@@ -474,6 +492,9 @@ pub struct Scenario {
     #[serde(default)]
     pub description: String,
     pub systems: Vec<Profile>,
+    /// Where the backends live: `local` (processes on this machine) by default.
+    #[serde(default = "local", deserialize_with = "platform_name")]
+    pub platform: String,
     #[serde(default)]
     pub backends: Backends,
     #[serde(default)]

@@ -2,17 +2,22 @@
 //! proxy, start the load, apply the changes while it runs, then stop everything and
 //! write what was measured.
 //!
-//! The runner talks to proxies only through [`Driver`]; it never knows which one it
-//! drives. Every change is logged twice on the load's clock: when it was asked for
+//! The runner talks only to a [`Platform`] (where backends live and how they
+//! change) and a [`Driver`] (the proxy): it never knows which proxy it drives, where
+//! it runs, which ports it listens on or how a backend is started. Every change is logged twice on the load's clock: when it was asked for
 //! and when it took effect, so a latency spike can be tied to the change behind it.
 
 use super::{Scenario, Step};
 use engine::{self, tls::TlsOptions, LoadSpec};
-use lab::backends::{BackendSpec, Pool, StopMode};
-use lab::{certs, driver_for, ports, Driver, DriverContext, LabError};
+use lab::backends::StopMode;
+use lab::controller::{self, Sync};
+use lab::platform::{BackendSpec, SiteSpec, TlsSpec};
+use lab::{certs, driver_for, platform_for, Driver, Expect, LabError, Platform, PlatformEvent};
 use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
-use results::{Event, EventWindow, LabInfo, Propagation, PropagationEntry, RunResult, Spread};
+use results::{
+    Event, EventKind, EventWindow, LabInfo, Propagation, PropagationEntry, RunResult, Spread,
+};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,15 +124,15 @@ struct Events {
     clock: Clock,
     /// Clock time of the start of the measured window (0 until known).
     origin: Nanos,
-    list: Vec<(Nanos, String, String, Option<f64>)>,
+    list: Vec<(Nanos, EventKind, String, Option<f64>)>,
 }
 
 impl Events {
-    fn log(&mut self, kind: &str, detail: impl Into<String>, took: Option<Duration>) -> Nanos {
+    fn log(&mut self, kind: EventKind, detail: impl Into<String>, took: Option<Duration>) -> Nanos {
         let t = self.clock.now();
         self.list.push((
             t,
-            kind.to_string(),
+            kind,
             detail.into(),
             took.map(|d| d.as_secs_f64() * 1000.0),
         ));
@@ -139,7 +144,7 @@ impl Events {
             .iter()
             .map(|(t, k, d, took)| Event {
                 t_ms: (*t as f64 - self.origin as f64) / 1e6,
-                kind: k.clone(),
+                kind: *k,
                 detail: d.clone(),
                 took_ms: *took,
             })
@@ -150,7 +155,7 @@ impl Events {
 /// Everything one system's run holds; dropping it stops every process.
 struct System {
     driver: Box<dyn Driver>,
-    pool: Pool,
+    platform: Box<dyn Platform>,
     events: Events,
     stop_mode: StopMode,
     stop: Arc<AtomicBool>,
@@ -166,7 +171,7 @@ struct System {
 impl Drop for System {
     fn drop(&mut self) {
         let _ = self.driver.stop();
-        self.pool.stop_all();
+        self.platform.teardown();
     }
 }
 
@@ -175,50 +180,28 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         system: name.to_string(),
         source,
     };
-    let out_dir = opts.out_dir.join(name);
-    std::fs::create_dir_all(&out_dir).map_err(|source| RunError::Io {
-        what: format!("create {}", out_dir.display()),
-        source,
-    })?;
-    // Scratch space (pid files, sockets, certificates) goes when this guard drops.
-    let work = tempfile::Builder::new()
-        .prefix("ingressbench-run-")
-        .tempdir()
-        .map_err(|source| RunError::Io {
-            what: "create a temp folder".into(),
-            source,
-        })?;
-    let key = match scn.tls.key {
-        super::Key::Rsa2048 => certs::KeyType::Rsa2048,
-        super::Key::EcdsaP256 => certs::KeyType::EcdsaP256,
-    };
-    let (cert, keyf) = certs::generate(work.path(), key).map_err(lab)?;
-    let p = ports::free_ports(2).map_err(|source| RunError::Io {
-        what: "choose free ports".into(),
-        source,
-    })?;
-    let ctx = DriverContext {
-        work_dir: work.path().to_path_buf(),
-        out_dir: out_dir.clone(),
-        cert: cert.clone(),
-        key: keyf,
-        https_port: p[0],
-        http_port: p[1],
-        upstream_keepalive: 100,
-        upstream_keepalive_requests: 100_000_000,
-        worker_connections: 10_000,
-    };
-    let spec = BackendSpec {
-        exe: opts.exe.clone(),
-        body_size: scn.backends.body_size,
-        delay: scn.backends.delay.clone(),
-        drain_timeout: scn.backends.drain_timeout.0,
-        workers: 1,
+    let site = SiteSpec {
+        system: name.to_string(),
+        out_dir: opts.out_dir.join(name),
+        backends: BackendSpec {
+            body_size: scn.backends.body_size,
+            delay: scn.backends.delay.clone(),
+            drain_timeout: scn.backends.drain_timeout.0,
+            workers: 1,
+        },
+        replicas: scn.backends.replicas,
+        tls: TlsSpec {
+            enabled: scn.tls.enabled,
+            key: match scn.tls.key {
+                super::Key::Rsa2048 => certs::KeyType::Rsa2048,
+                super::Key::EcdsaP256 => certs::KeyType::EcdsaP256,
+            },
+        },
     };
     let clock = Clock::start();
     let mut sys = System {
         driver: driver_for(name).map_err(lab)?,
-        pool: Pool::new(spec, work.path(), &out_dir),
+        platform: platform_for(&scn.platform, &opts.exe).map_err(lab)?,
         events: Events {
             clock,
             origin: 0,
@@ -232,24 +215,15 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         removed: Vec::new(),
         settle_timeout: Duration::from_secs(10),
     };
-    for _ in 0..scn.backends.replicas {
-        sys.pool.start_one().map_err(lab)?;
-    }
+    let ctx = sys.platform.prepare(&site).map_err(lab)?;
+    let endpoints = sys.platform.endpoints();
     sys.driver
-        .prepare(&ctx, &sys.pool.endpoints())
-        .map_err(lab)?;
-    sys.driver.start().map_err(lab)?;
-    sys.driver
-        .wait_ready(Duration::from_secs(15))
+        .deploy(&ctx, &endpoints, Duration::from_secs(15))
         .map_err(lab)?;
     let versions: BTreeMap<String, String> = sys.driver.versions().into_iter().collect();
 
-    let (scheme, port) = if scn.tls.enabled {
-        ("https", ctx.https_port)
-    } else {
-        ("http", ctx.http_port)
-    };
-    let url = format!("{scheme}://127.0.0.1:{port}/");
+    let target = sys.platform.target();
+    let url = target.url.clone();
     let load = &scn.load;
     let spec = LoadSpec {
         url: url.clone(),
@@ -267,7 +241,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         new_connection: load.new_connection,
         tls: TlsOptions {
             insecure: false,
-            cacert: scn.tls.enabled.then(|| cert.clone()),
+            cacert: target.cacert.clone(),
             version: scn.tls.enabled.then(|| match scn.tls.version {
                 super::TlsVersion::V12 => "1.2".to_string(),
                 super::TlsVersion::V13 => "1.3".to_string(),
@@ -356,25 +330,35 @@ impl System {
     fn watch(&mut self) {
         if !self.proxy_died && !self.driver.alive() {
             self.proxy_died = true;
-            self.events.log("proxy_died", self.driver.name(), None);
+            self.events
+                .log(EventKind::ProxyDied, self.driver.name(), None);
         }
-        self.pool.reap();
+        self.platform.tick();
     }
 
-    fn change<F>(&mut self, requested: &str, detail: &str, done: &str, f: F)
-    where
+    /// Asks for a change (`ask`, logged as `requested`), then waits until `expect`
+    /// holds (logged as `done`, with the time from the request), or logs the failure.
+    fn change<F>(
+        &mut self,
+        requested: EventKind,
+        detail: &str,
+        done: EventKind,
+        expect: Expect,
+        ask: F,
+    ) where
         F: FnOnce(&mut dyn Driver) -> Result<(), LabError>,
     {
         let t0 = Instant::now();
         self.events.log(requested, detail, None);
-        let res = f(self.driver.as_mut()).and_then(|_| self.driver.settle(self.settle_timeout));
+        let timeout = self.settle_timeout;
+        let res = ask(self.driver.as_mut()).and_then(|_| self.driver.settle(&expect, timeout));
         match res {
             Ok(()) => {
                 self.events.log(done, detail, Some(t0.elapsed()));
             }
             Err(e) => {
                 self.events.log(
-                    "change_failed",
+                    EventKind::ChangeFailed,
                     format!("{detail}: {e}"),
                     Some(t0.elapsed()),
                 );
@@ -383,51 +367,65 @@ impl System {
     }
 
     fn scale(&mut self, to: u32, mode: StopMode) {
-        let have = self.pool.len() as u32;
+        let have = self.platform.replicas();
         if to == have {
             return;
         }
         self.events
-            .log("scale_requested", format!("{have} -> {to}"), None);
-        if to > have {
-            for _ in have..to {
-                let t = Instant::now();
-                match self.pool.start_one() {
-                    Ok(ep) => {
-                        let at = self.events.log("backend_ready", &ep.id, Some(t.elapsed()));
-                        self.added.push((ep.id, at));
-                    }
-                    Err(e) => {
-                        self.events
-                            .log("change_failed", format!("start backend: {e}"), None);
-                    }
-                }
+            .log(EventKind::ScaleRequested, format!("{have} -> {to}"), None);
+        let (events, added, removed) = (&mut self.events, &mut self.added, &mut self.removed);
+        self.platform.scale(to, mode, &mut |ev| match ev {
+            PlatformEvent::Ready { endpoint, took } => {
+                let at = events.log(EventKind::BackendReady, &endpoint.id, Some(took));
+                added.push((endpoint.id, at));
             }
-        } else {
-            // As in Kubernetes, the pod is told to stop and the endpoint is removed
-            // at the same time; the proxy learns of it when it learns of it.
-            for _ in to..have {
-                let Some(victim) = self.pool.victim() else {
-                    break;
-                };
-                self.pool.stop(&victim.id, mode);
-                let at = self.events.log(
-                    "backend_stopping",
-                    format!("{} ({})", victim.id, mode.name()),
+            PlatformEvent::Stopping { id, mode } => {
+                let at = events.log(
+                    EventKind::BackendStopping,
+                    format!("{id} ({})", mode.name()),
                     None,
                 );
-                self.removed.push((victim.id, at));
+                removed.push((id, at));
             }
-        }
-        let eps = self.pool.endpoints();
+            PlatformEvent::Failed { detail } => {
+                events.log(EventKind::ChangeFailed, detail, None);
+            }
+        });
+        self.endpoints_changed();
+    }
+
+    /// The endpoint set changed: the local controller pushes it to drivers that take
+    /// it; either way the driver settles on the new set.
+    fn endpoints_changed(&mut self) {
+        let eps = self.platform.endpoints();
         let detail = eps
             .iter()
             .map(|e| e.id.as_str())
             .collect::<Vec<_>>()
             .join(",");
-        self.change("endpoints_requested", &detail, "endpoints_applied", |d| {
-            d.set_endpoints(&eps)
-        });
+        let expect = Expect::endpoints(&eps);
+        if self.driver.capabilities().push_endpoints {
+            self.change(
+                EventKind::EndpointsRequested,
+                &detail,
+                EventKind::EndpointsApplied,
+                expect,
+                |d| controller::endpoints_changed(d, &eps).map(|_: Sync| ()),
+            );
+        } else {
+            let t0 = Instant::now();
+            let timeout = self.settle_timeout;
+            match self.driver.settle(&expect, timeout) {
+                Ok(()) => {
+                    self.events
+                        .log(EventKind::EndpointsApplied, &detail, Some(t0.elapsed()));
+                }
+                Err(e) => {
+                    self.events
+                        .log(EventKind::ChangeFailed, format!("{detail}: {e}"), None);
+                }
+            }
+        }
     }
 }
 
@@ -448,21 +446,37 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
             }
             Step::Route(r) => {
                 let route = r.route();
-                sys.change("route_requested", route.name(), "route_applied", |d| {
-                    d.apply_route(route)
-                });
+                sys.change(
+                    EventKind::RouteRequested,
+                    route.name(),
+                    EventKind::RouteApplied,
+                    Expect::Route(route),
+                    |d| d.apply_route(route),
+                );
             }
             Step::Reload(true) => {
-                sys.change("reload_requested", "", "reload_done", |d| d.reload());
+                sys.change(
+                    EventKind::ReloadRequested,
+                    "",
+                    EventKind::ReloadDone,
+                    Expect::Reloaded,
+                    |d| d.reload(),
+                );
             }
             Step::Restart(true) => {
-                let eps = sys.pool.endpoints();
-                sys.change("restart_requested", "", "restart_done", |d| {
-                    d.stop()?;
-                    d.start()?;
-                    d.wait_ready(Duration::from_secs(15))?;
-                    d.set_endpoints(&eps)
-                });
+                let eps = sys.platform.endpoints();
+                sys.change(
+                    EventKind::RestartRequested,
+                    "",
+                    EventKind::RestartDone,
+                    Expect::endpoints(&eps),
+                    |d| {
+                        d.stop()?;
+                        d.start()?;
+                        d.wait_ready(Duration::from_secs(15))?;
+                        controller::endpoints_changed(d, &eps).map(|_| ())
+                    },
+                );
             }
             Step::Reload(false) | Step::Restart(false) => {}
             Step::Repeat(r) => {
@@ -481,7 +495,7 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
 fn windows(events: &[Event], r: &RunResult) -> Vec<EventWindow> {
     let starts: Vec<&Event> = events
         .iter()
-        .filter(|e| e.kind.ends_with("_requested") && e.kind != "endpoints_requested")
+        .filter(|e| e.kind.change().is_some())
         .collect();
     let end_ms = r.duration_s * 1000.0;
     let mut out = Vec::new();
@@ -491,7 +505,7 @@ fn windows(events: &[Event], r: &RunResult) -> Vec<EventWindow> {
         }
         let until = starts.get(i + 1).map_or(end_ms, |n| n.t_ms.min(end_ms));
         let mut w = EventWindow {
-            change: format!("{} {}", e.kind.trim_end_matches("_requested"), e.detail)
+            change: format!("{} {}", e.kind.change().unwrap_or_default(), e.detail)
                 .trim()
                 .to_string(),
             from_ms: e.t_ms,

@@ -32,9 +32,10 @@ fn err(text: &str) -> String {
 fn s1_parses() {
     let s = Scenario::parse(S1, "s1.yaml").unwrap();
     assert_eq!(
-        s.systems,
-        vec![Profile::NginxReload, Profile::HaproxyRuntime]
+        s.systems.iter().map(|p| p.name()).collect::<Vec<_>>(),
+        ["nginx-reload", "haproxy-runtime"]
     );
+    assert_eq!(s.platform, "local");
     assert_eq!(s.backends.replicas, 5);
     assert_eq!(s.load.duration.0, Duration::from_secs(60));
     assert_eq!(s.load.threads, 1);
@@ -102,6 +103,17 @@ fn quick_scales_times_down() {
     let with = format!("{S1}quick:\n  duration: 20s\n  rate: 300\n  time_scale: 0.5\n");
     let s = Scenario::parse(&with, "s1.yaml").unwrap().quick();
     assert_eq!((s.load.duration.0.as_secs(), s.load.rate), (20, 300.0));
+}
+
+#[test]
+fn an_unknown_system_or_platform_names_the_line_and_the_known_ones() {
+    let bad = S1.replace("haproxy-runtime", "haproxy-rutime");
+    let e = Scenario::parse(&bad, "s1.yaml").unwrap_err().to_string();
+    assert!(e.contains("haproxy-rutime") && e.contains("caddy-api"), "{e}");
+    assert!(e.contains("line "), "{e}");
+    let bad = format!("{S1}platform: mars\n");
+    let e = Scenario::parse(&bad, "s1.yaml").unwrap_err().to_string();
+    assert!(e.contains("unknown platform `mars`") && e.contains("local"), "{e}");
 }
 
 #[test]
