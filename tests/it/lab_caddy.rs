@@ -2,11 +2,8 @@
 //! the admin API take effect (seen in responses), the process is never restarted,
 //! and stopping leaves nothing behind.
 
-mod labsupport;
-
-use ingressbench::lab::caddy::Caddy;
-use ingressbench::lab::{Driver, Endpoint, Route};
-use labsupport::{ids_seen, Resp};
+use crate::common::lab::{self as labsupport, caddy::Caddy, ids_seen, Driver, DriverContext};
+use crate::common::lab::{Endpoint, Resp, Route};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -31,7 +28,7 @@ fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy)) {
 
 /// The status code of a GET with curl and extra `flags` (a trailing `--cacert` gets
 /// the run's certificate).
-fn curl(flags: &[&str], ctx: &ingressbench::lab::DriverContext, scheme: &str, port: u16) -> String {
+fn curl(flags: &[&str], ctx: &DriverContext, scheme: &str, port: u16) -> String {
     let mut cmd = std::process::Command::new("curl");
     cmd.args([
         "-s",
@@ -56,9 +53,9 @@ fn curl(flags: &[&str], ctx: &ingressbench::lab::DriverContext, scheme: &str, po
 #[test]
 fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
     let dir = tempfile::tempdir().unwrap();
-    let b1 = labsupport::backend(dir.path(), "b1");
-    let b2 = labsupport::backend(dir.path(), "b2");
-    let b3 = labsupport::backend(dir.path(), "b3");
+    let b1 = labsupport::backend("b1");
+    let b2 = labsupport::backend("b2");
+    let b3 = labsupport::backend("b3");
     let ep = |b: &labsupport::Backend| -> Endpoint { b.endpoint.clone() };
     let ctx = labsupport::context(dir.path());
 

@@ -2,10 +2,8 @@
 //! routes change, and the responses show each change took effect; nothing is left
 //! running afterwards.
 
-mod labsupport;
-
-use ingressbench::lab::haproxy::{Haproxy, Mode};
-use ingressbench::lab::{Driver, Endpoint, Route};
+use crate::common::lab::haproxy::{Haproxy, Mode};
+use crate::common::lab::{self as labsupport, Driver, Endpoint, Route};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -29,7 +27,7 @@ fn exercise(mode: Mode) {
     let dir = tempfile::tempdir().unwrap();
     let b: Vec<_> = ["b1", "b2", "b3"]
         .iter()
-        .map(|id| labsupport::backend(dir.path(), id))
+        .map(|id| labsupport::backend(id))
         .collect();
     let ep = |i: usize| -> Endpoint { b[i].endpoint.clone() };
     let ctx = labsupport::context(dir.path());
