@@ -6,7 +6,7 @@
 //! failing assertion never leaves a server behind.
 
 use crate::common::backend::Backend;
-use crate::common::{bin, tls};
+use crate::common::{bin, exclusive, tls};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -172,6 +172,8 @@ fn default_body_is_1024_bytes_and_id_names_the_port() {
 
 #[test]
 fn healthz_stays_healthy_and_fast_while_status_is_503() {
+    // Timed: not beside a load, a proxy or Chromium.
+    let _alone = exclusive();
     let b = start(&["--status", "503", "--delay", "1s"]);
     let t = Instant::now();
     let r = get(b.addr, "/healthz");
@@ -272,6 +274,8 @@ fn malformed_request_gets_400_and_close() {
 
 #[test]
 fn delay_holds_each_answer() {
+    // Timed: not beside a load, a proxy or Chromium.
+    let _alone = exclusive();
     let b = start(&["--delay", "300ms"]);
     let t = Instant::now();
     let r = get(b.addr, "/slow");
@@ -327,6 +331,8 @@ fn bad_flags_exit_2_with_one_line() {
 
 #[test]
 fn sigterm_drains_like_a_pod() {
+    // Timed: not beside a load, a proxy or Chromium.
+    let _alone = exclusive();
     let mut b = start(&["--delay", "1s", "--drain-timeout", "5s"]);
     let addr = b.addr;
     // An idle keep-alive connection, and one with a request in flight.
@@ -381,6 +387,8 @@ fn sigterm_drains_like_a_pod() {
 
 #[test]
 fn drain_timeout_ends_a_stuck_drain_with_exit_0() {
+    // Timed: not beside a load, a proxy or Chromium.
+    let _alone = exclusive();
     let mut b = start(&["--delay", "30s", "--drain-timeout", "500ms"]);
     let mut busy = connect(b.addr);
     send(&mut busy, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");

@@ -4,7 +4,7 @@
 //! of several systems, and bad input.
 
 use crate::common::backend::Backend;
-use crate::common::{fmt_ms, run};
+use crate::common::{exclusive, fmt_ms, run};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::OnceLock;
@@ -15,6 +15,7 @@ use std::time::Duration;
 fn real_result() -> &'static Value {
     static R: OnceLock<Value> = OnceLock::new();
     R.get_or_init(|| {
+        let _alone = exclusive();
         let dir = tempfile::tempdir().unwrap();
         let backend = Backend::start_args(&[]);
         let json = dir.path().join("a.json");

@@ -2,6 +2,7 @@
 //! the admin API take effect (seen in responses), the process is never restarted,
 //! and stopping leaves nothing behind.
 
+use crate::common::exclusive;
 use crate::common::lab::{self as labsupport, caddy::Caddy, ids_seen, Driver, DriverContext};
 use crate::common::lab::{Endpoint, Resp, Route};
 use std::collections::BTreeSet;
@@ -52,6 +53,7 @@ fn curl(flags: &[&str], ctx: &DriverContext, scheme: &str, port: u16) -> String 
 
 #[test]
 fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
+    let _alone = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let b1 = labsupport::backend("b1");
     let b2 = labsupport::backend("b2");

@@ -199,6 +199,9 @@ fn support_error_servers_behave() {
 #[test]
 fn support_cpu_meter_tells_ours_from_others() {
     use std::process::Command;
+    // It measures the CPU: not beside a load, a proxy or Chromium (which, started by
+    // this binary, would count as ours).
+    let _alone = exclusive();
     // Busy loops of shell builtins only (no child processes), bounded in case a kill is
     // missed (20 M iterations: about 25 s here), and killed after the measured second.
     const SPIN: &str = "i=0; while [ $i -lt 20000000 ]; do i=$((i+1)); done";

@@ -3,7 +3,8 @@
 //! proxies and Chromium, with the helpers they share in [`common`].
 //!
 //! All tests run in this one process, two at a time under `make test`; those that
-//! generate load take turns through [`common::exclusive`].
+//! generate load, start proxies, run Chromium or time something take turns through
+//! [`common::exclusive`].
 
 mod common;
 

@@ -6,6 +6,9 @@
 //! console log (`--enable-logging=stderr`) is read as well: it has the script errors
 //! raised while the page was still being parsed, before any listener could exist.
 //!
+//! Chromium is CPU-hungry: each run holds [`exclusive`](super::exclusive), so it never
+//! runs beside a measured load (never call these while holding it).
+//!
 //! Each test keeps what it looked at under `target/e2e-artifacts/<test>/`: the page,
 //! its screenshots (light and dark) and the summary read from it.
 //!
@@ -13,6 +16,7 @@
 //! name resolves to nothing, so a page that asked for a CDN would show it as a failed
 //! resource rather than quietly working.
 
+use super::exclusive;
 use super::proc::{tail, Proc};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -233,7 +237,10 @@ pub fn inspect(report: &Path, work: &Path, scheme: Scheme) -> Page {
         "--dump-dom",
     ])
     .arg(file_url(&wrapper));
-    let out = Proc::spawn_group(name, &mut cmd, work).finish(LIMIT);
+    let out = {
+        let _alone = exclusive();
+        Proc::spawn_group(name, &mut cmd, work).finish(LIMIT)
+    };
     let json = extract_result(&out.stdout).unwrap_or_else(|| {
         panic!(
             "chromium: no summary in the dumped page (exit {:?}); stderr:\n{}\nstdout:\n{}",
@@ -259,7 +266,10 @@ pub fn screenshot(report: &Path, png: &Path, height: u32, work: &Path, scheme: S
         .arg("--virtual-time-budget=2000")
         .arg(format!("--screenshot={}", png.display()))
         .arg(file_url(report));
-    let out = Proc::spawn_group("screenshot", &mut cmd, work).finish(LIMIT);
+    let out = {
+        let _alone = exclusive();
+        Proc::spawn_group("screenshot", &mut cmd, work).finish(LIMIT)
+    };
     let size = std::fs::metadata(png).map(|m| m.len()).unwrap_or(0);
     assert!(
         size > 1000,

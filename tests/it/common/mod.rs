@@ -5,7 +5,7 @@
 //! ([`servers`]), the lab's drivers ([`lab`]), and the report read by Chromium
 //! ([`chromium`], [`expect`], [`runs`]).
 //!
-//! Tests that generate load take turns through [`exclusive`].
+//! Tests that generate load or measure time take turns through [`exclusive`].
 
 pub mod backend;
 pub mod chromium;
@@ -50,10 +50,12 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
     Proc::spawn("ingressbench", &mut cmd, dir.path()).finish(limit)
 }
 
-/// Load runs are serialised: two runs sharing a 2-core machine would steal each other's
-/// CPU and make rate and latency assertions about the machine instead of the engine.
-/// One lock for every test that generates load (the load, report and lab-run tests
-/// each had their own when they were separate binaries).
+/// All tests run in one binary, two at a time (`make test`: `--test-threads=2`), on a
+/// machine of two cores: two load runs at once would steal each other's CPU and make
+/// rate and latency assertions about the machine instead of the engine. Every test
+/// that generates load, starts proxies, runs Chromium or asserts how long something
+/// took holds this lock meanwhile; the CPU other processes take is measured
+/// ([`cpu`]), but what this binary's other tests start counts as ours.
 static LOCK: Mutex<()> = Mutex::new(());
 
 /// The right to use the machine alone. Taken by [`load::Load::spawn`]; taken earlier,
