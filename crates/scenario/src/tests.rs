@@ -109,11 +109,17 @@ fn quick_scales_times_down() {
 fn an_unknown_system_or_platform_names_the_line_and_the_known_ones() {
     let bad = S1.replace("haproxy-runtime", "haproxy-rutime");
     let e = Scenario::parse(&bad, "s1.yaml").unwrap_err().to_string();
-    assert!(e.contains("haproxy-rutime") && e.contains("caddy-api"), "{e}");
+    assert!(
+        e.contains("haproxy-rutime") && e.contains("caddy-api"),
+        "{e}"
+    );
     assert!(e.contains("line "), "{e}");
     let bad = format!("{S1}platform: mars\n");
     let e = Scenario::parse(&bad, "s1.yaml").unwrap_err().to_string();
-    assert!(e.contains("unknown platform `mars`") && e.contains("local"), "{e}");
+    assert!(
+        e.contains("unknown platform `mars`") && e.contains("local"),
+        "{e}"
+    );
 }
 
 #[test]

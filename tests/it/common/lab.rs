@@ -1,57 +1,32 @@
-//! Helpers for lab integration tests: built-in backends as real processes, a
-//! driver context in a temp folder, and HTTPS requests through a proxy with curl.
-#![allow(dead_code)]
+//! The lab's drivers as the library has them, and helpers for their tests: built-in
+//! backends as endpoints, a driver context in a temp folder, HTTPS requests through
+//! a proxy with curl, and processes left behind.
 
-use lab::{certs, ports, proc::Guard, DriverContext, Endpoint};
+// The library's internals the lab tests drive; with `fmt_ms` in `mod.rs`, the only
+// lines naming them.
+pub use lab::{
+    caddy, certs, haproxy, nginx, Driver, DriverContext, Endpoint, Expect, LabError, Route,
+};
+
+use super::{backend, free_ports, processes_with};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{Duration, Instant};
 
-/// A running `ingressbench backend` with a unique id.
+/// A running `ingressbench backend` with a unique id, as an endpoint of the lab.
 pub struct Backend {
     pub endpoint: Endpoint,
-    pub guard: Guard,
+    _backend: backend::Backend,
 }
 
-/// Starts a backend on a free port and waits until it is ready.
-pub fn backend(dir: &Path, id: &str) -> Backend {
-    let ready = dir.join(format!("{id}.ready"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ingressbench"));
-    cmd.args([
-        "backend",
-        "--listen",
-        "127.0.0.1:0",
-        "--id",
-        id,
-        "--workers",
-        "1",
-    ])
-    .arg("--ready-file")
-    .arg(&ready);
-    let guard = Guard::spawn(id, &mut cmd, &dir.join(format!("{id}.log"))).expect("spawn backend");
-    let t = Instant::now();
-    loop {
-        if let Ok(s) = std::fs::read_to_string(&ready) {
-            if let Some(line) = s.lines().next() {
-                let addr = line
-                    .trim()
-                    .trim_start_matches("http://")
-                    .parse()
-                    .expect("ready file address");
-                return Backend {
-                    endpoint: Endpoint {
-                        id: id.to_string(),
-                        addr,
-                    },
-                    guard,
-                };
-            }
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "backend {id} not ready"
-        );
-        std::thread::sleep(Duration::from_millis(10));
+/// Starts a backend named `id` (one worker) on a free port, once it is ready.
+pub fn backend(id: &str) -> Backend {
+    let b = backend::Backend::start(id, &["--workers", "1"]);
+    Backend {
+        endpoint: Endpoint {
+            id: id.to_string(),
+            addr: b.addr,
+        },
+        _backend: b,
     }
 }
 
@@ -62,7 +37,7 @@ pub fn context(dir: &Path) -> DriverContext {
     std::fs::create_dir_all(&work).unwrap();
     std::fs::create_dir_all(&out).unwrap();
     let (cert, key) = certs::generate(dir, certs::KeyType::Rsa2048).expect("certificate");
-    let p = ports::free_ports(2).unwrap();
+    let p = free_ports(2);
     DriverContext {
         work_dir: work,
         out_dir: out,
@@ -130,18 +105,8 @@ pub fn ids_seen(ctx: &DriverContext, n: usize) -> std::collections::BTreeSet<Str
 
 /// Asserts that no process whose command line mentions `needle` is left.
 pub fn assert_no_process_with(needle: &str) {
-    let me = std::process::id().to_string();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !name.chars().all(|c| c.is_ascii_digit()) || name == me {
-            continue;
-        }
-        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
-        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
-        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
-        if cmdline.contains(needle) && !stat.contains(") Z ") {
-            panic!("process left behind: {name} {cmdline}");
-        }
+    if let Some((pid, cmdline)) = processes_with(needle).first() {
+        panic!("process left behind: {pid} {cmdline}");
     }
 }
 

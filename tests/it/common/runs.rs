@@ -1,79 +1,13 @@
-//! Real short runs for the report to draw: the built binary as backend, load
-//! generator and lab, each bounded in time, traffic only to 127.0.0.1.
+//! Real short runs for the report's end-to-end tests to draw: the built binary as load
+//! generator and lab, each bounded in time, traffic only to 127.0.0.1; and the report
+//! drawn from them.
 
 use super::proc::{tail, Output, Proc};
+use super::{bin, read_json};
 use rustix::process::Signal;
 use serde_json::Value;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
-
-/// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_ingressbench");
-
-/// Runs that generate load take turns: two at once on two cores would measure each
-/// other. Chromium and the report command run beside them freely.
-static LOAD: Mutex<()> = Mutex::new(());
-
-/// The right to generate load alone until dropped.
-pub fn exclusive() -> MutexGuard<'static, ()> {
-    // A test that panicked while holding it must not fail the others.
-    LOAD.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// A running `ingressbench backend`.
-pub struct Backend {
-    pub addr: SocketAddr,
-    pub proc: Proc,
-}
-
-impl Backend {
-    /// Starts a backend named `id` on a free port with `extra` flags and waits until
-    /// its ready file names the address.
-    pub fn start(dir: &Path, id: &str, extra: &[&str]) -> Backend {
-        let ready = dir.join(format!("{id}.ready"));
-        let mut cmd = Command::new(BIN);
-        cmd.args([
-            "backend",
-            "--listen",
-            "127.0.0.1:0",
-            "--workers",
-            "1",
-            "--id",
-            id,
-        ])
-        .args(extra)
-        .arg("--ready-file")
-        .arg(&ready);
-        let proc = Proc::spawn(id, &mut cmd, dir).stop_with(Signal::KILL, Duration::ZERO);
-        let t = Instant::now();
-        loop {
-            if let Some(line) = std::fs::read_to_string(&ready)
-                .ok()
-                .and_then(|s| s.lines().next().map(str::to_string))
-            {
-                let addr = line
-                    .trim()
-                    .trim_start_matches("http://")
-                    .parse()
-                    .unwrap_or_else(|e| panic!("{id}: ready file {line:?}: {e}"));
-                return Backend { addr, proc };
-            }
-            assert!(
-                t.elapsed() < Duration::from_secs(10),
-                "backend {id} not ready after 10 s:\n{}",
-                proc.stderr_so_far()
-            );
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    pub fn url(&self) -> String {
-        format!("http://{}/", self.addr)
-    }
-}
+use std::time::Duration;
 
 /// `ingressbench load ARGS --json <dir>/result.json` as a process (`dir` is created).
 ///
@@ -81,7 +15,7 @@ impl Backend {
 /// multiplication seeding its sampling rng) and the process then never exits.
 pub fn spawn_load(dir: &Path, args: &[&str]) -> Proc {
     std::fs::create_dir_all(dir).expect("run dir");
-    let mut cmd = Command::new(BIN);
+    let mut cmd = bin();
     cmd.args(["load", "--quiet", "-t1"])
         .args(args)
         .arg("--json")
@@ -100,25 +34,19 @@ pub fn load(dir: &Path, args: &[&str], limit: Duration) -> (Output, Value) {
     (out, result)
 }
 
-/// Reads and parses a JSON file.
-pub fn read_json(p: &Path) -> Value {
-    let text = std::fs::read_to_string(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", p.display()))
-}
-
 /// `ingressbench run SCENARIO --quick --only SYSTEMS --out OUT`, within `limit`.
 ///
 /// Interrupted (SIGINT, then killed) if the test ends early, so its proxies and
 /// backends, which it runs in process groups of their own, are stopped by it.
 pub fn lab_run(scenario: &Path, systems: &str, out: &Path, limit: Duration) -> Output {
     let logs = out.parent().expect("out has a parent");
-    let mut cmd = Command::new(BIN);
+    let mut cmd = bin();
     cmd.arg("run")
         .arg(scenario)
         .args(["--quick", "--only", systems, "--out"])
         .arg(out);
-    let run =
-        Proc::spawn("lab-run", &mut cmd, logs).stop_with(Signal::INT, Duration::from_secs(20));
+    let run = Proc::spawn_group("lab-run", &mut cmd, logs)
+        .stop_with(Signal::INT, Duration::from_secs(20));
     let out = run.finish(limit);
     assert_eq!(
         out.code,
@@ -131,7 +59,7 @@ pub fn lab_run(scenario: &Path, systems: &str, out: &Path, limit: Duration) -> O
 
 /// `ingressbench report ARGS` (quick: it only reads files), from `cwd`.
 pub fn report(cwd: &Path, args: &[&Path]) -> Output {
-    let mut cmd = Command::new(BIN);
+    let mut cmd = bin();
     cmd.current_dir(cwd).arg("report").args(args);
     Proc::spawn("report", &mut cmd, cwd).finish(Duration::from_secs(30))
 }

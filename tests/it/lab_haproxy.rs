@@ -2,10 +2,9 @@
 //! routes change, and the responses show each change took effect; nothing is left
 //! running afterwards.
 
-mod labsupport;
-
-use lab::haproxy::{Haproxy, Mode};
-use lab::{Driver, Endpoint, Expect, Route};
+use crate::common::exclusive;
+use crate::common::lab::haproxy::{Haproxy, Mode};
+use crate::common::lab::{self as labsupport, Driver, Endpoint, Expect, Route};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -27,10 +26,11 @@ fn settled(d: &mut Haproxy, what: &str, change: impl FnOnce(&mut Haproxy)) -> Du
 }
 
 fn exercise(mode: Mode) {
+    let _alone = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let b: Vec<_> = ["b1", "b2", "b3"]
         .iter()
-        .map(|id| labsupport::backend(dir.path(), id))
+        .map(|id| labsupport::backend(id))
         .collect();
     let ep = |i: usize| -> Endpoint { b[i].endpoint.clone() };
     let ctx = labsupport::context(dir.path());
@@ -140,6 +140,7 @@ fn haproxy_runtime_follows_endpoint_and_route_changes() {
 
 #[test]
 fn a_port_in_use_is_reported_from_haproxy_log() {
+    let _alone = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let ctx = labsupport::context(dir.path());
     let _taken = std::net::TcpListener::bind(("127.0.0.1", ctx.http_port)).unwrap();

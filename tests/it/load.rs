@@ -2,18 +2,18 @@
 //! against the built-in backend, a real nginx, and servers made to fail in one way each,
 //! judged by the JSON result it writes (`ingressbench/result/v1`).
 //!
-//! Every run checks the result's shape and its request balance (`support::check_result`).
+//! Every run checks the result's shape and its request balance (`common::load::check_result`).
 //! Timing assertions are generous bounds only; load runs are serialised so that two of
 //! them never share the machine's cores.
 
-mod support;
-
+use crate::common::backend::Backend;
+use crate::common::load::{decode_histogram, run_load, Load, LoadOutput};
+use crate::common::nginx::{self, Nginx};
+use crate::common::proc::Proc;
+use crate::common::{cpu, exclusive, servers, tls};
 use serde_json::Value;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
-use support::backend::Backend;
-use support::nginx::Nginx;
-use support::{run_load, servers, Load, LoadOutput};
 
 /// Time allowed beyond a run's `-d` before it is killed and the test fails.
 const SLACK: Duration = Duration::from_secs(15);
@@ -44,21 +44,19 @@ fn assert_rate_within_1pct(out: &LoadOutput, target: f64) {
 /// machine shared with other work that lag is real: 20 ms lag p99 at 20 req/s was seen
 /// while two `rustc` ran on the two cores. So each attempt first waits for a quiet
 /// second, and an overloaded run counts against the engine only if other processes
-/// left it the CPU (`support::cpu`); otherwise it is run again, up to 4 times. A
+/// left it the CPU (`common::cpu`); otherwise it is run again, up to 4 times. A
 /// generator that cannot hold the rate on a free machine fails at the first attempt.
 /// `before_each` runs before each attempt (to reset a server's log).
 fn run_not_overloaded(args: &[&str], limit: Duration, mut before_each: impl FnMut()) -> LoadOutput {
     const ATTEMPTS: usize = 4;
     let mut attempt = 1;
     loop {
-        support::cpu::wait_for_quiet(Duration::from_secs(20));
+        cpu::wait_for_quiet(Duration::from_secs(20));
         before_each();
         let out = run_load(args, limit);
         let overloaded =
             out.json.is_some() && out.result()["generator"]["overloaded"] == Value::Bool(true);
-        let busy = out
-            .others_cpu
-            .is_some_and(|c| c >= support::cpu::BUSY_CORES);
+        let busy = out.others_cpu.is_some_and(|c| c >= cpu::BUSY_CORES);
         if !overloaded || !busy || attempt == ATTEMPTS {
             return out;
         }
@@ -98,7 +96,7 @@ fn assert_schedule_kept(out: &LoadOutput, rate: f64, duration_s: f64) {
 /// Number of values in the result's `histogram` (HdrHistogram V2, base64).
 fn histogram_len(out: &LoadOutput) -> u64 {
     let b64 = out.result()["histogram"].as_str().unwrap();
-    support::decode_histogram(b64)
+    decode_histogram(b64)
         .unwrap_or_else(|e| panic!("histogram field: {e}\n{}", out.context()))
         .len()
 }
@@ -200,18 +198,21 @@ fn support_error_servers_behave() {
 
 #[test]
 fn support_cpu_meter_tells_ours_from_others() {
-    use std::process::{Command, Stdio};
+    use std::process::Command;
+    // It measures the CPU: not beside a load, a proxy or Chromium (which, started by
+    // this binary, would count as ours).
+    let _alone = exclusive();
     // Busy loops of shell builtins only (no child processes), bounded in case a kill is
     // missed (20 M iterations: about 25 s here), and killed after the measured second.
     const SPIN: &str = "i=0; while [ $i -lt 20000000 ]; do i=$((i+1)); done";
     // One is our child; the other is started in the background by a shell that exits,
     // so it is re-parented away from us and its CPU is someone else's.
-    let ours = Command::new("sh")
-        .args(["-c", SPIN])
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap();
-    let _ours = support::KillOnDrop::new(ours, "busy child");
+    let logs = tempfile::tempdir().unwrap();
+    let _ours = Proc::spawn(
+        "busy child",
+        Command::new("sh").args(["-c", SPIN]),
+        logs.path(),
+    );
     let out = Command::new("sh")
         .args(["-c", &format!("sh -c '{SPIN}' >/dev/null 2>&1 & echo $!")])
         .output()
@@ -225,9 +226,9 @@ fn support_cpu_meter_tells_ours_from_others() {
         }
     }
     let _foreign = KillPid(String::from_utf8_lossy(&out.stdout).trim().parse().unwrap());
-    let a = support::cpu::sample().unwrap();
+    let a = cpu::sample().unwrap();
     std::thread::sleep(Duration::from_secs(1));
-    let b = support::cpu::sample().unwrap();
+    let b = cpu::sample().unwrap();
     let (mine, others) = (b.ours_cores_since(&a), b.others_cores_since(&a));
     // Each loop wants a whole core; on a busy machine they get less, but never none.
     assert!(
@@ -252,7 +253,7 @@ fn support_nginx_serves() {
     let mut resp = String::new();
     s.read_to_string(&mut resp).unwrap();
     assert!(resp.starts_with("HTTP/1.1 200 OK\r\n"), "{resp}");
-    assert!(resp.ends_with(&support::nginx::body()), "{resp}");
+    assert!(resp.ends_with(&nginx::body()), "{resp}");
     assert!(resp.contains("Content-Length: 1024\r\n"), "{resp}");
 
     use rustls::version::{TLS12, TLS13};
@@ -261,14 +262,14 @@ fn support_nginx_serves() {
         (&TLS12, ProtocolVersion::TLSv1_2),
         (&TLS13, ProtocolVersion::TLSv1_3),
     ] {
-        let (got, resp) = support::tls::https_get(nginx.https, &nginx.cert, version)
+        let (got, resp) = tls::https_get(nginx.https, &nginx.cert, version)
             .unwrap_or_else(|e| panic!("https {want:?}: {e}\n{}", nginx.error_log()));
         assert_eq!(got, want);
         assert!(resp.starts_with("HTTP/1.1 200 OK\r\n"), "{resp}");
     }
-    support::tls::https_get(nginx.https_tls12_only, &nginx.cert, &TLS12).unwrap();
+    tls::https_get(nginx.https_tls12_only, &nginx.cert, &TLS12).unwrap();
     assert!(
-        support::tls::https_get(nginx.https_tls12_only, &nginx.cert, &TLS13).is_err(),
+        tls::https_get(nginx.https_tls12_only, &nginx.cert, &TLS13).is_err(),
         "the TLS 1.2-only port accepted TLS 1.3"
     );
 
@@ -617,7 +618,7 @@ fn stall_shows_in_corrected_latency_only() {
     // The stalls are the first second of every 5 s since the backend started. Starting
     // the load 1.2 s after it makes the 10 s window hold two whole stalls and end outside
     // one, so no request is still held when the run ends.
-    let lock = support::exclusive();
+    let lock = exclusive();
     let launched = Instant::now();
     let b = Backend::start("b-stall", &["--stall", "1s/5s"]);
     std::thread::sleep(
@@ -795,7 +796,7 @@ fn hdr_log_is_a_standard_interval_log() {
             LogEntry::BaseTime(_) => {}
             LogEntry::Interval(h) => {
                 intervals += 1;
-                values += support::decode_histogram(h.encoded_histogram())
+                values += decode_histogram(h.encoded_histogram())
                     .unwrap_or_else(|e| panic!("interval {intervals}: {e}\n{text}"))
                     .len();
             }

@@ -4,80 +4,31 @@
 //! no outside reference, table numbers equal to result.json), report.md, the CSVs,
 //! the .hgrm and PNG files, and that bad input is one line with exit code 2.
 
+use crate::common::backend::Backend;
+use crate::common::proc::{Output, Proc};
+use crate::common::{bin, exclusive, read_json, servers, ERROR_KINDS};
+use rustix::process::Signal;
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// Loads share the machine's two cores; one at a time keeps them honest.
-static SERIAL: Mutex<()> = Mutex::new(());
+/// Every command of these tests ends well within this.
+const LIMIT: Duration = Duration::from_secs(60);
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_ingressbench"))
-}
-
+/// `ingressbench ARGS`, within [`LIMIT`].
 fn run(args: &[&str]) -> Output {
-    bin().args(args).output().unwrap()
-}
-
-/// The built-in backend on 127.0.0.1:0, stopped on drop.
-struct Backend {
-    child: Child,
-    addr: String,
-}
-
-impl Backend {
-    fn start(dir: &Path) -> Backend {
-        let ready = dir.join("backend.ready");
-        let child = bin()
-            .args(["backend", "--listen", "127.0.0.1:0", "--id", "b1"])
-            .arg("--ready-file")
-            .arg(&ready)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        // Owned at once, so a failed wait below still stops it.
-        let mut b = Backend {
-            child,
-            addr: String::new(),
-        };
-        let t = Instant::now();
-        while !b.addr.contains(':') {
-            assert!(t.elapsed() < Duration::from_secs(10), "backend not ready");
-            std::thread::sleep(Duration::from_millis(20));
-            b.addr = std::fs::read_to_string(&ready)
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-        }
-        b
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+    crate::common::run(args, LIMIT)
 }
 
 /// A short open-loop load (`rate` req/s for `duration`) writing `json`, sampling half
 /// of its requests.
 fn load(url: &str, json: &Path, rate: &str, duration: &str) -> Output {
     std::fs::create_dir_all(json.parent().unwrap()).unwrap();
-    let mut c = bin();
-    c.args(["load", "-t1", "-c4", "--quiet", "--sample", "0.5"])
-        .args(["-R", rate, "-d", duration])
-        .arg("--json")
-        .arg(json)
-        .arg(url);
-    c.output().unwrap()
-}
-
-fn read_json(p: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
+    let json = json.to_str().unwrap();
+    run(&[
+        "load", "-t1", "-c4", "--quiet", "--sample", "0.5", "-R", rate, "-d", duration, "--json",
+        json, url,
+    ])
 }
 
 fn text(p: &Path) -> String {
@@ -146,26 +97,19 @@ fn cell(page: &str, table: &str, series: &str, col: &str) -> String {
         .replace("&amp;", "&")
 }
 
-const KINDS: [&str; 7] = [
-    "connect",
-    "connect_timeout",
-    "tls",
-    "read",
-    "write",
-    "timeout",
-    "status",
-];
-
 /// The page's tables say what each result says.
 fn assert_tables_match(page: &str, series: &str, r: &Value) {
-    for k in KINDS {
+    for k in ERROR_KINDS {
         assert_eq!(
             cell(page, "table-errors", series, k),
             r["errors"][k].as_u64().unwrap().to_string(),
             "{series} errors {k}"
         );
     }
-    let total: u64 = KINDS.iter().map(|k| r["errors"][k].as_u64().unwrap()).sum();
+    let total: u64 = ERROR_KINDS
+        .iter()
+        .map(|k| r["errors"][k].as_u64().unwrap())
+        .sum();
     assert_eq!(
         cell(page, "table-errors", series, "total"),
         total.to_string()
@@ -227,34 +171,30 @@ const CHARTS: [&str; 6] = [
 
 #[test]
 fn report_of_two_load_runs_side_by_side() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = exclusive();
     let t = tempfile::tempdir().unwrap();
-    let backend = Backend::start(t.path());
+    let backend = Backend::start("b1", &[]);
     let ok_json = t.path().join("ok").join("result.json");
     let out = load(&format!("http://{}/", backend.addr), &ok_json, "200", "2s");
-    assert!(out.status.success(), "{out:?}");
+    assert!(out.success(), "{out:?}");
     // A closed port: every request fails to connect.
-    let closed = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap()
-    };
+    let closed = servers::refused();
     let bad_json = t.path().join("refused.json");
     let out = load(&format!("http://{closed}/"), &bad_json, "50", "2s");
-    assert!(out.status.code().is_some(), "{out:?}");
+    assert!(out.code.is_some(), "{out:?}");
     drop(backend);
 
     let page_path = t.path().join("cmp.html");
-    let out = bin()
-        .arg("report")
-        .arg(t.path().join("ok"))
-        .arg(&bad_json)
-        .arg("--out")
-        .arg(&page_path)
-        .arg("--png")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
+    let out = run(&[
+        "report",
+        t.path().join("ok").to_str().unwrap(),
+        bad_json.to_str().unwrap(),
+        "--out",
+        page_path.to_str().unwrap(),
+        "--png",
+    ]);
+    let stdout = &out.stdout;
+    assert!(out.success(), "{out:?}");
     assert!(
         stdout.contains(&format!("report written to {}", page_path.display())),
         "{stdout}"
@@ -296,7 +236,7 @@ fn report_of_two_load_runs_side_by_side() {
     let partial_json = t.path().join("partial.json");
     std::fs::write(&partial_json, partial.to_string()).unwrap();
     let out = run(&["report", partial_json.to_str().unwrap()]);
-    assert!(out.status.success(), "{out:?}");
+    assert!(out.success(), "{out:?}");
     let banner = text(&t.path().join("partial.html"));
     assert!(banner.contains("id=\"banner\""));
     assert!(banner.contains("the run was interrupted"));
@@ -330,9 +270,9 @@ fn report_of_two_load_runs_side_by_side() {
 
 #[test]
 fn a_run_folder_gets_its_report_inside() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = exclusive();
     let t = tempfile::tempdir().unwrap();
-    let backend = Backend::start(t.path());
+    let backend = Backend::start("b1", &[]);
     let run_dir = t.path().join("run");
     // A folder shaped like a lab run's: one result per system, no lab part.
     for sys in ["first", "second"] {
@@ -342,24 +282,29 @@ fn a_run_folder_gets_its_report_inside() {
             "200",
             "1s",
         );
-        assert!(out.status.success(), "{out:?}");
+        assert!(out.success(), "{out:?}");
     }
     // `load --report` draws the same page for one run.
     let single = t.path().join("single.html");
-    let out = bin()
-        .args(["load", "-t1", "-c2", "-R100", "-d1s", "--quiet", "--report"])
-        .arg(&single)
-        .arg(format!("http://{}/", backend.addr))
-        .output()
-        .unwrap();
+    let out = run(&[
+        "load",
+        "-t1",
+        "-c2",
+        "-R100",
+        "-d1s",
+        "--quiet",
+        "--report",
+        single.to_str().unwrap(),
+        &format!("http://{}/", backend.addr),
+    ]);
     drop(backend);
-    assert!(out.status.success(), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stdout).contains("report written to"));
+    assert!(out.success(), "{out:?}");
+    assert!(out.stdout.contains("report written to"));
     assert!(text(&single).contains("<svg id=\"chart-percentiles\""));
     assert!(t.path().join("single.md").is_file());
 
-    let out = bin().arg("report").arg(&run_dir).output().unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let out = run(&["report", run_dir.to_str().unwrap()]);
+    assert!(out.success(), "{out:?}");
     let page = text(&run_dir.join("report.html"));
     for id in CHARTS {
         assert_balanced_xml(svg(&page, id), id);
@@ -379,7 +324,7 @@ fn a_run_folder_gets_its_report_inside() {
 
 #[test]
 fn a_lab_run_ends_with_its_report() {
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = exclusive();
     let t = tempfile::tempdir().unwrap();
     let scn = t.path().join("s.yaml");
     std::fs::write(
@@ -390,26 +335,14 @@ fn a_lab_run_ends_with_its_report() {
     )
     .unwrap();
     let out_dir = t.path().join("run");
-    let mut child = bin()
-        .arg("run")
-        .arg(&scn)
-        .arg("--out")
-        .arg(&out_dir)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(120) {
-            let _ = child.kill();
-            panic!("run did not finish");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = child.wait_with_output().unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
+    let mut cmd = bin();
+    cmd.arg("run").arg(&scn).arg("--out").arg(&out_dir);
+    // Interrupted if it overstays, so that it stops its proxies and backends.
+    let out = Proc::spawn_group("run", &mut cmd, t.path())
+        .stop_with(Signal::INT, Duration::from_secs(20))
+        .finish(Duration::from_secs(120));
+    let stdout = &out.stdout;
+    assert!(out.success(), "{out:?}");
     let page_path = out_dir.join("report.html");
     assert!(
         stdout.contains(&format!("report written to {}", page_path.display())),
@@ -440,15 +373,15 @@ fn a_lab_run_ends_with_its_report() {
     assert!(page.contains("caddy "), "the proxy's version is shown");
     // Re-drawing gives the same tables.
     let again = run(&["report", out_dir.to_str().unwrap()]);
-    assert!(again.status.success(), "{again:?}");
+    assert!(again.success(), "{again:?}");
 }
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let t = tempfile::tempdir().unwrap();
     let one_line = |o: &Output, want: &str| {
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(2), "{o:?}");
+        let err = &o.stderr;
+        assert_eq!(o.code, Some(2), "{o:?}");
         assert_eq!(err.trim_end().lines().count(), 1, "{err}");
         assert!(err.contains(want), "{err}");
         assert!(err.starts_with("ingressbench: report: "), "{err}");
@@ -480,5 +413,5 @@ fn bad_input_is_one_line_and_exit_2() {
         "not a result document",
     );
     let o = run(&["report", empty.to_str().unwrap(), empty.to_str().unwrap()]);
-    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(o.code, Some(2));
 }

@@ -2,11 +2,9 @@
 //! the admin API take effect (seen in responses), the process is never restarted,
 //! and stopping leaves nothing behind.
 
-mod labsupport;
-
-use lab::caddy::Caddy;
-use lab::{Driver, Endpoint, Expect, Route};
-use labsupport::{ids_seen, Resp};
+use crate::common::exclusive;
+use crate::common::lab::{self as labsupport, caddy::Caddy, ids_seen, Driver, DriverContext};
+use crate::common::lab::{Endpoint, Expect, Resp, Route};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -31,7 +29,7 @@ fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy)) {
 
 /// The status code of a GET with curl and extra `flags` (a trailing `--cacert` gets
 /// the run's certificate).
-fn curl(flags: &[&str], ctx: &lab::DriverContext, scheme: &str, port: u16) -> String {
+fn curl(flags: &[&str], ctx: &DriverContext, scheme: &str, port: u16) -> String {
     let mut cmd = std::process::Command::new("curl");
     cmd.args([
         "-s",
@@ -55,10 +53,11 @@ fn curl(flags: &[&str], ctx: &lab::DriverContext, scheme: &str, port: u16) -> St
 
 #[test]
 fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
+    let _alone = exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let b1 = labsupport::backend(dir.path(), "b1");
-    let b2 = labsupport::backend(dir.path(), "b2");
-    let b3 = labsupport::backend(dir.path(), "b3");
+    let b1 = labsupport::backend("b1");
+    let b2 = labsupport::backend("b2");
+    let b3 = labsupport::backend("b3");
     let ep = |b: &labsupport::Backend| -> Endpoint { b.endpoint.clone() };
     let ctx = labsupport::context(dir.path());
 

@@ -5,6 +5,7 @@
 //! size, and one line per series in the series' colour.
 
 use super::chromium::Page;
+use super::{ERROR_KINDS, PERCENTILE_KEYS};
 use serde_json::Value;
 
 /// One series of the report: its name on the page and the result it was drawn from.
@@ -12,22 +13,6 @@ pub struct Series<'a> {
     pub name: &'a str,
     pub result: &'a Value,
 }
-
-/// The error kinds, in the result's (and the table's) order.
-pub const ERROR_KINDS: [&str; 7] = [
-    "connect",
-    "connect_timeout",
-    "tls",
-    "read",
-    "write",
-    "timeout",
-    "status",
-];
-
-/// The percentile columns of the result and of the table.
-const PERCENTILES: [&str; 8] = [
-    "p50", "p75", "p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999",
-];
 
 /// `v[path...]`, which must exist.
 pub fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
@@ -272,7 +257,8 @@ pub fn tables_match(page: &Page, series: &[Series]) {
 fn percentiles(page: &Page, s: &Series) {
     let t = "table-percentiles";
     let lat = |k: &str| f64_at(s.result, &["latency_ms", "corrected", k]);
-    for k in PERCENTILES {
+    // The percentile columns, then max.
+    for k in PERCENTILE_KEYS.iter().filter(|k| **k != "max") {
         same(page, t, s.name, k, &ms(lat(k)));
     }
     same(page, t, s.name, "max", &ms(lat("max")));

@@ -6,10 +6,17 @@
 //! console log (`--enable-logging=stderr`) is read as well: it has the script errors
 //! raised while the page was still being parsed, before any listener could exist.
 //!
+//! Chromium is CPU-hungry: each run holds [`exclusive`](super::exclusive), so it never
+//! runs beside a measured load (never call these while holding it).
+//!
+//! Each test keeps what it looked at under `target/e2e-artifacts/<test>/`: the page,
+//! its screenshots (light and dark) and the summary read from it.
+//!
 //! Chromium never reaches the network: background services are off and every host
 //! name resolves to nothing, so a page that asked for a CDN would show it as a failed
 //! resource rather than quietly working.
 
+use super::exclusive;
 use super::proc::{tail, Proc};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -230,7 +237,10 @@ pub fn inspect(report: &Path, work: &Path, scheme: Scheme) -> Page {
         "--dump-dom",
     ])
     .arg(file_url(&wrapper));
-    let out = Proc::spawn(name, &mut cmd, work).finish(LIMIT);
+    let out = {
+        let _alone = exclusive();
+        Proc::spawn_group(name, &mut cmd, work).finish(LIMIT)
+    };
     let json = extract_result(&out.stdout).unwrap_or_else(|| {
         panic!(
             "chromium: no summary in the dumped page (exit {:?}); stderr:\n{}\nstdout:\n{}",
@@ -256,7 +266,10 @@ pub fn screenshot(report: &Path, png: &Path, height: u32, work: &Path, scheme: S
         .arg("--virtual-time-budget=2000")
         .arg(format!("--screenshot={}", png.display()))
         .arg(file_url(report));
-    let out = Proc::spawn("screenshot", &mut cmd, work).finish(LIMIT);
+    let out = {
+        let _alone = exclusive();
+        Proc::spawn_group("screenshot", &mut cmd, work).finish(LIMIT)
+    };
     let size = std::fs::metadata(png).map(|m| m.len()).unwrap_or(0);
     assert!(
         size > 1000,
@@ -265,6 +278,38 @@ pub fn screenshot(report: &Path, png: &Path, height: u32, work: &Path, scheme: S
         out.code,
         tail(&out.stderr, 20)
     );
+}
+
+/// `target/e2e-artifacts/<test>/`, emptied first.
+pub fn artifacts(test: &str) -> PathBuf {
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("target dir");
+    let dir = target.join("e2e-artifacts").join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("artifacts dir");
+    dir
+}
+
+/// Opens the report in Chromium (light scheme), keeps a copy of it, its full-page
+/// screenshot and the summary under `artifacts`, and returns what the page showed.
+pub fn open(report: &Path, work: &Path, artifacts: &Path) -> Page {
+    let _ = std::fs::copy(report, artifacts.join("report.html"));
+    let page = inspect(report, work, Scheme::Light);
+    let _ = std::fs::write(artifacts.join("page.txt"), format!("{page:#?}"));
+    screenshot(
+        report,
+        &artifacts.join("light.png"),
+        screenshot_height(&page),
+        work,
+        Scheme::Light,
+    );
+    page
+}
+
+/// The whole page, within what a PNG viewer opens comfortably.
+pub fn screenshot_height(page: &Page) -> u32 {
+    (page.scroll_height.ceil() as u32).clamp(800, 16_000)
 }
 
 /// The summary the wrapper wrote: `<pre id="e2e-result" data-done="1">JSON</pre>`.

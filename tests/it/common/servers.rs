@@ -21,7 +21,7 @@ pub struct TestServer {
     stop: Arc<AtomicBool>,
     accept: Option<JoinHandle<()>>,
     /// Sockets that must stay open as long as the server lives (see [`accept_queue_full`]).
-    _held: Vec<Box<dyn Send>>,
+    held: Vec<Box<dyn Send>>,
 }
 
 impl TestServer {
@@ -67,7 +67,7 @@ fn serve(listener: TcpListener, handler: fn(TcpStream, &AtomicBool)) -> TestServ
         addr,
         stop,
         accept: Some(accept),
-        _held: Vec::new(),
+        held: Vec::new(),
     }
 }
 
@@ -137,31 +137,42 @@ pub fn refused() -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], super::free_port()))
 }
 
-/// `connect_timeout`: a listener with backlog 0 that never accepts, whose accept queue
-/// is already full with our own connection. Linux then drops every new SYN (it does not
-/// refuse it), so the client's connect hangs until its own timeout; use a connect
-/// timeout well under the 1 s SYN retransmission, e.g. 200 ms.
-pub fn accept_queue_full() -> TestServer {
+/// A listener with backlog 0 that never accepts: its accept queue holds one
+/// connection, and once that is taken new connections hang in the handshake until the
+/// client's connect timeout.
+pub fn never_accepts() -> TestServer {
     let sock = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
     sock.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into())
         .unwrap();
     sock.listen(0).unwrap();
     let addr = sock.local_addr().unwrap().as_socket().unwrap();
-    // With backlog 0 the queue holds one connection; a second attempt confirms it is
-    // full (its SYN is dropped and it times out), and fills it should the kernel allow two.
-    let mut held: Vec<Box<dyn Send>> = vec![Box::new(sock)];
-    for _ in 0..2 {
-        if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
-            held.push(Box::new(s));
-        }
-    }
-    assert!(held.len() >= 2, "could not fill the accept queue of {addr}");
     TestServer {
         addr,
         stop: Arc::new(AtomicBool::new(false)),
         accept: None,
-        _held: held,
+        held: vec![Box::new(sock)],
     }
+}
+
+/// `connect_timeout`: [`never_accepts`] with its accept queue already full with our
+/// own connection. Linux then drops every new SYN (it does not refuse it), so the
+/// client's connect hangs until its own timeout; use a connect timeout well under the
+/// 1 s SYN retransmission, e.g. 200 ms.
+pub fn accept_queue_full() -> TestServer {
+    let mut server = never_accepts();
+    let addr = server.addr;
+    // With backlog 0 the queue holds one connection; a second attempt confirms it is
+    // full (its SYN is dropped and it times out), and fills it should the kernel allow two.
+    for _ in 0..2 {
+        if let Ok(s) = TcpStream::connect_timeout(&addr, Duration::from_millis(100)) {
+            server.held.push(Box::new(s));
+        }
+    }
+    assert!(
+        server.held.len() >= 2,
+        "could not fill the accept queue of {addr}"
+    );
+    server
 }
 
 /// `tls`: a plain-text HTTP server; a TLS client gets an HTTP answer to its ClientHello.
@@ -218,6 +229,16 @@ pub fn reset_while_receiving() -> TestServer {
         while Instant::now() < deadline && !stop.load(Ordering::SeqCst) {
             thread::sleep(Duration::from_millis(5));
         }
+        let _ = SockRef::from(&s).set_linger(Some(Duration::ZERO));
+        drop(s);
+    })
+}
+
+/// `read` or `write`: reads a little of the request (up to 50 ms), then resets the
+/// connection (RST), so that it fails while the client is still writing or waiting.
+pub fn reset_after_first_read() -> TestServer {
+    serve(bind(), |mut s, _| {
+        let _ = s.read(&mut [0u8; 512]);
         let _ = SockRef::from(&s).set_linger(Some(Duration::ZERO));
         drop(s);
     })

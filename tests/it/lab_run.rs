@@ -2,16 +2,13 @@
 //! the event log agrees with what the load saw, and nothing is left behind however
 //! the run ends.
 
-mod labsupport;
-
+use crate::common::proc::Proc;
+use crate::common::{bin, exclusive, processes_with, read_json};
+use rustix::process::Signal;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// Runs share the machine's two cores; one at a time keeps their timing honest.
-static SERIAL: Mutex<()> = Mutex::new(());
 
 const ALL: &str = "[nginx-reload, nginx-lua, haproxy-reload, haproxy-runtime, caddy-api]";
 
@@ -27,50 +24,33 @@ fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf
 }
 
 /// Starts a run whose scratch folders go into `<scenario's folder>/tmp`, so what it
-/// leaves behind can be told apart from other runs on the machine.
-fn start(scn: &Path, out: &Path) -> Child {
-    let tmp = scn.parent().unwrap().join("tmp");
+/// leaves behind can be told apart from other runs on the machine. If the test ends
+/// first, the run is interrupted, so that it stops its proxies and backends.
+fn start(scn: &Path, out: &Path) -> Proc {
+    let dir = scn.parent().unwrap();
+    let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_ingressbench"))
-        .env("TMPDIR", &tmp)
+    let mut cmd = bin();
+    cmd.env("TMPDIR", &tmp)
         .arg("run")
         .arg(scn)
         .arg("--out")
-        .arg(out)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
+        .arg(out);
+    Proc::spawn_group("run", &mut cmd, dir).stop_with(Signal::INT, Duration::from_secs(20))
 }
 
-/// Waits for the child with a hard limit; kills it if it overstays.
-fn finish(mut c: Child, limit: Duration) -> (i32, String) {
-    let t = Instant::now();
-    loop {
-        if let Some(st) = c.try_wait().unwrap() {
-            let out = c.wait_with_output().unwrap();
-            let text = format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-            return (st.code().unwrap_or(-1), text);
-        }
-        if t.elapsed() > limit {
-            let _ = c.kill();
-            let _ = c.wait();
-            panic!("run did not finish within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Waits for the run with a hard limit (stopping it if it overstays): its exit code
+/// and what it printed.
+fn finish(run: Proc, limit: Duration) -> (i32, String) {
+    let out = run.finish(limit);
+    (
+        out.code.unwrap_or(-1),
+        format!("{}{}", out.stdout, out.stderr),
+    )
 }
 
 fn result(out: &Path, system: &str) -> Value {
-    let p = out.join(system).join("result.json");
-    serde_json::from_str(
-        &std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display())),
-    )
-    .unwrap()
+    read_json(&out.join(system).join("result.json"))
 }
 
 fn u(v: &Value) -> u64 {
@@ -97,21 +77,9 @@ fn assert_nothing_left(dir: &Path) {
     let scope = dir.display().to_string();
     let t = Instant::now();
     loop {
-        let leftovers: Vec<String> = std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter(|e| {
-                e.file_name()
-                    .to_string_lossy()
-                    .chars()
-                    .all(|c| c.is_ascii_digit())
-            })
-            .filter_map(|e| {
-                let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
-                let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
-                let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
-                (cmd.contains(&scope) && !stat.contains(") Z ")).then_some(cmd)
-            })
+        let leftovers: Vec<String> = processes_with(&scope)
+            .into_iter()
+            .map(|(_, cmd)| cmd)
             .collect();
         let dirs: Vec<String> = std::fs::read_dir(dir.join("tmp"))
             .into_iter()
@@ -156,7 +124,7 @@ fn event_time(ev: &[(f64, String, String)], kind: &str, detail_has: &str) -> f64
 
 #[test]
 fn every_profile_scales_up_and_down_and_changes_routes() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let scn = scenario(
@@ -303,19 +271,19 @@ fn interrupted_run(signal: &str, system: &str) {
 
 #[test]
 fn sigint_writes_a_partial_result_and_leaves_nothing() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = exclusive();
     interrupted_run("-INT", "nginx-reload");
 }
 
 #[test]
 fn sigterm_writes_a_partial_result_and_leaves_nothing() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = exclusive();
     interrupted_run("-TERM", "haproxy-runtime");
 }
 
 #[test]
 fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _alone = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let scn = scenario(dir.path(), "[caddy-api]", "5s", "  - wait: 1s\n");
@@ -325,17 +293,11 @@ fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
     let mut killed = false;
     while t.elapsed() < Duration::from_secs(20) && !killed {
         std::thread::sleep(Duration::from_millis(100));
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        for (pid, cmd) in processes_with(&dir.path().display().to_string()) {
             let is_caddy =
                 cmd.starts_with("caddy") || cmd.contains("/caddy run") || cmd.contains("bin/caddy");
-            if is_caddy
-                && cmd.contains(&dir.path().display().to_string())
-                && out.join("caddy-api").join("caddy.log").exists()
-            {
+            if is_caddy && out.join("caddy-api").join("caddy.log").exists() {
                 std::thread::sleep(Duration::from_millis(1500));
-                let pid = e.file_name().to_string_lossy().into_owned();
                 Command::new("kill").args(["-KILL", &pid]).status().unwrap();
                 killed = true;
                 break;
@@ -361,22 +323,15 @@ fn bad_scenarios_are_one_line_with_the_line_number() {
     let p = dir.path().join("bad.yaml");
     std::fs::write(&p, "name: x\nsystems: [nginx-reload]\nbackends:\n  replicase: 3\nload:\n  rate: 1\n  duration: 1s\n").unwrap();
     for cmd in ["validate", "run"] {
-        let o = Command::new(env!("CARGO_BIN_EXE_ingressbench"))
-            .arg(cmd)
-            .arg(&p)
-            .output()
-            .unwrap();
+        let o = bin().arg(cmd).arg(&p).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{err}");
         assert_eq!(err.trim().lines().count(), 1, "{err}");
         assert!(err.contains("line 4") && err.contains("replicase"), "{err}");
     }
-    let o = Command::new(env!("CARGO_BIN_EXE_ingressbench"))
-        .args(["run", "/nonexistent.yaml"])
-        .output()
-        .unwrap();
+    let o = bin().args(["run", "/nonexistent.yaml"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
-    let o = Command::new(env!("CARGO_BIN_EXE_ingressbench"))
+    let o = bin()
         .args(["run", "scenarios/dynamic-endpoints.yaml", "--only", "envoy"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()

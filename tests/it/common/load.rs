@@ -1,138 +1,19 @@
-//! Helpers for the integration tests of `ingressbench load`: run the real binary with a
-//! hard time limit and read its JSON result, and start what it is pointed at (the
-//! built-in backend, a real nginx, and small servers that each cause one error kind).
-//!
-//! Everything a test starts is owned by a guard that kills it on drop, so a failing
-//! assertion never leaves a process or a listening socket behind.
-#![allow(dead_code)] // each test binary uses a different subset
+//! `ingressbench load` run as the tests' real binary, with a hard time limit, and its
+//! JSON result read and checked (shape and request balance).
 
-pub mod backend;
-pub mod cpu;
-pub mod nginx;
-pub mod servers;
-pub mod tls;
-
+use super::proc::Proc;
+use super::{cpu, exclusive, Exclusive, BIN, ERROR_KINDS, PERCENTILE_KEYS};
 use serde_json::Value;
 use std::ffi::OsStr;
-use std::io::Read;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::{Mutex, MutexGuard};
-use std::thread::{self, JoinHandle};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// The binary under test.
-pub const BIN: &str = env!("CARGO_BIN_EXE_ingressbench");
-
-/// A child process that is killed (and reaped) when the guard is dropped.
-///
-/// With `graceful` set, drop first sends that signal and gives the process time to
-/// exit on its own: nginx's master must be asked (SIGQUIT) or its workers outlive it.
-pub struct KillOnDrop {
-    child: Option<Child>,
-    name: String,
-    graceful: Option<(rustix::process::Signal, Duration)>,
-}
-
-impl KillOnDrop {
-    pub fn new(child: Child, name: impl Into<String>) -> Self {
-        KillOnDrop {
-            child: Some(child),
-            name: name.into(),
-            graceful: None,
-        }
-    }
-
-    /// Stop with `sig` first and wait up to `grace` before SIGTERM, then SIGKILL.
-    pub fn graceful(mut self, sig: rustix::process::Signal, grace: Duration) -> Self {
-        self.graceful = Some((sig, grace));
-        self
-    }
-
-    pub fn id(&self) -> u32 {
-        self.child.as_ref().expect("child already reaped").id()
-    }
-
-    /// The exit status if the process has ended, without blocking.
-    pub fn try_wait(&mut self) -> Option<ExitStatus> {
-        let child = self.child.as_mut().expect("child already reaped");
-        child
-            .try_wait()
-            .unwrap_or_else(|e| panic!("{}: wait: {e}", self.name))
-    }
-
-    /// Waits up to `limit` for the process to end; `None` if it is still running.
-    pub fn wait_timeout(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(st) = self.try_wait() {
-                return Some(st);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Sends a signal to the process (ignored if it already exited).
-    pub fn signal(&self, sig: rustix::process::Signal) {
-        if let Some(pid) = rustix::process::Pid::from_raw(self.id() as i32) {
-            let _ = rustix::process::kill_process(pid, sig);
-        }
-    }
-
-    /// Kills the process now and returns its exit status.
-    pub fn kill(&mut self) -> Option<ExitStatus> {
-        let mut child = self.child.take()?;
-        if let Ok(Some(st)) = child.try_wait() {
-            return Some(st);
-        }
-        if let Some((sig, grace)) = self.graceful {
-            if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
-                for s in [sig, rustix::process::Signal::TERM] {
-                    let _ = rustix::process::kill_process(pid, s);
-                    let deadline = Instant::now() + grace;
-                    while Instant::now() < deadline {
-                        if let Ok(Some(st)) = child.try_wait() {
-                            return Some(st);
-                        }
-                        thread::sleep(Duration::from_millis(10));
-                    }
-                }
-            }
-        }
-        let _ = child.kill();
-        child.wait().ok()
-    }
-}
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-/// Load runs are serialised: two runs sharing a 2-core machine would steal each other's
-/// CPU and make rate and latency assertions about the machine instead of the engine.
-static LOAD_LOCK: Mutex<()> = Mutex::new(());
-
-/// The right to run a load alone. Taken by [`Load::spawn`]; taken earlier, with
-/// [`exclusive`] and [`Load::spawn_exclusive`], by a test whose set-up must be timed
-/// against the run's start (a backend whose stalls are anchored at its own start).
-pub struct Exclusive(MutexGuard<'static, ()>);
-
-pub fn exclusive() -> Exclusive {
-    // A test that panicked while holding the lock must not fail all the others.
-    Exclusive(LOAD_LOCK.lock().unwrap_or_else(|e| e.into_inner()))
-}
 
 /// A running `ingressbench load`, with `--json` pointing into its own temp dir.
 pub struct Load {
-    guard: KillOnDrop,
+    // Field order matters: the process goes before its temp dir.
+    proc: Proc,
     dir: tempfile::TempDir,
-    stdout: JoinHandle<String>,
-    stderr: JoinHandle<String>,
     started: Instant,
     cpu_before: Option<cpu::Sample>,
     args: Vec<String>,
@@ -161,14 +42,6 @@ pub struct LoadOutput {
     pub dir: tempfile::TempDir,
 }
 
-fn drain(mut r: impl Read + Send + 'static) -> JoinHandle<String> {
-    thread::spawn(move || {
-        let mut buf = Vec::new();
-        let _ = r.read_to_end(&mut buf);
-        String::from_utf8_lossy(&buf).into_owned()
-    })
-}
-
 impl Load {
     /// Starts `ingressbench load ARGS --json <tmp>/r.json`. `{dir}` in an argument is
     /// replaced with the run's temp dir (for `--hdr-log {dir}/h.hlog`).
@@ -188,20 +61,11 @@ impl Load {
         argv.push("--json".into());
         argv.push(format!("{d}/r.json"));
         let cpu_before = cpu::sample();
-        let mut child = Command::new(BIN)
-            .args(&argv)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {BIN}: {e}"));
-        let stdout = drain(child.stdout.take().unwrap());
-        let stderr = drain(child.stderr.take().unwrap());
+        let mut cmd = Command::new(BIN);
+        cmd.args(&argv);
         Load {
-            guard: KillOnDrop::new(child, "ingressbench load"),
+            proc: Proc::spawn("load", &mut cmd, dir.path()),
             dir,
-            stdout,
-            stderr,
             started: Instant::now(),
             cpu_before,
             args: argv,
@@ -210,30 +74,28 @@ impl Load {
     }
 
     pub fn pid(&self) -> u32 {
-        self.guard.id()
+        self.proc.id()
     }
 
     /// Waits up to `limit` for the run to end (killing it after that) and collects it.
     pub fn finish(self, limit: Duration) -> LoadOutput {
         let Load {
-            mut guard,
+            mut proc,
             dir,
-            stdout,
-            stderr,
             started,
             cpu_before,
             args,
             _lock,
         } = self;
-        let status = guard.wait_timeout(limit);
+        let status = proc.wait_timeout(limit);
         let timed_out = status.is_none();
-        let status = status.or_else(|| guard.kill());
+        let status = status.or_else(|| proc.kill());
         let elapsed = started.elapsed();
         let others_cpu = cpu_before
             .zip(cpu::sample())
             .map(|(a, b)| b.others_cores_since(&a));
-        let stdout = stdout.join().unwrap_or_default();
-        let stderr = stderr.join().unwrap_or_default();
+        let stdout = proc.stdout_so_far();
+        let stderr = proc.stderr_so_far();
         let path = dir.path().join("r.json");
         let json = std::fs::read(&path).ok().map(|b| {
             serde_json::from_slice(&b).unwrap_or_else(|e| {
@@ -393,22 +255,6 @@ impl LoadOutput {
     }
 }
 
-/// The error kinds of `ingressbench/result/v1`, by their JSON names.
-pub const ERROR_KINDS: [&str; 7] = [
-    "connect",
-    "connect_timeout",
-    "tls",
-    "read",
-    "write",
-    "timeout",
-    "status",
-];
-
-/// The keys of every latency block, in increasing order for the percentiles.
-pub const PERCENTILE_KEYS: [&str; 9] = [
-    "p50", "p75", "p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max",
-];
-
 /// Checks the shape of an `ingressbench/result/v1` document and its request balance.
 ///
 /// # Errors
@@ -551,24 +397,4 @@ pub fn decode_histogram(b64: &str) -> Result<hdrhistogram::Histogram<u64>, Strin
     hdrhistogram::serialization::Deserializer::new()
         .deserialize(&mut &bytes[..])
         .map_err(|e| format!("histogram: {e:?}"))
-}
-
-/// A port on 127.0.0.1 that was free a moment ago (bound, then released).
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind 127.0.0.1:0")
-        .port()
-}
-
-/// Waits until `addr` accepts TCP connections, up to `limit`.
-pub fn wait_accepting(addr: std::net::SocketAddr, limit: Duration) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return true;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    false
 }

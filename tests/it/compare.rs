@@ -3,101 +3,24 @@
 //! numbers edited in the JSON to simulate a regression, a different setup, a lab run
 //! of several systems, and bad input.
 
-use report::text::fmt_ms;
+use crate::common::backend::Backend;
+use crate::common::{exclusive, fmt_ms, run};
 use serde_json::{json, Value};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
-use std::thread;
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_ingressbench");
-
-/// A child killed and reaped on drop, so a failed assertion leaves nothing running.
-struct Guard(Child);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// What a finished run of the binary printed.
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs the binary with a hard time limit; output goes to files, so a chatty child
-/// never blocks on a full pipe.
-fn run_bin(args: &[&str], limit: Duration) -> Output {
-    let dir = tempfile::tempdir().unwrap();
-    let (o, e) = (dir.path().join("stdout"), dir.path().join("stderr"));
-    let child = Command::new(BIN)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(std::fs::File::create(&o).unwrap())
-        .stderr(std::fs::File::create(&e).unwrap())
-        .spawn()
-        .expect("spawn ingressbench");
-    let mut g = Guard(child);
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(st) = g.0.try_wait().expect("wait") {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "ingressbench {args:?}: over {limit:?}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    };
-    Output {
-        code: status.code(),
-        stdout: std::fs::read_to_string(o).unwrap(),
-        stderr: std::fs::read_to_string(e).unwrap(),
-    }
-}
+use std::time::Duration;
 
 /// The result of one real 2 s load at 500 req/s against the built-in backend, made
 /// once and shared by every test.
 fn real_result() -> &'static Value {
     static R: OnceLock<Value> = OnceLock::new();
     R.get_or_init(|| {
+        let _alone = exclusive();
         let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready");
-        let backend = Command::new(BIN)
-            .args(["backend", "--listen", "127.0.0.1:0", "--ready-file"])
-            .arg(&ready)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn backend");
-        let _backend = Guard(backend);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let addr = loop {
-            let text = std::fs::read_to_string(&ready).unwrap_or_default();
-            if let Some(line) = text
-                .split_inclusive('\n')
-                .next()
-                .filter(|l| l.ends_with('\n'))
-            {
-                let a = line.trim();
-                break a
-                    .strip_prefix("http://")
-                    .unwrap_or(a)
-                    .trim_end_matches('/')
-                    .to_string();
-            }
-            assert!(Instant::now() < deadline, "backend not ready after 10 s");
-            thread::sleep(Duration::from_millis(10));
-        };
+        let backend = Backend::start_args(&[]);
         let json = dir.path().join("a.json");
-        let url = format!("http://{addr}/");
-        let out = run_bin(
+        let url = backend.url();
+        let out = run(
             &[
                 "load",
                 "-t1",
@@ -119,7 +42,7 @@ fn real_result() -> &'static Value {
 fn compare(args: &[&str]) -> (i32, String, String) {
     let mut all = vec!["compare"];
     all.extend_from_slice(args);
-    let out = run_bin(&all, Duration::from_secs(30));
+    let out = run(&all, Duration::from_secs(30));
     (out.code.expect("exit code"), out.stdout, out.stderr)
 }
 

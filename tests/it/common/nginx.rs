@@ -6,11 +6,11 @@
 //! on the connection, session reuse): it is the server's own account of what the
 //! generator did, which the tests compare with the generator's JSON.
 
+use super::proc::Proc;
 use super::tls::Cert;
-use super::KillOnDrop;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 /// Where the Debian packages `nginx-light` and `nginx` put the binary.
@@ -33,7 +33,7 @@ pub struct Nginx {
     /// The certificate nginx serves; pass `cert.cert` with `--cacert`.
     pub cert: Cert,
     // Field order matters: nginx must stop before its prefix dir is removed.
-    guard: KillOnDrop,
+    proc: Proc,
     dir: tempfile::TempDir,
 }
 
@@ -62,12 +62,10 @@ impl Nginx {
         let dir = tempfile::tempdir().expect("tempdir");
         // Workers drop to `nobody` when run as root; let them traverse the prefix.
         set_mode(dir.path(), 0o755);
-        let [http, https, tls12] =
-            [0; 3].map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
-        let addr = |l: &std::net::TcpListener| l.local_addr().unwrap();
-        let (http_a, https_a, tls12_a) = (addr(&http), addr(&https), addr(&tls12));
         // Released together just before nginx binds them.
-        drop((http, https, tls12));
+        let [http_a, https_a, tls12_a] = <[u16; 3]>::try_from(super::free_ports(3))
+            .unwrap()
+            .map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
 
         let d = dir.path().display();
         let body = body();
@@ -109,24 +107,19 @@ http {{
         );
         let conf_path = dir.path().join("nginx.conf");
         std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(NGINX)
-            .arg("-p")
+        let mut cmd = Command::new(NGINX);
+        cmd.arg("-p")
             .arg(dir.path())
             .arg("-c")
             .arg(&conf_path)
             // Before the config is read nginx logs to its compiled-in path; keep it here.
             .arg("-e")
-            .arg(dir.path().join("error.log"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("spawn {NGINX}: {e}"));
-        let mut guard = KillOnDrop::new(child, "nginx")
-            .graceful(rustix::process::Signal::QUIT, Duration::from_secs(3));
+            .arg(dir.path().join("error.log"));
+        let mut proc = Proc::spawn("nginx", &mut cmd, dir.path())
+            .stop_with(rustix::process::Signal::QUIT, Duration::from_secs(3));
         for a in [http_a, https_a, tls12_a] {
             if !super::wait_accepting(a, Duration::from_secs(10)) {
-                let st = guard.try_wait();
+                let st = proc.try_wait();
                 let log = std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default();
                 panic!("nginx does not accept on {a} (exit: {st:?}); error.log:\n{log}");
             }
@@ -136,7 +129,7 @@ http {{
             https: https_a,
             https_tls12_only: tls12_a,
             cert,
-            guard,
+            proc,
             dir,
         };
         // The readiness probes above are in the log; tests count from a clean slate.
@@ -193,7 +186,7 @@ http {{
 
     /// Whether nginx is still running.
     pub fn alive(&mut self) -> bool {
-        self.guard.try_wait().is_none()
+        self.proc.alive()
     }
 }
 

@@ -6,21 +6,20 @@
 //! when a result is not to be trusted, one colour per series. Screenshots are kept
 //! under `target/e2e-artifacts/`.
 
-mod e2e;
-
-use e2e::chromium::{self, Scheme};
-use e2e::expect::{self, total_errors, u64_at, Series, ERROR_KINDS};
-use e2e::runs::{self, Backend};
+use crate::common::backend::Backend;
+use crate::common::chromium::{self, Scheme};
+use crate::common::expect::{self, total_errors, u64_at, Series};
+use crate::common::{exclusive, read_json, runs, servers, ERROR_KINDS};
 use rustix::process::Signal;
 use serde_json::Value;
-use socket2::{Domain, Socket, Type};
-use std::io::Read;
-use std::net::{SocketAddr, TcpListener};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::{self, JoinHandle};
+use std::thread;
 use std::time::Duration;
+
+/// A built-in backend named `id` with one worker and `extra` flags.
+fn backend(id: &str, extra: &[&str]) -> Backend {
+    Backend::start(id, &[&["--workers", "1"], extra].concat())
+}
 
 /// The checks every page gets.
 fn page_matches_results(page: &chromium::Page, series: &[Series]) {
@@ -32,11 +31,11 @@ fn page_matches_results(page: &chromium::Page, series: &[Series]) {
 #[test]
 fn a_clean_load_run() {
     let tmp = tempfile::tempdir().unwrap();
-    let art = e2e::artifacts("clean");
+    let art = chromium::artifacts("clean");
     let run = tmp.path().join("clean");
     let result = {
-        let _alone = runs::exclusive();
-        let b = Backend::start(tmp.path(), "b-clean", &[]);
+        let _alone = exclusive();
+        let b = backend("b-clean", &[]);
         let url = b.url();
         let args = ["-c10", "-R300", "-d3s", "--sample", "0.2", &url];
         runs::load(&run, &args, Duration::from_secs(30)).1
@@ -51,7 +50,7 @@ fn a_clean_load_run() {
         run.join("report.html"),
         "one run: the page goes inside it"
     );
-    let page = e2e::open(&report, tmp.path(), &art);
+    let page = chromium::open(&report, tmp.path(), &art);
     let series = [Series {
         name: "clean",
         result: &result,
@@ -68,68 +67,10 @@ fn a_clean_load_run() {
     }
 }
 
-/// A listener that accepts every connection and resets it at once (RST): requests
-/// fail while being written or read.
-struct Resetter {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Resetter {
-    fn start() -> Resetter {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        l.set_nonblocking(true).unwrap();
-        let addr = l.local_addr().unwrap();
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = stop.clone();
-        let thread = thread::spawn(move || {
-            while !flag.load(Ordering::Relaxed) {
-                match l.accept() {
-                    Ok((mut s, _)) => {
-                        // Read a little of the request first so that the reset
-                        // lands while the client is still writing or waiting.
-                        let _ = s.set_nonblocking(false);
-                        let _ = s.set_read_timeout(Some(Duration::from_millis(50)));
-                        let _ = s.read(&mut [0u8; 512]);
-                        let _ = Socket::from(s).set_linger(Some(Duration::ZERO));
-                    }
-                    Err(_) => thread::sleep(Duration::from_millis(2)),
-                }
-            }
-        });
-        Resetter {
-            addr,
-            stop,
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Resetter {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// A listener whose accept queue is full and never drained: new connections hang in
-/// the handshake until the connect timeout.
-fn never_accepts() -> (Socket, SocketAddr) {
-    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
-    s.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-        .unwrap();
-    s.listen(0).unwrap();
-    let addr = s.local_addr().unwrap().as_socket().unwrap();
-    (s, addr)
-}
-
 #[test]
 fn errors_of_every_kind() {
     let tmp = tempfile::tempdir().unwrap();
-    let art = e2e::artifacts("errors");
+    let art = chromium::artifacts("errors");
     let dir = |n: &str| tmp.path().join(n);
     let body = tmp.path().join("body.bin");
     std::fs::write(&body, vec![b'x'; 256 * 1024]).unwrap();
@@ -140,9 +81,8 @@ fn errors_of_every_kind() {
         "never-accepts",
     ];
     {
-        let _alone = runs::exclusive();
-        let b = Backend::start(
-            tmp.path(),
+        let _alone = exclusive();
+        let b = backend(
             "b-503",
             &["--status", "503", "--delay", "uniform:1ms-100ms"],
         );
@@ -173,8 +113,8 @@ fn errors_of_every_kind() {
         let out = load.finish(limit);
         assert_eq!(out.code, Some(0), "{}", out.stderr);
         // Connections reset by the server while the request is written or awaited.
-        let r = Resetter::start();
-        let url = format!("http://{}/", r.addr);
+        let r = servers::reset_after_first_read();
+        let url = r.url("http");
         let b = body.to_str().unwrap();
         let args = [
             "-c5",
@@ -189,8 +129,8 @@ fn errors_of_every_kind() {
         runs::load(&dir(names[2]), &args, limit);
         drop(r);
         // A full accept queue: connects time out.
-        let (_listener, addr) = never_accepts();
-        let url = format!("http://{addr}/");
+        let never = servers::never_accepts();
+        let url = never.url("http");
         let args = [
             "-c10",
             "-R50",
@@ -205,7 +145,7 @@ fn errors_of_every_kind() {
     }
     let results: Vec<Value> = names
         .iter()
-        .map(|n| runs::read_json(&dir(n).join("result.json")))
+        .map(|n| read_json(&dir(n).join("result.json")))
         .collect();
     // The runs failed the way the test says they did.
     let count = |i: usize, k: &str| u64_at(&results[i], &["errors", k]);
@@ -247,7 +187,7 @@ fn errors_of_every_kind() {
     let refs: Vec<&Path> = runs_given.iter().map(|p| p.as_path()).collect();
     let report = runs::write_report(&refs, Some(&page_path), tmp.path());
     assert_eq!(report, page_path);
-    let page = e2e::open(&report, tmp.path(), &art);
+    let page = chromium::open(&report, tmp.path(), &art);
     let series: Vec<Series> = names
         .iter()
         .zip(&results)
@@ -267,18 +207,18 @@ fn errors_of_every_kind() {
 #[test]
 fn an_interrupted_run_shows_the_banner() {
     let tmp = tempfile::tempdir().unwrap();
-    let art = e2e::artifacts("partial");
+    let art = chromium::artifacts("partial");
     let run = tmp.path().join("partial");
     let (out, result) = {
-        let _alone = runs::exclusive();
-        let b = Backend::start(tmp.path(), "b-partial", &[]);
+        let _alone = exclusive();
+        let b = backend("b-partial", &[]);
         let url = b.url();
         let args = ["-c10", "-R300", "-d20s", "--sample", "0.2", &url];
         let load = runs::spawn_load(&run, &args);
         thread::sleep(Duration::from_secs(2));
         load.signal(Signal::INT);
         let out = load.finish(Duration::from_secs(15));
-        (out, runs::read_json(&run.join("result.json")))
+        (out, read_json(&run.join("result.json")))
     };
     assert_eq!(out.code, Some(130), "exit code of an interrupted load");
     assert!(
@@ -289,7 +229,7 @@ fn an_interrupted_run_shows_the_banner() {
     assert_eq!(result["partial"], Value::Bool(true));
 
     let report = runs::write_report(&[&run], None, tmp.path());
-    let page = e2e::open(&report, tmp.path(), &art);
+    let page = chromium::open(&report, tmp.path(), &art);
     let series = [Series {
         name: "partial",
         result: &result,
@@ -302,12 +242,12 @@ fn an_interrupted_run_shows_the_banner() {
 #[test]
 fn several_systems_side_by_side() {
     let tmp = tempfile::tempdir().unwrap();
-    let art = e2e::artifacts("systems");
+    let art = chromium::artifacts("systems");
     let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/dynamic-endpoints.yaml");
     let out = tmp.path().join("lab");
     let systems = ["nginx-lua", "caddy-api"];
     {
-        let _alone = runs::exclusive();
+        let _alone = exclusive();
         runs::lab_run(
             &scenario,
             &systems.join(","),
@@ -317,11 +257,11 @@ fn several_systems_side_by_side() {
     }
     let results: Vec<Value> = systems
         .iter()
-        .map(|s| runs::read_json(&out.join(s).join("result.json")))
+        .map(|s| read_json(&out.join(s).join("result.json")))
         .collect();
     let report = runs::write_report(&[&out], None, tmp.path());
     assert_eq!(report, out.join("report.html"));
-    let page = e2e::open(&report, tmp.path(), &art);
+    let page = chromium::open(&report, tmp.path(), &art);
     let series: Vec<Series> = systems
         .iter()
         .zip(&results)
@@ -345,7 +285,7 @@ fn several_systems_side_by_side() {
     chromium::screenshot(
         &report,
         &art.join("dark.png"),
-        e2e::screenshot_height(&dark),
+        chromium::screenshot_height(&dark),
         tmp.path(),
         Scheme::Dark,
     );

@@ -3,7 +3,7 @@
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,6 +61,33 @@ pub fn self_signed() -> Cert {
     }
 }
 
+/// A rustls client that trusts only the certificate(s) in `ca` (PEM) and speaks only
+/// `version`.
+///
+/// # Errors
+/// The PEM or rustls error, as text.
+pub fn client_config(
+    ca: &Path,
+    version: &'static rustls::SupportedProtocolVersion,
+) -> Result<rustls::ClientConfig, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_file_iter(ca).map_err(|e| e.to_string())? {
+        roots
+            .add(c.map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(&[version])
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth())
+}
+
 /// `GET /` over TLS with only `version` allowed, trusting `cert`. Returns the negotiated
 /// protocol and the whole response (the request asks the server to close).
 ///
@@ -71,20 +98,9 @@ pub fn https_get(
     cert: &Cert,
     version: &'static rustls::SupportedProtocolVersion,
 ) -> Result<(rustls::ProtocolVersion, String), String> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, ServerName};
+    use rustls::pki_types::ServerName;
 
-    let mut roots = rustls::RootCertStore::empty();
-    roots
-        .add(CertificateDer::from_pem_file(&cert.cert).map_err(|e| e.to_string())?)
-        .map_err(|e| e.to_string())?;
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_protocol_versions(&[version])
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
+    let config = client_config(&cert.cert, version)?;
     let name = ServerName::try_from(addr.ip().to_string()).map_err(|e| e.to_string())?;
     let conn = rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
     let tcp =

@@ -5,105 +5,30 @@
 //! Every spawned backend sits in a [`Backend`] guard that kills it on drop, so a
 //! failing assertion never leaves a server behind.
 
+use crate::common::backend::Backend;
+use crate::common::{bin, exclusive, tls};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_ingressbench");
 
 /// Client reads never wait longer than this; a hang is a failure, not a stuck test.
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A running backend, killed when dropped.
-struct Backend {
-    child: Child,
-    addrs: Vec<SocketAddr>,
-    /// First line the backend printed on stdout.
-    announced: String,
-    _dir: tempfile::TempDir,
+/// `ingressbench backend --workers 2 --listen 127.0.0.1:0 <extra>` (no `--listen`
+/// added when `extra` has its own), once it is ready.
+fn start(extra: &[&str]) -> Backend {
+    Backend::start_args(&[&["--workers", "2"], extra].concat())
 }
 
-impl Backend {
-    /// Starts `ingressbench backend --listen 127.0.0.1:0 --ready-file ... <extra>` and
-    /// waits for its ready file.
-    fn start(extra: &[&str]) -> Backend {
-        let dir = tempfile::tempdir().unwrap();
-        let ready = dir.path().join("ready");
-        let mut args = vec!["backend", "--workers", "2"];
-        if !extra.contains(&"--listen") {
-            args.extend(["--listen", "127.0.0.1:0"]);
-        }
-        let child = Command::new(BIN)
-            .args(&args)
-            .arg("--ready-file")
-            .arg(&ready)
-            .args(extra)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn ingressbench");
-        let mut b = Backend {
-            child,
-            addrs: Vec::new(),
-            announced: String::new(),
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !ready.exists() {
-            if let Some(status) = b.child.try_wait().unwrap() {
-                panic!("backend exited before it was ready: {status}");
-            }
-            assert!(Instant::now() < deadline, "backend not ready after 10s");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        b.addrs = std::fs::read_to_string(&ready)
-            .unwrap()
-            .lines()
-            .map(|l| l.parse().unwrap())
-            .collect();
-        // The announcement is printed and flushed before the ready file is written.
-        let stdout = b.child.stdout.take().unwrap();
-        BufReader::new(stdout).read_line(&mut b.announced).unwrap();
-        b
-    }
-
-    fn addr(&self) -> SocketAddr {
-        self.addrs[0]
-    }
-
-    /// Sends SIGTERM, as the kubelet does.
-    fn term(&self) {
-        let ok = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -TERM failed");
-    }
-
-    /// Waits up to `limit` for the process to exit.
-    fn wait_exit(&mut self, limit: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + limit;
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return Some(s);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Sends SIGTERM, as the kubelet does.
+fn term(b: &Backend) {
+    let ok = std::process::Command::new("kill")
+        .args(["-TERM", &b.proc.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -TERM failed");
 }
 
 /// One parsed answer.
@@ -215,12 +140,12 @@ fn closed_by_peer(c: &mut impl Read) -> bool {
 
 #[test]
 fn announces_and_answers_with_exact_body() {
-    let b = Backend::start(&["--id", "web-1", "--body-size", "1500"]);
+    let b = start(&["--id", "web-1", "--body-size", "1500"]);
     assert_eq!(
-        b.announced,
-        format!("listening on http://{} id=web-1\n", b.addr())
+        b.announced(),
+        format!("listening on http://{} id=web-1\n", b.addr)
     );
-    let r = get(b.addr(), "/some/path?q=1");
+    let r = get(b.addr, "/some/path?q=1");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("content-type"), Some("text/plain"));
     assert_eq!(r.header("x-backend"), Some("web-1"));
@@ -229,7 +154,7 @@ fn announces_and_answers_with_exact_body() {
     assert_eq!(r.body_line("server id"), Some("web-1"));
     assert_eq!(
         r.body_line("server address"),
-        Some(b.addr().to_string().as_str())
+        Some(b.addr.to_string().as_str())
     );
     assert!(r.body_line("date").is_some_and(|d| d.ends_with(" GMT")));
     assert!(r.body_line("request id").is_some());
@@ -237,19 +162,21 @@ fn announces_and_answers_with_exact_body() {
 
 #[test]
 fn default_body_is_1024_bytes_and_id_names_the_port() {
-    let b = Backend::start(&[]);
-    let r = get(b.addr(), "/");
+    let b = start(&[]);
+    let r = get(b.addr, "/");
     assert_eq!(r.body.len(), 1024);
     let id = r.header("x-backend").unwrap();
-    assert!(id.ends_with(&format!("-{}", b.addr().port())), "{id}");
-    assert!(b.announced.ends_with(&format!(" id={id}\n")));
+    assert!(id.ends_with(&format!("-{}", b.addr.port())), "{id}");
+    assert!(b.announced().ends_with(&format!(" id={id}\n")));
 }
 
 #[test]
 fn healthz_stays_healthy_and_fast_while_status_is_503() {
-    let b = Backend::start(&["--status", "503", "--delay", "1s"]);
+    // Timed: not beside a load, a proxy or Chromium.
+    let _alone = exclusive();
+    let b = start(&["--status", "503", "--delay", "1s"]);
     let t = Instant::now();
-    let r = get(b.addr(), "/healthz");
+    let r = get(b.addr, "/healthz");
     assert_eq!(r.status, 200);
     assert_eq!(r.body, b"healthy");
     assert!(
@@ -257,7 +184,7 @@ fn healthz_stays_healthy_and_fast_while_status_is_503() {
         "{:?}",
         t.elapsed()
     );
-    let r = get(b.addr(), "/anything");
+    let r = get(b.addr, "/anything");
     assert!(t.elapsed() >= Duration::from_secs(1), "{:?}", t.elapsed());
     assert_eq!(r.status, 503);
     assert_eq!(r.body.len(), 1024);
@@ -266,8 +193,8 @@ fn healthz_stays_healthy_and_fast_while_status_is_503() {
 
 #[test]
 fn keep_alive_serves_two_requests_on_one_connection() {
-    let b = Backend::start(&[]);
-    let mut c = connect(b.addr());
+    let b = start(&[]);
+    let mut c = connect(b.addr);
     send(&mut c, "GET /one HTTP/1.1\r\nHost: t\r\n\r\n");
     let r1 = read_response(&mut c).unwrap();
     send(&mut c, "GET /two HTTP/1.1\r\nHost: t\r\n\r\n");
@@ -280,8 +207,8 @@ fn keep_alive_serves_two_requests_on_one_connection() {
 
 #[test]
 fn pipelined_requests_with_bodies_are_answered_in_order() {
-    let b = Backend::start(&["--delay", "uniform:0ms-5ms"]);
-    let mut c = connect(b.addr());
+    let b = start(&["--delay", "uniform:0ms-5ms"]);
+    let mut c = connect(b.addr);
     send(
         &mut c,
         concat!(
@@ -303,8 +230,8 @@ fn pipelined_requests_with_bodies_are_answered_in_order() {
 
 #[test]
 fn a_body_split_over_many_writes_is_read() {
-    let b = Backend::start(&[]);
-    let mut c = connect(b.addr());
+    let b = start(&[]);
+    let mut c = connect(b.addr);
     send(
         &mut c,
         "PUT /up HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n",
@@ -319,8 +246,8 @@ fn a_body_split_over_many_writes_is_read() {
 
 #[test]
 fn connection_close_is_honoured() {
-    let b = Backend::start(&[]);
-    let mut c = connect(b.addr());
+    let b = start(&[]);
+    let mut c = connect(b.addr);
     send(&mut c, "GET / HTTP/1.1\r\nConnection: close\r\n\r\n");
     let r = read_response(&mut c).unwrap();
     assert!(r.closes());
@@ -329,15 +256,15 @@ fn connection_close_is_honoured() {
 
 #[test]
 fn malformed_request_gets_400_and_close() {
-    let b = Backend::start(&[]);
-    let mut c = connect(b.addr());
+    let b = start(&[]);
+    let mut c = connect(b.addr);
     send(&mut c, "THIS IS NOT HTTP\r\n\r\n");
     let r = read_response(&mut c).unwrap();
     assert_eq!(r.status, 400);
     assert!(r.closes());
     assert!(closed_by_peer(&mut c));
     // Ambiguous framing is refused too (a smuggling guard).
-    let mut c = connect(b.addr());
+    let mut c = connect(b.addr);
     send(
         &mut c,
         "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
@@ -347,9 +274,11 @@ fn malformed_request_gets_400_and_close() {
 
 #[test]
 fn delay_holds_each_answer() {
-    let b = Backend::start(&["--delay", "300ms"]);
+    // Timed: not beside a load, a proxy or Chromium.
+    let _alone = exclusive();
+    let b = start(&["--delay", "300ms"]);
     let t = Instant::now();
-    let r = get(b.addr(), "/slow");
+    let r = get(b.addr, "/slow");
     assert_eq!(r.status, 200);
     assert!(
         t.elapsed() >= Duration::from_millis(300),
@@ -360,7 +289,7 @@ fn delay_holds_each_answer() {
 
 #[test]
 fn several_listeners_are_announced_and_served() {
-    let b = Backend::start(&[
+    let b = start(&[
         "--listen",
         "127.0.0.1:0",
         "--listen",
@@ -392,7 +321,7 @@ fn bad_flags_exit_2_with_one_line() {
         ],
         &["backend", "--tls-cert", "/no/cert.pem"],
     ] {
-        let out = Command::new(BIN).args(args).output().unwrap();
+        let out = bin().args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8(out.stderr).unwrap();
         assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
@@ -402,8 +331,10 @@ fn bad_flags_exit_2_with_one_line() {
 
 #[test]
 fn sigterm_drains_like_a_pod() {
-    let mut b = Backend::start(&["--delay", "1s", "--drain-timeout", "5s"]);
-    let addr = b.addr();
+    // Timed: not beside a load, a proxy or Chromium.
+    let _alone = exclusive();
+    let mut b = start(&["--delay", "1s", "--drain-timeout", "5s"]);
+    let addr = b.addr;
     // An idle keep-alive connection, and one with a request in flight.
     let mut idle = connect(addr);
     let mut busy = connect(addr);
@@ -411,7 +342,7 @@ fn sigterm_drains_like_a_pod() {
     std::thread::sleep(Duration::from_millis(200));
 
     let signalled = Instant::now();
-    b.term();
+    term(&b);
 
     // Listeners close at once: a new connect is refused well before the answer.
     let mut refused = false;
@@ -443,7 +374,8 @@ fn sigterm_drains_like_a_pod() {
     drop(busy);
 
     let status = b
-        .wait_exit(Duration::from_secs(5))
+        .proc
+        .wait_timeout(Duration::from_secs(5))
         .expect("backend did not exit within the drain timeout");
     assert!(status.success(), "{status}");
     assert!(
@@ -455,14 +387,17 @@ fn sigterm_drains_like_a_pod() {
 
 #[test]
 fn drain_timeout_ends_a_stuck_drain_with_exit_0() {
-    let mut b = Backend::start(&["--delay", "30s", "--drain-timeout", "500ms"]);
-    let mut busy = connect(b.addr());
+    // Timed: not beside a load, a proxy or Chromium.
+    let _alone = exclusive();
+    let mut b = start(&["--delay", "30s", "--drain-timeout", "500ms"]);
+    let mut busy = connect(b.addr);
     send(&mut busy, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");
     std::thread::sleep(Duration::from_millis(100));
     let signalled = Instant::now();
-    b.term();
+    term(&b);
     let status = b
-        .wait_exit(Duration::from_secs(5))
+        .proc
+        .wait_timeout(Duration::from_secs(5))
         .expect("backend ignored its drain timeout");
     assert!(status.success(), "{status}");
     let took = signalled.elapsed();
@@ -473,83 +408,36 @@ fn drain_timeout_ends_a_stuck_drain_with_exit_0() {
     assert!(closed_by_peer(&mut busy));
 }
 
-/// A self-signed certificate for 127.0.0.1 made by openssl in `dir`: (cert, key).
-///
-/// `CA:FALSE` is added to the usual one-liner because webpki (rightly) refuses a
-/// CA certificate used as a server's end-entity certificate.
-fn self_signed(dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let out = Command::new("openssl")
-        .args([
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=localhost",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "-addext",
-            "basicConstraints=critical,CA:FALSE",
-        ])
-        .arg("-keyout")
-        .arg(&key)
-        .arg("-out")
-        .arg(&cert)
-        .output()
-        .expect("openssl must be installed");
-    assert!(
-        out.status.success(),
-        "openssl: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (cert, key)
-}
-
 /// A rustls client that trusts only `cert`, speaks only `version`, offers h2 and
 /// http/1.1.
 fn tls_client(
-    cert: &Path,
+    cert: &tls::Cert,
     version: &'static rustls::SupportedProtocolVersion,
 ) -> Arc<rustls::ClientConfig> {
-    use rustls_pki_types::pem::PemObject;
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls_pki_types::CertificateDer::pem_file_iter(cert).unwrap() {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[version])
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let mut config = tls::client_config(&cert.cert, version).unwrap();
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Arc::new(config)
 }
 
 #[test]
 fn https_with_tls_1_2_and_1_3() {
-    let dir = tempfile::tempdir().unwrap();
-    let (cert, key) = self_signed(dir.path());
-    let b = Backend::start(&[
+    let cert = tls::self_signed();
+    let b = start(&[
         "--tls-cert",
-        cert.to_str().unwrap(),
+        cert.cert.to_str().unwrap(),
         "--tls-key",
-        key.to_str().unwrap(),
+        cert.key.to_str().unwrap(),
         "--id",
         "secure",
     ]);
     assert_eq!(
-        b.announced,
-        format!("listening on https://{} id=secure\n", b.addr())
+        b.announced(),
+        format!("listening on https://{} id=secure\n", b.addr)
     );
     for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
         let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
         let conn = rustls::ClientConnection::new(tls_client(&cert, version), name).unwrap();
-        let tcp = TcpStream::connect(b.addr()).unwrap();
+        let tcp = TcpStream::connect(b.addr).unwrap();
         tcp.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
         let mut tls = BufReader::new(rustls::StreamOwned::new(conn, tcp));
         // Two requests: keep-alive works over TLS too.

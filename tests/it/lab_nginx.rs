@@ -1,11 +1,10 @@
 //! The nginx profiles against real nginx and real backends: endpoint changes, route
 //! changes, a rejected change, an empty endpoint list, a reload, and a clean stop.
 
-mod labsupport;
-
-use lab::nginx::{Mode, Nginx};
-use lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route};
-use labsupport::{assert_no_process_with, backend, context, get, ids_seen, path_text};
+use crate::common::exclusive;
+use crate::common::lab::nginx::{Mode, Nginx};
+use crate::common::lab::{assert_no_process_with, backend, context, get, ids_seen, path_text};
+use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -49,10 +48,11 @@ fn route(d: &mut Nginx, r: Route) {
 }
 
 fn exercise(mode: Mode) {
+    let _alone = exclusive();
     let dir = tempfile::tempdir().unwrap();
-    let b1 = backend(dir.path(), "b1");
-    let b2 = backend(dir.path(), "b2");
-    let b3 = backend(dir.path(), "b3");
+    let b1 = backend("b1");
+    let b2 = backend("b2");
+    let b3 = backend("b3");
     let ctx: DriverContext = context(dir.path());
     let (e1, e2, e3) = (
         b1.endpoint.clone(),

@@ -1,0 +1,19 @@
+//! The integration tests, as one test binary (`cargo test --test it`): the built
+//! `ingressbench` run as a backend, load generator, lab and report, against real
+//! proxies and Chromium, with the helpers they share in [`common`].
+//!
+//! All tests run in this one process, two at a time under `make test`; those that
+//! generate load, start proxies, run Chromium or time something take turns through
+//! [`common::exclusive`].
+
+mod common;
+
+mod backend;
+mod compare;
+mod lab_caddy;
+mod lab_haproxy;
+mod lab_nginx;
+mod lab_run;
+mod load;
+mod report;
+mod report_e2e;
