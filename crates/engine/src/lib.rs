@@ -9,6 +9,7 @@
 
 pub mod http1;
 pub mod schedule;
+pub mod spec;
 pub mod stats;
 pub mod sysinfo;
 pub mod tls;
@@ -22,6 +23,7 @@ use results::{
     Errors, Generator, Latency, LoadConfig, Rate, Requests, RunResult, Samples, TimelineEntry,
     TlsStats, RESULT_SCHEMA,
 };
+use spec::SpecError;
 use stats::{Interval, Totals};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -97,24 +99,35 @@ impl LoadSpec {
     /// recorded in results.
     ///
     /// # Errors
-    /// One line saying what is wrong and how to fix it (flag names as in the CLI).
-    pub fn resolve(&self) -> Result<(Plan, LoadConfig), String> {
-        let target = http1::Target::parse(&self.url)?;
+    /// [`SpecError`]: which setting is wrong and why, rendered with CLI flags by
+    /// `Display` and with scenario keys by [`SpecError::scenario`].
+    pub fn resolve(&self) -> Result<(Plan, LoadConfig), SpecError> {
+        use spec::Setting as S;
+        let target = http1::Target::parse(&self.url).map_err(|e| SpecError::new(S::Url, e))?;
         if self.duration.is_zero() {
-            return Err("--duration must be longer than 0s (e.g. -d 30s)".into());
+            return Err(SpecError::new(S::Duration, " must be longer than 0s").example("-d 30s"));
         }
-        if self.timeout.is_zero() || self.connect_timeout.is_zero() {
-            return Err("--timeout and --connect-timeout must be longer than 0s".into());
+        if self.timeout.is_zero() {
+            return Err(
+                SpecError::new(S::Timeout, " must be longer than 0s").example("--timeout 2s")
+            );
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(SpecError::new(S::ConnectTimeout, " must be longer than 0s")
+                .example("--connect-timeout 2s"));
         }
         if let Some(r) = self.rate {
             if !(r.is_finite() && r > 0.0) {
-                return Err(format!(
-                    "-R/--rate {r} is not a rate: give requests per second above 0 (e.g. -R 1000)"
-                ));
+                return Err(SpecError::new(
+                    S::Rate,
+                    " is not a rate: give requests per second above 0",
+                )
+                .value(r.to_string())
+                .example("-R 1000"));
             }
         }
         if self.connections == 0 {
-            return Err("-c/--connections must be at least 1".into());
+            return Err(SpecError::new(S::Connections, " must be at least 1"));
         }
         let threads = self.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
@@ -122,13 +135,15 @@ impl LoadSpec {
                 .min(self.connections)
         });
         if threads == 0 {
-            return Err("-t/--threads must be at least 1".into());
+            return Err(SpecError::new(S::Threads, " must be at least 1"));
         }
         if self.connections < threads {
-            return Err(format!(
-                "-c/--connections ({}) must be at least -t/--threads ({threads}): each thread needs a connection",
-                self.connections
-            ));
+            return Err(SpecError::new(
+                S::Connections,
+                " must be at least {other}: each thread needs a connection",
+            )
+            .value(format!("({})", self.connections))
+            .other(S::Threads, threads.to_string()));
         }
         let model = schedule::Model::parse(&self.schedule)?;
         let request = http1::encode_request(
@@ -137,14 +152,19 @@ impl LoadSpec {
             &self.headers,
             &self.body,
             self.new_connection,
-        )?;
+        )
+        .map_err(|e| SpecError::new(S::Request, e))?;
         let t = &self.tls;
         if !target.tls && (t.version.is_some() || t.cacert.is_some() || t.resume) {
-            return Err("--tls-version, --cacert and --tls-resume need an https:// URL".into());
+            return Err(SpecError::new(
+                S::Tls,
+                "--tls-version, --cacert and --tls-resume need an https:// URL",
+            ));
         }
         let tls = if target.tls {
-            let cfg = tls::client_config(t).map_err(|e| e.to_string())?;
-            let name = tls::server_name(&target.host).map_err(|e| e.to_string())?;
+            let cfg = tls::client_config(t).map_err(|e| SpecError::new(S::Tls, e.to_string()))?;
+            let name = tls::server_name(&target.host)
+                .map_err(|e| SpecError::new(S::Tls, e.to_string()))?;
             Some((cfg, name))
         } else {
             None
@@ -152,17 +172,28 @@ impl LoadSpec {
         use std::net::ToSocketAddrs;
         let addr = (target.host.as_str(), target.port)
             .to_socket_addrs()
-            .map_err(|e| format!("cannot resolve host '{}': {e}", target.host))?
+            .map_err(|e| {
+                SpecError::new(
+                    S::Url,
+                    format!("cannot resolve host '{}': {e}", target.host),
+                )
+            })?
             .next()
-            .ok_or_else(|| format!("host '{}' has no address", target.host))?;
+            .ok_or_else(|| {
+                SpecError::new(S::Url, format!("host '{}' has no address", target.host))
+            })?;
         if self.backend_header.is_empty() || self.backend_header.contains([':', ' ']) {
-            return Err("--backend-header must be a header name such as x-backend".into());
+            return Err(SpecError::new(
+                S::BackendHeader,
+                " must be a header name such as x-backend",
+            ));
         }
         if !(self.sample.is_finite() && (0.0..=1.0).contains(&self.sample)) {
-            return Err(format!(
-                "--sample {}: give a fraction of requests from 0 to 1 (e.g. 0.1)",
-                self.sample
-            ));
+            return Err(
+                SpecError::new(S::Sample, ": give a fraction of requests from 0 to 1")
+                    .value(self.sample.to_string())
+                    .example("0.1"),
+            );
         }
         let plan = Plan {
             addr,

@@ -178,13 +178,15 @@ impl Model {
     ///
     /// # Errors
     /// A message listing the accepted names.
-    pub fn parse(s: &str) -> Result<Model, String> {
+    pub fn parse(s: &str) -> Result<Model, crate::spec::SpecError> {
         match s {
             "connection" | "per-connection" => Ok(Model::PerConnection),
             "shared" => Ok(Model::Shared),
-            _ => Err(format!(
-                "--schedule '{s}' is not a schedule: use 'connection' (wrk2) or 'shared'"
-            )),
+            _ => Err(crate::spec::SpecError::new(
+                crate::spec::Setting::Schedule,
+                " is not a schedule: use 'connection' (wrk2) or 'shared'",
+            )
+            .value(format!("'{s}'"))),
         }
     }
 

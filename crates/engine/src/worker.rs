@@ -125,7 +125,7 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut w = Worker::new(id, conn_offset, conns, shared.clone(), tx.clone())
             .map_err(|e| e.to_string())?;
-        w.run(&passed);
+        w.run(&passed).map_err(|e| format!("epoll_wait: {e}"))?;
         Ok::<(), String>(())
     }));
     let failure = match res {
@@ -145,6 +145,21 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
         shared.gate.wait();
     }
     let _ = tx.send(Msg::Done(id, Box::default()));
+}
+
+/// One epoll wait into `events` (cleared first). An interrupted wait (EINTR: a
+/// signal arrived) is an empty wait; any other error is returned, because a loop that
+/// ignored it would spin to the end of the run recording nothing.
+fn epoll_wait(
+    ep: &std::os::fd::OwnedFd,
+    events: &mut Vec<epoll::Event>,
+    ts: &rustix::time::Timespec,
+) -> io::Result<()> {
+    events.clear();
+    match epoll::wait(ep, rustix::buffer::spare_capacity(events), Some(ts)) {
+        Ok(_) | Err(rustix::io::Errno::INTR) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 struct Worker {
@@ -240,9 +255,11 @@ impl Worker {
         self
     }
 
-    fn run(&mut self, passed: &std::cell::Cell<usize>) {
+    /// # Errors
+    /// An epoll failure other than an interrupted wait: the worker cannot go on.
+    fn run(&mut self, passed: &std::cell::Cell<usize>) -> io::Result<()> {
         if !self.shared.new_connection {
-            self.preconnect();
+            self.preconnect()?;
         }
         // Meet the other workers; the coordinator publishes the start in between.
         self.shared.gate.wait();
@@ -269,12 +286,12 @@ impl Worker {
         for (i, l) in self.lanes.iter().enumerate() {
             self.heap.push(Reverse((l.due(start), i as u32)));
         }
-        self.main_loop();
+        self.main_loop()
     }
 
     /// Opens every connection (and TLS session) before the schedule starts, as wrk
     /// does, so the first second does not measure a thousand handshakes.
-    fn preconnect(&mut self) {
+    fn preconnect(&mut self) -> io::Result<()> {
         let clock = self.shared.clock;
         let deadline = clock.now() + self.shared.connect_timeout_ns;
         for i in 0..self.conns.len() {
@@ -290,7 +307,7 @@ impl Worker {
             if pending == 0 || now >= deadline || self.shared.stop.load(Ordering::Relaxed) {
                 break;
             }
-            self.wait_and_handle(now, deadline.min(now + SWEEP_NS));
+            self.wait_and_handle(now, deadline.min(now + SWEEP_NS))?;
         }
         // Whatever did not connect in time is closed; requests will reopen it.
         for i in 0..self.conns.len() {
@@ -298,9 +315,10 @@ impl Worker {
                 self.close(i);
             }
         }
+        Ok(())
     }
 
-    fn main_loop(&mut self) {
+    fn main_loop(&mut self) -> io::Result<()> {
         let clock = self.shared.clock;
         let mut stopped_at: Option<Nanos> = None;
         let mut interrupted = false;
@@ -349,7 +367,7 @@ impl Worker {
             } else if interrupted {
                 wake = wake.min(stopped_at.unwrap_or(now) + INTERRUPT_DRAIN_NS);
             }
-            self.wait_and_handle(now, wake);
+            self.wait_and_handle(now, wake)?;
         }
         let now = clock.now();
         if let Some(iv) = self.rec.roll(now.max(self.rec.next_roll())) {
@@ -361,6 +379,7 @@ impl Worker {
         let mut totals = std::mem::take(&mut self.rec.totals);
         totals.tls_version = totals.tls_version.or(self.tls_version);
         let _ = self.tx.send(Msg::Done(self.id, Box::new(totals)));
+        Ok(())
     }
 
     /// Sends every request that is due and has an idle connection.
@@ -632,22 +651,13 @@ impl Worker {
     }
 
     /// Waits for events until `wake` at the latest and handles them.
-    fn wait_and_handle(&mut self, now: Nanos, wake: Nanos) {
+    fn wait_and_handle(&mut self, now: Nanos, wake: Nanos) -> io::Result<()> {
         let wait = wake.saturating_sub(now);
         let ts = rustix::time::Timespec {
             tv_sec: (wait / 1_000_000_000) as i64,
             tv_nsec: (wait % 1_000_000_000) as i64,
         };
-        self.events.clear();
-        match epoll::wait(
-            &self.ep,
-            rustix::buffer::spare_capacity(&mut self.events),
-            Some(&ts),
-        ) {
-            Ok(_) => {}
-            Err(rustix::io::Errno::INTR) => return,
-            Err(_) => return,
-        }
+        epoll_wait(&self.ep, &mut self.events, &ts)?;
         let events = std::mem::take(&mut self.events);
         for ev in &events {
             let key = ev.data.u64();
@@ -659,6 +669,7 @@ impl Worker {
             self.on_event(ci, ev.flags);
         }
         self.events = events;
+        Ok(())
     }
 
     fn on_event(&mut self, ci: usize, flags: epoll::EventFlags) {
@@ -948,5 +959,25 @@ fn connect_result(sock: &TcpStream) -> Result<bool, ()> {
         Ok(_) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
         Err(_) => Err(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_epoll_failure_is_an_error_not_an_empty_wait() {
+        let ts = rustix::time::Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        let mut events = Vec::with_capacity(4);
+        let ep = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
+        epoll_wait(&ep, &mut events, &ts).expect("an empty wait on an epoll fd");
+        // Not an epoll descriptor: epoll_wait fails with EINVAL on every call.
+        let not_epoll: std::os::fd::OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
+        let e = epoll_wait(&not_epoll, &mut events, &ts).unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
     }
 }

@@ -335,8 +335,7 @@ impl TryFrom<LoadRaw> for Load {
                 r.sample
             ));
         }
-        engine::schedule::Model::parse(&r.schedule)
-            .map_err(|e| e.replace("--schedule", "load.schedule"))?;
+        engine::schedule::Model::parse(&r.schedule).map_err(|e| e.scenario())?;
         Ok(Load {
             rate: r.rate,
             connections: r.connections,

@@ -251,7 +251,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         backend_header: "x-backend".into(),
         sample: load.sample,
     };
-    let (plan, config) = spec.resolve().map_err(RunError::Setup)?;
+    let (plan, config) = spec.resolve().map_err(|e| RunError::Setup(e.scenario()))?;
 
     // The load runs on its own thread; this one applies the changes.
     let engine_stop = Arc::new(AtomicBool::new(false));
