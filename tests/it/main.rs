@@ -10,6 +10,7 @@ mod common;
 
 mod backend;
 mod compare;
+mod contract;
 mod lab_caddy;
 mod lab_haproxy;
 mod lab_nginx;
