@@ -7,13 +7,12 @@
 //! delays drawn from a distribution, periodic stalls, error statuses, TLS — and a
 //! drain on SIGTERM that behaves like a pod's, so rollouts can be studied.
 //!
-//! Parts: [`http`] reads requests, [`response`] writes answers, [`delay`] and
+//! Parts: [`http1::RequestReader`] (strict) reads requests, [`response`] writes answers, [`delay`] and
 //! [`stall`] decide when, [`tls`] loads certificates, [`server`] runs it all. The
 //! command line (`ingressbench backend`) only resolves flags into a [`Config`],
 //! installs signal handlers and calls [`Server`].
 
 pub mod delay;
-pub mod http;
 pub mod response;
 pub mod server;
 pub mod stall;

@@ -17,6 +17,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use http1::request::{RequestReader, MAX_HEAD};
+use http1::Strictness;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{mpsc, watch, Notify};
@@ -24,7 +26,6 @@ use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::delay::{Delay, Rng};
-use super::http::{RequestReader, MAX_HEAD};
 use super::response::{now_date, Answer, Responder, CONTINUE, HEALTH_PATH};
 use super::stall::Stall;
 use super::Error;
@@ -357,7 +358,8 @@ where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let prefix = shared.responder.conn_prefix(local);
-    let mut reader = RequestReader::new();
+    // Strict: a request two careful parsers could frame differently is a 400.
+    let mut reader = RequestReader::with_strictness(Strictness::Strict);
     let mut rng = Rng::new();
     let mut buf = vec![0u8; INITIAL_BUF];
     let mut out = Vec::with_capacity(INITIAL_BUF);

@@ -7,7 +7,6 @@
 //! nothing of scenarios, proxies or reports; [`Outcome::to_result`] turns its figures
 //! into the shared result document.
 
-pub mod http1;
 pub mod schedule;
 pub mod spec;
 pub mod stats;

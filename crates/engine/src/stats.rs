@@ -6,8 +6,8 @@
 //! totals. Latency is kept in microseconds from 1 µs to 1 hour with 3 significant
 //! digits; the generator's lag in nanoseconds, because it is meant to be tiny.
 
-use crate::http1::MAX_BACKEND_ID;
 use hdrhistogram::Histogram;
+use http1::response::MAX_BACKEND_ID;
 use results::clock::Nanos;
 use results::ErrorKind;
 

@@ -12,9 +12,10 @@
 //! the response completes it or an error fails it, and the connection returns to its
 //! lane. Errors close the connection; the next request reopens it.
 
-use crate::http1::{Response, ResponseParser};
 use crate::schedule::{lanes_for_worker, Lane, Model, Share};
 use crate::stats::{Interval, RawSample, Recorder, Totals};
+use http1::response::Response;
+use http1::{ResponseParser, Strictness};
 use results::clock::{Clock, Nanos};
 use results::ErrorKind;
 use rustix::event::epoll;
@@ -206,7 +207,13 @@ impl Worker {
                 dispatched: 0,
                 deadline: 0,
                 written: 0,
-                parser: ResponseParser::new(&shared.backend_header, shared.head_request),
+                // Lenient: a response curl takes is not a failure of the proxy under
+                // test (docs/load.md, "What responses the engine accepts").
+                parser: ResponseParser::with_strictness(
+                    &shared.backend_header,
+                    shared.head_request,
+                    Strictness::Lenient,
+                ),
             })
             .collect();
         Ok(Worker {

@@ -9,9 +9,9 @@
 use super::driver::{Endpoint, LabError};
 use super::platform::BackendSpec;
 use super::proc::Guard;
+use http1::client;
 use rustix::process::Signal;
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -192,18 +192,6 @@ impl Drop for Pool {
 
 /// One readiness probe: `GET /healthz` answers 200.
 pub fn healthz(addr: SocketAddr) -> bool {
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_millis(500)));
-    if s.write_all(b"GET /healthz HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut buf = [0u8; 64];
-    match s.read(&mut buf) {
-        Ok(n) => buf[..n].starts_with(b"HTTP/1.1 200"),
-        Err(_) => false,
-    }
+    client::request(addr, "GET", "/healthz", &[], b"", Duration::from_secs(1))
+        .is_ok_and(|r| r.status == 200)
 }

@@ -3,7 +3,7 @@
 //!
 //! This module owns Caddy's JSON configuration (built by the pure [`config`]
 //! function and kept in `out_dir/caddy.json`, rewritten after every change), the
-//! process, and a tiny HTTP/1.1 client for the admin endpoint on 127.0.0.1. Endpoint
+//! process, and the calls to the admin endpoint on 127.0.0.1 (`http1::client`). Endpoint
 //! changes PATCH the proxy handler's upstreams through its `@id`; route changes PATCH
 //! the handlers of a pass-through middleware route that sits before the proxy route,
 //! so the proxy's path never moves; a reload POSTs the whole config to `/load`.
@@ -18,8 +18,8 @@
 
 use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use super::proc::{self, Guard};
+use http1::client::{self, Response};
 use serde_json::{json, Value};
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::PathBuf;
 use std::process::Command;
@@ -313,13 +313,14 @@ impl Caddy {
     /// Whether the admin API, the HTTP port and the HTTPS port all answer.
     fn answers(&self, ctx: &DriverContext) -> bool {
         let short = Duration::from_secs(1);
-        let admin_ok = request(self.admin_port, "GET", "/config/", &[], b"", short)
+        let local = |port: u16| SocketAddr::from(([127, 0, 0, 1], port));
+        let admin_ok = client::request(local(self.admin_port), "GET", "/config/", &[], b"", short)
             .is_ok_and(|r| r.status == 200);
         if !admin_ok {
             return false;
         }
         // With no endpoints Caddy answers 503 by design; any answer means it serves.
-        let http_ok = request(ctx.http_port, "GET", "/", &[], b"", short)
+        let http_ok = client::request(local(ctx.http_port), "GET", "/", &[], b"", short)
             .is_ok_and(|r| r.status == 200 || self.endpoints.is_empty());
         let https_addr = SocketAddr::from(([127, 0, 0, 1], ctx.https_port));
         http_ok && TcpStream::connect_timeout(&https_addr, short).is_ok()
@@ -516,7 +517,9 @@ impl Driver for Caddy {
         };
         if guard.alive() {
             // Caddy may close the connection while exiting: the reply does not matter.
-            let _ = request(self.admin_port, "POST", "/stop", &[], b"", STOP_GRACE);
+            let addr = SocketAddr::from(([127, 0, 0, 1], self.admin_port));
+            let json = [("Content-Type", "application/json")];
+            let _ = client::request(addr, "POST", "/stop", &json, b"", STOP_GRACE);
             let deadline = Instant::now() + STOP_GRACE;
             while guard.alive() && Instant::now() < deadline {
                 std::thread::sleep(Duration::from_millis(5));
@@ -553,131 +556,33 @@ fn parse_version(out: &str) -> Option<String> {
         .then(|| v.to_string())
 }
 
-// --- A tiny HTTP/1.1 client for the admin API (and the readiness probe). ---
-
-/// One reply: status and decoded body.
-#[derive(Debug)]
-struct Reply {
-    status: u16,
-    body: Vec<u8>,
-}
-
-impl Reply {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-/// An admin call, retrying the connection for a moment: Caddy re-binds its admin
-/// listener on every config change.
+/// An admin call on 127.0.0.1:`port`, retrying the connection for a moment: Caddy
+/// re-binds its admin listener on every config change. A body (and any method but
+/// `GET`) is sent as JSON.
 fn admin(
     port: u16,
     method: &str,
     path: &str,
     headers: &[(&str, &str)],
     body: &[u8],
-) -> std::io::Result<Reply> {
+) -> std::io::Result<Response> {
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let mut all = Vec::with_capacity(headers.len() + 1);
+    if !body.is_empty() || method != "GET" {
+        all.push(("Content-Type", "application/json"));
+    }
+    all.extend_from_slice(headers);
     let t = Instant::now();
     loop {
-        match request(port, method, path, headers, body, ADMIN_TIMEOUT) {
+        match client::request(addr, method, path, &all, body, ADMIN_TIMEOUT) {
             Err(e)
-                if e.kind() == std::io::ErrorKind::ConnectionRefused
+                if e.io_kind() == Some(std::io::ErrorKind::ConnectionRefused)
                     && t.elapsed() < Duration::from_secs(1) =>
             {
                 std::thread::sleep(Duration::from_millis(10));
             }
-            other => return other,
+            other => return other.map_err(std::io::Error::from),
         }
-    }
-}
-
-/// One request on a fresh connection to 127.0.0.1:`port` (`Connection: close`, so
-/// calls are never pipelined).
-fn request(
-    port: u16,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-    timeout: Duration,
-) -> std::io::Result<Reply> {
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let mut s = TcpStream::connect_timeout(&addr, timeout.min(Duration::from_secs(2)))?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    let mut head =
-        format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n");
-    if !body.is_empty() || method != "GET" {
-        head.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
-    }
-    for (k, v) in headers {
-        head.push_str(&format!("{k}: {v}\r\n"));
-    }
-    head.push_str("\r\n");
-    let mut msg = head.into_bytes();
-    msg.extend_from_slice(body);
-    s.write_all(&msg)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    parse_reply(&raw)
-}
-
-fn bad(what: &str) -> std::io::Error {
-    std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_string())
-}
-
-/// Parses a whole response read until the server closed: Content-Length, chunked
-/// (Caddy streams `GET /config/` that way) or read-to-close bodies.
-fn parse_reply(raw: &[u8]) -> std::io::Result<Reply> {
-    let mut headers = [httparse::EMPTY_HEADER; 32];
-    let mut resp = httparse::Response::new(&mut headers);
-    let head_len = match resp.parse(raw) {
-        Ok(httparse::Status::Complete(n)) => n,
-        Ok(httparse::Status::Partial) => return Err(bad("incomplete HTTP response")),
-        Err(_) => return Err(bad("malformed HTTP response")),
-    };
-    let status = resp.code.unwrap_or(0);
-    let header = |name: &str| {
-        resp.headers
-            .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
-            .map(|h| String::from_utf8_lossy(h.value).trim().to_ascii_lowercase())
-    };
-    let rest = &raw[head_len..];
-    let body = if header("transfer-encoding").is_some_and(|v| v.contains("chunked")) {
-        dechunk(rest)?
-    } else if let Some(len) = header("content-length").and_then(|v| v.parse::<usize>().ok()) {
-        rest.get(..len)
-            .ok_or_else(|| bad("truncated HTTP body"))?
-            .to_vec()
-    } else {
-        rest.to_vec()
-    };
-    Ok(Reply { status, body })
-}
-
-/// Decodes a chunked body (trailers ignored).
-fn dechunk(mut rest: &[u8]) -> std::io::Result<Vec<u8>> {
-    let mut body = Vec::new();
-    loop {
-        let (used, size) = match httparse::parse_chunk_size(rest) {
-            Ok(httparse::Status::Complete(x)) => x,
-            _ => return Err(bad("malformed chunked body")),
-        };
-        if size == 0 {
-            return Ok(body);
-        }
-        let size = usize::try_from(size).map_err(|_| bad("chunk too large"))?;
-        let data = rest
-            .get(used..used + size)
-            .ok_or_else(|| bad("truncated chunk"))?;
-        body.extend_from_slice(data);
-        rest = rest
-            .get(used + size + 2..)
-            .ok_or_else(|| bad("truncated chunk"))?;
     }
 }
 
@@ -800,20 +705,5 @@ mod tests {
             Some("2.7.6")
         );
         assert_eq!(parse_version("caddy: not found"), None);
-    }
-
-    #[test]
-    fn replies_are_parsed_with_any_framing() {
-        let r = parse_reply(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nokEXTRA").unwrap();
-        assert_eq!((r.status, r.body.as_slice()), (200, &b"ok"[..]));
-        let r = parse_reply(
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: ETag\r\n\r\n\
-              3\r\n{\"a\r\n4\r\n\":1}\r\n0\r\nETag: x\r\n\r\n",
-        )
-        .unwrap();
-        assert_eq!(r.body, b"{\"a\":1}");
-        let r = parse_reply(b"HTTP/1.1 400 Bad Request\r\n\r\n{\"error\":\"x\"}").unwrap();
-        assert_eq!((r.status, r.text().as_str()), (400, "{\"error\":\"x\"}"));
-        assert!(parse_reply(b"HTTP/1.1 200 OK\r\nContent-Le").is_err());
     }
 }

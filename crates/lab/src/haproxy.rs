@@ -17,6 +17,7 @@
 
 use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use super::proc::{self, Guard};
+use http1::client;
 use rustix::process::{getrlimit, Resource, Signal};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
@@ -969,17 +970,7 @@ fn send(path: &Path, command: &str) -> std::io::Result<UnixStream> {
 /// with no endpoints, 503 is the right answer).
 fn http_answers(port: u16) -> bool {
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
-    let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_millis(500)) else {
-        return false;
-    };
-    let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
-    if s.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
-        .is_err()
-    {
-        return false;
-    }
-    let mut head = [0u8; 8];
-    s.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.")
+    client::request(addr, "GET", "/", &[], b"", Duration::from_secs(2)).is_ok()
 }
 
 fn tcp_accepts(port: u16) -> bool {

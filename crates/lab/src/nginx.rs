@@ -14,9 +14,10 @@
 
 use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use super::proc::{self, Guard};
+use http1::client;
 use rustix::process::Signal;
 use std::fmt::Write as _;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{Read, Seek, SeekFrom};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -616,7 +617,7 @@ impl Nginx {
         problem_line(&text)
     }
 
-    /// One HTTP/1.0 GET of `/` through the plain HTTP port: its status.
+    /// One GET of `/` through the plain HTTP port: its status.
     fn probe(&self) -> Option<u16> {
         let s = self.settings.as_ref()?;
         TcpStream::connect_timeout(
@@ -970,35 +971,23 @@ fn file_len(p: &Path) -> u64 {
     std::fs::metadata(p).map(|m| m.len()).unwrap_or(0)
 }
 
-/// One HTTP/1.0 request to a local server: (status, body). HTTP/1.0 so nginx answers
-/// without chunking and closes the connection.
+/// One request to a local server (`http1::client`, 2 s for the whole exchange):
+/// (status, decoded body). A body is sent as plain text.
 fn http(addr: SocketAddr, method: &str, path: &str, body: &str) -> std::io::Result<(u16, String)> {
-    let timeout = Duration::from_secs(2);
-    let mut s = TcpStream::connect_timeout(&addr, timeout)?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    let mut req = format!(
-        "{method} {path} HTTP/1.0\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    if !body.is_empty() {
-        req.push_str("Content-Type: text/plain\r\n");
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    s.write_all(req.as_bytes())?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw);
-    let (head, rest) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| {
-            std::io::Error::new(std::io::ErrorKind::InvalidData, "no HTTP status line")
-        })?;
-    Ok((status, rest.to_string()))
+    let headers: &[(&str, &str)] = if body.is_empty() {
+        &[]
+    } else {
+        &[("Content-Type", "text/plain")]
+    };
+    let r = client::request(
+        addr,
+        method,
+        path,
+        headers,
+        body.as_bytes(),
+        Duration::from_secs(2),
+    )?;
+    Ok((r.status, r.text()))
 }
 
 #[cfg(test)]
