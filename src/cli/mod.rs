@@ -47,6 +47,13 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Draw the report of saved runs (one page: charts and tables), side by side.
     Report(report::ReportArgs),
+    /// Internal: cleans up after a killed `run` (see lab::watchdog).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog {
+        /// The process watched (for `ps`; the pipe on stdin is what ends it).
+        #[arg(long)]
+        parent: u32,
+    },
 }
 
 /// Runs the program and returns its exit code.
@@ -62,6 +69,10 @@ pub fn main() -> i32 {
         Command::Validate(args) => run::validate(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
+        Command::Watchdog { parent: _ } => {
+            lab::watchdog::serve(std::io::stdin().lock());
+            Ok(0)
+        }
     };
     match res {
         Ok(code) => code,

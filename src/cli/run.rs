@@ -75,6 +75,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         signal_hook::flag::register(sig, stop.clone())?;
     }
     let exe = std::env::current_exe()?;
+    // Whatever the run starts is also registered with a watchdog, which cleans up if
+    // this process is killed (SIGKILL runs none of our code).
+    lab::watchdog::start(&exe).map_err(|e| anyhow::anyhow!("start the watchdog: {e}"))?;
     let opts = runner::RunOptions {
         out_dir: out.clone(),
         only: a.only,

@@ -281,6 +281,48 @@ fn sigterm_writes_a_partial_result_and_leaves_nothing() {
     interrupted_run("-TERM", "haproxy-runtime");
 }
 
+/// SIGKILL runs none of ingressbench's code: its watchdog must stop the proxy and
+/// the backends and remove the scratch folder (with its private key) on its own.
+fn killed_run_leaves_nothing(system: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = scenario(
+        dir.path(),
+        &format!("[{system}]"),
+        "30s",
+        "  - repeat:\n      steps:\n        - scale: 3\n        - wait: 1s\n        - scale: 2\n        - wait: 1s\n",
+    );
+    let child = start(&scn, &out);
+    let pid = child.id().to_string();
+    // Wait until the proxy and the backends run (they name the run's folders).
+    let t = Instant::now();
+    while processes_with(&dir.path().display().to_string()).len() < 3 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "the run did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(2));
+    let watchdog = format!("__watchdog --parent {pid}");
+    assert_eq!(processes_with(&watchdog).len(), 1, "one watchdog per run");
+    Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    let (code, _) = finish(child, Duration::from_secs(15));
+    assert_eq!(code, -1, "killed by a signal");
+    assert_nothing_left(dir.path());
+    let t = Instant::now();
+    while !processes_with(&watchdog).is_empty() {
+        assert!(t.elapsed() < Duration::from_secs(5), "the watchdog stays");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn sigkill_leaves_no_process_and_no_scratch_folder() {
+    let _alone = exclusive();
+    killed_run_leaves_nothing("caddy-api");
+}
+
 #[test]
 fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
     let _alone = exclusive();

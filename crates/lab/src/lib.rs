@@ -16,6 +16,7 @@ pub mod platform;
 pub mod ports;
 pub mod proc;
 pub mod profiles;
+pub mod watchdog;
 
 pub use driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 pub use platform::{platform_for, Platform, PlatformEvent, Target};

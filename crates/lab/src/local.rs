@@ -20,6 +20,10 @@ pub struct LocalProcesses {
     target: Option<Target>,
 }
 
+/// Scratch folders are `<tmp>/ingressbench-run-<pid>-<random>`: the pid says whose
+/// they are, so a later run can tell a dead run's leftovers from a live one's.
+pub const SCRATCH_PREFIX: &str = "ingressbench-run-";
+
 /// Where everything listens: loopback only, so a mistake never leaves the machine.
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
@@ -42,12 +46,14 @@ impl Platform for LocalProcesses {
 
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
         self.teardown();
+        sweep_leftovers(&std::env::temp_dir());
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
         let work = tempfile::Builder::new()
-            .prefix("ingressbench-run-")
+            .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(LabError::io("create a temp folder"))?;
+        crate::watchdog::watch_path(work.path());
         let (cert, key) = certs::generate(work.path(), spec.tls.key)?;
         let p = ports::free_ports(2).map_err(LabError::io("choose free ports"))?;
         let ctx = DriverContext {
@@ -141,12 +147,107 @@ impl Platform for LocalProcesses {
             p.stop_all();
         }
         self.target = None;
-        self.work = None;
+        if let Some(w) = self.work.take() {
+            let path = w.path().to_path_buf();
+            drop(w);
+            crate::watchdog::unwatch_path(&path);
+        }
     }
 }
 
 impl Drop for LocalProcesses {
     fn drop(&mut self) {
         self.teardown();
+    }
+}
+
+/// Removes what killed runs left in `tmp`: scratch folders whose owner (the pid in
+/// their name) is gone, and every process whose command line names such a folder
+/// (proxies read their configs there, backends write their ready files there).
+/// Normally the [watchdog](crate::watchdog) has done this already; this covers a run
+/// whose watchdog was killed too.
+pub fn sweep_leftovers(tmp: &Path) -> Vec<PathBuf> {
+    let mut swept = Vec::new();
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return swept;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let Some(owner) = name
+            .strip_prefix(SCRATCH_PREFIX)
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if owner == std::process::id() || Path::new(&format!("/proc/{owner}")).exists() {
+            continue;
+        }
+        let dir = e.path();
+        kill_processes_naming(&dir.display().to_string());
+        let _ = std::fs::remove_dir_all(&dir);
+        swept.push(dir);
+    }
+    swept
+}
+
+/// Kills (SIGKILL, with their process groups) the processes whose command line
+/// contains `needle`.
+fn kill_processes_naming(needle: &str) {
+    use rustix::process::{kill_process, kill_process_group, Pid, Signal};
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for p in procs.flatten() {
+        let Ok(pid) = p.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let cmdline = std::fs::read(p.path().join("cmdline")).unwrap_or_default();
+        if !String::from_utf8_lossy(&cmdline).contains(needle) {
+            continue;
+        }
+        if let Some(pid) = Pid::from_raw(pid) {
+            let _ = kill_process_group(pid, Signal::KILL);
+            let _ = kill_process(pid, Signal::KILL);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dead_runs_scratch_and_processes_are_swept_a_live_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A pid that cannot be running: above the kernel's pid_max.
+        let dead = tmp.path().join(format!("{SCRATCH_PREFIX}4194399-abc"));
+        let live = tmp
+            .path()
+            .join(format!("{SCRATCH_PREFIX}{}-abc", std::process::id()));
+        let other = tmp.path().join("not-ours");
+        for d in [&dead, &live, &other] {
+            std::fs::create_dir(d).unwrap();
+        }
+        // A leftover "proxy" naming the dead run's folder in its command line.
+        let mut orphan = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "sleep 30",
+                &dead.join("nginx.conf").display().to_string(),
+            ])
+            .spawn()
+            .unwrap();
+        let swept = sweep_leftovers(tmp.path());
+        assert_eq!(swept, std::slice::from_ref(&dead));
+        assert!(!dead.exists() && live.exists() && other.exists());
+        let t = std::time::Instant::now();
+        while orphan.try_wait().unwrap().is_none() {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(5),
+                "orphan survived"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }

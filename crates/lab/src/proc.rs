@@ -1,7 +1,9 @@
 //! Child processes that cannot outlive their owner.
 //!
 //! Each child runs in its own process group; dropping the guard kills the group and
-//! reaps it, so a panic, an error or an interrupt leaves nothing running. Proxies run
+//! reaps it, so a panic, an error or an interrupt leaves nothing running. Each group
+//! is also registered with this process's [`watchdog`](super::watchdog), which kills
+//! it if ingressbench itself is killed. Proxies run
 //! in the foreground as direct children (no daemonising), so their exit is seen at
 //! once.
 
@@ -35,6 +37,7 @@ impl Guard {
             .stderr(Stdio::from(err))
             .process_group(0);
         let child = cmd.spawn()?;
+        super::watchdog::watch_group(child.id());
         Ok(Guard {
             name: name.to_string(),
             child: Some(child),
@@ -101,6 +104,7 @@ impl Guard {
         self.signal_pid(child.id(), Signal::KILL);
         let _ = child.kill();
         let _ = child.wait();
+        super::watchdog::unwatch_group(child.id());
         t.elapsed()
     }
 
