@@ -98,15 +98,20 @@ pub struct LoadArgs {
 /// Runs a load and prints the summary.
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let (plan, config, target) = resolve(&args)?;
-    if let Some(p) = &args.json {
-        results::fsutil::check_writable(p).map_err(usage)?;
+    // Every output is checked before the load: a run must not measure for an hour and
+    // then fail to save.
+    let outputs: Vec<(&str, &std::path::Path)> = [
+        ("--json", args.json.as_deref()),
+        ("--hdr-log", args.hdr_log.as_deref()),
+        ("--report", args.report.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    for (flag, p) in &outputs {
+        results::fsutil::check_writable(p).map_err(|e| usage(format!("{flag} {e}")))?;
     }
-    if let Some(p) = &args.hdr_log {
-        results::fsutil::check_writable(p).map_err(usage)?;
-    }
-    if let Some(p) = &args.report {
-        results::fsutil::check_writable(p).map_err(usage)?;
-    }
+    results::fsutil::check_distinct(&outputs).map_err(usage)?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second signal while stopping exits at once.
@@ -132,10 +137,18 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     }
     let result = outcome.to_result(&target, config);
     print!("{}", report::text::summary(&result, args.latency));
+    // Each output is written on its own: one that fails does not cost the others.
+    let mut failed = Vec::new();
     if let Some(p) = &args.json {
-        let mut bytes = serde_json::to_vec_pretty(&result)?;
-        bytes.push(b'\n');
-        results::fsutil::write_atomic(p, &bytes)?;
+        let res = serde_json::to_vec_pretty(&result)
+            .map_err(anyhow::Error::from)
+            .and_then(|mut bytes| {
+                bytes.push(b'\n');
+                Ok(results::fsutil::write_atomic(p, &bytes)?)
+            });
+        if let Err(e) = res {
+            failed.push(format!("--json: {e}"));
+        }
     }
     if let Some(p) = &args.hdr_log {
         let seconds: Vec<(u64, &[u8])> = outcome
@@ -143,14 +156,25 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
             .iter()
             .map(|s| (s.entry.t, s.histogram_v2.as_slice()))
             .collect();
-        let log = report::hdr::interval_log(outcome.started_at_unix_ns, &seconds)
-            .map_err(anyhow::Error::msg)?;
-        results::fsutil::write_atomic(p, &log)?;
+        let res = report::hdr::interval_log(outcome.started_at_unix_ns, &seconds)
+            .map_err(anyhow::Error::msg)
+            .and_then(|log| Ok(results::fsutil::write_atomic(p, &log)?));
+        if let Err(e) = res {
+            failed.push(format!("--hdr-log: {e}"));
+        }
     }
     if let Some(p) = &args.report {
         let input = report::input::ReportInput::single("load", result.clone());
-        report::files::write_all(&input, p, false)?;
-        println!("report written to {}", p.display());
+        match report::files::write_all(&input, p, false) {
+            Ok(_) => println!("report written to {}", p.display()),
+            Err(e) => failed.push(format!("--report: {e}")),
+        }
+    }
+    if !failed.is_empty() {
+        for f in &failed {
+            eprintln!("ingressbench: not written: {f}");
+        }
+        return Ok(1);
     }
     Ok(if result.partial { 130 } else { 0 })
 }

@@ -21,6 +21,10 @@ pub struct RunArgs {
     /// Results folder (default: results/<scenario>-<time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace what an existing --out folder holds (by default a folder with results
+    /// in it is refused).
+    #[arg(long)]
+    pub force: bool,
 }
 
 /// Flags of `ingressbench validate`.
@@ -69,6 +73,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
     }
     let out = a.out.unwrap_or_else(|| runner::default_out_dir(&s.name));
+    // One run per folder, and no silent overwrite: held until this function returns.
+    let _lock = results::folder::RunFolder::new(&out)
+        .lock(a.force)
+        .map_err(|e| usage(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;

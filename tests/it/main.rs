@@ -16,5 +16,6 @@ mod lab_haproxy;
 mod lab_nginx;
 mod lab_run;
 mod load;
+mod outputs;
 mod report;
 mod report_e2e;

@@ -31,6 +31,38 @@ pub const RESULT: &str = "result.json";
 /// A system's event log.
 pub const EVENTS: &str = "events.json";
 
+/// The lock file that says a run is writing into the folder.
+pub const LOCK: &str = ".ingressbench.lock";
+
+/// Why a run folder cannot be written into.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("results folder {path} is in use by another ingressbench run: give another --out, or wait for it to end")]
+    Busy { path: String },
+    #[error("results folder {path} already holds results: give another --out, or --force to replace them")]
+    NotEmpty { path: String },
+    #[error("results folder {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+}
+
+/// A run's hold on its folder: an exclusive `flock` on [`LOCK`], released when this
+/// is dropped or when the process dies however it dies (the kernel drops the lock).
+#[derive(Debug)]
+pub struct FolderLock {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Drop for FolderLock {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        let _ = &self.file;
+    }
+}
+
 /// Why a result document could not be read. Each message names the path once.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
@@ -69,6 +101,53 @@ impl RunFolder {
     /// The folder at `root` (nothing is created until something is written).
     pub fn new(root: impl Into<PathBuf>) -> Self {
         RunFolder { root: root.into() }
+    }
+
+    /// Takes the folder for one run: creates it, locks it against a second run, and
+    /// refuses one that already holds anything unless `replace`, in which case its
+    /// old contents are removed first (so no log of an old run is appended to).
+    ///
+    /// # Errors
+    /// [`LockError`] naming the folder.
+    pub fn lock(&self, replace: bool) -> Result<FolderLock, LockError> {
+        let shown = self.root.display().to_string();
+        let io = |source| LockError::Io {
+            path: shown.clone(),
+            source,
+        };
+        std::fs::create_dir_all(&self.root).map_err(io)?;
+        let path = self.file(LOCK);
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io)?;
+        use rustix::fs::{flock, FlockOperation};
+        if flock(&file, FlockOperation::NonBlockingLockExclusive).is_err() {
+            return Err(LockError::Busy { path: shown });
+        }
+        let lock = FolderLock { file, path };
+        let others: Vec<PathBuf> = std::fs::read_dir(&self.root)
+            .map_err(io)?
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name() != LOCK)
+            .map(|e| e.path())
+            .collect();
+        if !others.is_empty() {
+            if !replace {
+                return Err(LockError::NotEmpty { path: shown });
+            }
+            for p in others {
+                let res = if p.is_dir() {
+                    std::fs::remove_dir_all(&p)
+                } else {
+                    std::fs::remove_file(&p)
+                };
+                res.map_err(io)?;
+            }
+        }
+        Ok(lock)
     }
 
     /// The folder itself.
@@ -236,6 +315,28 @@ mod tests {
         let back = f.read_result("a-sys").unwrap();
         assert_eq!(back.lab.unwrap().system, "a-sys");
         assert!(f.system_dir("a-sys").join(EVENTS).is_file());
+    }
+
+    #[test]
+    fn a_folder_is_one_runs_at_a_time_and_is_not_overwritten_unasked() {
+        let t = tempfile::tempdir().unwrap();
+        let f = RunFolder::new(t.path().join("run"));
+        let first = f.lock(false).unwrap();
+        let e = f.lock(false).unwrap_err().to_string();
+        assert!(e.contains("in use by another ingressbench run"), "{e}");
+        f.write_result("a", &lab_result("a")).unwrap();
+        drop(first);
+        assert!(!f.file(LOCK).exists(), "the lock file goes with the run");
+        let e = f.lock(false).unwrap_err().to_string();
+        assert!(
+            e.contains("already holds results") && e.contains("--force"),
+            "{e}"
+        );
+        let _again = f.lock(true).unwrap();
+        assert!(
+            f.systems().unwrap().is_empty(),
+            "--force starts from an empty folder"
+        );
     }
 
     #[test]

@@ -33,6 +33,13 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// # Errors
 /// A message naming the folder.
 pub fn check_writable(path: &Path) -> Result<(), String> {
+    if path.is_dir() || path.as_os_str().to_string_lossy().ends_with('/') {
+        return Err(format!(
+            "{} is a folder: give a file name in it (e.g. {})",
+            path.display(),
+            path.join("result.json").display()
+        ));
+    }
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -58,6 +65,34 @@ pub fn check_writable(path: &Path) -> Result<(), String> {
     }
 }
 
+/// Checks that no two outputs are the same file (one would silently overwrite the
+/// other). `outputs` are (flag, path) pairs; paths are compared after resolving the
+/// folder, so `./r.json` and `r.json` are the same file.
+///
+/// # Errors
+/// A message naming both flags.
+pub fn check_distinct(outputs: &[(&str, &Path)]) -> Result<(), String> {
+    let key = |p: &Path| -> std::path::PathBuf {
+        let dir = match p.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let dir = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        dir.join(p.file_name().unwrap_or_default())
+    };
+    for (i, (fa, pa)) in outputs.iter().enumerate() {
+        for (fb, pb) in &outputs[..i] {
+            if key(pa) == key(pb) {
+                return Err(format!(
+                    "{fb} and {fa} are the same file ({}): give each output its own path",
+                    pa.display()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +107,17 @@ mod tests {
         assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 1);
         assert!(check_writable(&p).is_ok());
         assert!(check_writable(&d.path().join("no/such/r.json")).is_err());
+        let e = check_writable(d.path()).unwrap_err();
+        assert!(e.contains("is a folder"), "{e}");
+    }
+
+    #[test]
+    fn two_outputs_on_one_file_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let a = d.path().join("r.json");
+        let b = d.path().join(".").join("r.json");
+        let e = check_distinct(&[("--json", &a), ("--hdr-log", &b)]).unwrap_err();
+        assert!(e.contains("--json and --hdr-log are the same file"), "{e}");
+        assert!(check_distinct(&[("--json", &a), ("--hdr-log", &d.path().join("r.hlog"))]).is_ok());
     }
 }
