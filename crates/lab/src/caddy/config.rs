@@ -1,0 +1,235 @@
+//! Caddy's JSON configuration for `caddy-api`, built by pure functions: the whole
+//! document `caddy run` starts with and `/load` receives ([`config()`]), and the two
+//! pieces the driver PATCHes through their `@id`s, the middleware route's handlers
+//! ([`middleware`]) and the proxy's upstreams ([`upstreams`]), so a change and the
+//! read-back that confirms it are the same value. The unit tests below check them.
+
+use crate::driver::{DriverContext, Endpoint, Route};
+use serde_json::{json, Value};
+
+/// `@id` of the reverse-proxy handler (its upstreams are at `/id/proxy/upstreams`).
+pub(super) const PROXY_ID: &str = "proxy";
+/// `@id` of the middleware route (its handlers are at `/id/mw/handle`).
+pub(super) const MW_ID: &str = "mw";
+/// Tag that ties our certificate to the TLS connection policy.
+const CERT_TAG: &str = "ingressbench";
+/// How long the old server may finish in-flight requests after a change or stop.
+const GRACE: &str = "10s";
+
+/// The Caddy configuration routing to `endpoints` with `route`.
+///
+/// One server listens on both ports: Caddy serves TLS on every listener of a server
+/// with TLS connection policies except the app's `http_port`, which stays plain.
+/// No automatic HTTPS (no ACME, no redirects), no autosave, storage under
+/// `ctx.work_dir`; the proxy speaks HTTP/1.1 with keep-alive to the backends.
+pub fn config(ctx: &DriverContext, admin_port: u16, endpoints: &[Endpoint], route: Route) -> Value {
+    json!({
+        "admin": {
+            "listen": format!("127.0.0.1:{admin_port}"),
+            "config": {"persist": false}
+        },
+        "storage": {
+            "module": "file_system",
+            "root": ctx.work_dir.join("storage").to_string_lossy()
+        },
+        "apps": {
+            "tls": {"certificates": {"load_files": [{
+                "certificate": ctx.cert.to_string_lossy(),
+                "key": ctx.key.to_string_lossy(),
+                "tags": [CERT_TAG]
+            }]}},
+            "http": {
+                "http_port": ctx.http_port,
+                "https_port": ctx.https_port,
+                "grace_period": GRACE,
+                "servers": {"srv0": {
+                    "listen": [
+                        format!("127.0.0.1:{}", ctx.http_port),
+                        format!("127.0.0.1:{}", ctx.https_port)
+                    ],
+                    "automatic_https": {"disable": true},
+                    "tls_connection_policies": [{
+                        "certificate_selection": {"any_tag": [CERT_TAG]},
+                        "protocol_min": "tls1.2",
+                        "protocol_max": "tls1.3",
+                        "alpn": ["http/1.1"]
+                    }],
+                    // The other proxies offer only HTTP/1.1 to clients too.
+                    "protocols": ["h1"],
+                    "routes": [
+                        // No terminal handler: requests fall through to the proxy.
+                        {"@id": MW_ID, "handle": middleware(route)},
+                        {"handle": [proxy_handler(ctx, endpoints)]}
+                    ]
+                }}
+            }
+        }
+    })
+}
+
+/// The handlers of the middleware route for `route` (what `PATCH /id/mw/handle` sends).
+pub fn middleware(route: Route) -> Value {
+    match route {
+        Route::Base => json!([]),
+        Route::Cors => json!([{"handler": "headers", "response": {"set": {
+            "Access-Control-Allow-Origin": ["*"],
+            "Access-Control-Allow-Methods": ["GET, POST, OPTIONS"],
+            "Access-Control-Allow-Headers": ["Content-Type, Authorization"]
+        }}}]),
+        Route::Header => json!([{"handler": "headers", "response": {"set": {"x-custom": ["1"]}}}]),
+        // Only the path is given, so Caddy keeps the query string.
+        Route::Rewrite => {
+            json!([{"handler": "rewrite", "uri": "/rewritten{http.request.uri.path}"}])
+        }
+    }
+}
+
+/// The upstream list for `endpoints` (what `PATCH /id/proxy/upstreams` sends).
+pub fn upstreams(endpoints: &[Endpoint]) -> Value {
+    Value::Array(
+        endpoints
+            .iter()
+            .map(|e| json!({"dial": e.addr.to_string()}))
+            .collect(),
+    )
+}
+
+/// The reverse-proxy handler. Retries on dial errors (like nginx's default
+/// `proxy_next_upstream error`) only when there are endpoints: with none, Caddy would
+/// spin for the whole try duration before its 503, and the other proxies fail at once.
+pub(super) fn proxy_handler(ctx: &DriverContext, endpoints: &[Endpoint]) -> Value {
+    let mut load_balancing = json!({"selection_policy": {"policy": "round_robin"}});
+    if !endpoints.is_empty() {
+        load_balancing["try_duration"] = json!("1s");
+        load_balancing["try_interval"] = json!("50ms");
+    }
+    json!({
+        "@id": PROXY_ID,
+        "handler": "reverse_proxy",
+        "upstreams": upstreams(endpoints),
+        "load_balancing": load_balancing,
+        "transport": {
+            "protocol": "http",
+            "versions": ["1.1"],
+            "keep_alive": {
+                "enabled": true,
+                "max_idle_conns_per_host": ctx.upstream_keepalive,
+                "idle_timeout": "60s"
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use std::net::SocketAddr;
+
+    fn ctx() -> DriverContext {
+        DriverContext {
+            work_dir: "/w".into(),
+            out_dir: "/o".into(),
+            cert: "/c/cert.pem".into(),
+            key: "/c/key.pem".into(),
+            https_port: 8443,
+            http_port: 8080,
+            upstream_keepalive: 32,
+            upstream_keepalive_requests: 1000,
+            worker_connections: 10_000,
+        }
+    }
+
+    fn ep(id: &str, port: u16) -> Endpoint {
+        Endpoint {
+            id: id.into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    fn routes(c: &Value) -> &Vec<Value> {
+        c["apps"]["http"]["servers"]["srv0"]["routes"]
+            .as_array()
+            .unwrap()
+    }
+
+    #[test]
+    fn config_listens_locally_with_our_certificate_and_no_automation() {
+        let c = config(&ctx(), 2019, &[ep("b1", 9001)], Route::Base);
+        assert_eq!(c["admin"]["listen"], "127.0.0.1:2019");
+        assert_eq!(c["admin"]["config"]["persist"], false);
+        assert_eq!(c["storage"]["root"], "/w/storage");
+        let http = &c["apps"]["http"];
+        assert_eq!(http["http_port"], 8080);
+        assert_eq!(http["https_port"], 8443);
+        let srv = &http["servers"]["srv0"];
+        assert_eq!(srv["listen"], json!(["127.0.0.1:8080", "127.0.0.1:8443"]));
+        assert_eq!(srv["automatic_https"]["disable"], true);
+        let policy = &srv["tls_connection_policies"][0];
+        assert_eq!(policy["protocol_min"], "tls1.2");
+        assert_eq!(policy["protocol_max"], "tls1.3");
+        assert_eq!(
+            policy["certificate_selection"]["any_tag"],
+            json!([CERT_TAG])
+        );
+        let file = &c["apps"]["tls"]["certificates"]["load_files"][0];
+        assert_eq!(file["certificate"], "/c/cert.pem");
+        assert_eq!(file["key"], "/c/key.pem");
+        assert_eq!(file["tags"], json!([CERT_TAG]));
+    }
+
+    #[test]
+    fn proxy_route_keeps_its_id_and_upstream_keepalive() {
+        let c = config(
+            &ctx(),
+            2019,
+            &[ep("b1", 9001), ep("b2", 9002)],
+            Route::Header,
+        );
+        let r = routes(&c);
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0]["@id"], MW_ID);
+        assert_eq!(r[0]["handle"], middleware(Route::Header));
+        let p = &r[1]["handle"][0];
+        assert_eq!(p["@id"], PROXY_ID);
+        assert_eq!(p["handler"], "reverse_proxy");
+        assert_eq!(
+            p["upstreams"],
+            json!([{"dial": "127.0.0.1:9001"}, {"dial": "127.0.0.1:9002"}])
+        );
+        assert_eq!(p["transport"]["versions"], json!(["1.1"]));
+        assert_eq!(p["transport"]["keep_alive"]["enabled"], true);
+        assert_eq!(p["transport"]["keep_alive"]["max_idle_conns_per_host"], 32);
+        assert_eq!(p["load_balancing"]["try_duration"], "1s");
+    }
+
+    #[test]
+    fn no_endpoints_means_an_empty_list_and_no_retry_wait() {
+        let c = config(&ctx(), 2019, &[], Route::Base);
+        let p = &routes(&c)[1]["handle"][0];
+        assert_eq!(p["upstreams"], json!([]));
+        assert!(p["load_balancing"].get("try_duration").is_none());
+    }
+
+    #[test]
+    fn each_route_has_its_middleware() {
+        assert_eq!(middleware(Route::Base), json!([]));
+        let cors = &middleware(Route::Cors)[0]["response"]["set"];
+        assert_eq!(cors["Access-Control-Allow-Origin"], json!(["*"]));
+        assert_eq!(
+            cors["Access-Control-Allow-Methods"],
+            json!(["GET, POST, OPTIONS"])
+        );
+        assert_eq!(
+            cors["Access-Control-Allow-Headers"],
+            json!(["Content-Type, Authorization"])
+        );
+        assert_eq!(
+            middleware(Route::Header)[0]["response"]["set"]["x-custom"],
+            json!(["1"])
+        );
+        let rw = &middleware(Route::Rewrite)[0];
+        assert_eq!(rw["handler"], "rewrite");
+        assert_eq!(rw["uri"], "/rewritten{http.request.uri.path}");
+    }
+}

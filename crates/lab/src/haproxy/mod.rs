@@ -1,0 +1,449 @@
+//! HAProxy as a system under test, in the two ways Kubernetes ingress controllers
+//! drive it.
+//!
+//! `haproxy-reload` stands for the OpenShift Router: every endpoint or route change
+//! rewrites `haproxy.cfg`, checks it with `haproxy -c` and asks the master (master-worker
+//! mode, `-W`) for a seamless reload; the listening sockets pass to the new worker
+//! through the stats socket's `expose-fd listeners`. `haproxy-runtime` stands for the
+//! HAProxy Kubernetes ingress controller: the backend is a fixed set of
+//! `server-template` slots that the runtime API points at endpoints (`set server ...
+//! addr`, `state ready|maint`) without a reload; only route changes reload, with the
+//! slots saved to a `server-state-file` first so they survive.
+//!
+//! This module owns the driver: its state and the order of the steps. The generated
+//! configuration is rendered in `config.rs`, the haproxy process (a direct foreground
+//! child, so its exit is seen at once) is started, checked and reloaded in
+//! `process.rs`, and the conversations on its two unix sockets are in `runtime.rs`.
+//! The recipes and their gotchas were verified by hand first (`/work/notes/lab.md`,
+//! sections 5 and 6).
+
+mod config;
+mod process;
+mod runtime;
+
+use self::config::{max_reuse, render, workable_maxconn, Settings};
+use self::process::{http_answers, log_tail, parse_version, tcp_accepts};
+use self::runtime::assign_slots;
+use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use super::proc::{self, Guard};
+use rustix::process::Signal;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How endpoint changes reach HAProxy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Rewrite and seamless reload (master-worker), like the OpenShift Router.
+    Reload,
+    /// Runtime API on server-template slots, like the HAProxy ingress controller.
+    Runtime,
+}
+
+/// Server-template slots in runtime mode: the most endpoints it can carry at once.
+const SLOTS: usize = 32;
+/// How long a request waits for an earlier, unsettled reload before starting its own.
+const PENDING_WAIT: Duration = Duration::from_secs(10);
+/// Unix socket paths are limited to 108 bytes; haproxy binds `<path>.<pid>.tmp` first.
+const MAX_SOCKET_PATH: usize = 90;
+
+/// The haproxy system under test. Dropping it kills whatever it started.
+pub struct Haproxy {
+    mode: Mode,
+    run: Option<Run>,
+    guard: Option<Guard>,
+    route: Route,
+    /// The endpoints traffic should go to (reload mode: those in the config).
+    endpoints: Vec<Endpoint>,
+    /// Runtime mode: which endpoint each slot should carry (`s1` is index 0).
+    slots: Vec<Option<Endpoint>>,
+    /// Runtime mode: what the running process was last told per slot (`None` = maint).
+    applied: Vec<Option<SocketAddr>>,
+    /// A reload asked for and not yet confirmed.
+    pending: Option<PendingReload>,
+    /// Runtime mode: the worker the admin socket must answer from after a reload.
+    worker: Option<u32>,
+}
+
+/// What `prepare` learned: where things live and the binary to run.
+struct Run {
+    ctx: DriverContext,
+    binary: PathBuf,
+    maxconn: u32,
+}
+
+impl Run {
+    fn master_sock(&self) -> PathBuf {
+        self.ctx.work_dir.join("master.sock")
+    }
+
+    fn admin_sock(&self) -> PathBuf {
+        self.ctx.work_dir.join("admin.sock")
+    }
+
+    fn pem(&self) -> PathBuf {
+        self.ctx.work_dir.join("combined.pem")
+    }
+
+    fn state_file(&self) -> PathBuf {
+        self.ctx.work_dir.join("server-state")
+    }
+
+    fn cfg(&self) -> PathBuf {
+        self.ctx.out_dir.join("haproxy.cfg")
+    }
+
+    fn log(&self) -> PathBuf {
+        self.ctx.out_dir.join("haproxy.log")
+    }
+}
+
+/// The master's state when a reload was asked for, to recognise its outcome.
+#[derive(Debug)]
+struct PendingReload {
+    reloads_before: u32,
+    failed_before: u32,
+    old_workers: Vec<u32>,
+}
+
+impl Haproxy {
+    /// A driver in the given mode.
+    pub fn new(mode: Mode) -> Self {
+        Haproxy {
+            mode,
+            run: None,
+            guard: None,
+            route: Route::Base,
+            endpoints: Vec::new(),
+            slots: vec![None; SLOTS],
+            applied: vec![None; SLOTS],
+            pending: None,
+            worker: None,
+        }
+    }
+
+    fn run(&self) -> Result<&Run, LabError> {
+        self.run
+            .as_ref()
+            .ok_or_else(|| LabError::Other(format!("{}: prepare was not called", self.name())))
+    }
+
+    /// Whether a process was started; an error if it was and has died since.
+    fn running(&mut self) -> Result<bool, LabError> {
+        match self.guard.as_mut().map(Guard::alive) {
+            None => Ok(false),
+            Some(true) => Ok(true),
+            Some(false) => Err(LabError::NotRunning(self.name().to_string())),
+        }
+    }
+
+    fn render_current(&self, run: &Run, route: Route, endpoints: &[Endpoint]) -> String {
+        render(&Settings {
+            mode: self.mode,
+            work_dir: &run.ctx.work_dir,
+            https_port: run.ctx.https_port,
+            http_port: run.ctx.http_port,
+            maxconn: run.maxconn,
+            pool_max_conn: run.ctx.upstream_keepalive,
+            max_reuse: max_reuse(run.ctx.upstream_keepalive_requests),
+            route,
+            endpoints,
+        })
+    }
+
+    /// Rewrites the configuration and, when haproxy runs, reloads it.
+    fn change_config(&mut self, route: Route, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        let running = self.running()?;
+        if running && self.pending.is_some() {
+            // One reload at a time: the previous one must be in place (and, in
+            // runtime mode, its slots right) before its state is saved again.
+            self.settle(&Expect::Reloaded, PENDING_WAIT)?;
+        }
+        if running && self.mode == Mode::Runtime {
+            self.save_server_state()?;
+        }
+        let text = self.render_current(self.run()?, route, endpoints);
+        self.write_checked(&text)?;
+        if running {
+            self.request_reload()?;
+        }
+        Ok(())
+    }
+}
+
+impl Driver for Haproxy {
+    fn name(&self) -> &'static str {
+        match self.mode {
+            Mode::Reload => "haproxy-reload",
+            Mode::Runtime => "haproxy-runtime",
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::LOCAL_PROXY
+    }
+
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        let binary = proc::which("haproxy").ok_or(LabError::MissingBinary {
+            binary: "haproxy".into(),
+            package: "haproxy".into(),
+        })?;
+        validate_endpoints(self.mode, endpoints)?;
+        for dir in [&ctx.work_dir, &ctx.out_dir] {
+            std::fs::create_dir_all(dir)
+                .map_err(LabError::io(format!("creating {}", dir.display())))?;
+        }
+        let longest = ctx.work_dir.join("master.sock").as_os_str().len();
+        if longest > MAX_SOCKET_PATH {
+            return Err(LabError::Other(format!(
+                "haproxy: work folder {} is too long for a unix socket path",
+                ctx.work_dir.display()
+            )));
+        }
+        let run = Run {
+            ctx: ctx.clone(),
+            binary,
+            maxconn: workable_maxconn(ctx.worker_connections),
+        };
+        write_pem(&run)?;
+        self.run = Some(run);
+        self.route = Route::Base;
+        self.endpoints = endpoints.to_vec();
+        self.slots = assign_slots(&vec![None; SLOTS], endpoints);
+        self.applied = vec![None; SLOTS];
+        let text = self.render_current(self.run()?, Route::Base, endpoints);
+        self.write_checked(&text)
+    }
+
+    fn start(&mut self) -> Result<(), LabError> {
+        if self.alive() {
+            return Ok(());
+        }
+        // A process that died is reaped here and started again.
+        self.guard = None;
+        self.spawn()
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+        let deadline = Instant::now() + timeout;
+        let (http, https) = {
+            let run = self.run()?;
+            (run.ctx.http_port, run.ctx.https_port)
+        };
+        let mut slots_ready = self.mode == Mode::Reload;
+        loop {
+            if self.guard.is_none() {
+                return Err(LabError::NotRunning(self.name().to_string()));
+            }
+            if !self.running().unwrap_or(false) {
+                return Err(LabError::Other(format!(
+                    "{} exited while starting: {}",
+                    self.name(),
+                    log_tail(&self.run()?.log())
+                )));
+            }
+            if !slots_ready {
+                slots_ready = self.sync_slots()?;
+            }
+            if slots_ready && http_answers(http) && tcp_accepts(https) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(LabError::NotReady(self.name().to_string()));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        validate_endpoints(self.mode, endpoints)?;
+        match self.mode {
+            Mode::Reload => {
+                self.change_config(self.route, endpoints)?;
+            }
+            Mode::Runtime => {
+                self.slots = assign_slots(&self.slots, endpoints);
+                // While a reload is under way the admin socket may still belong to the
+                // old worker: settle pushes the slots once the new one answers.
+                if self.running()? && self.pending.is_none() {
+                    self.push_slots()?;
+                }
+            }
+        }
+        self.endpoints = endpoints.to_vec();
+        Ok(())
+    }
+
+    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+        let endpoints = self.endpoints.clone();
+        self.change_config(route, &endpoints)?;
+        self.route = route;
+        Ok(())
+    }
+
+    fn reload(&mut self) -> Result<(), LabError> {
+        if !self.running()? {
+            return Err(LabError::NotRunning(self.name().to_string()));
+        }
+        let endpoints = self.endpoints.clone();
+        self.change_config(self.route, &endpoints)
+    }
+
+    /// The driver made every change itself, so whatever `_expect` says is the last
+    /// change it was asked for: settling is waiting for that one to finish.
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+        let deadline = Instant::now() + timeout;
+        if !self.running()? {
+            return Ok(());
+        }
+        if self.pending.is_some() {
+            let worker = self.wait_reload(deadline)?;
+            self.worker = Some(worker);
+        }
+        if self.mode == Mode::Reload {
+            return Ok(());
+        }
+        loop {
+            if !self.running()? {
+                return Err(LabError::NotRunning(self.name().to_string()));
+            }
+            // After a reload, only the new worker's answers count.
+            let right_process = match self.worker {
+                Some(w) => self.admin_pid() == Some(w),
+                None => true,
+            };
+            if right_process && self.sync_slots()? {
+                self.worker = None;
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(LabError::NotReady(format!("{} runtime slots", self.name())));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        self.guard.as_mut().is_some_and(Guard::alive)
+    }
+
+    fn stop(&mut self) -> Result<(), LabError> {
+        if let Some(mut g) = self.guard.take() {
+            // SIGUSR1 is haproxy's soft stop; the guard kills what is left after 2 s.
+            g.stop(Signal::USR1, Duration::from_secs(2));
+        }
+        self.pending = None;
+        self.worker = None;
+        if let Some(run) = self.run.as_ref() {
+            // haproxy leaves its sockets behind.
+            for p in [run.master_sock(), run.admin_sock(), run.state_file()] {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+        Ok(())
+    }
+
+    fn versions(&self) -> Vec<(String, String)> {
+        let binary = match self.run.as_ref() {
+            Some(r) => Some(r.binary.clone()),
+            None => proc::which("haproxy"),
+        };
+        binary
+            .and_then(|b| proc::output(Command::new(b).arg("-v")).ok())
+            .and_then(|(_, out)| parse_version(&out))
+            .map(|v| vec![("haproxy".to_string(), v)])
+            .unwrap_or_default()
+    }
+}
+
+/// Rejects endpoint lists haproxy would take wrongly or not at all.
+fn validate_endpoints(mode: Mode, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    let reject = |what: String, detail: &str| LabError::Rejected {
+        what,
+        detail: detail.to_string(),
+    };
+    for (i, e) in endpoints.iter().enumerate() {
+        // The runtime API accepts any number and wraps it (99999 -> 34463); a u16 cannot
+        // be out of range, but 0 is no port a backend listens on.
+        if e.addr.port() == 0 {
+            return Err(reject(format!("endpoint {} ({})", e.id, e.addr), "port 0"));
+        }
+        if e.addr.ip().is_unspecified() {
+            return Err(reject(
+                format!("endpoint {} ({})", e.id, e.addr),
+                "unspecified address",
+            ));
+        }
+        if endpoints[..i].iter().any(|o| o.id == e.id) {
+            return Err(reject(format!("endpoint {}", e.id), "the id appears twice"));
+        }
+    }
+    if mode == Mode::Runtime && endpoints.len() > SLOTS {
+        return Err(reject(
+            "haproxy-runtime endpoints".into(),
+            &format!(
+                "{} endpoints but only {SLOTS} server-template slots",
+                endpoints.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The certificate and key in one file, as haproxy's `crt` wants them.
+fn write_pem(run: &Run) -> Result<(), LabError> {
+    use std::os::unix::fs::OpenOptionsExt;
+
+    let cert = std::fs::read(&run.ctx.cert)
+        .map_err(LabError::io(format!("reading {}", run.ctx.cert.display())))?;
+    let key = std::fs::read(&run.ctx.key)
+        .map_err(LabError::io(format!("reading {}", run.ctx.key.display())))?;
+    let path = run.pem();
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&path)
+        .map_err(LabError::io(format!("writing {}", path.display())))?;
+    let mut pem = cert;
+    if !pem.ends_with(b"\n") {
+        pem.push(b'\n');
+    }
+    pem.extend_from_slice(&key);
+    f.write_all(&pem)
+        .map_err(LabError::io(format!("writing {}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An endpoint on 127.0.0.1, for the tests of every part of the driver.
+    pub(super) fn ep(id: &str, port: u16) -> Endpoint {
+        Endpoint {
+            id: id.to_string(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    #[test]
+    fn endpoints_are_validated() {
+        assert!(validate_endpoints(Mode::Runtime, &[ep("a", 1)]).is_ok());
+        assert!(matches!(
+            validate_endpoints(Mode::Runtime, &[ep("a", 0)]),
+            Err(LabError::Rejected { .. })
+        ));
+        assert!(matches!(
+            validate_endpoints(Mode::Reload, &[ep("a", 1), ep("a", 2)]),
+            Err(LabError::Rejected { .. })
+        ));
+        let many: Vec<Endpoint> = (0..=SLOTS)
+            .map(|i| ep(&format!("x{i}"), 100 + i as u16))
+            .collect();
+        assert!(validate_endpoints(Mode::Reload, &many).is_ok());
+        assert!(validate_endpoints(Mode::Runtime, &many).is_err());
+    }
+}

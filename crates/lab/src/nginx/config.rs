@@ -1,0 +1,291 @@
+//! `nginx.conf` for both nginx profiles, rendered by pure functions from [`Settings`]
+//! (everything `prepare()` fixed) plus the endpoints and route in force. Nothing here
+//! touches a file or a process, so every directive the lab relies on (keep-alive, the
+//! Lua hooks and their order, each route's headers) is checked by the unit tests below.
+
+use super::lua::LUA_MODULE;
+use super::Mode;
+use crate::driver::{Endpoint, Route};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// How long old workers may keep busy connections after a reload; bounds a settle.
+const WORKER_SHUTDOWN_TIMEOUT: &str = "10s";
+/// Client-side keep-alive requests: large, so nginx never closes the load generator's
+/// connections on its own (the recipe's value).
+const CLIENT_KEEPALIVE_REQUESTS: u64 = 100_000_000;
+
+/// Everything a configuration is rendered from, fixed by `prepare()`; paths absolute.
+#[derive(Clone, Debug)]
+pub(super) struct Settings {
+    pub(super) mode: Mode,
+    /// nginx's `-p` prefix: the private work folder (pid, lock, temp paths, Lua).
+    pub(super) prefix: PathBuf,
+    pub(super) cert: PathBuf,
+    pub(super) key: PathBuf,
+    pub(super) https_port: u16,
+    pub(super) http_port: u16,
+    /// The Lua admin server's port (unused in `Mode::Reload`).
+    pub(super) admin_port: u16,
+    pub(super) upstream_keepalive: u32,
+    pub(super) upstream_keepalive_requests: u64,
+    pub(super) worker_connections: u32,
+    pub(super) worker_rlimit_nofile: u64,
+    /// Workers run as root when the master does: the temp folders are 0700.
+    pub(super) user_root: bool,
+    pub(super) modules_dir: PathBuf,
+}
+
+/// A path as an nginx quoted string.
+fn q(p: &Path) -> String {
+    let s = p.display().to_string();
+    format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
+}
+
+/// The directives a route adds inside `location /` (lab notes section 8).
+fn route_snippet(route: Route) -> &'static str {
+    match route {
+        Route::Base => "",
+        Route::Cors => concat!(
+            "            add_header Access-Control-Allow-Origin \"*\" always;\n",
+            "            add_header Access-Control-Allow-Methods \"GET, POST, OPTIONS\" always;\n",
+            "            add_header Access-Control-Allow-Headers \"Content-Type, Authorization\" always;\n",
+        ),
+        Route::Header => "            add_header x-custom 1 always;\n",
+        Route::Rewrite => "            rewrite ^/(.*)$ /rewritten/$1 break;\n",
+    }
+}
+
+/// Renders the whole `nginx.conf`. In `Mode::Lua` `endpoints` is ignored (the list
+/// lives in the shared dictionary); in `Mode::Reload` an empty list gives an upstream
+/// whose only server is marked down, so requests fail at once with 502.
+pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> String {
+    let mut c = String::with_capacity(4096);
+    let p = &s.prefix;
+    let profile = match s.mode {
+        Mode::Reload => "nginx-reload",
+        Mode::Lua => "nginx-lua",
+    };
+    // `write!` to a String cannot fail.
+    let _ = writeln!(
+        c,
+        "# ingressbench {profile}: generated, rewritten on every change"
+    );
+    if s.mode == Mode::Lua {
+        // ndk first: the Lua module needs its symbols (lab notes section 4).
+        let _ = writeln!(
+            c,
+            "load_module {};",
+            q(&s.modules_dir.join("ndk_http_module.so"))
+        );
+        let _ = writeln!(
+            c,
+            "load_module {};",
+            q(&s.modules_dir.join("ngx_http_lua_module.so"))
+        );
+    }
+    if s.user_root {
+        c.push_str("user root;\n");
+    }
+    c.push_str("daemon off;\nmaster_process on;\n");
+    // One worker: the load generator needs the other core of the lab machine.
+    c.push_str("worker_processes 1;\n");
+    let _ = writeln!(c, "worker_rlimit_nofile {};", s.worker_rlimit_nofile);
+    let _ = writeln!(c, "worker_shutdown_timeout {WORKER_SHUTDOWN_TIMEOUT};");
+    let _ = writeln!(c, "pid {};", q(&p.join("nginx.pid")));
+    let _ = writeln!(c, "lock_file {};", q(&p.join("nginx.lock")));
+    // The driver sends stderr to the results folder (nginx.log).
+    c.push_str("error_log stderr notice;\n");
+    let _ = writeln!(
+        c,
+        "events {{ worker_connections {}; }}",
+        s.worker_connections
+    );
+    c.push_str("http {\n    access_log off;\n");
+    for (directive, dir) in [
+        ("client_body_temp_path", "body"),
+        ("proxy_temp_path", "proxy"),
+        ("fastcgi_temp_path", "fastcgi"),
+        ("uwsgi_temp_path", "uwsgi"),
+        ("scgi_temp_path", "scgi"),
+    ] {
+        let _ = writeln!(c, "    {directive} {};", q(&p.join("tmp").join(dir)));
+    }
+    if s.mode == Mode::Lua {
+        let lua_path = format!("{}/lua/?.lua;;", p.display());
+        let _ = writeln!(c, "    lua_package_path {};", q(Path::new(&lua_path)));
+        c.push_str("    lua_shared_dict endpoints 1m;\n");
+    }
+    c.push_str("    upstream backends {\n");
+    match s.mode {
+        Mode::Reload if endpoints.is_empty() => {
+            c.push_str("        server 127.0.0.1:1 down;\n");
+        }
+        Mode::Reload => {
+            for e in endpoints {
+                let _ = writeln!(c, "        server {} max_fails=0;", e.addr);
+            }
+        }
+        Mode::Lua => {
+            c.push_str("        server 0.0.0.1;  # placeholder, the balancer picks the peer\n");
+            let _ = writeln!(
+                c,
+                "        balancer_by_lua_block {{ require(\"{LUA_MODULE}\").balance() }}"
+            );
+        }
+    }
+    // In Lua mode keepalive must come after balancer_by_lua_block, or it is silently
+    // dropped ("load balancing method redefined").
+    if s.upstream_keepalive > 0 {
+        let _ = writeln!(c, "        keepalive {};", s.upstream_keepalive);
+        let _ = writeln!(
+            c,
+            "        keepalive_requests {};",
+            s.upstream_keepalive_requests
+        );
+        c.push_str("        keepalive_timeout 60s;\n");
+    }
+    c.push_str("    }\n");
+    if s.mode == Mode::Lua {
+        let _ = writeln!(
+            c,
+            concat!(
+                "    server {{\n",
+                "        listen 127.0.0.1:{};\n",
+                "        client_body_buffer_size 1m;  # = max size: the body stays in memory\n",
+                "        client_max_body_size 1m;\n",
+                "        location = /endpoints {{ content_by_lua_block {{ require(\"{}\").admin() }} }}\n",
+                "        location / {{ return 404; }}\n",
+                "    }}"
+            ),
+            s.admin_port, LUA_MODULE
+        );
+    }
+    c.push_str("    server {\n");
+    let _ = writeln!(c, "        listen 127.0.0.1:{} ssl;", s.https_port);
+    let _ = writeln!(c, "        listen 127.0.0.1:{};", s.http_port);
+    let _ = writeln!(c, "        ssl_certificate {};", q(&s.cert));
+    let _ = writeln!(c, "        ssl_certificate_key {};", q(&s.key));
+    c.push_str("        ssl_protocols TLSv1.2 TLSv1.3;\n");
+    let _ = writeln!(c, "        keepalive_requests {CLIENT_KEEPALIVE_REQUESTS};");
+    c.push_str("        location / {\n");
+    c.push_str(route_snippet(route));
+    if s.mode == Mode::Lua {
+        let _ = writeln!(
+            c,
+            "            access_by_lua_block {{ require(\"{LUA_MODULE}\").access() }}"
+        );
+    }
+    c.push_str(concat!(
+        "            proxy_pass http://backends;\n",
+        "            proxy_http_version 1.1;\n",
+        "            proxy_set_header Connection \"\";\n",
+        "            proxy_set_header Host $host;\n",
+        "            proxy_next_upstream error timeout;\n",
+        "        }\n",
+        "    }\n",
+        "}\n",
+    ));
+    c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::nginx::DEFAULT_MODULES_DIR;
+    use std::net::SocketAddr;
+
+    fn settings(mode: Mode) -> Settings {
+        Settings {
+            mode,
+            prefix: PathBuf::from("/tmp/ib-work"),
+            cert: PathBuf::from("/tmp/ib/cert.pem"),
+            key: PathBuf::from("/tmp/ib/key.pem"),
+            https_port: 8443,
+            http_port: 8080,
+            admin_port: 9901,
+            upstream_keepalive: 100,
+            upstream_keepalive_requests: 100_000_000,
+            worker_connections: 10_000,
+            worker_rlimit_nofile: 20_000,
+            user_root: false,
+            modules_dir: PathBuf::from(DEFAULT_MODULES_DIR),
+        }
+    }
+
+    fn ep(id: &str, port: u16) -> Endpoint {
+        Endpoint {
+            id: id.into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    #[test]
+    fn reload_config_lists_the_endpoints_and_keepalive() {
+        let c = render(
+            &settings(Mode::Reload),
+            &[ep("b1", 5001), ep("b2", 5002)],
+            Route::Base,
+        );
+        assert!(c.contains("server 127.0.0.1:5001 max_fails=0;"), "{c}");
+        assert!(c.contains("server 127.0.0.1:5002 max_fails=0;"), "{c}");
+        assert!(c.contains("keepalive 100;"), "{c}");
+        assert!(c.contains("keepalive_requests 100000000;"), "{c}");
+        assert!(c.contains("proxy_http_version 1.1;"), "{c}");
+        assert!(c.contains("proxy_set_header Connection \"\";"), "{c}");
+        assert!(c.contains("worker_processes 1;"), "{c}");
+        assert!(c.contains("events { worker_connections 10000; }"), "{c}");
+        assert!(c.contains("listen 127.0.0.1:8443 ssl;"), "{c}");
+        assert!(c.contains("listen 127.0.0.1:8080;"), "{c}");
+        assert!(c.contains("ssl_protocols TLSv1.2 TLSv1.3;"), "{c}");
+        assert!(c.contains("pid \"/tmp/ib-work/nginx.pid\";"), "{c}");
+        assert!(!c.contains("lua"), "{c}");
+        assert!(!c.contains("user root"), "{c}");
+    }
+
+    #[test]
+    fn reload_config_without_endpoints_fails_fast() {
+        let c = render(&settings(Mode::Reload), &[], Route::Base);
+        assert!(c.contains("server 127.0.0.1:1 down;"), "{c}");
+    }
+
+    #[test]
+    fn lua_config_loads_ndk_first_and_keepalive_after_the_balancer() {
+        let c = render(&settings(Mode::Lua), &[ep("b1", 5001)], Route::Base);
+        let ndk = c.find("ndk_http_module.so").unwrap();
+        let lua = c.find("ngx_http_lua_module.so").unwrap();
+        assert!(ndk < lua);
+        let balancer = c.find("balancer_by_lua_block").unwrap();
+        let keepalive = c.find("keepalive 100;").unwrap();
+        assert!(balancer < keepalive);
+        assert!(c.contains("listen 127.0.0.1:9901;"));
+        assert!(
+            !c.contains("5001"),
+            "the list lives in the shared dict: {c}"
+        );
+    }
+
+    #[test]
+    fn routes_add_their_directives() {
+        let s = settings(Mode::Reload);
+        let cors = render(&s, &[], Route::Cors);
+        assert!(cors.contains("add_header Access-Control-Allow-Origin \"*\" always;"));
+        assert!(
+            cors.contains("add_header Access-Control-Allow-Methods \"GET, POST, OPTIONS\" always;")
+        );
+        assert!(cors.contains(
+            "add_header Access-Control-Allow-Headers \"Content-Type, Authorization\" always;"
+        ));
+        assert!(render(&s, &[], Route::Header).contains("add_header x-custom 1 always;"));
+        assert!(render(&s, &[], Route::Rewrite).contains("rewrite ^/(.*)$ /rewritten/$1 break;"));
+        let base = render(&s, &[], Route::Base);
+        assert!(!base.contains("add_header") && !base.contains("rewrite "));
+    }
+
+    #[test]
+    fn keepalive_zero_leaves_the_directive_out() {
+        let mut s = settings(Mode::Reload);
+        s.upstream_keepalive = 0;
+        assert!(!render(&s, &[ep("b1", 5001)], Route::Base).contains("keepalive "));
+    }
+}

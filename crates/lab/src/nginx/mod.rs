@@ -1,0 +1,371 @@
+//! nginx as a system under test, driven the two ways Kubernetes ingress controllers
+//! drive it (recipes verified in the lab notes, `notes/lab.md` sections 3, 4 and 8).
+//!
+//! - `nginx-reload` stands for the NGINX Open Source based controller: every endpoint or
+//!   route change rewrites `nginx.conf`, `nginx -t` checks it, and a `SIGHUP` to the
+//!   master starts new workers; the change has taken effect when every old worker is gone.
+//! - `nginx-lua` stands for community ingress-nginx: a `balancer_by_lua` picks the peer
+//!   from a list kept in a `lua_shared_dict`, which a local admin server replaces on
+//!   `POST /endpoints`; endpoint changes never reload, route changes still do.
+//!
+//! This module owns the driver: its state and the order of the steps. The generated
+//! configuration (kept in the results folder as `nginx.conf`, with every accepted
+//! version numbered `nginx.conf.1`, `.2`, …) is rendered in `config.rs`, the Lua
+//! balancer (`balancer.lua`) and its admin client are in `lua.rs`, and the nginx
+//! process (a foreground master in its own process group) is started, signalled and
+//! watched in `process.rs`.
+
+mod config;
+mod lua;
+mod process;
+
+use self::config::{render, Settings};
+use self::lua::{BALANCER_LUA, LUA_MODULE, RESTY_CORE};
+use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use super::proc::{self, Guard};
+use rustix::process::Signal;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// How endpoint changes reach nginx.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Rewrite the upstream and reload.
+    Reload,
+    /// Push endpoints to a Lua balancer, no reload.
+    Lua,
+}
+
+/// Where Debian puts dynamic modules when `nginx -V` does not say.
+const DEFAULT_MODULES_DIR: &str = "/usr/lib/nginx/modules";
+
+/// A reload asked for and not yet confirmed.
+#[derive(Debug)]
+struct PendingReload {
+    /// Every child of the master when the `SIGHUP` was sent.
+    old_workers: Vec<u32>,
+    /// Length of nginx.log then: problems are looked for after it.
+    log_offset: u64,
+}
+
+/// The nginx system under test.
+pub struct Nginx {
+    mode: Mode,
+    binary: PathBuf,
+    settings: Option<Settings>,
+    out_dir: PathBuf,
+    /// What traffic should go to (the last accepted list).
+    endpoints: Vec<Endpoint>,
+    route: Route,
+    guard: Option<Guard>,
+    /// Number of the last accepted configuration (`nginx.conf.N`).
+    generation: u32,
+    pending_reload: Option<PendingReload>,
+    /// Lua: the version the admin server gave the last list pushed.
+    lua_version: u64,
+    /// Lua: whether the list has been pushed since the master started.
+    pushed: bool,
+    /// Length of nginx.log when the master started.
+    start_log_offset: u64,
+}
+
+impl Nginx {
+    /// A driver in the given mode.
+    pub fn new(mode: Mode) -> Self {
+        Nginx {
+            mode,
+            binary: PathBuf::from("nginx"),
+            settings: None,
+            out_dir: PathBuf::new(),
+            endpoints: Vec::new(),
+            route: Route::Base,
+            guard: None,
+            generation: 0,
+            pending_reload: None,
+            lua_version: 0,
+            pushed: false,
+            start_log_offset: 0,
+        }
+    }
+
+    fn settings(&self) -> Result<&Settings, LabError> {
+        self.settings
+            .as_ref()
+            .ok_or_else(|| LabError::Other(format!("{}: prepare() was not called", self.name())))
+    }
+
+    fn conf_path(&self) -> PathBuf {
+        self.out_dir.join("nginx.conf")
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.out_dir.join("nginx.log")
+    }
+
+    fn running(&mut self) -> bool {
+        self.guard.as_mut().is_some_and(Guard::alive)
+    }
+
+    fn master_pid(&self) -> Option<u32> {
+        self.guard.as_ref().and_then(Guard::pid)
+    }
+
+    /// Renders, tests and installs a configuration; nothing changes when nginx rejects
+    /// it (the candidate is kept as `nginx.conf.rejected`).
+    fn install_config(&mut self, endpoints: &[Endpoint], route: Route) -> Result<(), LabError> {
+        let text = render(self.settings()?, endpoints, route);
+        let next = self.out_dir.join("nginx.conf.next");
+        std::fs::write(&next, &text)
+            .map_err(LabError::io(format!("writing {}", next.display())))?;
+        if let Err(e) = self.test_config(&next) {
+            let rejected = self.out_dir.join("nginx.conf.rejected");
+            let _ = std::fs::rename(&next, &rejected);
+            return Err(match e {
+                LabError::Rejected { detail, .. } => LabError::Rejected {
+                    what: format!("nginx configuration {}", rejected.display()),
+                    detail: detail
+                        .replace(&next.display().to_string(), &rejected.display().to_string()),
+                },
+                other => other,
+            });
+        }
+        // A rename, so a reloading master never reads a half-written file.
+        let conf = self.conf_path();
+        std::fs::rename(&next, &conf)
+            .map_err(LabError::io(format!("installing {}", conf.display())))?;
+        self.generation += 1;
+        let numbered = self.out_dir.join(format!("nginx.conf.{}", self.generation));
+        std::fs::write(&numbered, &text)
+            .map_err(LabError::io(format!("writing {}", numbered.display())))?;
+        Ok(())
+    }
+}
+
+impl Driver for Nginx {
+    fn name(&self) -> &'static str {
+        match self.mode {
+            Mode::Reload => "nginx-reload",
+            Mode::Lua => "nginx-lua",
+        }
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::LOCAL_PROXY
+    }
+
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        self.binary = proc::which("nginx").ok_or_else(|| LabError::MissingBinary {
+            binary: "nginx".into(),
+            package: "nginx-light".into(),
+        })?;
+        let (_, v) = proc::output(Command::new(&self.binary).arg("-V")).map_err(LabError::io(
+            format!("running {} -V", self.binary.display()),
+        ))?;
+        let modules_dir = v
+            .split_whitespace()
+            .find_map(|a| a.strip_prefix("--modules-path="))
+            .map_or_else(|| PathBuf::from(DEFAULT_MODULES_DIR), PathBuf::from);
+        if self.mode == Mode::Lua {
+            for (file, package) in [
+                ("ndk_http_module.so", "libnginx-mod-http-ndk"),
+                ("ngx_http_lua_module.so", "libnginx-mod-http-lua"),
+            ] {
+                if !modules_dir.join(file).is_file() {
+                    return Err(LabError::MissingBinary {
+                        binary: modules_dir.join(file).display().to_string(),
+                        package: package.into(),
+                    });
+                }
+            }
+            if !Path::new(RESTY_CORE).is_file() {
+                return Err(LabError::MissingBinary {
+                    binary: RESTY_CORE.into(),
+                    package: "lua-resty-core".into(),
+                });
+            }
+        }
+        let abs = |p: &Path| {
+            std::path::absolute(p).map_err(LabError::io(format!("resolving {}", p.display())))
+        };
+        let prefix = abs(&ctx.work_dir)?;
+        self.out_dir = abs(&ctx.out_dir)?;
+        for d in [prefix.join("tmp"), prefix.join("lua"), self.out_dir.clone()] {
+            std::fs::create_dir_all(&d)
+                .map_err(LabError::io(format!("creating {}", d.display())))?;
+        }
+        let admin_port = if self.mode == Mode::Lua {
+            let lua = prefix.join("lua").join(format!("{LUA_MODULE}.lua"));
+            std::fs::write(&lua, BALANCER_LUA)
+                .map_err(LabError::io(format!("writing {}", lua.display())))?;
+            // A copy with the results: it is part of the configuration.
+            let kept = self.out_dir.join(format!("{LUA_MODULE}.lua"));
+            std::fs::write(&kept, BALANCER_LUA)
+                .map_err(LabError::io(format!("writing {}", kept.display())))?;
+            super::ports::free_port().map_err(LabError::io("choosing the nginx-lua admin port"))?
+        } else {
+            0
+        };
+        // Two descriptors per proxied connection, within the hard limit.
+        let wanted = 2 * u64::from(ctx.worker_connections) + 128;
+        let hard = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .maximum
+            .unwrap_or(u64::MAX);
+        self.settings = Some(Settings {
+            mode: self.mode,
+            prefix,
+            cert: abs(&ctx.cert)?,
+            key: abs(&ctx.key)?,
+            https_port: ctx.https_port,
+            http_port: ctx.http_port,
+            admin_port,
+            upstream_keepalive: ctx.upstream_keepalive,
+            upstream_keepalive_requests: ctx.upstream_keepalive_requests,
+            worker_connections: ctx.worker_connections,
+            worker_rlimit_nofile: wanted.min(hard),
+            user_root: rustix::process::geteuid().is_root(),
+            modules_dir,
+        });
+        self.route = Route::Base;
+        self.install_config(endpoints, Route::Base)?;
+        self.endpoints = endpoints.to_vec();
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<(), LabError> {
+        self.settings()?;
+        if self.running() {
+            return Err(LabError::Other(format!(
+                "{} is already running",
+                self.name()
+            )));
+        }
+        self.spawn()
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+        let deadline = Instant::now() + timeout;
+        let mut admin_retries = 2;
+        loop {
+            if !self.running() {
+                let problem = self.log_problem(self.start_log_offset);
+                let admin = self.settings()?.admin_port;
+                let admin_taken = problem
+                    .as_deref()
+                    .is_some_and(|l| l.contains(&format!("127.0.0.1:{admin} failed")));
+                // The admin port is ours to choose: another free one, and again.
+                if self.mode == Mode::Lua && admin_taken && admin_retries > 0 {
+                    admin_retries -= 1;
+                    let port = super::ports::free_port()
+                        .map_err(LabError::io("choosing the nginx-lua admin port"))?;
+                    if let Some(s) = self.settings.as_mut() {
+                        s.admin_port = port;
+                    }
+                    let (eps, route) = (self.endpoints.clone(), self.route);
+                    self.install_config(&eps, route)?;
+                    self.spawn()?;
+                    continue;
+                }
+                return Err(LabError::NotRunning(format!(
+                    "{} (exited while starting{})",
+                    self.name(),
+                    problem.map(|l| format!(": {l}")).unwrap_or_default()
+                )));
+            }
+            if self.mode == Mode::Lua && !self.pushed {
+                let eps = self.endpoints.clone();
+                match self.push(&eps) {
+                    Ok(_) => {}
+                    Err(e @ LabError::Rejected { .. }) => return Err(e),
+                    Err(_) => {} // not listening yet
+                }
+            }
+            if self.mode == Mode::Reload || self.pushed {
+                match self.probe() {
+                    Some(200) => return Ok(()),
+                    // No endpoints: any answer (502/503) means nginx serves.
+                    Some(_) if self.endpoints.is_empty() => return Ok(()),
+                    _ => {}
+                }
+            }
+            if Instant::now() >= deadline {
+                let s = self.settings()?;
+                return Err(LabError::NotReady(format!(
+                    "{} on 127.0.0.1:{} (http {})",
+                    self.name(),
+                    s.https_port,
+                    s.http_port
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        self.settings()?;
+        match self.mode {
+            Mode::Reload => {
+                self.install_config(endpoints, self.route)?;
+                self.endpoints = endpoints.to_vec();
+                self.hup();
+            }
+            Mode::Lua => {
+                if self.running() && self.pushed {
+                    self.push(endpoints)?;
+                }
+                // Otherwise wait_ready() pushes it.
+                self.endpoints = endpoints.to_vec();
+            }
+        }
+        Ok(())
+    }
+
+    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+        let eps = self.endpoints.clone();
+        self.install_config(&eps, route)?;
+        self.route = route;
+        self.hup();
+        Ok(())
+    }
+
+    fn reload(&mut self) -> Result<(), LabError> {
+        let (eps, route) = (self.endpoints.clone(), self.route);
+        self.install_config(&eps, route)?;
+        self.hup();
+        Ok(())
+    }
+
+    /// The driver made every change itself, so whatever `_expect` says is the last
+    /// change it was asked for: settling is waiting for that one to finish.
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+        let deadline = Instant::now() + timeout;
+        if !self.running() {
+            return Err(LabError::NotRunning(self.name().into()));
+        }
+        if let Some(p) = self.pending_reload.take() {
+            self.wait_workers(&p, deadline)?;
+        }
+        if self.mode == Mode::Lua {
+            self.confirm_list(deadline)?;
+        }
+        Ok(())
+    }
+
+    fn alive(&mut self) -> bool {
+        self.running()
+    }
+
+    fn stop(&mut self) -> Result<(), LabError> {
+        if let Some(mut g) = self.guard.take() {
+            // QUIT: graceful; whatever is left after 2 s is killed with the group.
+            g.stop(Signal::QUIT, Duration::from_secs(2));
+        }
+        self.pending_reload = None;
+        self.pushed = false;
+        Ok(())
+    }
+
+    fn versions(&self) -> Vec<(String, String)> {
+        process::versions(self.mode)
+    }
+}
