@@ -4,9 +4,13 @@
 pub mod charts;
 pub mod compare;
 pub mod files;
+pub mod fmt;
 pub mod hdr;
 pub mod html;
 pub mod input;
 pub mod markdown;
+pub mod markup;
+pub mod page;
 pub mod tables;
 pub mod text;
+pub mod theme;
