@@ -1,8 +1,9 @@
 //! `report.md`: the banner and the tables of the page in Markdown, for a pull request
 //! comment or a wiki page, where no HTML file can be attached.
 
-use super::input::ReportInput;
-use super::tables::{self, Table};
+use crate::fmt::MISSING;
+use crate::input::ReportInput;
+use crate::tables::{self, Table};
 use std::fmt::Write as _;
 
 /// Escapes a cell: pipes would end it, newlines would end the row.
@@ -29,7 +30,7 @@ pub fn table(t: &Table) -> String {
                 && t.rows.iter().all(|r| {
                     r.cells
                         .get(c)
-                        .is_some_and(|x| x == "–" || x.parse::<f64>().is_ok())
+                        .is_some_and(|x| x == MISSING || x.parse::<f64>().is_ok())
                 })
         })
         .collect();
@@ -48,7 +49,7 @@ pub fn table(t: &Table) -> String {
 /// The whole `report.md`.
 pub fn render(input: &ReportInput) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## {}\n", super::html::page_title(input));
+    let _ = writeln!(s, "## {}\n", crate::html::page_title(input));
     let systems: Vec<&str> = input.series.iter().map(|x| x.name.as_str()).collect();
     let _ = writeln!(
         s,
