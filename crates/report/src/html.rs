@@ -10,9 +10,20 @@ use crate::fmt::{fmt_num, MISSING};
 use crate::input::ReportInput;
 use crate::markup::escape;
 use crate::page::{self, Page};
+use crate::render::{File, Rendered, Rendering, Report, ReportError};
 use crate::tables::{self, Table};
 use crate::theme::series_css;
 use std::fmt::Write as _;
+
+/// The report page, as a renderer.
+pub struct HtmlPage;
+
+impl Report for HtmlPage {
+    fn render(&self, r: &Rendering<'_>) -> Result<Rendered, ReportError> {
+        let page = render(r.input, r.charts()?, &r.generated);
+        Ok(Rendered::one(File::Page, page))
+    }
+}
 
 /// Renders the page. `charts` pairs each chart with its SVG, as drawn; `generated`
 /// is the time the page was made, as shown in its footer.

@@ -3,6 +3,7 @@
 
 use crate::fmt::MISSING;
 use crate::input::ReportInput;
+use crate::render::{File, Rendered, Rendering, Report, ReportError};
 use crate::tables::{self, Table};
 use std::fmt::Write as _;
 
@@ -44,6 +45,15 @@ pub fn table(t: &Table) -> String {
         let _ = writeln!(s, "| {} |", cells.join(" | "));
     }
     s
+}
+
+/// `report.md`, as a renderer.
+pub struct Markdown;
+
+impl Report for Markdown {
+    fn render(&self, r: &Rendering<'_>) -> Result<Rendered, ReportError> {
+        Ok(Rendered::one(File::Markdown, render(r.input)))
+    }
 }
 
 /// The whole `report.md`.

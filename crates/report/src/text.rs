@@ -1,8 +1,11 @@
 //! The terminal summary of a load run, laid out like wrk2's so its users read it
 //! without thinking, plus what wrk2 lacks: errors by kind, the request balance, the
-//! generator's own lag, and a loud warning when the numbers are not to be trusted.
+//! generator's own lag, and a loud warning when the numbers are not to be trusted;
+//! and `summary.txt` ([`Summary`]), the systems of a lab run side by side.
 
 use crate::fmt::{fmt_bytes, fmt_ms, fmt_secs};
+use crate::input::ReportInput;
+use crate::render::{File, Rendered, Rendering, Report, ReportError};
 use results::{ErrorKind, Percentiles, RunResult};
 use std::fmt::Write as _;
 
@@ -165,6 +168,25 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         let _ = writeln!(s, "WARNING: {w}");
     }
     s
+}
+
+/// `summary.txt`, as a renderer: the systems of a run side by side ([`comparison`]),
+/// what `ingressbench run` prints when it ends. It is not among the files of
+/// `ingressbench report`; `ingressbench run` writes it into the run's folder.
+pub struct Summary;
+
+impl Summary {
+    /// The summary's text: every series of `input` under its scenario's name.
+    pub fn text(input: &ReportInput) -> String {
+        let results: Vec<RunResult> = input.series.iter().map(|s| s.result.clone()).collect();
+        comparison(&input.scenarios().join(", "), &results)
+    }
+}
+
+impl Report for Summary {
+    fn render(&self, r: &Rendering<'_>) -> Result<Rendered, ReportError> {
+        Ok(Rendered::one(File::Summary, Summary::text(r.input)))
+    }
 }
 
 /// Systems side by side: the percentile spectrum, the S1 error table, endpoint
