@@ -122,7 +122,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let total_s = plan.duration.as_secs();
     let outcome = engine::run(&plan, stop, |e| {
         if live {
-            let p99 = report::text::fmt_ms(e.p99);
+            let p99 = report::fmt::fmt_ms(e.p99);
             eprint!(
                 "\r\x1b[2K[{:>4}s/{total_s}s] {:>9} req/s  p99 {:>9}  errors {:<8}",
                 e.t + 1,

@@ -96,21 +96,21 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             eprintln!(
                 "ingressbench: {}: done: p99 {} max {}, {} errors",
                 r.lab.as_ref().map_or("?", |l| l.system.as_str()),
-                ::report::text::fmt_ms(r.latency_ms.corrected.p99),
-                ::report::text::fmt_ms(r.latency_ms.corrected.max),
+                ::report::fmt::fmt_ms(r.latency_ms.corrected.p99),
+                ::report::fmt::fmt_ms(r.latency_ms.corrected.max),
                 r.errors.total()
             )
         }),
     };
     let r = runner::run(&s, &text, opts)?;
-    let summary = ::report::text::comparison(&s.name, &r.results);
-    results::folder::RunFolder::new(&out)
-        .write_summary(&summary)
-        .map_err(|e| anyhow::anyhow!("write summary.txt: {e}"))?;
-    print!("{summary}");
+    let page = out.join(results::folder::REPORT);
+    // The summary is drawn from the results in hand, so it is written even when no
+    // system finished and the folder holds no result to read back.
+    let done = ::report::input::ReportInput::lab_run(&out, &s.name, r.results);
+    ::report::files::write(&done, &page, &[&::report::text::Summary])?;
+    print!("{}", ::report::text::Summary::text(&done));
     println!("results written to {}", out.display());
     // Drawn from the files just written, like any later `ingressbench report`.
-    let page = out.join(results::folder::REPORT);
     let report = ::report::input::load(std::slice::from_ref(&out))
         .map_err(anyhow::Error::from)
         .and_then(|input| Ok(::report::files::write_all(&input, &page, false)?));

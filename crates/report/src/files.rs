@@ -1,26 +1,15 @@
 //! Everything a report writes, and where: the page, `report.md`, `timeline.csv`,
 //! `samples.csv`, an HdrHistogram `.hgrm` per series and, with `--png`, each chart
-//! as a PNG. The files go beside the page; their names follow its name, so two
-//! reports in one folder do not overwrite each other (see [`Outputs::beside`]).
+//! as a PNG. The renderers ([`crate::render::Report`]) make the files; this module
+//! names them and writes them. The files go beside the page; their names follow its
+//! name, so two reports in one folder do not overwrite each other (see
+//! [`Outputs::beside`]).
 
-use super::charts::{self, Chart, ChartError};
-use super::input::{ReportInput, Series};
-use std::fmt::Write as _;
+use crate::input::ReportInput;
+use crate::render::{File, Rendering, Report};
 use std::path::{Path, PathBuf};
 
-/// Why a report could not be written.
-#[derive(Debug, thiserror::Error)]
-pub enum ReportError {
-    #[error(transparent)]
-    Chart(#[from] ChartError),
-    #[error("write {path}: {source}")]
-    Write {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{series}: {msg}")]
-    Histogram { series: String, msg: String },
-}
+pub use crate::render::ReportError;
 
 /// The paths of a report's files.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +18,8 @@ pub struct Outputs {
     pub markdown: PathBuf,
     pub timeline_csv: PathBuf,
     pub samples_csv: PathBuf,
+    /// `summary.txt` (`<stem>-summary.txt` beside another page name).
+    pub summary: PathBuf,
     dir: PathBuf,
     /// "" for a page named `report.html`; else the page's stem and a dash.
     prefix: String,
@@ -58,6 +49,7 @@ impl Outputs {
             markdown: dir.join(format!("{stem}.md")),
             timeline_csv: dir.join(format!("{prefix}timeline.csv")),
             samples_csv: dir.join(format!("{prefix}samples.csv")),
+            summary: dir.join(format!("{prefix}{}", results::folder::SUMMARY)),
             dir,
             prefix,
         }
@@ -67,6 +59,19 @@ impl Outputs {
     pub fn hgrm(&self, series: &str) -> PathBuf {
         self.dir
             .join(format!("{}{}.hgrm", self.prefix, file_safe(series)))
+    }
+
+    /// Where a renderer's file goes.
+    pub fn path(&self, file: &File) -> PathBuf {
+        match file {
+            File::Page => self.html.clone(),
+            File::Markdown => self.markdown.clone(),
+            File::TimelineCsv => self.timeline_csv.clone(),
+            File::SamplesCsv => self.samples_csv.clone(),
+            File::Hgrm(series) => self.hgrm(series),
+            File::Png(chart) => self.png(chart),
+            File::Summary => self.summary.clone(),
+        }
     }
 
     /// The PNG of a chart.
@@ -88,111 +93,27 @@ pub fn file_safe(name: &str) -> String {
         .collect()
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
-/// `timeline.csv`: one row per series and second: `series,t,sent,completed,errors,
-/// p50_ms,p99_ms,max_ms`, then one column per error kind seen in the report.
-pub fn timeline_csv(input: &ReportInput) -> String {
-    let mut kinds: Vec<String> = Vec::new();
-    for k in results::ErrorKind::ALL {
-        let name = k.name().to_string();
-        if input.series.iter().any(|s| {
-            s.result
-                .timeline
-                .iter()
-                .any(|e| e.errors_by_kind.contains_key(&name))
-        }) {
-            kinds.push(name);
-        }
-    }
-    let mut s = String::from("series,t,sent,completed,errors,p50_ms,p99_ms,max_ms");
-    for k in &kinds {
-        let _ = write!(s, ",{k}");
-    }
-    s.push('\n');
-    for series in &input.series {
-        for e in &series.result.timeline {
-            let _ = write!(
-                s,
-                "{},{},{},{},{},{},{},{}",
-                csv_field(&series.name),
-                e.t,
-                e.sent,
-                e.completed,
-                e.errors,
-                e.p50,
-                e.p99,
-                e.max
-            );
-            for k in &kinds {
-                let _ = write!(s, ",{}", e.errors_by_kind.get(k).copied().unwrap_or(0));
-            }
-            s.push('\n');
-        }
-    }
-    s
-}
-
-/// `samples.csv`: one row per sampled request: `series,t_ms,latency_ms,status,error,
-/// backend` (error and backend empty when there is none); `None` when no series has
-/// samples.
-pub fn samples_csv(input: &ReportInput) -> Option<String> {
-    if input.series.iter().all(|s| s.result.samples.is_none()) {
-        return None;
-    }
-    let mut s = String::from("series,t_ms,latency_ms,status,error,backend\n");
-    for series in &input.series {
-        let Some(sm) = &series.result.samples else {
-            continue;
-        };
-        let name = csv_field(&series.name);
-        for i in 0..sm.len() {
-            let backend = sm
-                .backend
-                .get(i)
-                .and_then(|b| usize::try_from(*b).ok())
-                .and_then(|b| sm.backend_ids.get(b))
-                .map(|b| csv_field(b))
-                .unwrap_or_default();
-            let _ = writeln!(
-                s,
-                "{name},{},{},{},{},{backend}",
-                sm.t_ms[i],
-                sm.latency_ms.get(i).copied().unwrap_or(0.0),
-                sm.status.get(i).copied().unwrap_or(0),
-                sm.error_kind(i).unwrap_or(""),
-            );
-        }
-    }
-    Some(s)
-}
-
-/// The `.hgrm` text of a series: HdrHistogram's percentile distribution, in ms.
-///
-/// # Errors
-/// [`ReportError::Histogram`] when the stored histogram cannot be decoded.
-pub fn hgrm(series: &Series) -> Result<String, ReportError> {
-    let h = super::hdr::decode_base64(&series.result.histogram).map_err(|msg| {
-        ReportError::Histogram {
-            series: series.name.clone(),
-            msg,
-        }
-    })?;
-    Ok(super::hdr::percentile_distribution(&h, 1000.0))
-}
-
-/// What [`write_all`] wrote.
+/// What [`write`] wrote.
 #[derive(Clone, Debug, Default)]
 pub struct Written {
     pub files: Vec<PathBuf>,
     /// Charts or files left out, and why (e.g. an unreadable histogram).
     pub skipped: Vec<String>,
+}
+
+/// The renderers of a report, in the order their files are written: the page,
+/// `report.md`, the CSVs, the `.hgrm` files, and the PNGs with `png`.
+pub fn renderers(png: bool) -> Vec<&'static dyn Report> {
+    let mut v: Vec<&'static dyn Report> = vec![
+        &crate::html::HtmlPage,
+        &crate::markdown::Markdown,
+        &crate::csv::Csv,
+        &crate::hgrm::Hgrm,
+    ];
+    if png {
+        v.push(&crate::png::Png);
+    }
+    v
 }
 
 /// Draws and writes the whole report for `input` with its page at `html`.
@@ -201,57 +122,47 @@ pub struct Written {
 /// [`ReportError`] when a chart cannot be drawn or a file cannot be written; files
 /// already written stay.
 pub fn write_all(input: &ReportInput, html: &Path, png: bool) -> Result<Written, ReportError> {
+    write(input, html, &renderers(png))
+}
+
+/// Draws `input` with each renderer in turn and writes its files beside the page
+/// at `html`, each as soon as its renderer made it.
+///
+/// # Errors
+/// [`ReportError`] from the first renderer that fails or the first file that cannot
+/// be written; files already written stay.
+pub fn write(
+    input: &ReportInput,
+    html: &Path,
+    renderers: &[&dyn Report],
+) -> Result<Written, ReportError> {
     let out = Outputs::beside(html);
-    let mut written = Written::default();
-    let charts: Vec<Chart> = charts::build(input);
-    let mut drawn = Vec::with_capacity(charts.len());
-    for c in charts {
-        let svg = c.svg()?;
-        drawn.push((c, svg));
-    }
-    let mut put = |path: &Path, bytes: &[u8]| -> Result<(), ReportError> {
-        results::fsutil::write_atomic(path, bytes).map_err(|source| ReportError::Write {
-            path: path.display().to_string(),
-            source,
-        })?;
-        written.files.push(path.to_path_buf());
-        Ok(())
-    };
     let generated = results::time::rfc3339(
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_nanos())
             .unwrap_or(0),
     );
-    put(
-        &out.html,
-        super::html::render(input, &drawn, &generated).as_bytes(),
-    )?;
-    put(&out.markdown, super::markdown::render(input).as_bytes())?;
-    put(&out.timeline_csv, timeline_csv(input).as_bytes())?;
-    if let Some(s) = samples_csv(input) {
-        put(&out.samples_csv, s.as_bytes())?;
-    }
-    let mut skipped = Vec::new();
-    for s in &input.series {
-        match hgrm(s) {
-            Ok(text) => put(&out.hgrm(&s.name), text.as_bytes())?,
-            Err(e) => skipped.push(e.to_string()),
+    let rendering = Rendering::new(input, generated);
+    let mut written = Written::default();
+    for r in renderers {
+        let made = r.render(&rendering)?;
+        for (file, bytes) in made.files {
+            let path = out.path(&file);
+            results::fsutil::write_atomic(&path, &bytes).map_err(|source| ReportError::Write {
+                path: path.display().to_string(),
+                source,
+            })?;
+            written.files.push(path);
         }
+        written.skipped.extend(made.skipped);
     }
-    if png {
-        for (c, _) in &drawn {
-            put(&out.png(&c.id), &c.png()?)?;
-        }
-    }
-    written.skipped = skipped;
     Ok(written)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use results::{RunResult, Samples, TimelineEntry};
 
     #[test]
     fn names_follow_the_page() {
@@ -272,59 +183,22 @@ mod tests {
         assert_eq!(o.hgrm("a/caddy-api"), Path::new("./cmp-a_caddy-api.hgrm"));
     }
 
-    fn input() -> ReportInput {
-        let mut r = RunResult::default();
-        let mut e = TimelineEntry {
-            t: 0,
-            sent: 10,
-            completed: 9,
-            errors: 1,
-            p50: 0.3,
-            p99: 1.5,
-            max: 2.0,
-            ..Default::default()
-        };
-        e.errors_by_kind.insert("read".into(), 1);
-        r.timeline.push(e);
-        r.samples = Some(Samples {
-            fraction: 1.0,
-            t_ms: vec![1.5, 2.5],
-            latency_ms: vec![0.3, 4.0],
-            status: vec![200, 0],
-            error: vec![0, 1],
-            error_kinds: vec!["read".into()],
-            backend: vec![0, -1],
-            backend_ids: vec!["b1".into()],
-        });
-        ReportInput {
-            runs: vec![Default::default()],
-            series: vec![
-                crate::input::Series {
-                    name: "a,b".into(),
-                    result: r,
-                    ..Default::default()
-                },
-                crate::input::Series {
-                    name: "plain".into(),
-                    ..Default::default()
-                },
-            ],
-        }
-    }
-
     #[test]
-    fn csv_rows() {
-        let i = input();
-        assert_eq!(
-            timeline_csv(&i),
-            "series,t,sent,completed,errors,p50_ms,p99_ms,max_ms,read\n\"a,b\",0,10,9,1,0.3,1.5,2,1\n"
-        );
-        assert_eq!(
-            samples_csv(&i).unwrap(),
-            "series,t_ms,latency_ms,status,error,backend\n\"a,b\",1.5,0.3,200,,b1\n\"a,b\",2.5,4,0,read,\n"
-        );
-        let mut none = i.clone();
-        none.series[0].result.samples = None;
-        assert!(samples_csv(&none).is_none());
+    fn every_renderer_writes_beside_the_page() {
+        let t = tempfile::tempdir().unwrap();
+        let input = ReportInput::single("load", results::RunResult::default());
+        let page = t.path().join("l.html");
+        let w = write_all(&input, &page, false).unwrap();
+        let names: Vec<String> = w
+            .files
+            .iter()
+            .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names, ["l.html", "l.md", "l-timeline.csv"]);
+        assert_eq!(w.skipped.len(), 1, "no histogram: no .hgrm");
+        let w = write(&input, &page, &[&crate::text::Summary]).unwrap();
+        assert_eq!(w.files, [t.path().join("l-summary.txt")]);
+        let text = std::fs::read_to_string(&w.files[0]).unwrap();
+        assert!(text.starts_with("Scenario : 1 systems"), "{text}");
     }
 }

@@ -1,77 +1,29 @@
-//! The report page: one self-contained HTML file (inline CSS, inline SVG, no script,
-//! no request leaves it) that reads on a laptop, prints, and follows the reader's
-//! light or dark scheme. Every chart and table has a stable id (docs/reports.md) so
-//! tests and readers can find them; numbers sit in plain text cells.
+//! The report page: what it shows and in which order (run info, the banner, the
+//! legend, then each study's charts and tables), poured into the shared page shell
+//! ([`crate::page`]) so it is one self-contained HTML file that reads on a laptop,
+//! prints, and follows the reader's light or dark scheme. Every chart and table has a
+//! stable id (docs/reports.md) so tests and readers can find them; numbers sit in
+//! plain text cells.
 
-use super::charts::{self, Chart};
-use super::input::ReportInput;
-use super::tables::{self, Table};
+use crate::charts::{self, Chart};
+use crate::fmt::{fmt_num, MISSING};
+use crate::input::ReportInput;
+use crate::markup::escape;
+use crate::page::{self, Page};
+use crate::render::{File, Rendered, Rendering, Report, ReportError};
+use crate::tables::{self, Table};
+use crate::theme::series_css;
 use std::fmt::Write as _;
 
-/// Escapes text for HTML content and attribute values.
-pub fn escape(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            _ => o.push(c),
-        }
-    }
-    o
-}
+/// The report page, as a renderer.
+pub struct HtmlPage;
 
-const CSS: &str = r##"
-:root{--bg:#ffffff;--fg:#1d2026;--muted:#5d6470;--rule:#d8dbe0;--head:#f3f4f6;
---warn-bg:#fdecec;--warn-fg:#8a1414;--warn-edge:#e15759;color-scheme:light dark}
-@media (prefers-color-scheme:dark){:root{--bg:#15171b;--fg:#e4e6ea;--muted:#a1a8b3;
---rule:#353a43;--head:#1f232a;--warn-bg:#3a1518;--warn-fg:#ffc2c2;--warn-edge:#e15759}}
-*{box-sizing:border-box}
-html{background:var(--bg);color:var(--fg)}
-body{font:15px/1.5 system-ui,-apple-system,"Segoe UI","DejaVu Sans",sans-serif;
-max-width:1120px;margin:0 auto;padding:20px 24px 48px}
-h1{font-size:1.6em;margin:0 0 4px}
-h2{font-size:1.25em;margin:36px 0 8px;padding-top:8px;border-top:1px solid var(--rule)}
-h3{font-size:1.05em;margin:18px 0 4px}
-p,li,dd{max-width:80ch}
-.sub,.note,figcaption{color:var(--muted)}
-.note,figcaption{font-size:.9em}
-dl.info{display:grid;grid-template-columns:max-content 1fr;gap:2px 16px;margin:12px 0}
-dl.info dt{color:var(--muted)}
-dl.info dd{margin:0}
-.banner{background:var(--warn-bg);color:var(--warn-fg);border:2px solid var(--warn-edge);
-border-radius:6px;padding:10px 16px;margin:16px 0}
-.banner strong{display:block;font-size:1.1em}
-.banner ul{margin:6px 0 0;padding-left:20px}
-#legend{list-style:none;padding:0;margin:12px 0;display:flex;flex-wrap:wrap;gap:6px 18px}
-.sw{display:inline-block;width:.9em;height:.9em;border-radius:2px;margin-right:6px;
-vertical-align:-1px}
-figure{margin:12px 0 20px;break-inside:avoid}
-svg.chart{display:block;width:100%;height:auto;color:var(--fg)}
-svg.chart [fill="#FEFEFE"]{fill:var(--bg)}
-.scroll{overflow-x:auto}
-table{border-collapse:collapse;font-variant-numeric:tabular-nums;font-size:.92em;margin:6px 0 4px}
-th,td{padding:3px 9px;border-bottom:1px solid var(--rule);text-align:right;white-space:nowrap}
-th{background:var(--head);font-weight:600;white-space:normal;vertical-align:bottom}
-th:first-child,td:first-child{text-align:left}
-td.text{text-align:left;white-space:normal}
-.toggle{display:inline-flex;align-items:center;gap:6px;cursor:pointer;margin:4px 0;
-color:var(--muted)}
-.uncorrected{display:none}
-#toggle-uncorrected:checked~.uncorrected{display:block}
-footer{margin-top:40px;color:var(--muted);font-size:.85em}
-@media print{
-:root{--bg:#fff;--fg:#000;--muted:#333;--rule:#bbb;--head:#eee;--warn-bg:#fff;--warn-fg:#900}
-body{max-width:none;padding:0;font-size:11pt}
-h2,h3,.note{break-after:avoid}
-table,figure,.banner{break-inside:avoid}
-.toggle,#toggle-uncorrected{display:none}
-.scroll{overflow:visible}
+impl Report for HtmlPage {
+    fn render(&self, r: &Rendering<'_>) -> Result<Rendered, ReportError> {
+        let page = render(r.input, r.charts()?, &r.generated);
+        Ok(Rendered::one(File::Page, page))
+    }
 }
-"##;
 
 /// Renders the page. `charts` pairs each chart with its SVG, as drawn; `generated`
 /// is the time the page was made, as shown in its footer.
@@ -79,18 +31,8 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
     let tables = tables::all(input);
     let table = |id: &str| tables.iter().find(|t| t.id == id);
     let chart = |id: &str| charts.iter().find(|(c, _)| c.id == id);
-    let mut h = String::new();
     let title = page_title(input);
-    let _ = write!(
-        h,
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
-<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-<meta name=\"generator\" content=\"ingressbench {}\">\n<title>{}</title>\n<style>{CSS}</style>\n</head>\n<body>\n",
-        env!("CARGO_PKG_VERSION"),
-        escape(&title)
-    );
-    header(&mut h, input, &title);
-    banner(&mut h, input);
+    let mut h = String::new();
     legend(&mut h, input);
 
     section(&mut h, "percentiles", "Latency percentile distribution");
@@ -147,9 +89,8 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
     if let Some(t) = table("table-settings") {
         table_html(&mut h, input, t);
     }
-    let _ = write!(
-        h,
-        "<footer>Drawn by ingressbench {} on {} from {}. Latency is measured from when each request should have been sent (see docs/load.md); charts and tables are explained in docs/reports.md.</footer>\n</body>\n</html>\n",
+    let footer = format!(
+        "Drawn by ingressbench {} on {} from {}. Latency is measured from when each request should have been sent (see docs/load.md); charts and tables are explained in docs/reports.md.",
         env!("CARGO_PKG_VERSION"),
         escape(generated),
         escape(
@@ -161,7 +102,13 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
                 .join(", ")
         )
     );
-    h
+    page::render(&Page {
+        title: &title,
+        header: &header(input),
+        banner: &banner(input),
+        body: &h,
+        footer: &footer,
+    })
 }
 
 /// "ingressbench report: <scenario>" (or the runs' names without a scenario).
@@ -184,8 +131,9 @@ fn section(h: &mut String, id: &str, title: &str) {
     let _ = writeln!(h, "<h2 id=\"{id}\">{}</h2>", escape(title));
 }
 
-fn header(h: &mut String, input: &ReportInput, title: &str) {
-    let _ = writeln!(h, "<header>\n<h1>{}</h1>", escape(title));
+/// Under the page's title: the runs' descriptions and what they were measured on.
+fn header(input: &ReportInput) -> String {
+    let mut h = String::new();
     for r in &input.runs {
         if let Some(d) = &r.description {
             let _ = writeln!(h, "<p class=\"sub\">{}</p>", escape(d));
@@ -234,14 +182,15 @@ fn header(h: &mut String, input: &ReportInput, title: &str) {
         input
             .series
             .iter()
-            .map(|s| format!("{} s", charts::fmt_num(s.result.duration_s))),
+            .map(|s| format!("{} s", fmt_num(s.result.duration_s))),
     );
     item("measured", format!("{} per series", durations.join(", ")));
     item("systems", input.series.len().to_string());
     item("machine", machine(input));
     item("load", load_line(input));
     item("versions", versions(input));
-    h.push_str("</dl>\n</header>\n");
+    h.push_str("</dl>\n");
+    h
 }
 
 fn dedup(it: impl Iterator<Item = String>) -> Vec<String> {
@@ -293,13 +242,13 @@ fn load_line(input: &ReportInput) -> String {
         format!(
             "{} over {} connections, {} thread{}, {} s (+{} s warm-up), schedule {}{}{}",
             c.rate
-                .map(|r| format!("{} req/s", charts::fmt_num(r)))
+                .map(|r| format!("{} req/s", fmt_num(r)))
                 .unwrap_or_else(|| "closed loop (--max)".into()),
             c.connections,
             c.threads,
             if c.threads == 1 { "" } else { "s" },
-            charts::fmt_num(c.duration_s),
-            charts::fmt_num(c.warmup_s),
+            fmt_num(c.duration_s),
+            fmt_num(c.warmup_s),
             c.schedule,
             c.tls_version
                 .as_ref()
@@ -347,21 +296,19 @@ fn versions(input: &ReportInput) -> String {
     parts.join(" · ")
 }
 
-fn banner(h: &mut String, input: &ReportInput) {
-    let w = tables::warnings(input);
-    if w.is_empty() {
-        return;
-    }
-    h.push_str("<div class=\"banner\" id=\"banner\" role=\"alert\">\n<strong>Not to be trusted as is:</strong>\n<ul>\n");
-    for (i, line) in w {
-        let _ = writeln!(
-            h,
-            "<li><b>{}</b>: {}</li>",
-            escape(&input.series[i].name),
-            escape(&line)
-        );
-    }
-    h.push_str("</ul>\n</div>\n");
+/// Why the numbers are not to be trusted as they are, per series.
+fn banner(input: &ReportInput) -> String {
+    let items: Vec<String> = tables::warnings(input)
+        .into_iter()
+        .map(|(i, line)| {
+            format!(
+                "<b>{}</b>: {}",
+                escape(&input.series[i].name),
+                escape(&line)
+            )
+        })
+        .collect();
+    page::banner(Some("banner"), "Not to be trusted as is:", &items)
 }
 
 fn legend(h: &mut String, input: &ReportInput) {
@@ -371,7 +318,7 @@ fn legend(h: &mut String, input: &ReportInput) {
             h,
             "<li data-series=\"{}\"><span class=\"sw\" style=\"background:{}\"></span>{}</li>",
             escape(&s.name),
-            charts::series_css(i),
+            series_css(i),
             escape(&s.name)
         );
     }
@@ -427,11 +374,11 @@ pub fn table_html(h: &mut String, input: &ReportInput, t: &Table) {
             let swatch = match (c, r.series) {
                 (0, Some(i)) => format!(
                     "<span class=\"sw\" style=\"background:{}\"></span>",
-                    charts::series_css(i)
+                    series_css(i)
                 ),
                 _ => String::new(),
             };
-            let class = if text.parse::<f64>().is_ok() || text == "–" {
+            let class = if text.parse::<f64>().is_ok() || text == MISSING {
                 ""
             } else if c > 0 {
                 " class=\"text\""
@@ -473,14 +420,6 @@ mod tests {
                 ..Default::default()
             }],
         }
-    }
-
-    #[test]
-    fn escapes() {
-        assert_eq!(
-            escape("<a href=\"x\">&'"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
-        );
     }
 
     #[test]

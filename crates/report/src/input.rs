@@ -88,6 +88,36 @@ impl ReportInput {
         }
     }
 
+    /// The results of a lab run held in memory, as `ingressbench run` ends (for its
+    /// summary, which is written even when no system finished). `path` is the run's
+    /// folder, `scenario` its name.
+    pub fn lab_run(path: &Path, scenario: &str, results: Vec<RunResult>) -> ReportInput {
+        ReportInput {
+            runs: vec![Run {
+                path: path.to_path_buf(),
+                name: run_name(path),
+                scenario: Some(scenario.to_string()),
+                description: None,
+            }],
+            series: results
+                .into_iter()
+                .map(|result| {
+                    let system = result
+                        .lab
+                        .as_ref()
+                        .map(|l| l.system.clone())
+                        .unwrap_or_else(|| result.target.clone());
+                    Series {
+                        name: system.clone(),
+                        system,
+                        run: 0,
+                        result,
+                    }
+                })
+                .collect(),
+        }
+    }
+
     /// The scenario names of the runs, deduplicated, in order.
     pub fn scenarios(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();

@@ -1,12 +1,29 @@
 //! Reports: what a person reads, drawn only from result documents (never from live
 //! state), so any saved run can be re-drawn and compared.
+//!
+//! The modules point only down. At the bottom, [`fmt`], [`markup`] and [`theme`]
+//! (numbers, escaping, colours and CSS) depend on nothing else here; [`page`] is the
+//! HTML shell built on them; [`input`] loads runs; [`charts`] and [`tables`] prepare
+//! what is shown; each output is one [`Report`] renderer ([`html`], [`markdown`],
+//! [`csv`], [`hgrm`], [`png`], [`text`]) drawing from a [`Rendering`] of the loaded
+//! input; [`files`] writes what the renderers made. [`compare`] stands beside them.
 
 pub mod charts;
 pub mod compare;
+pub mod csv;
 pub mod files;
+pub mod fmt;
 pub mod hdr;
+pub mod hgrm;
 pub mod html;
 pub mod input;
 pub mod markdown;
+pub mod markup;
+pub mod page;
+pub mod png;
+pub mod render;
 pub mod tables;
 pub mod text;
+pub mod theme;
+
+pub use render::{Rendering, Report};

@@ -1,8 +1,10 @@
 //! `report.md`: the banner and the tables of the page in Markdown, for a pull request
 //! comment or a wiki page, where no HTML file can be attached.
 
-use super::input::ReportInput;
-use super::tables::{self, Table};
+use crate::fmt::MISSING;
+use crate::input::ReportInput;
+use crate::render::{File, Rendered, Rendering, Report, ReportError};
+use crate::tables::{self, Table};
 use std::fmt::Write as _;
 
 /// Escapes a cell: pipes would end it, newlines would end the row.
@@ -29,7 +31,7 @@ pub fn table(t: &Table) -> String {
                 && t.rows.iter().all(|r| {
                     r.cells
                         .get(c)
-                        .is_some_and(|x| x == "–" || x.parse::<f64>().is_ok())
+                        .is_some_and(|x| x == MISSING || x.parse::<f64>().is_ok())
                 })
         })
         .collect();
@@ -45,10 +47,19 @@ pub fn table(t: &Table) -> String {
     s
 }
 
+/// `report.md`, as a renderer.
+pub struct Markdown;
+
+impl Report for Markdown {
+    fn render(&self, r: &Rendering<'_>) -> Result<Rendered, ReportError> {
+        Ok(Rendered::one(File::Markdown, render(r.input)))
+    }
+}
+
 /// The whole `report.md`.
 pub fn render(input: &ReportInput) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## {}\n", super::html::page_title(input));
+    let _ = writeln!(s, "## {}\n", crate::html::page_title(input));
     let systems: Vec<&str> = input.series.iter().map(|x| x.name.as_str()).collect();
     let _ = writeln!(
         s,

@@ -3,7 +3,8 @@
 //! `report.md`. Cells hold the numbers as plain text, in the units the header names,
 //! so a test (or a reader with a spreadsheet) can compare them with `result.json`.
 
-use super::input::ReportInput;
+use crate::fmt::{fmt_ms_cell, fmt_opt_ms1, MISSING};
+use crate::input::ReportInput;
 use results::{ErrorKind, Percentiles, RunResult, Spread};
 
 /// One table: a stable id for the page, its columns and rows.
@@ -32,15 +33,6 @@ impl Table {
         let c = self.cols.iter().position(|(k, _)| k == col)?;
         self.rows.get(row)?.cells.get(c).map(String::as_str)
     }
-}
-
-/// Latency in ms as the tables show it: µs precision, like the result's figures.
-pub fn ms(v: f64) -> String {
-    format!("{v:.3}")
-}
-
-fn ms1(v: Option<f64>) -> String {
-    v.map(|x| format!("{x:.1}")).unwrap_or_else(|| "–".into())
 }
 
 fn cols(list: &[(&str, &str)]) -> Vec<(String, String)> {
@@ -79,9 +71,9 @@ pub fn percentiles(input: &ReportInput) -> Table {
         .map(|(i, s)| {
             let p = &s.result.latency_ms.corrected;
             let mut cells = vec![s.name.clone(), p.count.to_string()];
-            cells.extend(p.values().iter().map(|v| ms(*v)));
-            cells.push(ms(p.max));
-            cells.push(ms(p.mean));
+            cells.extend(p.values().iter().map(|v| fmt_ms_cell(*v)));
+            cells.push(fmt_ms_cell(p.max));
+            cells.push(fmt_ms_cell(p.mean));
             Row {
                 series: Some(i),
                 cells,
@@ -120,7 +112,7 @@ pub fn errors(input: &ReportInput) -> Table {
             cells.extend(ErrorKind::ALL.iter().map(|k| r.errors.get(*k).to_string()));
             cells.push(r.errors.total().to_string());
             cells.push(if r.errors.status_codes.is_empty() {
-                "–".into()
+                MISSING.into()
             } else {
                 r.errors
                     .status_codes
@@ -155,7 +147,7 @@ pub fn changes(input: &ReportInput) -> Table {
         for w in &lab.windows {
             let errs: u64 = w.errors.values().sum();
             let kinds = if w.errors.is_empty() {
-                "–".to_string()
+                MISSING.to_string()
             } else {
                 w.errors
                     .iter()
@@ -173,8 +165,8 @@ pub fn changes(input: &ReportInput) -> Table {
                     w.completed.to_string(),
                     errs.to_string(),
                     kinds,
-                    ms(w.p99_ms),
-                    ms(w.max_ms),
+                    fmt_ms_cell(w.p99_ms),
+                    fmt_ms_cell(w.max_ms),
                 ],
             });
         }
@@ -200,7 +192,14 @@ pub fn changes(input: &ReportInput) -> Table {
 
 /// Endpoint propagation per series: min / median / max, added and removed.
 pub fn propagation(input: &ReportInput) -> Table {
-    let spread = |s: &Spread| vec![s.n.to_string(), ms1(s.min), ms1(s.median), ms1(s.max)];
+    let spread = |s: &Spread| {
+        vec![
+            s.n.to_string(),
+            fmt_opt_ms1(s.min),
+            fmt_opt_ms1(s.median),
+            fmt_opt_ms1(s.max),
+        ]
+    };
     let mut rows = Vec::new();
     for (i, s) in input.series.iter().enumerate() {
         let Some(lab) = &s.result.lab else { continue };
@@ -269,10 +268,10 @@ pub fn throughput(input: &ReportInput) -> Table {
                         .unwrap_or_else(|| "max".into()),
                     format!("{:.1}", r.rate.achieved),
                     format!("{:.1}", r.rate.completed_per_s),
-                    ms(r.latency_ms.corrected.p99),
+                    fmt_ms_cell(r.latency_ms.corrected.p99),
                     handshakes_per_s(r)
                         .map(|h| format!("{h:.1}"))
-                        .unwrap_or_else(|| "–".into()),
+                        .unwrap_or_else(|| MISSING.into()),
                     format!("{:.2}", r.generator.cpu_s),
                 ],
             }
@@ -334,7 +333,7 @@ pub fn settings(input: &ReportInput) -> Table {
                     .tls_version
                     .clone()
                     .or_else(|| r.tls.version.clone())
-                    .unwrap_or_else(|| "–".into())
+                    .unwrap_or_else(|| MISSING.into())
             }),
         ),
         (
@@ -343,7 +342,7 @@ pub fn settings(input: &ReportInput) -> Table {
                 r.samples
                     .as_ref()
                     .map(|s| format!("{} ({} requests)", s.fraction, s.len()))
-                    .unwrap_or_else(|| "–".into())
+                    .unwrap_or_else(|| MISSING.into())
             }),
         ),
         (
@@ -406,7 +405,7 @@ pub fn settings(input: &ReportInput) -> Table {
 pub fn warnings(input: &ReportInput) -> Vec<(usize, String)> {
     let mut w = Vec::new();
     for (i, s) in input.series.iter().enumerate() {
-        for line in super::text::warnings(&s.result) {
+        for line in crate::text::warnings(&s.result) {
             w.push((i, line));
         }
         if s.result.lab.as_ref().is_some_and(|l| l.proxy_died) {

@@ -1,33 +1,13 @@
 //! The terminal summary of a load run, laid out like wrk2's so its users read it
 //! without thinking, plus what wrk2 lacks: errors by kind, the request balance, the
-//! generator's own lag, and a loud warning when the numbers are not to be trusted.
+//! generator's own lag, and a loud warning when the numbers are not to be trusted;
+//! and `summary.txt` ([`Summary`]), the systems of a lab run side by side.
 
+use crate::fmt::{fmt_bytes, fmt_ms, fmt_secs};
+use crate::input::ReportInput;
+use crate::render::{File, Rendered, Rendering, Report, ReportError};
 use results::{ErrorKind, Percentiles, RunResult};
 use std::fmt::Write as _;
-
-/// Formats milliseconds the way wrk does: `812.00us`, `1.23ms`, `2.50s`.
-pub fn fmt_ms(ms: f64) -> String {
-    if ms < 1.0 {
-        format!("{:.2}us", ms * 1000.0)
-    } else if ms < 1000.0 {
-        format!("{ms:.2}ms")
-    } else if ms < 60_000.0 {
-        format!("{:.2}s", ms / 1000.0)
-    } else {
-        format!("{:.2}m", ms / 60_000.0)
-    }
-}
-
-fn fmt_bytes(b: f64) -> String {
-    const UNITS: [&str; 5] = ["B", "KB", "MB", "GB", "TB"];
-    let mut v = b;
-    let mut i = 0;
-    while v >= 1024.0 && i < UNITS.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    format!("{v:.2}{}", UNITS[i])
-}
 
 /// Why a result should not be trusted, one reason per line; empty when it can be.
 pub fn warnings(r: &RunResult) -> Vec<String> {
@@ -105,9 +85,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     }
     let _ = writeln!(s, "{:>8.4}% {:>10}", 100.0, fmt_ms(p.max));
     if detailed {
-        if let Ok(h) = super::hdr::decode_base64(&r.histogram) {
+        if let Ok(h) = crate::hdr::decode_base64(&r.histogram) {
             let _ = writeln!(s, "\n  Detailed Percentile spectrum (corrected, ms):");
-            s.push_str(&super::hdr::percentile_distribution(&h, 1000.0));
+            s.push_str(&crate::hdr::percentile_distribution(&h, 1000.0));
         }
     }
     let lag = &r.latency_ms.generator_lag;
@@ -188,6 +168,25 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         let _ = writeln!(s, "WARNING: {w}");
     }
     s
+}
+
+/// `summary.txt`, as a renderer: the systems of a run side by side ([`comparison`]),
+/// what `ingressbench run` prints when it ends. It is not among the files of
+/// `ingressbench report`; `ingressbench run` writes it into the run's folder.
+pub struct Summary;
+
+impl Summary {
+    /// The summary's text: every series of `input` under its scenario's name.
+    pub fn text(input: &ReportInput) -> String {
+        let results: Vec<RunResult> = input.series.iter().map(|s| s.result.clone()).collect();
+        comparison(&input.scenarios().join(", "), &results)
+    }
+}
+
+impl Report for Summary {
+    fn render(&self, r: &Rendering<'_>) -> Result<Rendered, ReportError> {
+        Ok(Rendered::one(File::Summary, Summary::text(r.input)))
+    }
 }
 
 /// Systems side by side: the percentile spectrum, the S1 error table, endpoint
@@ -321,31 +320,10 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
     s
 }
 
-fn fmt_secs(s: f64) -> String {
-    if s >= 60.0 && (s % 60.0).abs() < 1e-9 {
-        format!("{}m", s / 60.0)
-    } else if (s - s.round()).abs() < 1e-9 {
-        format!("{}s", s.round())
-    } else {
-        format!("{s:.2}s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use results::{Requests, RunResult};
-
-    #[test]
-    fn units_like_wrk() {
-        assert_eq!(fmt_ms(0.8125), "812.50us");
-        assert_eq!(fmt_ms(1.234), "1.23ms");
-        assert_eq!(fmt_ms(2500.0), "2.50s");
-        assert_eq!(fmt_ms(120_000.0), "2.00m");
-        assert_eq!(fmt_bytes(2048.0), "2.00KB");
-        assert_eq!(fmt_secs(180.0), "3m");
-        assert_eq!(fmt_secs(10.0), "10s");
-    }
 
     #[test]
     fn untrustworthy_results_are_flagged() {

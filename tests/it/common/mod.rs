@@ -21,7 +21,7 @@ pub mod tls;
 
 // The library's internals the tests use; the only lines naming them besides the
 // `pub use` in `lab.rs`.
-pub use report::text::fmt_ms;
+pub use report::fmt::fmt_ms;
 
 use proc::{Output, Proc};
 use serde_json::Value;

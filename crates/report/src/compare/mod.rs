@@ -1,0 +1,72 @@
+//! Comparing saved runs: the deltas between a base run and newer ones, system by
+//! system, and the `--max-regression` thresholds a CI pipeline gates on.
+//!
+//! Three parts, each pointing only down: [`model`] loads runs for comparison (a lab
+//! run folder or one `result.json`), computes the deltas and checks that two runs
+//! measured the same thing; [`thresholds`] parses the specs and checks a comparison
+//! against them; [`rendering`] shows it all in the terminal and as an HTML page.
+
+pub mod model;
+pub mod rendering;
+pub mod thresholds;
+
+pub use model::{
+    compare, differences, load_run, parse_result, system_name, Comparison, Delta, LoadError,
+    OptDelta, Run, SystemDelta, LATENCY_METRICS, LOAD_SYSTEM,
+};
+pub use rendering::{flags, html, tables, text, Row, Table, Trend};
+pub use thresholds::{
+    evaluate, parse_threshold, parse_thresholds, Crossing, Direction, Limit, Metric, SpecError,
+    Threshold,
+};
+
+/// Runs the comparison's tests are made of.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use super::model::{system_name, Run};
+    use super::thresholds::{parse_threshold, Threshold};
+    use results::{LabInfo, Propagation, RunResult, Spread};
+
+    pub(crate) fn result(p99: f64, max: f64, timeouts: u64) -> RunResult {
+        let mut r = RunResult {
+            schema: results::RESULT_SCHEMA.to_string(),
+            ..Default::default()
+        };
+        r.config.url = "http://127.0.0.1:1/".to_string();
+        r.config.rate = Some(500.0);
+        r.config.connections = 10;
+        r.config.duration_s = 3.0;
+        r.latency_ms.corrected.p50 = 1.0;
+        r.latency_ms.corrected.p99 = p99;
+        r.latency_ms.corrected.max = max;
+        r.errors.timeout = timeouts;
+        r.rate.target = Some(500.0);
+        r.rate.achieved = 500.0;
+        r.rate.reached = true;
+        r
+    }
+
+    pub(crate) fn lab(mut r: RunResult, system: &str, added: &[f64]) -> RunResult {
+        r.lab = Some(LabInfo {
+            system: system.to_string(),
+            scenario: "dynamic-endpoints".to_string(),
+            propagation: Propagation {
+                added_ms: Spread::of(added),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        r
+    }
+
+    pub(crate) fn run(label: &str, rs: Vec<RunResult>) -> Run {
+        Run {
+            label: label.to_string(),
+            systems: rs.into_iter().map(|r| (system_name(&r), r)).collect(),
+        }
+    }
+
+    pub(crate) fn th(s: &str) -> Threshold {
+        parse_threshold(s).unwrap()
+    }
+}

@@ -1,0 +1,444 @@
+//! A comparison as a person reads it: delta tables formatted once and shown twice,
+//! in the terminal and on a self-contained HTML page built on the shared page shell
+//! ([`crate::page`]), with the warnings that say when two runs are not comparable.
+
+use super::model::{d, Comparison, Delta, OptDelta, SystemDelta, LATENCY_METRICS};
+use super::thresholds::{Crossing, Threshold};
+use crate::fmt::{fmt_count, fmt_ms, fmt_pct_change, fmt_signed_ms};
+use crate::markup::escape;
+use crate::page::{self, Page};
+use results::ErrorKind;
+use std::fmt::Write as _;
+
+/// Whether a change is worse, better or neither, for colouring.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Trend {
+    Worse,
+    Better,
+    Same,
+}
+
+/// One row of a delta table, formatted: the same rows feed the terminal and the page.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Row {
+    pub label: String,
+    pub base: String,
+    pub new: String,
+    pub delta: String,
+    pub pct: String,
+    pub trend: Trend,
+}
+
+/// A titled group of rows.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Table {
+    pub title: &'static str,
+    pub rows: Vec<Row>,
+}
+
+fn pct_text(v: &Delta) -> String {
+    fmt_pct_change(v.pct(), v.new == v.base)
+}
+
+fn trend(v: &Delta, higher_is_worse: bool) -> Trend {
+    match v.new.partial_cmp(&v.base) {
+        Some(std::cmp::Ordering::Greater) if higher_is_worse => Trend::Worse,
+        Some(std::cmp::Ordering::Greater) => Trend::Better,
+        Some(std::cmp::Ordering::Less) if higher_is_worse => Trend::Better,
+        Some(std::cmp::Ordering::Less) => Trend::Worse,
+        _ => Trend::Same,
+    }
+}
+
+fn ms_row(label: &str, v: Delta) -> Row {
+    Row {
+        label: label.to_string(),
+        base: fmt_ms(v.base),
+        new: fmt_ms(v.new),
+        delta: fmt_signed_ms(v.abs()),
+        pct: pct_text(&v),
+        trend: trend(&v, true),
+    }
+}
+
+fn count_row(label: &str, v: Delta) -> Row {
+    Row {
+        label: label.to_string(),
+        base: fmt_count(v.base),
+        new: fmt_count(v.new),
+        delta: format!("{:+.0}", v.abs()),
+        pct: pct_text(&v),
+        trend: trend(&v, true),
+    }
+}
+
+fn opt_row(label: &str, v: OptDelta) -> Row {
+    let show = |x: Option<f64>| x.map(fmt_ms).unwrap_or_else(|| "-".to_string());
+    match (v.base, v.new) {
+        (Some(b), Some(n)) => ms_row(label, d(b, n)),
+        _ => Row {
+            label: label.to_string(),
+            base: show(v.base),
+            new: show(v.new),
+            delta: "-".to_string(),
+            pct: "-".to_string(),
+            trend: Trend::Same,
+        },
+    }
+}
+
+/// The delta tables of one system: latency, errors (the kinds seen in either run, and
+/// the total), propagation (lab runs), rate.
+pub fn tables(s: &SystemDelta) -> Vec<Table> {
+    let latency = LATENCY_METRICS
+        .iter()
+        .zip(s.latency)
+        .map(|(m, v)| ms_row(m, v))
+        .collect();
+    // Kinds with no error on either side are left out: the total still counts them.
+    let mut errors: Vec<Row> = ErrorKind::ALL
+        .iter()
+        .zip(s.errors)
+        .filter(|(_, v)| v.base != 0.0 || v.new != 0.0)
+        .map(|(k, v)| count_row(k.name(), v))
+        .collect();
+    for (code, v) in &s.status_codes {
+        errors.push(count_row(&format!("  status {code}"), *v));
+    }
+    errors.push(count_row("total", s.errors_total));
+    let mut out = vec![
+        Table {
+            title: "latency (corrected)",
+            rows: latency,
+        },
+        Table {
+            title: "errors",
+            rows: errors,
+        },
+    ];
+    let props = [
+        ("added median", s.added_median),
+        ("added max", s.added_max),
+        ("removed median", s.removed_median),
+        ("removed max", s.removed_max),
+    ];
+    if props
+        .iter()
+        .any(|(_, v)| v.base.is_some() || v.new.is_some())
+    {
+        out.push(Table {
+            title: "propagation",
+            rows: props.iter().map(|(l, v)| opt_row(l, *v)).collect(),
+        });
+    }
+    out.push(Table {
+        title: "rate (req/s)",
+        rows: vec![Row {
+            label: "achieved".to_string(),
+            base: format!("{:.1}", s.rate.base),
+            new: format!("{:.1}", s.rate.new),
+            delta: format!("{:+.1}", s.rate.abs()),
+            pct: pct_text(&s.rate),
+            trend: trend(&s.rate, false),
+        }],
+    });
+    out
+}
+
+/// The lines flagging what is wrong with the comparison itself: `WARNING: ...`.
+pub fn flags(c: &Comparison) -> Vec<String> {
+    let mut out = Vec::new();
+    if !c.not_comparable.is_empty() {
+        out.push(format!(
+            "WARNING: not comparable: {}",
+            c.not_comparable.join("; ")
+        ));
+    }
+    for s in &c.only_in_base {
+        out.push(format!(
+            "WARNING: missing: {s} is in {} but not in {}",
+            c.base, c.new
+        ));
+    }
+    for s in &c.only_in_new {
+        out.push(format!(
+            "WARNING: missing: {s} is in {} but not in {}",
+            c.new, c.base
+        ));
+    }
+    for w in &c.warnings {
+        out.push(format!("WARNING: {w}"));
+    }
+    out
+}
+
+/// The comparison as terminal text.
+pub fn text(c: &Comparison) -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "Comparing {} (base) with {} (new)", c.base, c.new);
+    let _ = writeln!(s, "  {}", c.setup);
+    if !c.notes.is_empty() {
+        let _ = writeln!(s, "  versions: {}", c.notes.join("; "));
+    }
+    for f in flags(c) {
+        let _ = writeln!(s, "{f}");
+    }
+    for sys in &c.systems {
+        let _ = writeln!(s, "\n{}", sys.system);
+        for t in tables(sys) {
+            let _ = writeln!(
+                s,
+                "  {:<22} {:>10} {:>10} {:>11} {:>9}",
+                t.title, "base", "new", "delta", "%"
+            );
+            for r in t.rows {
+                let _ = writeln!(
+                    s,
+                    "    {:<20} {:>10} {:>10} {:>11} {:>9}",
+                    r.label, r.base, r.new, r.delta, r.pct
+                );
+            }
+        }
+    }
+    s
+}
+
+/// The comparisons (each new run against the base) and the crossed thresholds as one
+/// self-contained HTML page: no script, no external resource, light and dark schemes
+/// following the reader's setting.
+pub fn html(comparisons: &[Comparison], thresholds: &[Threshold], crossed: &[Crossing]) -> String {
+    let mut head = String::new();
+    let mut h = String::new();
+    if !thresholds.is_empty() {
+        let specs: Vec<String> = thresholds.iter().map(|t| escape(&t.spec)).collect();
+        let _ = writeln!(
+            head,
+            "<p>Thresholds (--max-regression): <code>{}</code></p>",
+            specs.join("</code>, <code>")
+        );
+        if crossed.is_empty() {
+            head.push_str("<p class=\"ok\">Every threshold holds.</p>\n");
+        } else {
+            h.push_str("<h2>Crossed thresholds</h2>\n<table>\n<tr><th>run</th><th class=\"text\">system</th><th class=\"text\">metric</th><th>base</th><th>new</th><th>limit</th><th class=\"text\">spec</th></tr>\n");
+            for c in crossed {
+                let _ = writeln!(
+                    h,
+                    "<tr><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td class=\"n\">{}</td><td class=\"n worse\">{}</td><td class=\"n\">{}</td><td class=\"text\"><code>{}</code></td></tr>",
+                    escape(&c.run),
+                    escape(&c.system),
+                    escape(&c.metric),
+                    escape(&c.base),
+                    escape(&c.new),
+                    escape(&c.limit),
+                    escape(&c.spec)
+                );
+            }
+            h.push_str("</table>\n");
+        }
+    }
+    for c in comparisons {
+        let _ = writeln!(
+            h,
+            "<h2>{} <span class=\"muted\">(base)</span> vs {} <span class=\"muted\">(new)</span></h2>\n<p class=\"muted\">{}</p>",
+            escape(&c.base),
+            escape(&c.new),
+            escape(&c.setup)
+        );
+        if !c.notes.is_empty() {
+            let _ = writeln!(h, "<p>Versions: {}</p>", escape(&c.notes.join("; ")));
+        }
+        let warnings: Vec<String> = flags(c)
+            .iter()
+            .map(|f| escape(f.strip_prefix("WARNING: ").unwrap_or(f)))
+            .collect();
+        h.push_str(&page::banner(None, "Not to be compared as is:", &warnings));
+        for sys in &c.systems {
+            let _ = writeln!(h, "<h3>{}</h3>", escape(&sys.system));
+            for t in tables(sys) {
+                let _ = writeln!(
+                    h,
+                    "<table>\n<tr><th>{}</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">delta</th><th class=\"n\">%</th></tr>",
+                    escape(t.title)
+                );
+                for r in t.rows {
+                    let class = match r.trend {
+                        Trend::Worse => "n worse",
+                        Trend::Better => "n better",
+                        Trend::Same => "n",
+                    };
+                    let _ = writeln!(
+                        h,
+                        "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"{class}\">{}</td><td class=\"{class}\">{}</td></tr>",
+                        escape(&r.label),
+                        escape(&r.base),
+                        escape(&r.new),
+                        escape(&r.delta),
+                        escape(&r.pct)
+                    );
+                }
+                h.push_str("</table>\n");
+            }
+        }
+    }
+    page::render(&Page {
+        title: "ingressbench compare",
+        header: &head,
+        banner: "",
+        body: &h,
+        footer: "",
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::fixtures::{lab, result, run, th};
+    use crate::compare::model::{compare, dc, differences, system_delta};
+    use crate::compare::thresholds::evaluate;
+    use results::Spread;
+
+    #[test]
+    fn deltas_by_system() {
+        let mut b = result(10.0, 20.0, 1);
+        b.errors.status = 2;
+        b.errors.status_codes.insert("503".into(), 2);
+        let mut n = result(12.5, 15.0, 4);
+        n.errors.status_codes.insert("502".into(), 1);
+        n.errors.status = 1;
+        n.rate.achieved = 450.0;
+        let s = system_delta("load", &b, &n);
+        assert_eq!(s.latency[3], d(10.0, 12.5));
+        assert_eq!(s.latency[3].abs(), 2.5);
+        assert_eq!(s.latency[3].pct(), Some(25.0));
+        assert_eq!(s.latency[8].pct(), Some(-25.0));
+        assert_eq!(s.errors[ErrorKind::Timeout.index()], dc(1, 4));
+        assert_eq!(s.errors_total, dc(3, 5));
+        assert_eq!(s.status_codes["503"], dc(2, 0));
+        assert_eq!(s.status_codes["502"], dc(0, 1));
+        assert_eq!(s.rate.abs(), -50.0);
+        assert_eq!(d(0.0, 1.0).pct(), None);
+        let t = tables(&s);
+        assert_eq!(
+            t.iter().map(|t| t.title).collect::<Vec<_>>(),
+            ["latency (corrected)", "errors", "rate (req/s)"]
+        );
+        let p99 = &t[0].rows[3];
+        assert_eq!(
+            (p99.base.as_str(), p99.new.as_str(), p99.delta.as_str()),
+            ("10.00ms", "12.50ms", "+2.50ms")
+        );
+        assert_eq!((p99.pct.as_str(), p99.trend), ("+25.0%", Trend::Worse));
+        assert_eq!(t[0].rows[8].delta, "-5.00ms");
+        assert_eq!(t[0].rows[8].trend, Trend::Better);
+        assert_eq!(
+            t[1].rows
+                .iter()
+                .map(|r| r.label.as_str())
+                .collect::<Vec<_>>(),
+            ["timeout", "status", "  status 502", "  status 503", "total"]
+        );
+        let e502 = &t[1].rows[2];
+        assert_eq!((e502.delta.as_str(), e502.pct.as_str()), ("+1", "new"));
+        assert_eq!(t[2].rows[0].trend, Trend::Worse);
+    }
+
+    #[test]
+    fn different_setups_are_flagged() {
+        let b = result(10.0, 20.0, 0);
+        assert!(differences(&b, &b.clone()).is_empty());
+        let mut n = b.clone();
+        n.config.rate = Some(1000.0);
+        n.config.connections = 50;
+        n.config.url = "https://127.0.0.1:1/".to_string();
+        n.config.tls_version = Some("1.3".to_string());
+        let diffs = differences(&b, &n);
+        assert_eq!(
+            diffs,
+            [
+                "rate: 500 req/s vs 1000 req/s",
+                "connections: 10 vs 50",
+                "tls: plain HTTP vs TLS 1.3"
+            ]
+        );
+        let lb = lab(b.clone(), "nginx", &[]);
+        let mut ln = lab(b.clone(), "nginx", &[]);
+        ln.lab.as_mut().unwrap().scenario = "other".to_string();
+        let on = |host: &str| results::Machine {
+            cpu_model: "AMD EPYC".into(),
+            cores: 2,
+            kernel: "6.1".into(),
+            hostname: host.into(),
+        };
+        let (mut mb, mut mn) = (lb.clone(), ln.clone());
+        mb.machine = Some(on("a"));
+        mn.machine = Some(on("b"));
+        assert!(differences(&mb, &mn)
+            .iter()
+            .any(|d| d.starts_with("machine: ")));
+        mn.machine = Some(on("a"));
+        assert!(!differences(&mb, &mn)
+            .iter()
+            .any(|d| d.starts_with("machine: ")));
+        ln.config.duration_s = 30.0;
+        assert_eq!(
+            differences(&lb, &ln),
+            [
+                "scenario: scenario dynamic-endpoints vs scenario other",
+                "duration: 3s vs 30s"
+            ]
+        );
+        let c = compare(&run("A", vec![lb]), &run("B", vec![ln]));
+        let f = flags(&c);
+        assert!(
+            f[0].starts_with("WARNING: not comparable: scenario:"),
+            "{f:?}"
+        );
+        assert!(text(&c).contains("WARNING: not comparable: "));
+    }
+
+    #[test]
+    fn missing_systems_are_listed() {
+        let b = run(
+            "A",
+            vec![
+                lab(result(1.0, 2.0, 0), "nginx", &[]),
+                lab(result(1.0, 2.0, 0), "caddy", &[]),
+            ],
+        );
+        let n = run(
+            "B",
+            vec![
+                lab(result(1.0, 2.0, 0), "nginx", &[]),
+                lab(result(1.0, 2.0, 0), "haproxy", &[]),
+            ],
+        );
+        let c = compare(&b, &n);
+        assert_eq!(c.systems.len(), 1);
+        assert_eq!(c.only_in_base, ["caddy"]);
+        assert_eq!(c.only_in_new, ["haproxy"]);
+        let f = flags(&c);
+        assert!(f.contains(&"WARNING: missing: caddy is in A but not in B".to_string()));
+        assert!(f.contains(&"WARNING: missing: haproxy is in B but not in A".to_string()));
+    }
+
+    #[test]
+    fn page_is_self_contained_and_escaped() {
+        let mut b = lab(result(10.0, 20.0, 0), "<nginx>", &[100.0]);
+        b.lab.as_mut().unwrap().propagation.removed_ms = Spread::of(&[5.0]);
+        let n = lab(result(20.0, 20.0, 0), "<nginx>", &[150.0]);
+        let c = compare(&run("A&B", vec![b]), &run("C", vec![n]));
+        let ths = [th("p99=10%")];
+        let crossed = evaluate(&c, &ths);
+        let h = html(&[c], &ths, &crossed);
+        assert!(h.starts_with("<!DOCTYPE html>"));
+        assert!(h.contains("prefers-color-scheme: dark"));
+        assert!(h.contains("&lt;nginx&gt;") && h.contains("A&amp;B"));
+        assert!(!h.contains("<nginx>"));
+        for external in ["http://", "https://", "<script", "<link", "@import", "url("] {
+            assert!(!h.contains(external), "{external}");
+        }
+        assert!(h.contains("Crossed thresholds"));
+        assert!(h.contains("<td class=\"n worse\">+10.00ms</td>"));
+        assert!(h.contains("removed median"));
+    }
+}

@@ -1,0 +1,353 @@
+//! The `--max-regression` gate a CI pipeline relies on: the spec grammar
+//! (`p99=10%`, `max=1s`, `errors.timeout=5`, `propagation=200ms`), its parsing with
+//! one-line errors naming the spec, and the check of a comparison against the specs.
+
+use super::model::{Comparison, LATENCY_METRICS};
+use crate::fmt::{fmt_count, fmt_ms};
+use results::ErrorKind;
+
+/// What a threshold limits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Metric {
+    /// Corrected latency: an index into [`LATENCY_METRICS`].
+    Latency(usize),
+    /// Errors: of one kind, or in total.
+    Errors(Option<ErrorKind>),
+    /// Median endpoint propagation: of added backends, removed ones, or both.
+    Propagation(Option<Direction>),
+}
+
+/// Which way a backend's propagation went.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    Added,
+    Removed,
+}
+
+/// How much worse the new run may be than the base.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Limit {
+    /// At most this many percent above the base.
+    Percent(f64),
+    /// At most this many milliseconds above the base.
+    Ms(f64),
+    /// At most this many more (errors).
+    Count(u64),
+}
+
+/// One `--max-regression` spec, parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Threshold {
+    /// The spec as written, for messages.
+    pub spec: String,
+    pub metric: Metric,
+    pub limit: Limit,
+}
+
+/// A spec that cannot be parsed: names the spec and says what is accepted.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("--max-regression '{spec}': {reason}")]
+pub struct SpecError {
+    pub spec: String,
+    pub reason: String,
+}
+
+const METRICS_HELP: &str = "use p50, p75, p90, p99, p99.9, p99.99, p99.999, p99.9999, max, errors, errors.KIND, propagation, propagation.added or propagation.removed";
+
+/// Parses specs as given to `--max-regression` (each may hold several, comma-separated).
+///
+/// # Errors
+/// The first spec that is not `METRIC=LIMIT`.
+pub fn parse_thresholds<S: AsRef<str>>(specs: &[S]) -> Result<Vec<Threshold>, SpecError> {
+    specs
+        .iter()
+        .flat_map(|s| s.as_ref().split(','))
+        .map(parse_threshold)
+        .collect()
+}
+
+/// Parses one spec: `p99=10%`, `p99.99=50ms`, `max=1s`, `errors=0`,
+/// `errors.timeout=5`, `propagation=200ms`.
+///
+/// Latency and propagation take a percentage of the base or a duration with its unit
+/// (a bare number is refused: milliseconds or seconds would be a guess); errors take
+/// a count or a percentage. Every limit is an increase over the base.
+///
+/// # Errors
+/// [`SpecError`] naming the spec.
+pub fn parse_threshold(spec: &str) -> Result<Threshold, SpecError> {
+    let err = |reason: &str| SpecError {
+        spec: spec.to_string(),
+        reason: reason.to_string(),
+    };
+    let t = spec.trim();
+    if t.is_empty() {
+        return Err(err("empty: use METRIC=LIMIT, e.g. p99=10%"));
+    }
+    let Some((name, value)) = t.split_once('=') else {
+        return Err(err("not METRIC=LIMIT, e.g. p99=10% or errors=0"));
+    };
+    let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
+    let metric = if let Some(i) = LATENCY_METRICS.iter().position(|m| *m == name) {
+        Metric::Latency(i)
+    } else if name == "errors" {
+        Metric::Errors(None)
+    } else if let Some(k) = name.strip_prefix("errors.") {
+        match ErrorKind::ALL.iter().find(|e| e.name() == k) {
+            Some(e) => Metric::Errors(Some(*e)),
+            None => {
+                let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|e| e.name()).collect();
+                return Err(err(&format!(
+                    "unknown error kind '{k}': use one of {}",
+                    kinds.join(", ")
+                )));
+            }
+        }
+    } else if name == "propagation" {
+        Metric::Propagation(None)
+    } else if name == "propagation.added" {
+        Metric::Propagation(Some(Direction::Added))
+    } else if name == "propagation.removed" {
+        Metric::Propagation(Some(Direction::Removed))
+    } else {
+        return Err(err(&format!("unknown metric '{name}': {METRICS_HELP}")));
+    };
+    let limit = if let Some(p) = value.strip_suffix('%') {
+        match p.trim().parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Limit::Percent(x),
+            _ => return Err(err("not a percentage: use e.g. 10%")),
+        }
+    } else if let Metric::Errors(_) = metric {
+        match value.parse::<u64>() {
+            Ok(n) => Limit::Count(n),
+            Err(_) => return Err(err(
+                "errors take a count of additional errors (e.g. 0, 5) or a percentage (e.g. 10%)",
+            )),
+        }
+    } else if value.is_empty() || value.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(err(
+            "a latency limit needs a unit: a percentage (10%) or a duration (50ms, 1s)",
+        ));
+    } else {
+        match results::duration::parse(value) {
+            Ok(dur) => Limit::Ms(dur.as_secs_f64() * 1000.0),
+            Err(e) => return Err(err(&e)),
+        }
+    };
+    Ok(Threshold {
+        spec: t.to_string(),
+        metric,
+        limit,
+    })
+}
+
+/// A threshold the new run crossed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Crossing {
+    /// The new run's label.
+    pub run: String,
+    pub system: String,
+    /// The metric's name: `p99`, `errors.timeout`, `propagation.added`...
+    pub metric: String,
+    /// Base and new values as displayed (`12.00ms`, `3`).
+    pub base: String,
+    pub new: String,
+    /// The limit as displayed, e.g. `+10% (13.20ms)` or `+50.00ms (62.00ms)`.
+    pub limit: String,
+    /// The spec that set it.
+    pub spec: String,
+}
+
+impl Crossing {
+    /// One line naming system, metric, base, new and limit.
+    pub fn line(&self) -> String {
+        format!(
+            "REGRESSION: {}: {}: base {}, new {}, limit {} (--max-regression {})",
+            self.system, self.metric, self.base, self.new, self.limit, self.spec
+        )
+    }
+}
+
+/// The largest value `new` may take under `limit`, and the limit as displayed.
+fn allowed(base: f64, limit: Limit, fmt: fn(f64) -> String) -> (f64, String) {
+    match limit {
+        Limit::Percent(p) => {
+            let a = base * (1.0 + p / 100.0);
+            (a, format!("+{p}% ({})", fmt(a)))
+        }
+        Limit::Ms(ms) => (base + ms, format!("+{} ({})", fmt_ms(ms), fmt(base + ms))),
+        Limit::Count(n) => (base + n as f64, format!("+{n} ({})", fmt(base + n as f64))),
+    }
+}
+
+/// The thresholds `cmp`'s new run crosses, in threshold then system order.
+///
+/// A limit holds when `new <= allowed`: equal is not a regression. A propagation
+/// median that the base has and the new run lacks (no backend propagated) crosses;
+/// one the base lacks cannot be judged and is skipped.
+pub fn evaluate(cmp: &Comparison, thresholds: &[Threshold]) -> Vec<Crossing> {
+    let mut out = Vec::new();
+    for t in thresholds {
+        for s in &cmp.systems {
+            let mut cross = |metric: &str, base: String, new: String, limit: String| {
+                out.push(Crossing {
+                    run: cmp.new.clone(),
+                    system: s.system.clone(),
+                    metric: metric.to_string(),
+                    base,
+                    new,
+                    limit,
+                    spec: t.spec.clone(),
+                });
+            };
+            match t.metric {
+                Metric::Latency(i) => {
+                    let v = s.latency[i];
+                    let (a, lim) = allowed(v.base, t.limit, fmt_ms);
+                    if v.new > a {
+                        cross(LATENCY_METRICS[i], fmt_ms(v.base), fmt_ms(v.new), lim);
+                    }
+                }
+                Metric::Errors(kind) => {
+                    let (name, v) = match kind {
+                        Some(k) => (format!("errors.{}", k.name()), s.errors[k.index()]),
+                        None => ("errors".to_string(), s.errors_total),
+                    };
+                    let (a, lim) = allowed(v.base, t.limit, fmt_count);
+                    if v.new > a {
+                        cross(&name, fmt_count(v.base), fmt_count(v.new), lim);
+                    }
+                }
+                Metric::Propagation(dir) => {
+                    let sides = [
+                        (Direction::Added, "propagation.added", s.added_median),
+                        (Direction::Removed, "propagation.removed", s.removed_median),
+                    ];
+                    for (dn, name, v) in sides {
+                        if dir.is_some_and(|x| x != dn) {
+                            continue;
+                        }
+                        let Some(b) = v.base else { continue };
+                        let (a, lim) = allowed(b, t.limit, fmt_ms);
+                        match v.new {
+                            Some(n) if n <= a => {}
+                            Some(n) => cross(&format!("{name} median"), fmt_ms(b), fmt_ms(n), lim),
+                            None => cross(
+                                &format!("{name} median"),
+                                fmt_ms(b),
+                                "none measured".to_string(),
+                                lim,
+                            ),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::fixtures::{lab, result, run, th};
+    use crate::compare::model::compare;
+
+    #[test]
+    fn specs_parse() {
+        assert_eq!(th("p99=10%").metric, Metric::Latency(3));
+        assert_eq!(th("p99=10%").limit, Limit::Percent(10.0));
+        assert_eq!(th("p99.99=50ms").metric, Metric::Latency(5));
+        assert_eq!(th("p99.99=50ms").limit, Limit::Ms(50.0));
+        assert_eq!(th("max=1s").limit, Limit::Ms(1000.0));
+        assert_eq!(th("max=1s").metric, Metric::Latency(8));
+        assert_eq!(th("errors=0").metric, Metric::Errors(None));
+        assert_eq!(th("errors=0").limit, Limit::Count(0));
+        assert_eq!(
+            th("errors.timeout=5").metric,
+            Metric::Errors(Some(ErrorKind::Timeout))
+        );
+        assert_eq!(th("errors.connect_timeout=1").limit, Limit::Count(1));
+        assert_eq!(th("errors=5%").limit, Limit::Percent(5.0));
+        assert_eq!(th("propagation=200ms").metric, Metric::Propagation(None));
+        assert_eq!(
+            th("propagation.removed=1.5s").metric,
+            Metric::Propagation(Some(Direction::Removed))
+        );
+        assert_eq!(th(" P99 = 10% ").spec, "P99 = 10%");
+        let all = parse_thresholds(&["p99=10%,errors=0", "max=1s"]).unwrap();
+        assert_eq!(all.len(), 3);
+        assert_eq!(all[1].spec, "errors=0");
+    }
+
+    #[test]
+    fn bad_specs_name_themselves() {
+        for (s, why) in [
+            ("p99", "METRIC=LIMIT"),
+            ("", "empty"),
+            ("p98=10%", "unknown metric 'p98'"),
+            ("p99=10", "needs a unit"),
+            ("p99=ten%", "percentage"),
+            ("p99=-5%", "percentage"),
+            ("p99=10xs", "not a duration"),
+            ("errors=5ms", "count"),
+            ("errors=-1", "count"),
+            ("errors.boom=1", "unknown error kind 'boom'"),
+            ("propagation=", "needs a unit"),
+        ] {
+            let e = parse_threshold(s).unwrap_err();
+            let msg = e.to_string();
+            assert!(
+                msg.starts_with(&format!("--max-regression '{s}': ")),
+                "{msg}"
+            );
+            assert!(msg.contains(why), "{s}: {msg}");
+            assert!(!msg.contains('\n'), "{msg}");
+        }
+        let e = parse_thresholds(&["p99=10%,nope=1"]).unwrap_err();
+        assert_eq!(e.spec, "nope=1");
+    }
+
+    #[test]
+    fn thresholds_cross_or_hold() {
+        let b = run("A", vec![lab(result(10.0, 100.0, 1), "nginx", &[100.0])]);
+        let n = run("B", vec![lab(result(11.5, 1200.0, 4), "nginx", &[450.0])]);
+        let c = compare(&b, &n);
+        let names = |specs: &[&str]| -> Vec<String> {
+            evaluate(&c, &parse_thresholds(specs).unwrap())
+                .into_iter()
+                .map(|x| x.metric)
+                .collect()
+        };
+        assert_eq!(names(&["p99=10%"]), ["p99"]);
+        assert!(names(&["p99=15%"]).is_empty(), "equal is not a regression");
+        assert!(names(&["p99=2ms"]).is_empty());
+        assert_eq!(names(&["p99=1ms"]), ["p99"]);
+        assert_eq!(names(&["max=1s"]), ["max"]);
+        assert!(names(&["max=1.1s"]).is_empty());
+        assert_eq!(names(&["errors=0"]), ["errors"]);
+        assert!(names(&["errors=3"]).is_empty());
+        assert_eq!(names(&["errors.timeout=2"]), ["errors.timeout"]);
+        assert!(names(&["errors.connect=0"]).is_empty());
+        assert_eq!(names(&["propagation=200ms"]), ["propagation.added median"]);
+        assert!(names(&["propagation=350ms"]).is_empty());
+        assert!(names(&["propagation.removed=0ms"]).is_empty(), "no base");
+        let x = &evaluate(&c, &[th("p99=10%")])[0];
+        assert_eq!(
+            (x.system.as_str(), x.base.as_str(), x.new.as_str()),
+            ("nginx", "10.00ms", "11.50ms")
+        );
+        assert_eq!(x.limit, "+10% (11.00ms)");
+        assert_eq!(
+            x.line(),
+            "REGRESSION: nginx: p99: base 10.00ms, new 11.50ms, limit +10% (11.00ms) (--max-regression p99=10%)"
+        );
+        let e = &evaluate(&c, &[th("errors.timeout=2")])[0];
+        assert_eq!((e.base.as_str(), e.new.as_str()), ("1", "4"));
+        assert_eq!(e.limit, "+2 (3)");
+        let lost = run("C", vec![lab(result(10.0, 100.0, 1), "nginx", &[])]);
+        let c2 = compare(&b, &lost);
+        let p = evaluate(&c2, &[th("propagation=1s")]);
+        assert_eq!(p[0].new, "none measured");
+    }
+}
