@@ -71,6 +71,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                 lab::profiles::names().join(", ")
             )));
         }
+        if !s.systems.iter().any(|p| p.name() == o) {
+            return Err(usage(format!(
+                "--only {o}: not in this scenario: use one of {}",
+                s.systems
+                    .iter()
+                    .map(|p| p.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
     }
     let out = a.out.unwrap_or_else(|| runner::default_out_dir(&s.name));
     // One run per folder, and no silent overwrite: held until this function returns.

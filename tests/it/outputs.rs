@@ -51,6 +51,18 @@ fn a_results_folder_with_results_is_not_overwritten_unasked() {
         "name: t\nsystems: [caddy-api]\nload:\n  rate: 10\n  duration: 30s\n",
     )
     .unwrap();
+    let (scn_s, other) = (scn.display().to_string(), d.path().join("o2"));
+    one_line_exit_2(
+        &[
+            "run",
+            &scn_s,
+            "--only",
+            "nginx-lua",
+            "--out",
+            &other.display().to_string(),
+        ],
+        "--only nginx-lua: not in this scenario: use one of caddy-api",
+    );
     let out = d.path().join("out");
     std::fs::create_dir(&out).unwrap();
     std::fs::write(out.join("summary.txt"), "an earlier run").unwrap();
