@@ -233,16 +233,21 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
     assert_nothing_left(dir.path());
 }
 
-fn interrupted_run(signal: &str, system: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
+/// A 30 s run of `system` scaling 2 -> 3 -> 2 every second, results in `dir/out`.
+fn churning_run(dir: &Path, system: &str) -> (Proc, PathBuf) {
+    let out = dir.join("out");
     let scn = scenario(
-        dir.path(),
+        dir,
         &format!("[{system}]"),
         "30s",
         "  - repeat:\n      steps:\n        - scale: 3\n        - wait: 1s\n        - scale: 2\n        - wait: 1s\n",
     );
-    let child = start(&scn, &out);
+    (start(&scn, &out), out)
+}
+
+fn interrupted_run(signal: &str, system: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (child, out) = churning_run(dir.path(), system);
     // Let the load start and a change or two happen.
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(4) {
@@ -285,14 +290,7 @@ fn sigterm_writes_a_partial_result_and_leaves_nothing() {
 /// the backends and remove the scratch folder (with its private key) on its own.
 fn killed_run_leaves_nothing(system: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let scn = scenario(
-        dir.path(),
-        &format!("[{system}]"),
-        "30s",
-        "  - repeat:\n      steps:\n        - scale: 3\n        - wait: 1s\n        - scale: 2\n        - wait: 1s\n",
-    );
-    let child = start(&scn, &out);
+    let (child, _) = churning_run(dir.path(), system);
     let pid = child.id().to_string();
     // Wait until the proxy and the backends run (they name the run's folders).
     let t = Instant::now();

@@ -117,6 +117,29 @@ pub struct DriverContext {
     pub worker_connections: u32,
 }
 
+impl DriverContext {
+    /// A context with study S1's tuning: upstream keep-alive of 100 idle connections
+    /// and 100,000,000 requests per connection, 10,000 worker connections.
+    pub fn with_s1_tuning(
+        work_dir: PathBuf,
+        out_dir: PathBuf,
+        (cert, key): (PathBuf, PathBuf),
+        (https_port, http_port): (u16, u16),
+    ) -> Self {
+        DriverContext {
+            work_dir,
+            out_dir,
+            cert,
+            key,
+            https_port,
+            http_port,
+            upstream_keepalive: 100,
+            upstream_keepalive_requests: 100_000_000,
+            worker_connections: 10_000,
+        }
+    }
+}
+
 /// What a driver can do beyond serving traffic, so the runner (and a scenario check)
 /// knows before a run which steps mean something for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

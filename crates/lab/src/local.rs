@@ -56,17 +56,12 @@ impl Platform for LocalProcesses {
         crate::watchdog::watch_path(work.path());
         let (cert, key) = certs::generate(work.path(), spec.tls.key)?;
         let p = ports::free_ports(2).map_err(LabError::io("choose free ports"))?;
-        let ctx = DriverContext {
-            work_dir: work.path().to_path_buf(),
-            out_dir: spec.out_dir.clone(),
-            cert: cert.clone(),
-            key,
-            https_port: p[0],
-            http_port: p[1],
-            upstream_keepalive: 100,
-            upstream_keepalive_requests: 100_000_000,
-            worker_connections: 10_000,
-        };
+        let ctx = DriverContext::with_s1_tuning(
+            work.path().to_path_buf(),
+            spec.out_dir.clone(),
+            (cert.clone(), key),
+            (p[0], p[1]),
+        );
         let (scheme, port) = if spec.tls.enabled {
             ("https", ctx.https_port)
         } else {

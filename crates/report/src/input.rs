@@ -5,37 +5,19 @@
 //! colours, so it is fixed here once.
 
 use results::folder::{ReadError, RunFolder, RESULT};
-use results::{RunResult, RESULT_SCHEMA};
+use results::RunResult;
 use std::path::{Path, PathBuf};
 
-/// Why runs could not be read. Each message is one line naming the path.
+/// Why runs could not be read. Each message is one line naming the path; reading a
+/// result document fails as [`ReadError`] says (the run folder's own errors).
 #[derive(Debug, thiserror::Error)]
 pub enum InputError {
     #[error("{path}: not a run: no result.json found (give a folder written by ingressbench run, or a result.json)")]
     NotARun { path: String },
-    #[error("{path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
-    #[error("{path}: not a result document: {msg}")]
-    Parse { path: String, msg: String },
-    #[error(
-        "{path}: schema \"{found}\" is not supported (this ingressbench reads \"{RESULT_SCHEMA}\")"
-    )]
-    Schema { path: String, found: String },
+    #[error(transparent)]
+    Result(#[from] ReadError),
     #[error("no run given")]
     Empty,
-}
-
-impl From<ReadError> for InputError {
-    fn from(e: ReadError) -> Self {
-        match e {
-            ReadError::Io { path, source } => InputError::Read { path, source },
-            ReadError::Parse { path, msg } => InputError::Parse { path, msg },
-            ReadError::Schema { path, found } => InputError::Schema { path, found },
-        }
-    }
 }
 
 /// One run as given on the command line.
@@ -174,7 +156,7 @@ type System = (Option<String>, RunResult);
 /// system name is `None` for a result that is not part of a lab run folder.
 fn load_run(path: &Path) -> Result<(Run, Vec<System>), InputError> {
     let shown = path.display().to_string();
-    let meta = std::fs::metadata(path).map_err(|source| InputError::Read {
+    let meta = std::fs::metadata(path).map_err(|source| ReadError::Io {
         path: shown.clone(),
         source,
     })?;
@@ -197,7 +179,7 @@ fn load_run(path: &Path) -> Result<(Run, Vec<System>), InputError> {
         return Ok((run, vec![(system, loaded)]));
     }
     let folder = RunFolder::new(path);
-    let dirs = folder.systems().map_err(|source| InputError::Read {
+    let dirs = folder.systems().map_err(|source| ReadError::Io {
         path: shown.clone(),
         source,
     })?;
@@ -279,6 +261,7 @@ fn dedupe_names(series: &mut [Series]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use results::RESULT_SCHEMA;
 
     fn write_result(dir: &Path, system: Option<&str>, schema: &str) -> PathBuf {
         let mut r = RunResult {

@@ -38,17 +38,7 @@ pub fn context(dir: &Path) -> DriverContext {
     std::fs::create_dir_all(&out).unwrap();
     let (cert, key) = certs::generate(dir, certs::KeyType::Rsa2048).expect("certificate");
     let p = free_ports(2);
-    DriverContext {
-        work_dir: work,
-        out_dir: out,
-        cert,
-        key,
-        https_port: p[0],
-        http_port: p[1],
-        upstream_keepalive: 100,
-        upstream_keepalive_requests: 100_000_000,
-        worker_connections: 10_000,
-    }
+    DriverContext::with_s1_tuning(work, out, (cert, key), (p[0], p[1]))
 }
 
 /// One HTTPS response: status, lower-cased headers, body.
