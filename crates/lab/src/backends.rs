@@ -16,24 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-/// How a removed backend stops.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum StopMode {
-    /// SIGTERM: stop accepting, finish requests in flight, close idle connections
-    /// (a pod with a grace period).
-    Graceful,
-    /// SIGKILL: gone at once (a lost node).
-    Abrupt,
-}
-
-impl StopMode {
-    pub fn name(self) -> &'static str {
-        match self {
-            StopMode::Graceful => "graceful",
-            StopMode::Abrupt => "abrupt",
-        }
-    }
-}
+/// How a removed backend stops (a platform's notion; re-exported here for the pool's
+/// callers).
+pub use crate::platform::StopMode;
 
 struct Running {
     endpoint: Endpoint,

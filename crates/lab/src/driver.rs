@@ -19,8 +19,8 @@ use std::time::Duration;
 /// Why the lab could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
-    #[error("unknown system under test '{0}': use one of {known}", known = crate::profiles::names().join(", "))]
-    UnknownProfile(String),
+    #[error("unknown system under test '{name}': use one of {known}")]
+    UnknownProfile { name: String, known: String },
     #[error("{binary} not found: install the Debian package {package} (make setup does)")]
     MissingBinary { binary: String, package: String },
     #[error("{what}: {source}")]

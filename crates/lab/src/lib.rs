@@ -19,5 +19,19 @@ pub mod profiles;
 pub mod watchdog;
 
 pub use driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
-pub use platform::{platform_for, Platform, PlatformEvent, Target};
+pub use platform::{Platform, PlatformEvent, Target};
 pub use profiles::{driver_for, PROFILES};
+
+/// Builds a platform by the name scenarios use.
+///
+/// # Errors
+/// [`LabError::Other`] naming the platforms that exist.
+pub fn platform_for(name: &str, exe: &std::path::Path) -> Result<Box<dyn Platform>, LabError> {
+    match name {
+        "local" => Ok(Box::new(local::LocalProcesses::new(exe))),
+        other => Err(LabError::Other(format!(
+            "unknown platform '{other}': use one of {}",
+            platform::PLATFORMS.join(", ")
+        ))),
+    }
+}

@@ -233,6 +233,18 @@ mod tests {
             ])
             .spawn()
             .unwrap();
+        // Until it has exec'd, the child's command line is still ours.
+        let cmdline = format!("/proc/{}/cmdline", orphan.id());
+        let t = std::time::Instant::now();
+        while !String::from_utf8_lossy(&std::fs::read(&cmdline).unwrap_or_default())
+            .contains(&dead.display().to_string())
+        {
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(5),
+                "orphan never ran"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let swept = sweep_leftovers(tmp.path());
         assert_eq!(swept, std::slice::from_ref(&dead));
         assert!(!dead.exists() && live.exists() && other.exists());

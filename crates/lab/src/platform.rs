@@ -8,12 +8,30 @@
 //! Readiness and termination come back as [`PlatformEvent`]s, which the runner
 //! timestamps on the load's clock the moment it receives them.
 
-use crate::backends::StopMode;
 use crate::certs::KeyType;
 use crate::driver::{DriverContext, Endpoint, LabError};
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// How a removed backend stops.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopMode {
+    /// SIGTERM: stop accepting, finish requests in flight, close idle connections
+    /// (a pod with a grace period).
+    Graceful,
+    /// SIGKILL: gone at once (a lost node).
+    Abrupt,
+}
+
+impl StopMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopMode::Graceful => "graceful",
+            StopMode::Abrupt => "abrupt",
+        }
+    }
+}
 
 /// How every backend of a run answers and stops.
 #[derive(Clone, Debug)]
@@ -92,20 +110,6 @@ pub trait Platform: Send {
     fn tick(&mut self);
     /// Stops every backend and removes what `prepare` made.
     fn teardown(&mut self);
-}
-
-/// Builds a platform by the name scenarios use.
-///
-/// # Errors
-/// [`LabError::Other`] naming the platforms that exist.
-pub fn platform_for(name: &str, exe: &Path) -> Result<Box<dyn Platform>, LabError> {
-    match name {
-        "local" => Ok(Box::new(crate::local::LocalProcesses::new(exe))),
-        other => Err(LabError::Other(format!(
-            "unknown platform '{other}': use one of {}",
-            PLATFORMS.join(", ")
-        ))),
-    }
 }
 
 /// Every platform, by the name scenarios use.

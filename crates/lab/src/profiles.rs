@@ -67,7 +67,10 @@ pub fn names() -> Vec<&'static str> {
 pub fn driver_for(name: &str) -> Result<Box<dyn Driver>, LabError> {
     profile(name)
         .map(Profile::driver)
-        .ok_or_else(|| LabError::UnknownProfile(name.to_string()))
+        .ok_or_else(|| LabError::UnknownProfile {
+            name: name.to_string(),
+            known: names().join(", "),
+        })
 }
 
 #[cfg(test)]
