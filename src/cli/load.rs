@@ -221,6 +221,7 @@ fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
         },
         backend_header: a.backend_header.clone(),
         sample: a.sample,
+        cpus: Vec::new(),
     };
     let (plan, config) = spec.resolve().map_err(|e| usage(e.to_string()))?;
     Ok((plan, config, a.url.clone()))

@@ -12,11 +12,11 @@
 //! - stopped, it is not alive and leaves no process behind.
 
 use crate::common::lab::{assert_no_process_with, get, ids_seen, path_text};
-use crate::common::{exclusive, BIN};
+use crate::common::{exclusive, processes_with, BIN};
 use lab::backends::StopMode;
 use lab::controller::{self, Sync};
 use lab::local::LocalProcesses;
-use lab::platform::{BackendSpec, SiteSpec, TlsSpec};
+use lab::platform::{fmt_set, BackendSpec, Placement, SiteSpec, TlsSpec};
 use lab::{certs, Driver, Expect, LabError, Platform, PlatformEvent, Route, PROFILES};
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -32,6 +32,7 @@ fn contract(profile: &lab::profiles::Profile) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join(profile.name);
     let mut platform = LocalProcesses::new(Path::new(BIN));
+    let place = Placement::for_this_machine();
     let ctx = platform
         .prepare(&SiteSpec {
             system: profile.name.to_string(),
@@ -41,8 +42,10 @@ fn contract(profile: &lab::profiles::Profile) {
                 delay: None,
                 drain_timeout: Duration::from_secs(2),
                 workers: 1,
+                cpus: place.backends.clone(),
             },
             replicas: 2,
+            proxy_cpus: place.proxy.clone(),
             tls: TlsSpec {
                 enabled: true,
                 key: certs::KeyType::Rsa2048,
@@ -56,6 +59,8 @@ fn contract(profile: &lab::profiles::Profile) {
         "the load goes where the driver listens"
     );
     assert_eq!(target.cacert.as_deref(), Some(ctx.cert.as_path()));
+    assert_eq!(ctx.cpus, place.proxy, "the proxy gets its CPU set");
+    assert_eq!(ctx.workers(), place.proxy.len());
     let mut d: Box<dyn Driver> = profile.driver();
     assert_eq!(d.name(), profile.name);
     let caps = d.capabilities();
@@ -70,6 +75,32 @@ fn contract(profile: &lab::profiles::Profile) {
         ids_seen(&ctx, 12),
         ids(start.iter().map(|e| e.id.as_str())),
         "{}: serves every backend",
+        profile.name
+    );
+
+    // Every process runs on its part's CPUs: the proxy on the proxy's, the backends on
+    // theirs, none on the generator's (unless the machine has one CPU).
+    let mut seen_proxy = false;
+    for (pid, cmd) in processes_with(&path_text(&ctx.work_dir)) {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+        let Some(allowed) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .map(str::trim)
+        else {
+            continue;
+        };
+        let want = if cmd.contains(" backend ") {
+            &place.backends
+        } else {
+            seen_proxy = true;
+            &place.proxy
+        };
+        assert_eq!(allowed, fmt_set(want), "{}: {cmd}", profile.name);
+    }
+    assert!(
+        seen_proxy,
+        "{}: no proxy process names its scratch folder",
         profile.name
     );
 

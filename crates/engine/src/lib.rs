@@ -67,6 +67,8 @@ pub struct Plan {
     pub head_request: bool,
     /// Fraction of requests kept individually (0: none).
     pub sample: f64,
+    /// The CPUs the worker threads run on (empty: any).
+    pub cpus: Vec<usize>,
 }
 
 /// Load settings as a user or a scenario gives them, before validation.
@@ -91,6 +93,8 @@ pub struct LoadSpec {
     pub backend_header: String,
     /// Fraction of requests to keep individually (`--sample`), 0 for none.
     pub sample: f64,
+    /// The CPUs the generator's threads run on (empty: any).
+    pub cpus: Vec<usize>,
 }
 
 impl LoadSpec {
@@ -210,6 +214,7 @@ impl LoadSpec {
             backend_header: self.backend_header.clone(),
             head_request: self.method.eq_ignore_ascii_case("HEAD"),
             sample: self.sample,
+            cpus: self.cpus.clone(),
         };
         let config = LoadConfig {
             url: self.url.clone(),
@@ -255,6 +260,10 @@ pub struct Outcome {
     pub measure_start: Nanos,
     /// The sampled fraction (0: none).
     pub sample: f64,
+    /// Whether the workers could raise their scheduling priority.
+    pub priority_raised: bool,
+    /// The CPUs the workers were confined to (empty: any).
+    pub cpus: Vec<usize>,
 }
 
 /// One second, summarised as soon as every worker has reported it, so the run
@@ -313,6 +322,8 @@ pub fn run_with(
         start: AtomicU64::new(0),
         stopped_at: AtomicU64::new(0),
         sample: plan.sample,
+        cpus: plan.cpus.clone(),
+        priority_raised: AtomicBool::new(false),
         failure: std::sync::Mutex::new(None),
     });
     let (tx, rx) = mpsc::channel();
@@ -385,6 +396,8 @@ pub fn run_with(
         cpu_s: process_cpu_s() - cpu0,
         measure_start,
         sample: plan.sample,
+        priority_raised: shared.priority_raised.load(Ordering::Relaxed),
+        cpus: plan.cpus.clone(),
     })
 }
 
@@ -551,6 +564,13 @@ impl Outcome {
                 lag_limit_ms: LAG_LIMIT_NS as f64 / 1e6,
                 cpu_s: self.cpu_s,
                 clock_resolution_ns: results::clock::resolution_ns(),
+                priority_raised: self.priority_raised,
+                cpus: self
+                    .cpus
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
             },
             histogram: b64(&t.corrected),
             histogram_uncorrected: b64(&t.uncorrected),

@@ -62,6 +62,10 @@ pub struct Shared {
     pub stopped_at: AtomicU64,
     /// Fraction of requests kept individually (0: none).
     pub sample: f64,
+    /// The CPUs the workers run on (empty: any).
+    pub cpus: Vec<usize>,
+    /// Set by a worker that could raise its scheduling priority.
+    pub priority_raised: AtomicBool,
     /// Why a worker failed, if one did (the run then ends with this error).
     pub failure: std::sync::Mutex<Option<String>>,
 }
@@ -122,6 +126,7 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
     // Sleep precisely: the kernel's default timer slack (50 µs) would otherwise be
     // added to every wake-up.
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
+    place_this_thread(&shared);
     let passed = std::cell::Cell::new(0);
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let mut w = Worker::new(id, conn_offset, conns, shared.clone(), tx.clone())
@@ -146,6 +151,23 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
         shared.gate.wait();
     }
     let _ = tx.send(Msg::Done(id, Box::default()));
+}
+
+/// Confines the calling worker thread to the generator's CPUs and raises its own
+/// scheduling priority where permitted (nice -10, this thread only: the proxies and
+/// backends a run starts keep theirs), so that on a busy machine the generator is not
+/// the one that waits. Neither is required: without them the run goes on.
+fn place_this_thread(shared: &Shared) {
+    if !shared.cpus.is_empty() {
+        let mut set = rustix::thread::CpuSet::new();
+        for c in &shared.cpus {
+            set.set(*c);
+        }
+        let _ = rustix::thread::sched_setaffinity(None, &set);
+    }
+    if rustix::process::setpriority_process(Some(rustix::thread::gettid()), -10).is_ok() {
+        shared.priority_raised.store(true, Ordering::Relaxed);
+    }
 }
 
 /// One epoll wait into `events` (cleared first). An interrupted wait (EINTR: a

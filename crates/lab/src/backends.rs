@@ -88,7 +88,7 @@ impl Pool {
             cmd.args(["--delay", d]);
         }
         let log = self.log_dir.join(format!("backend-{id}.log"));
-        let mut guard = Guard::spawn(&id, &mut cmd, &log)
+        let mut guard = Guard::spawn_on(&id, &mut cmd, &log, &self.spec.cpus)
             .map_err(LabError::io(format!("start backend {id}")))?;
         let deadline = Instant::now() + Duration::from_secs(10);
         let addr: SocketAddr = loop {

@@ -115,6 +115,9 @@ pub struct DriverContext {
     pub upstream_keepalive_requests: u64,
     /// Client connections a worker accepts (S1: 10000).
     pub worker_connections: u32,
+    /// The CPUs the proxy may use (empty: any). The proxy runs one worker per CPU of
+    /// its set (nginx `worker_processes`, HAProxy `nbthread`, Caddy `GOMAXPROCS`).
+    pub cpus: Vec<usize>,
 }
 
 impl DriverContext {
@@ -136,7 +139,13 @@ impl DriverContext {
             upstream_keepalive: 100,
             upstream_keepalive_requests: 100_000_000,
             worker_connections: 10_000,
+            cpus: Vec::new(),
         }
+    }
+
+    /// Workers the proxy runs: one per CPU of its set, one when it has no set.
+    pub fn workers(&self) -> usize {
+        self.cpus.len().max(1)
     }
 }
 

@@ -62,6 +62,10 @@ impl Platform for LocalProcesses {
             (cert.clone(), key),
             (p[0], p[1]),
         );
+        let ctx = DriverContext {
+            cpus: spec.proxy_cpus.clone(),
+            ..ctx
+        };
         let (scheme, port) = if spec.tls.enabled {
             ("https", ctx.https_port)
         } else {

@@ -43,6 +43,8 @@ pub struct BackendSpec {
     pub drain_timeout: Duration,
     /// Worker threads per backend.
     pub workers: usize,
+    /// The CPUs the backends run on (empty: any).
+    pub cpus: Vec<usize>,
 }
 
 /// TLS between the load and the system under test.
@@ -51,6 +53,101 @@ pub struct TlsSpec {
     /// false: plain HTTP.
     pub enabled: bool,
     pub key: KeyType,
+}
+
+/// Which CPUs the generator, the proxy and the backends use. On a small machine the
+/// load generator must not compete with what it measures: by default it gets the
+/// first half of the CPUs and the proxy and backends the other half (on 4 or more,
+/// the proxy and the backends get disjoint quarters).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    pub generator: Vec<usize>,
+    pub proxy: Vec<usize>,
+    pub backends: Vec<usize>,
+}
+
+impl Placement {
+    /// The default for a machine with `n` CPUs (numbered 0..n).
+    pub fn default_for(n: usize) -> Placement {
+        let all: Vec<usize> = (0..n.max(1)).collect();
+        if n < 2 {
+            return Placement {
+                generator: all.clone(),
+                proxy: all.clone(),
+                backends: all,
+            };
+        }
+        let half = n / 2;
+        let (generator, rest) = all.split_at(half);
+        let (proxy, backends) = if rest.len() >= 2 && n >= 4 {
+            rest.split_at(rest.len() / 2)
+        } else {
+            (rest, rest)
+        };
+        Placement {
+            generator: generator.to_vec(),
+            proxy: proxy.to_vec(),
+            backends: backends.to_vec(),
+        }
+    }
+
+    /// The default for this machine's online CPUs.
+    pub fn for_this_machine() -> Placement {
+        Placement::default_for(online_cpus().len())
+    }
+
+    /// Checks every CPU named is one this process may run on.
+    ///
+    /// # Errors
+    /// A message naming the first CPU that is not.
+    pub fn check(&self) -> Result<(), String> {
+        let online = online_cpus();
+        for (what, set) in [
+            ("generator", &self.generator),
+            ("proxy", &self.proxy),
+            ("backends", &self.backends),
+        ] {
+            if set.is_empty() {
+                return Err(format!("placement.{what}: name at least one CPU"));
+            }
+            if let Some(c) = set.iter().find(|c| !online.contains(c)) {
+                return Err(format!(
+                    "placement.{what}: CPU {c} is not available here (this machine has {})",
+                    fmt_set(&online)
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The CPUs this process may run on.
+pub fn online_cpus() -> Vec<usize> {
+    match rustix::thread::sched_getaffinity(None) {
+        Ok(set) => (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|c| set.is_set(*c))
+            .collect(),
+        Err(_) => (0..std::thread::available_parallelism().map_or(1, |n| n.get())).collect(),
+    }
+}
+
+/// A CPU set as `0-3,6`.
+pub fn fmt_set(cpus: &[usize]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < cpus.len() {
+        let mut j = i;
+        while j + 1 < cpus.len() && cpus[j + 1] == cpus[j] + 1 {
+            j += 1;
+        }
+        out.push(if i == j {
+            cpus[i].to_string()
+        } else {
+            format!("{}-{}", cpus[i], cpus[j])
+        });
+        i = j + 1;
+    }
+    out.join(",")
 }
 
 /// What one system under test is set up with.
@@ -62,6 +159,8 @@ pub struct SiteSpec {
     pub backends: BackendSpec,
     /// Backends running when the system is deployed.
     pub replicas: u32,
+    /// The proxy's CPUs (the backends' are in `backends.cpus`); empty: any.
+    pub proxy_cpus: Vec<usize>,
     pub tls: TlsSpec,
 }
 
@@ -114,3 +213,38 @@ pub trait Platform: Send {
 
 /// Every platform, by the name scenarios use.
 pub const PLATFORMS: &[&str] = &["local"];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_generator_never_shares_a_cpu_by_default() {
+        let p = Placement::default_for(2);
+        assert_eq!(
+            (p.generator, p.proxy, p.backends),
+            (vec![0], vec![1], vec![1])
+        );
+        let p = Placement::default_for(8);
+        assert_eq!(p.generator, [0, 1, 2, 3]);
+        assert_eq!(p.proxy, [4, 5]);
+        assert_eq!(p.backends, [6, 7]);
+        let p = Placement::default_for(1);
+        assert_eq!((p.generator, p.proxy), (vec![0], vec![0]));
+        assert_eq!(fmt_set(&[0, 1, 2, 3, 6]), "0-3,6");
+    }
+
+    #[test]
+    fn a_cpu_the_machine_lacks_is_named() {
+        let p = Placement {
+            generator: vec![0],
+            proxy: vec![4096],
+            backends: vec![0],
+        };
+        let e = p.check().unwrap_err();
+        assert!(
+            e.starts_with("placement.proxy: CPU 4096 is not available"),
+            "{e}"
+        );
+    }
+}

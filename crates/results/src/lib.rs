@@ -227,6 +227,12 @@ pub struct Generator {
     pub cpu_s: f64,
     /// Resolution of the clock, in nanoseconds.
     pub clock_resolution_ns: u64,
+    /// The generator's threads ran at a raised scheduling priority (nice -10).
+    #[serde(default)]
+    pub priority_raised: bool,
+    /// The CPUs the generator's threads were confined to (`0,1`; empty: any).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cpus: String,
 }
 
 /// TLS figures.
@@ -529,6 +535,19 @@ pub struct LabInfo {
     pub propagation: Propagation,
     /// The proxy process died during the run.
     pub proxy_died: bool,
+    /// Which CPUs the generator, the proxy and the backends ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementInfo>,
+}
+
+/// The CPUs each part of a lab run used, as `0-3,6` lists, and the proxy's workers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlacementInfo {
+    pub generator: String,
+    pub proxy: String,
+    pub backends: String,
+    /// Workers (processes or threads) the proxy ran: one per CPU of its set.
+    pub proxy_workers: usize,
 }
 
 #[cfg(test)]

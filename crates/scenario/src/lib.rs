@@ -483,6 +483,28 @@ fn quarter() -> f64 {
     0.25
 }
 
+/// `placement:` as written: CPU lists; a missing part takes the machine's default.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlacementSpec {
+    pub generator: Option<Vec<usize>>,
+    pub proxy: Option<Vec<usize>>,
+    pub backends: Option<Vec<usize>>,
+}
+
+impl PlacementSpec {
+    /// The placement on this machine: the given sets, the default for the rest.
+    pub fn resolve(spec: Option<&PlacementSpec>) -> lab::platform::Placement {
+        let d = lab::platform::Placement::for_this_machine();
+        let Some(s) = spec else { return d };
+        lab::platform::Placement {
+            generator: s.generator.clone().unwrap_or(d.generator),
+            proxy: s.proxy.clone().unwrap_or(d.proxy),
+            backends: s.backends.clone().unwrap_or(d.backends),
+        }
+    }
+}
+
 /// A parsed, checked scenario.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -498,6 +520,9 @@ pub struct Scenario {
     pub backends: Backends,
     #[serde(default)]
     pub tls: Tls,
+    /// CPUs of the generator, the proxy and the backends (default: disjoint halves).
+    #[serde(default)]
+    pub placement: Option<PlacementSpec>,
     pub load: Load,
     /// `- wait: 12s` style: each step is a map with one key.
     #[serde(default, with = "serde_yaml_ng::with::singleton_map_recursive")]
@@ -559,6 +584,9 @@ impl Scenario {
             }
         }
         check_steps(&s.changes, 0).map_err(other)?;
+        PlacementSpec::resolve(s.placement.as_ref())
+            .check()
+            .map_err(other)?;
         Ok(s)
     }
 

@@ -11,12 +11,13 @@ use super::{Scenario, Step};
 use engine::{self, tls::TlsOptions, LoadSpec};
 use lab::backends::StopMode;
 use lab::controller::{self, Sync};
-use lab::platform::{BackendSpec, SiteSpec, TlsSpec};
+use lab::platform::{fmt_set, BackendSpec, SiteSpec, TlsSpec};
 use lab::{certs, driver_for, platform_for, Driver, Expect, LabError, Platform, PlatformEvent};
 use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
 use results::{
-    Event, EventKind, EventWindow, LabInfo, Propagation, PropagationEntry, RunResult, Spread,
+    Event, EventKind, EventWindow, LabInfo, PlacementInfo, Propagation, PropagationEntry,
+    RunResult, Spread,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -180,6 +181,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         system: name.to_string(),
         source,
     };
+    let placement = super::PlacementSpec::resolve(scn.placement.as_ref());
     let site = SiteSpec {
         system: name.to_string(),
         out_dir: opts.out_dir.join(name),
@@ -188,8 +190,10 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
             delay: scn.backends.delay.clone(),
             drain_timeout: scn.backends.drain_timeout.0,
             workers: 1,
+            cpus: placement.backends.clone(),
         },
         replicas: scn.backends.replicas,
+        proxy_cpus: placement.proxy.clone(),
         tls: TlsSpec {
             enabled: scn.tls.enabled,
             key: match scn.tls.key {
@@ -250,6 +254,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         },
         backend_header: "x-backend".into(),
         sample: load.sample,
+        cpus: placement.generator.clone(),
     };
     let (plan, config) = spec.resolve().map_err(|e| RunError::Setup(e.scenario()))?;
 
@@ -303,6 +308,12 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         windows,
         propagation,
         proxy_died: sys.proxy_died,
+        placement: Some(PlacementInfo {
+            generator: fmt_set(&placement.generator),
+            proxy: fmt_set(&placement.proxy),
+            backends: fmt_set(&placement.backends),
+            proxy_workers: ctx.workers(),
+        }),
     });
     drop(sys);
     Ok(result)

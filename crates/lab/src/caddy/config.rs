@@ -137,6 +137,7 @@ mod tests {
             upstream_keepalive: 32,
             upstream_keepalive_requests: 1000,
             worker_connections: 10_000,
+            cpus: Vec::new(),
         }
     }
 

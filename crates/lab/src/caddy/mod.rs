@@ -165,10 +165,12 @@ impl Caddy {
             .env("HOME", &home)
             .env("XDG_DATA_HOME", home.join("data"))
             .env("XDG_CONFIG_HOME", home.join("config"))
-            .env("XDG_CACHE_HOME", home.join("cache"));
+            .env("XDG_CACHE_HOME", home.join("cache"))
+            // One Go scheduler thread per CPU of its set, like the other proxies' workers.
+            .env("GOMAXPROCS", ctx.workers().to_string());
         let log = ctx.out_dir.join("caddy.log");
-        let guard =
-            Guard::spawn("caddy", &mut cmd, &log).map_err(LabError::io("starting caddy"))?;
+        let guard = Guard::spawn_on("caddy", &mut cmd, &log, &ctx.cpus)
+            .map_err(LabError::io("starting caddy"))?;
         self.guard = Some(guard);
         Ok(())
     }

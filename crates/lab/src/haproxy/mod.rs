@@ -148,6 +148,7 @@ impl Haproxy {
             maxconn: run.maxconn,
             pool_max_conn: run.ctx.upstream_keepalive,
             max_reuse: max_reuse(run.ctx.upstream_keepalive_requests),
+            threads: run.ctx.workers(),
             route,
             endpoints,
         })

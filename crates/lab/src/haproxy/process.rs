@@ -138,7 +138,7 @@ impl Haproxy {
             .arg(format!("{},mode,600", master.display()))
             .arg("-f")
             .arg(run.cfg());
-        let guard = Guard::spawn("haproxy", &mut cmd, &run.log())
+        let guard = Guard::spawn_on("haproxy", &mut cmd, &run.log(), &run.ctx.cpus)
             .map_err(LabError::io(format!("starting {}", run.binary.display())))?;
         self.guard = Some(guard);
         self.pending = None;

@@ -30,6 +30,10 @@ pub(super) struct Settings {
     pub(super) upstream_keepalive: u32,
     pub(super) upstream_keepalive_requests: u64,
     pub(super) worker_connections: u32,
+    /// `worker_processes`: one per CPU of the proxy's set.
+    pub(super) workers: usize,
+    /// The CPUs nginx runs on (empty: any).
+    pub(super) cpus: Vec<usize>,
     pub(super) worker_rlimit_nofile: u64,
     /// Workers run as root when the master does: the temp folders are 0700.
     pub(super) user_root: bool,
@@ -89,7 +93,7 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
     }
     c.push_str("daemon off;\nmaster_process on;\n");
     // One worker: the load generator needs the other core of the lab machine.
-    c.push_str("worker_processes 1;\n");
+    let _ = writeln!(c, "worker_processes {};", s.workers);
     let _ = writeln!(c, "worker_rlimit_nofile {};", s.worker_rlimit_nofile);
     let _ = writeln!(c, "worker_shutdown_timeout {WORKER_SHUTDOWN_TIMEOUT};");
     let _ = writeln!(c, "pid {};", q(&p.join("nginx.pid")));
@@ -207,6 +211,8 @@ mod tests {
             upstream_keepalive: 100,
             upstream_keepalive_requests: 100_000_000,
             worker_connections: 10_000,
+            workers: 1,
+            cpus: Vec::new(),
             worker_rlimit_nofile: 20_000,
             user_root: false,
             modules_dir: PathBuf::from(DEFAULT_MODULES_DIR),

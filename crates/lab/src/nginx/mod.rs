@@ -222,6 +222,8 @@ impl Driver for Nginx {
             upstream_keepalive: ctx.upstream_keepalive,
             upstream_keepalive_requests: ctx.upstream_keepalive_requests,
             worker_connections: ctx.worker_connections,
+            workers: ctx.workers(),
+            cpus: ctx.cpus.clone(),
             worker_rlimit_nofile: wanted.min(hard),
             user_root: rustix::process::geteuid().is_root(),
             modules_dir,

@@ -164,7 +164,7 @@ impl Nginx {
             .arg(prefix_arg(&s.prefix))
             .arg("-c")
             .arg(self.conf_path());
-        let guard = Guard::spawn(self.name(), &mut cmd, &log)
+        let guard = Guard::spawn_on(self.name(), &mut cmd, &log, &s.cpus)
             .map_err(LabError::io(format!("starting {}", self.binary.display())))?;
         self.guard = Some(guard);
         self.pending_reload = None;
