@@ -225,32 +225,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     let target = sys.platform.target();
     let url = target.url.clone();
     let load = &scn.load;
-    let spec = LoadSpec {
-        url: url.clone(),
-        method: "GET".into(),
-        headers: Vec::new(),
-        body: Vec::new(),
-        threads: Some(load.threads),
-        connections: load.connections,
-        rate: Some(load.rate),
-        schedule: load.schedule.clone(),
-        duration: load.duration.0,
-        warmup: load.warmup.0,
-        timeout: load.timeout.0,
-        connect_timeout: load.connect_timeout.0,
-        new_connection: load.new_connection,
-        tls: TlsOptions {
-            insecure: false,
-            cacert: target.cacert.clone(),
-            version: scn.tls.enabled.then(|| match scn.tls.version {
-                super::TlsVersion::V12 => "1.2".to_string(),
-                super::TlsVersion::V13 => "1.3".to_string(),
-            }),
-            resume: false,
-        },
-        backend_header: "x-backend".into(),
-        sample: load.sample,
-    };
+    let spec = load_spec(scn, &url, target.cacert.clone());
     let (plan, config) = spec.resolve().map_err(|e| RunError::Setup(e.scenario()))?;
 
     // The load runs on its own thread; this one applies the changes.
@@ -306,6 +281,39 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     });
     drop(sys);
     Ok(result)
+}
+
+/// The engine's settings for a scenario's load against `url`. [`Scenario::parse`]
+/// resolves the same spec for a placeholder target, so a scenario that validates is
+/// one the engine accepts.
+pub(crate) fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec {
+    let load = &scn.load;
+    LoadSpec {
+        url: url.to_string(),
+        method: "GET".into(),
+        headers: Vec::new(),
+        body: Vec::new(),
+        threads: Some(load.threads),
+        connections: load.connections,
+        rate: Some(load.rate),
+        schedule: load.schedule.clone(),
+        duration: load.duration.0,
+        warmup: load.warmup.0,
+        timeout: load.timeout.0,
+        connect_timeout: load.connect_timeout.0,
+        new_connection: load.new_connection,
+        tls: TlsOptions {
+            insecure: false,
+            cacert,
+            version: scn.tls.enabled.then(|| match scn.tls.version {
+                super::TlsVersion::V12 => "1.2".to_string(),
+                super::TlsVersion::V13 => "1.3".to_string(),
+            }),
+            resume: false,
+        },
+        backend_header: "x-backend".into(),
+        sample: load.sample,
+    }
 }
 
 impl System {
