@@ -169,7 +169,7 @@ fn resolve(args: BackendArgs) -> anyhow::Result<Plan> {
             args.body_size
         )));
     }
-    let delay = Delay::parse(&args.delay).map_err(usage)?;
+    let delay = Delay::parse(&args.delay).map_err(|e| usage(format!("--delay {e}")))?;
     let stall = args
         .stall
         .as_deref()

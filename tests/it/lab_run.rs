@@ -3,7 +3,7 @@
 //! the run ends.
 
 use crate::common::proc::Proc;
-use crate::common::{bin, exclusive, processes_with, read_json};
+use crate::common::{bin, exclusive, processes_with, read_json, ERROR_KINDS};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -214,6 +214,7 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
         // One impact window per change asked for inside the measured window.
         let windows = r["lab"]["windows"].as_array().unwrap();
         assert_eq!(windows.len(), 4, "{system}: {windows:?}");
+        assert_windows_add_up(&r, system);
         // The proxy's config was kept.
         let kept = std::fs::read_dir(out.join(system))
             .unwrap()
@@ -231,6 +232,34 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
     assert!(summary.contains("haproxy-runtime") && summary.contains("Endpoint propagation"));
     assert!(out.join("scenario.yaml").is_file());
     assert_nothing_left(dir.path());
+}
+
+/// Each request is in exactly one window, by its intended send time: the part before
+/// the first change and the windows tile the measured window and add up to the run.
+fn assert_windows_add_up(r: &Value, system: &str) {
+    let lab = &r["lab"];
+    let all: Vec<&Value> = std::iter::once(&lab["before_changes"])
+        .chain(lab["windows"].as_array().unwrap())
+        .collect();
+    assert_eq!(f(&all[0]["from_ms"]), 0.0, "{system}");
+    for pair in all.windows(2) {
+        assert_eq!(pair[0]["until_ms"], pair[1]["from_ms"], "{system}: {all:?}");
+    }
+    let end = f(&all[all.len() - 1]["until_ms"]);
+    assert!(
+        (end - f(&r["duration_s"]) * 1000.0).abs() < 1e-6,
+        "{system}"
+    );
+    let completed: u64 = all.iter().map(|w| u(&w["completed"])).sum();
+    assert_eq!(
+        completed,
+        u(&r["requests"]["completed"]),
+        "{system}: {all:?}"
+    );
+    for kind in ERROR_KINDS {
+        let n: u64 = all.iter().map(|w| w["errors"].get(kind).map_or(0, u)).sum();
+        assert_eq!(n, u(&r["errors"][kind]), "{system}: {kind} errors: {all:?}");
+    }
 }
 
 /// A 30 s run of `system` scaling 2 -> 3 -> 2 every second, results in `dir/out`.
@@ -266,6 +295,7 @@ fn interrupted_run(signal: &str, system: &str) {
     let r = result(&out, system);
     assert_eq!(r["partial"], true);
     assert_balanced(&r);
+    assert_windows_add_up(&r, system);
     assert!(u(&r["requests"]["completed"]) > 0);
     assert!(
         f(&r["duration_s"]) < 20.0,
@@ -354,6 +384,7 @@ fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
     assert!(u(&r["requests"]["failed"]) > 0);
     assert!(u(&r["errors"]["connect"]) > 0, "{}", r["errors"]);
     assert_balanced(&r);
+    assert_windows_add_up(&r, "caddy-api");
     assert_nothing_left(dir.path());
 }
 

@@ -9,6 +9,7 @@
 mod common;
 
 mod backend;
+mod bad_input;
 mod compare;
 mod contract;
 mod lab_caddy;

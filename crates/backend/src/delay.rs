@@ -35,18 +35,19 @@ impl Delay {
     /// Durations are those of [`results::duration::parse`].
     ///
     /// # Errors
-    /// A one-line message naming the accepted forms.
+    /// A one-line message naming the accepted forms, starting with the value given
+    /// (quoted) and not with a name: the caller names it (`--delay`, `backends.delay`).
     pub fn parse(s: &str) -> Result<Delay, String> {
         let t = s.trim();
-        let d = |x: &str| results::duration::parse(x).map_err(|e| format!("--delay {s:?}: {e}"));
+        let d = |x: &str| results::duration::parse(x).map_err(|e| format!("{s:?}: {e}"));
         if let Some(range) = t.strip_prefix("uniform:") {
             let (lo, hi) = range.split_once('-').ok_or_else(|| {
-                format!("--delay {s:?}: a uniform delay is written uniform:LOW-HIGH (e.g. uniform:1ms-5ms)")
+                format!("{s:?}: a uniform delay is written uniform:LOW-HIGH (e.g. uniform:1ms-5ms)")
             })?;
             let (lo, hi) = (d(lo)?, d(hi)?);
             if lo > hi {
                 return Err(format!(
-                    "--delay {s:?}: the low bound is above the high bound; write uniform:LOW-HIGH"
+                    "{s:?}: the low bound is above the high bound; write uniform:LOW-HIGH"
                 ));
             }
             return Ok(if hi.is_zero() {
@@ -65,7 +66,7 @@ impl Delay {
         }
         if t.contains(':') {
             return Err(format!(
-                "--delay {s:?}: unknown distribution; use a duration (5ms), uniform:1ms-5ms or exp:2ms"
+                "{s:?}: unknown distribution; use a duration (5ms), uniform:1ms-5ms or exp:2ms"
             ));
         }
         let fixed = d(t)?;
@@ -191,7 +192,7 @@ mod tests {
             "-5ms",
         ] {
             let e = Delay::parse(bad).unwrap_err();
-            assert!(e.starts_with("--delay"), "{bad}: {e}");
+            assert!(e.starts_with(&format!("{bad:?}: ")), "{bad}: {e}");
             assert!(!e.contains('\n'), "{bad}: {e}");
         }
     }

@@ -12,6 +12,7 @@ pub mod spec;
 pub mod stats;
 pub mod sysinfo;
 pub mod tls;
+pub mod windows;
 pub mod worker;
 
 use hdrhistogram::Histogram;
@@ -298,6 +299,22 @@ pub fn run_with(
     clock: Clock,
     stop: Arc<AtomicBool>,
     on_start: impl FnOnce(Nanos),
+    on_second: impl FnMut(&TimelineEntry),
+) -> Result<Outcome, EngineError> {
+    run_marked(plan, clock, stop, None, on_start, on_second)
+}
+
+/// [`run_with`], counting requests by the change windows the caller marks on `marks`
+/// while the load runs (the counts are in the totals: [`Totals::windows`]).
+///
+/// # Errors
+/// [`EngineError`] when threads cannot be started.
+pub fn run_marked(
+    plan: &Plan,
+    clock: Clock,
+    stop: Arc<AtomicBool>,
+    marks: Option<Arc<windows::Marks>>,
+    on_start: impl FnOnce(Nanos),
     mut on_second: impl FnMut(&TimelineEntry),
 ) -> Result<Outcome, EngineError> {
     raise_open_files_limit(plan.connections);
@@ -325,6 +342,7 @@ pub fn run_with(
         cpus: plan.cpus.clone(),
         priority_raised: AtomicBool::new(false),
         failure: std::sync::Mutex::new(None),
+        marks,
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();

@@ -127,6 +127,13 @@ impl SpecError {
     pub fn scenario(&self) -> String {
         self.render(Setting::key, false)
     }
+
+    /// The message with the names `name` gives, without a CLI example: for a front
+    /// end whose names depend on where a value came from (a scenario's `quick`
+    /// section replaces some `load` keys).
+    pub fn named(&self, name: fn(Setting) -> &'static str) -> String {
+        self.render(name, false)
+    }
 }
 
 impl std::fmt::Display for SpecError {

@@ -152,6 +152,8 @@ pub struct Totals {
     pub tls_version: Option<&'static str>,
     /// Sampled requests (`--sample`), in completion order.
     pub samples: Vec<RawSample>,
+    /// Requests by change window, when the run is marked (see [`crate::windows`]).
+    pub windows: crate::windows::Tally,
 }
 
 /// One sampled request, as a worker keeps it.
@@ -189,6 +191,7 @@ impl Totals {
             resumed: 0,
             tls_version: None,
             samples: Vec::new(),
+            windows: crate::windows::Tally::default(),
         }
     }
 
@@ -235,6 +238,7 @@ impl Totals {
         self.handshakes += o.handshakes;
         self.resumed += o.resumed;
         self.tls_version = self.tls_version.or(o.tls_version);
+        self.windows.merge(&o.windows);
     }
 }
 

@@ -68,6 +68,8 @@ pub struct Shared {
     pub priority_raised: AtomicBool,
     /// Why a worker failed, if one did (the run then ends with this error).
     pub failure: std::sync::Mutex<Option<String>>,
+    /// Change windows to count requests by, when the run is marked.
+    pub marks: Option<Arc<crate::windows::Marks>>,
 }
 
 /// What a worker tells the collector.
@@ -591,6 +593,13 @@ impl Worker {
                 resp.status,
                 c.parser.backend(),
             );
+            if let Some(m) = &self.shared.marks {
+                let w = m.window_of(c.intended);
+                self.rec
+                    .totals
+                    .windows
+                    .response(w, now - c.intended, resp.status);
+            }
             if c.sampled {
                 self.rec.totals.samples.push(RawSample {
                     intended: c.intended,
@@ -619,6 +628,9 @@ impl Worker {
         let c = &self.conns[ci];
         if c.busy && c.measured {
             self.rec.error(kind);
+            if let Some(m) = &self.shared.marks {
+                self.rec.totals.windows.error(m.window_of(c.intended), kind);
+            }
             if c.sampled {
                 let now = self.shared.clock.now();
                 self.rec.totals.samples.push(RawSample {

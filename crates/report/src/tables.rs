@@ -174,7 +174,7 @@ pub fn changes(input: &ReportInput) -> Table {
     Table {
         id: "table-changes",
         title: "Impact of each change",
-        note: "For each change asked for, from it until the next one: successful responses, errors, the highest per-second p99 and the max (ms). Times in seconds from the start of the measured window.".into(),
+        note: "For each change asked for, the requests meant to be sent from it until the next one (each request in exactly one window): successful responses, errors, p99 and max (ms). Times in seconds from the start of the measured window.".into(),
         cols: cols(&[
             ("series", "series"),
             ("change", "change"),

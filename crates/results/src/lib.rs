@@ -457,15 +457,17 @@ impl EventKind {
     }
 }
 
-/// The load's figures in the window from one change until the next.
+/// The load's figures in the window from one change until the next: the requests
+/// whose intended send time is in `[from_ms, until_ms)`, each in exactly one window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct EventWindow {
     /// The change: kind and detail of its first event (e.g. "scale 7").
     pub change: String,
     pub from_ms: f64,
     pub until_ms: f64,
-    /// Successful responses, errors by kind, and the corrected latency (the largest
-    /// per-second p99, and the max) over the seconds the window touches.
+    /// Successful responses, errors by kind, and the corrected latency (p99 to 2
+    /// significant digits, and the exact max) of those requests; a request answered
+    /// after the window ended still counts in it.
     pub completed: u64,
     pub errors: BTreeMap<String, u64>,
     pub p99_ms: f64,
@@ -532,6 +534,11 @@ pub struct LabInfo {
     pub versions: BTreeMap<String, String>,
     pub events: Vec<Event>,
     pub windows: Vec<EventWindow>,
+    /// The same figures for the requests intended before the first change (the
+    /// whole run when nothing changed): with `windows`, they add up to the run.
+    /// Absent in results written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_changes: Option<EventWindow>,
     pub propagation: Propagation,
     /// The proxy process died during the run.
     pub proxy_died: bool,

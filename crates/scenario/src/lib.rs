@@ -39,6 +39,24 @@ fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_str(&format!("{}ms", d.as_millis()))
 }
 
+/// The longest duration a scenario may give anywhere: a week-long soak is the most a
+/// run on one machine makes sense for, and a longer one is a typo (or overflows the
+/// load's clock).
+pub const MAX_DURATION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+impl Dur {
+    fn checked(d: Duration) -> Result<Dur, String> {
+        if d > MAX_DURATION {
+            Err(format!(
+                "{}s is too long: a scenario's durations are at most 7 days (168h)",
+                d.as_secs()
+            ))
+        } else {
+            Ok(Dur(d))
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for Dur {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -48,21 +66,24 @@ impl<'de> Deserialize<'de> for Dur {
                 f.write_str("a duration such as 12s, 500ms or 3m")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Dur, E> {
-                results::duration::parse(v).map(Dur).map_err(E::custom)
+                results::duration::parse(v)
+                    .and_then(Dur::checked)
+                    .map_err(E::custom)
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Dur, E> {
-                Ok(Dur(Duration::from_secs(v)))
+                Dur::checked(Duration::from_secs(v)).map_err(E::custom)
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<Dur, E> {
-                u64::try_from(v)
-                    .map(|v| Dur(Duration::from_secs(v)))
-                    .map_err(|_| E::custom("a duration cannot be negative"))
+                let v = u64::try_from(v).map_err(|_| E::custom("a duration cannot be negative"))?;
+                self.visit_u64(v)
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Dur, E> {
-                if v.is_finite() && v >= 0.0 {
-                    Ok(Dur(Duration::from_secs_f64(v)))
-                } else {
-                    Err(E::custom("a duration must be a positive number of seconds"))
+                match Duration::try_from_secs_f64(v) {
+                    Ok(d) => Dur::checked(d).map_err(E::custom),
+                    Err(_) if v.is_finite() && v > 0.0 => Err(E::custom(format!(
+                        "{v}s is too long: a scenario's durations are at most 7 days (168h)"
+                    ))),
+                    Err(_) => Err(E::custom("a duration must be a positive number of seconds")),
                 }
             }
         }
@@ -114,33 +135,23 @@ impl From<Stop> for StopMode {
 
 /// The backends behind every system.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, try_from = "BackendsRaw")]
+#[serde(deny_unknown_fields)]
 pub struct Backends {
     /// How many run when the load starts.
+    #[serde(default = "default_replicas")]
     pub replicas: u32,
     /// Response body size in bytes (the studies: about 1 KB).
+    #[serde(default = "default_body")]
     pub body_size: usize,
     /// Extra delay per response, passed to the backend (`2ms`, `exp:2ms`, `uniform:1ms-5ms`).
+    #[serde(default)]
     pub delay: Option<String>,
     /// How a removed backend stops.
+    #[serde(default = "default_stop")]
     pub stop: Stop,
     /// How long a gracefully stopped backend may drain.
-    pub drain_timeout: Dur,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct BackendsRaw {
-    #[serde(default = "default_replicas")]
-    replicas: u32,
-    #[serde(default = "default_body")]
-    body_size: usize,
-    #[serde(default)]
-    delay: Option<String>,
-    #[serde(default = "default_stop")]
-    stop: Stop,
     #[serde(default = "default_drain")]
-    drain_timeout: Dur,
+    pub drain_timeout: Dur,
 }
 
 fn default_replicas() -> u32 {
@@ -158,28 +169,6 @@ fn default_drain() -> Dur {
 
 /// Most backends a scenario may run at once (each is a process on this machine).
 pub const MAX_REPLICAS: u32 = 32;
-
-impl TryFrom<BackendsRaw> for Backends {
-    type Error = String;
-    fn try_from(r: BackendsRaw) -> Result<Self, String> {
-        if r.replicas == 0 || r.replicas > MAX_REPLICAS {
-            return Err(format!(
-                "backends.replicas: {} is out of range: use 1 to {MAX_REPLICAS}",
-                r.replicas
-            ));
-        }
-        if r.body_size > 1 << 20 {
-            return Err("backends.body_size: at most 1048576 bytes".into());
-        }
-        Ok(Backends {
-            replicas: r.replicas,
-            body_size: r.body_size,
-            delay: r.delay,
-            stop: r.stop,
-            drain_timeout: r.drain_timeout,
-        })
-    }
-}
 
 impl Default for Backends {
     fn default() -> Self {
@@ -243,46 +232,32 @@ impl Default for Tls {
     }
 }
 
-/// The load: the engine's settings.
+/// The load: the engine's settings, checked by the engine itself
+/// ([`engine::LoadSpec::resolve`]) when the scenario is parsed.
 #[derive(Clone, Debug, Deserialize, Serialize)]
-#[serde(deny_unknown_fields, try_from = "LoadRaw")]
+#[serde(deny_unknown_fields)]
 pub struct Load {
     /// Requests per second over all connections.
     pub rate: f64,
+    #[serde(default = "default_connections")]
     pub connections: usize,
+    #[serde(default = "one")]
     pub threads: usize,
     pub duration: Dur,
+    #[serde(default = "zero")]
     pub warmup: Dur,
+    #[serde(default = "ten_s")]
     pub timeout: Dur,
+    #[serde(default = "two_s")]
     pub connect_timeout: Dur,
+    #[serde(default)]
     pub new_connection: bool,
     /// `connection` (wrk2) or `shared`.
+    #[serde(default = "default_schedule")]
     pub schedule: String,
     /// Fraction of requests kept individually for the latency scatter.
-    pub sample: f64,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LoadRaw {
-    rate: f64,
-    #[serde(default = "default_connections")]
-    connections: usize,
-    #[serde(default = "one")]
-    threads: usize,
-    duration: Dur,
-    #[serde(default = "zero")]
-    warmup: Dur,
-    #[serde(default = "ten_s")]
-    timeout: Dur,
-    #[serde(default = "two_s")]
-    connect_timeout: Dur,
-    #[serde(default)]
-    new_connection: bool,
-    #[serde(default = "default_schedule")]
-    schedule: String,
     #[serde(default = "default_sample")]
-    sample: f64,
+    pub sample: f64,
 }
 
 fn default_connections() -> usize {
@@ -306,49 +281,6 @@ fn default_sample() -> f64 {
 }
 fn default_schedule() -> String {
     "connection".into()
-}
-
-impl TryFrom<LoadRaw> for Load {
-    type Error = String;
-    fn try_from(r: LoadRaw) -> Result<Self, String> {
-        if !(r.rate.is_finite() && r.rate > 0.0) {
-            return Err(format!(
-                "load.rate: {} is not a rate: give requests per second above 0",
-                r.rate
-            ));
-        }
-        if r.connections == 0 || r.threads == 0 {
-            return Err("load.connections and load.threads must be at least 1".into());
-        }
-        if r.connections < r.threads {
-            return Err(format!(
-                "load.connections ({}) must be at least load.threads ({})",
-                r.connections, r.threads
-            ));
-        }
-        if r.duration.0.is_zero() {
-            return Err("load.duration must be longer than 0s".into());
-        }
-        if !(0.0..=1.0).contains(&r.sample) {
-            return Err(format!(
-                "load.sample: {} is not a fraction from 0 to 1",
-                r.sample
-            ));
-        }
-        engine::schedule::Model::parse(&r.schedule).map_err(|e| e.scenario())?;
-        Ok(Load {
-            rate: r.rate,
-            connections: r.connections,
-            threads: r.threads,
-            duration: r.duration,
-            warmup: r.warmup,
-            timeout: r.timeout,
-            connect_timeout: r.connect_timeout,
-            new_connection: r.new_connection,
-            schedule: r.schedule,
-            sample: r.sample,
-        })
-    }
 }
 
 /// Route configurations (study S3).
@@ -479,6 +411,27 @@ fn platform_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
     }
 }
 
+/// Longest scenario name (it names a folder, with a timestamp appended).
+pub const MAX_NAME: usize = 64;
+
+/// A name that is safe as one path component: `[A-Za-z0-9._-]`, not starting with a
+/// dot (no `..`, no hidden folder, no separator), at most [`MAX_NAME`] characters.
+fn scenario_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let s = String::deserialize(d)?;
+    let ok = !s.is_empty()
+        && s.len() <= MAX_NAME
+        && !s.starts_with('.')
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if ok {
+        Ok(s)
+    } else {
+        Err(de::Error::custom(format!(
+            "name {s:?}: use 1 to {MAX_NAME} letters, digits, '.', '_' or '-', not starting with '.' (it names the results folder)"
+        )))
+    }
+}
+
 fn quarter() -> f64 {
     0.25
 }
@@ -509,6 +462,8 @@ impl PlacementSpec {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
+    /// Names the results folder: letters, digits, `.`, `_` and `-` only.
+    #[serde(deserialize_with = "scenario_name")]
     pub name: String,
     #[serde(default)]
     pub description: String,
@@ -548,46 +503,111 @@ impl Scenario {
 
     /// Parses and checks scenario text; `file` names it in errors.
     ///
+    /// The checks are exactly those `run` makes before it starts anything: the
+    /// engine's own check of the load ([`engine::LoadSpec::resolve`]), for the
+    /// scenario as written and as `--quick` runs it, and the backend's parse of
+    /// `backends.delay`.
+    ///
     /// # Errors
     /// [`ScenarioError`] naming the file, the line and the key.
     pub fn parse(text: &str, file: &str) -> Result<Scenario, ScenarioError> {
-        let s: Scenario = serde_yaml_ng::from_str(text).map_err(|e| {
+        let located = |e: serde_yaml_ng::Error| {
             let line = e.location().map(|l| l.line()).unwrap_or(0);
+            // The location is reported once, in front; the context of a syntax error
+            // (", while parsing a flow sequence at line 2 column 10") is kept.
             let mut msg = e.to_string();
-            // The location is reported once, in front.
             if let Some(i) = msg.find(" at line ") {
-                msg.truncate(i);
+                let end = msg[i..].find(',').map_or(msg.len(), |j| i + j);
+                msg.replace_range(i..end, "");
             }
             ScenarioError::Invalid {
                 file: file.to_string(),
                 line,
                 msg,
             }
-        })?;
-        let other = |msg: String| ScenarioError::Other {
-            file: file.to_string(),
-            msg,
         };
-        if s.systems.is_empty() {
-            return Err(other("systems: name at least one system under test".into()));
+        // The syntax of the whole file first: a flow sequence left open (`[a, b`)
+        // would otherwise be read as items running on into the next keys.
+        serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).map_err(located)?;
+        let s: Scenario = serde_yaml_ng::from_str(text).map_err(located)?;
+        s.check().map_err(|bad| match bad.line(text) {
+            Some(line) => ScenarioError::Invalid {
+                file: file.to_string(),
+                line,
+                msg: bad.msg,
+            },
+            None => ScenarioError::Other {
+                file: file.to_string(),
+                msg: bad.msg,
+            },
+        })?;
+        Ok(s)
+    }
+
+    /// The checks that span keys or need another part's rules.
+    fn check(&self) -> Result<(), Bad> {
+        if self.systems.is_empty() {
+            return Err(Bad::new(
+                "systems",
+                "systems: name at least one system under test",
+            ));
         }
-        for (i, a) in s.systems.iter().enumerate() {
-            if s.systems[..i].contains(a) {
-                return Err(other(format!("systems: {} is listed twice", a.name())));
-            }
-        }
-        if let Some(q) = &s.quick {
-            if !(q.time_scale > 0.0 && q.time_scale <= 1.0) {
-                return Err(other(
-                    "quick.time_scale must be above 0 and at most 1".into(),
+        for (i, a) in self.systems.iter().enumerate() {
+            if self.systems[..i].contains(a) {
+                return Err(Bad::new(
+                    "systems",
+                    format!("systems: {} is listed twice", a.name()),
                 ));
             }
         }
-        check_steps(&s.changes, 0).map_err(other)?;
-        PlacementSpec::resolve(s.placement.as_ref())
+        let b = &self.backends;
+        if b.replicas == 0 || b.replicas > MAX_REPLICAS {
+            return Err(Bad::new(
+                "backends.replicas",
+                format!(
+                    "backends.replicas: {} is out of range: use 1 to {MAX_REPLICAS}",
+                    b.replicas
+                ),
+            ));
+        }
+        if b.body_size > 1 << 20 {
+            return Err(Bad::new(
+                "backends.body_size",
+                "backends.body_size: at most 1048576 bytes",
+            ));
+        }
+        if let Some(d) = &b.delay {
+            backend::Delay::parse(d)
+                .map_err(|e| Bad::new("backends.delay", format!("backends.delay {e}")))?;
+        }
+        // The load as the runner gives it to the engine.
+        runner::load_spec(self, &placeholder_url(self), None)
+            .resolve()
+            .map_err(|e| Bad::spec(&e, spec_key))?;
+        if let Some(q) = &self.quick {
+            if !(q.time_scale > 0.0 && q.time_scale <= 1.0) {
+                return Err(Bad::new(
+                    "quick.time_scale",
+                    "quick.time_scale must be above 0 and at most 1",
+                ));
+            }
+            if q.connections == Some(0) {
+                return Err(Bad::new(
+                    "quick.connections",
+                    "quick.connections must be at least 1",
+                ));
+            }
+            // What `--quick` replaced is named by its `quick` key.
+            let quick = self.quick();
+            runner::load_spec(&quick, &placeholder_url(&quick), None)
+                .resolve()
+                .map_err(|e| Bad::spec(&e, quick_key))?;
+        }
+        check_steps(&self.changes, 0).map_err(|msg| Bad::new("changes", msg))?;
+        PlacementSpec::resolve(self.placement.as_ref())
             .check()
-            .map_err(other)?;
-        Ok(s)
+            .map_err(|msg| Bad::new("placement", msg))?;
+        Ok(())
     }
 
     /// The scenario as `--quick` runs it.
@@ -620,6 +640,122 @@ impl Scenario {
         scale_steps(&mut s.changes, q.time_scale);
         s
     }
+}
+
+/// A refused value: the key it is at (`load.timeout`), to find its line, and why.
+#[derive(Debug)]
+struct Bad {
+    key: &'static str,
+    /// Another key the message names, placed when `key` is not in the file.
+    other: Option<&'static str>,
+    msg: String,
+}
+
+impl Bad {
+    fn new(key: &'static str, msg: impl Into<String>) -> Self {
+        Bad {
+            key,
+            other: None,
+            msg: msg.into(),
+        }
+    }
+
+    /// The line of the key, or of the other key the message names when the first is
+    /// not written (a default), or of the nearest section present.
+    fn line(&self, text: &str) -> Option<usize> {
+        let exact = |k: &str| key_line(text, k).filter(|(_, exact)| *exact);
+        exact(self.key)
+            .or_else(|| self.other.and_then(exact))
+            .or_else(|| key_line(text, self.key))
+            .map(|(line, _)| line)
+    }
+
+    /// The engine's verdict on a setting, with the key names `name` gives. When the
+    /// setting is not in the file (a default), the line is that of the other
+    /// setting it names, if any, or of its section.
+    fn spec(e: &engine::spec::SpecError, name: fn(Setting) -> &'static str) -> Self {
+        Bad {
+            key: name(e.setting),
+            other: e.other.as_ref().map(|(o, _)| name(*o)),
+            msg: e.named(name),
+        }
+    }
+}
+
+use engine::spec::Setting;
+
+/// The scenario key of an engine setting (the URL, the request and TLS are the
+/// runner's, so they are placed at `load`).
+fn spec_key(s: Setting) -> &'static str {
+    match s.key() {
+        "" => "load",
+        k => k,
+    }
+}
+
+/// The key of a setting in the `--quick` form: `quick` replaces these three.
+fn quick_key(s: Setting) -> &'static str {
+    match s {
+        Setting::Rate => "quick.rate",
+        Setting::Connections => "quick.connections",
+        Setting::Duration => "quick.duration",
+        s => spec_key(s),
+    }
+}
+
+/// A stand-in for the address a platform gives the load, so the engine can check
+/// the settings before anything is started: the checks do not depend on it.
+fn placeholder_url(s: &Scenario) -> String {
+    let scheme = if s.tls.enabled { "https" } else { "http" };
+    format!("{scheme}://127.0.0.1:1/")
+}
+
+/// The line (1-based) of a dotted key such as `load.timeout` in block-style YAML,
+/// and `true`; when the key itself is absent (a default) or written in flow style,
+/// the line of its nearest parent that is present, and `false`.
+fn key_line(text: &str, path: &str) -> Option<(usize, bool)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut found = None;
+    let mut from = 0;
+    // Indentation of the mapping the key is looked for in (None: the top level).
+    let mut parent: Option<usize> = None;
+    for seg in path.split('.') {
+        let mut level = None;
+        let mut hit = None;
+        for (i, l) in lines.iter().enumerate().skip(from) {
+            let body = l.trim_start();
+            if body.is_empty() || body.starts_with('#') || body.starts_with("---") {
+                continue;
+            }
+            let indent = l.len() - body.len();
+            if parent.is_some_and(|p| indent <= p) {
+                break;
+            }
+            if indent == *level.get_or_insert(indent) && is_key(body, seg) {
+                hit = Some((i, indent));
+                break;
+            }
+        }
+        let Some((i, indent)) = hit else {
+            return found.map(|l| (l, false));
+        };
+        found = Some(i + 1);
+        from = i + 1;
+        parent = Some(indent);
+    }
+    found.map(|l| (l, true))
+}
+
+/// Whether a line's text (indentation removed) is `key:` (the key possibly quoted).
+fn is_key(body: &str, key: &str) -> bool {
+    let rest = [("", ""), ("\"", "\""), ("'", "'")]
+        .iter()
+        .find_map(|(q0, q1)| body.strip_prefix(q0)?.strip_prefix(key)?.strip_prefix(q1));
+    rest.is_some_and(|r| {
+        let r = r.trim_start();
+        r.strip_prefix(':')
+            .is_some_and(|v| v.is_empty() || v.starts_with([' ', '\t']))
+    })
 }
 
 /// A repeat must wait somewhere, or it would spin; nesting is kept shallow.

@@ -8,6 +8,7 @@
 //! and when it took effect, so a latency spike can be tied to the change behind it.
 
 use super::{Scenario, Step};
+use engine::windows::{Marks, Tally};
 use engine::{self, tls::TlsOptions, LoadSpec};
 use lab::backends::StopMode;
 use lab::controller::{self, Sync};
@@ -126,11 +127,25 @@ struct Events {
     /// Clock time of the start of the measured window (0 until known).
     origin: Nanos,
     list: Vec<(Nanos, EventKind, String, Option<f64>)>,
+    /// Where each change asked for starts a window, for the engine to count
+    /// requests by.
+    marks: Arc<Marks>,
+    /// The event that opened each marked window, by index into `list`.
+    opened: Vec<usize>,
 }
 
 impl Events {
     fn log(&mut self, kind: EventKind, detail: impl Into<String>, took: Option<Duration>) -> Nanos {
         let t = self.clock.now();
+        // Marked as soon as the time is read: the requests intended from `t` on
+        // belong to this change.
+        if kind.change().is_some()
+            && self.origin != 0
+            && t >= self.origin
+            && self.marks.mark(t).is_some()
+        {
+            self.opened.push(self.list.len());
+        }
         self.list.push((
             t,
             kind,
@@ -210,6 +225,8 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
             clock,
             origin: 0,
             list: Vec::new(),
+            marks: Arc::new(Marks::new()),
+            opened: Vec::new(),
         },
         stop_mode: scn.backends.stop.into(),
         stop: opts.stop.clone(),
@@ -229,46 +246,23 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     let target = sys.platform.target();
     let url = target.url.clone();
     let load = &scn.load;
-    let spec = LoadSpec {
-        url: url.clone(),
-        method: "GET".into(),
-        headers: Vec::new(),
-        body: Vec::new(),
-        threads: Some(load.threads),
-        connections: load.connections,
-        rate: Some(load.rate),
-        schedule: load.schedule.clone(),
-        duration: load.duration.0,
-        warmup: load.warmup.0,
-        timeout: load.timeout.0,
-        connect_timeout: load.connect_timeout.0,
-        new_connection: load.new_connection,
-        tls: TlsOptions {
-            insecure: false,
-            cacert: target.cacert.clone(),
-            version: scn.tls.enabled.then(|| match scn.tls.version {
-                super::TlsVersion::V12 => "1.2".to_string(),
-                super::TlsVersion::V13 => "1.3".to_string(),
-            }),
-            resume: false,
-        },
-        backend_header: "x-backend".into(),
-        sample: load.sample,
-        cpus: placement.generator.clone(),
-    };
+    let mut spec = load_spec(scn, &url, target.cacert.clone());
+    spec.cpus = placement.generator.clone();
     let (plan, config) = spec.resolve().map_err(|e| RunError::Setup(e.scenario()))?;
 
     // The load runs on its own thread; this one applies the changes.
     let engine_stop = Arc::new(AtomicBool::new(false));
     let (start_tx, start_rx) = mpsc::channel();
     let es = engine_stop.clone();
+    let marks = sys.events.marks.clone();
     let handle = std::thread::Builder::new()
         .name("ib-load".into())
         .spawn(move || {
-            engine::run_with(
+            engine::run_marked(
                 &plan,
                 clock,
                 es,
+                Some(marks),
                 move |t| {
                     let _ = start_tx.send(t);
                 },
@@ -298,7 +292,12 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     let mut result = outcome.to_result(&url, config);
     result.partial |= interrupted;
     let events = sys.events.to_events();
-    let windows = windows(&events, &result);
+    let (before_changes, windows) = windows(
+        &events,
+        &sys.events.opened,
+        &outcome.totals.windows,
+        result.duration_s * 1000.0,
+    );
     let propagation = propagation(&sys, &result);
     result.lab = Some(LabInfo {
         system: name.to_string(),
@@ -306,6 +305,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         versions,
         events,
         windows,
+        before_changes: Some(before_changes),
         propagation,
         proxy_died: sys.proxy_died,
         placement: Some(PlacementInfo {
@@ -317,6 +317,40 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     });
     drop(sys);
     Ok(result)
+}
+
+/// The engine's settings for a scenario's load against `url`. [`Scenario::parse`]
+/// resolves the same spec for a placeholder target, so a scenario that validates is
+/// one the engine accepts.
+pub(crate) fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec {
+    let load = &scn.load;
+    LoadSpec {
+        url: url.to_string(),
+        method: "GET".into(),
+        headers: Vec::new(),
+        body: Vec::new(),
+        threads: Some(load.threads),
+        connections: load.connections,
+        rate: Some(load.rate),
+        schedule: load.schedule.clone(),
+        duration: load.duration.0,
+        warmup: load.warmup.0,
+        timeout: load.timeout.0,
+        connect_timeout: load.connect_timeout.0,
+        new_connection: load.new_connection,
+        tls: TlsOptions {
+            insecure: false,
+            cacert,
+            version: scn.tls.enabled.then(|| match scn.tls.version {
+                super::TlsVersion::V12 => "1.2".to_string(),
+                super::TlsVersion::V13 => "1.3".to_string(),
+            }),
+            resume: false,
+        },
+        backend_header: "x-backend".into(),
+        sample: load.sample,
+        cpus: Vec::new(),
+    }
 }
 
 impl System {
@@ -501,47 +535,63 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
     }
 }
 
-/// The load's figures between each change and the next, from the per-second
-/// timeline (so a window is as fine as a second).
-fn windows(events: &[Event], r: &RunResult) -> Vec<EventWindow> {
-    let starts: Vec<&Event> = events
-        .iter()
-        .filter(|e| e.kind.change().is_some())
-        .collect();
-    let end_ms = r.duration_s * 1000.0;
+/// The load's figures before the first change and between each change and the next
+/// (until the end of the measured window), from the engine's per-request counts:
+/// `opened` names the event that started each window the engine counted by.
+/// Windows that start after the measured window (an interrupted run) hold no
+/// request and are left out.
+fn windows(
+    events: &[Event],
+    opened: &[usize],
+    tally: &Tally,
+    end_ms: f64,
+) -> (EventWindow, Vec<EventWindow>) {
+    let figures = |i: usize, w: &mut EventWindow| {
+        let Some(c) = tally.windows.get(i) else {
+            return;
+        };
+        w.completed = c.completed;
+        for k in results::ErrorKind::ALL {
+            let n = c.errors[k.index()];
+            if n > 0 {
+                w.errors.insert(k.name().to_string(), n);
+            }
+        }
+        if !c.latency.is_empty() {
+            w.p99_ms = c.latency.value_at_quantile(0.99) as f64 / 1000.0;
+            w.max_ms = c.max_us as f64 / 1000.0;
+        }
+    };
+    let start = |i: usize| {
+        opened
+            .get(i)
+            .map_or(end_ms, |&e| events[e].t_ms.min(end_ms))
+    };
+    let mut before = EventWindow {
+        change: "before changes".into(),
+        from_ms: 0.0,
+        until_ms: start(0),
+        ..Default::default()
+    };
+    figures(0, &mut before);
     let mut out = Vec::new();
-    for (i, e) in starts.iter().enumerate() {
-        if e.t_ms < 0.0 || e.t_ms >= end_ms {
+    for (i, &ev) in opened.iter().enumerate() {
+        let e = &events[ev];
+        if e.t_ms >= end_ms {
             continue;
         }
-        let until = starts.get(i + 1).map_or(end_ms, |n| n.t_ms.min(end_ms));
         let mut w = EventWindow {
             change: format!("{} {}", e.kind.change().unwrap_or_default(), e.detail)
                 .trim()
                 .to_string(),
             from_ms: e.t_ms,
-            until_ms: until,
+            until_ms: start(i + 1),
             ..Default::default()
         };
-        let (s0, s1) = (
-            (e.t_ms / 1000.0).floor() as u64,
-            (until / 1000.0).ceil() as u64,
-        );
-        for s in r
-            .timeline
-            .iter()
-            .filter(|s| s.t >= s0 && s.t < s1.max(s0 + 1))
-        {
-            w.completed += s.completed;
-            for (k, v) in &s.errors_by_kind {
-                *w.errors.entry(k.clone()).or_default() += v;
-            }
-            w.p99_ms = w.p99_ms.max(s.p99);
-            w.max_ms = w.max_ms.max(s.max);
-        }
+        figures(i + 1, &mut w);
         out.push(w);
     }
-    out
+    (before, out)
 }
 
 /// Propagation of added and removed backends, from when each response arrived.
@@ -603,4 +653,63 @@ pub fn default_out_dir(scenario: &str) -> PathBuf {
         .take(15)
         .collect::<String>();
     Path::new("results").join(format!("{scenario}-{stamp}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn windows_follow_the_marked_changes_and_add_up() {
+        let ev = |t_ms: f64, kind: EventKind, detail: &str| Event {
+            t_ms,
+            kind,
+            detail: detail.into(),
+            took_ms: None,
+        };
+        let events = [
+            ev(1000.0, EventKind::ScaleRequested, "2 -> 3"),
+            ev(1300.0, EventKind::BackendReady, "b3"),
+            ev(2000.0, EventKind::RouteRequested, "cors"),
+            ev(3200.0, EventKind::ReloadRequested, ""),
+            // After an interrupt ended the measured window at 3.5 s.
+            ev(3600.0, EventKind::ReloadRequested, ""),
+        ];
+        let mut tally = Tally::default();
+        for (w, n) in [(0, 200), (1, 200), (2, 239), (3, 60)] {
+            for _ in 0..n {
+                tally.response(w, 2_000_000, 200);
+            }
+        }
+        tally.error(2, results::ErrorKind::Read);
+        let (before, w) = windows(&events, &[0, 2, 3, 4], &tally, 3500.0);
+        assert_eq!(
+            (
+                before.change.as_str(),
+                before.from_ms,
+                before.until_ms,
+                before.completed
+            ),
+            ("before changes", 0.0, 1000.0, 200)
+        );
+        let got: Vec<(&str, f64, f64, u64)> = w
+            .iter()
+            .map(|w| (w.change.as_str(), w.from_ms, w.until_ms, w.completed))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("scale 2 -> 3", 1000.0, 2000.0, 200),
+                ("route cors", 2000.0, 3200.0, 239),
+                ("reload", 3200.0, 3500.0, 60),
+            ]
+        );
+        assert_eq!(w[1].errors.get("read"), Some(&1));
+        assert!(w[0].errors.is_empty() && w[2].errors.is_empty());
+        assert!(
+            (w[0].p99_ms - 2.0).abs() < 0.02 && w[0].max_ms == 2.0,
+            "{:?}",
+            w[0]
+        );
+    }
 }

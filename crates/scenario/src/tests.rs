@@ -134,3 +134,143 @@ fn bundled_scenarios_are_valid() {
     }
     assert!(n >= 3, "S1, S3 and S5 are bundled");
 }
+
+/// A small valid scenario; each bad case below edits one line of it.
+const BASE: &str = "\
+name: t
+systems: [caddy-api]
+backends:
+  replicas: 2
+load:
+  rate: 200
+  duration: 4s
+quick:
+  rate: 100
+";
+
+/// What `validate` (and `run`, before it starts anything) says about each bad file:
+/// one line, naming the key as the file writes it and the line it is on.
+pub(crate) const BAD: &[(&str, &str, &str)] = &[
+    (
+        "  replicas: 2\n",
+        "  replicas: 2\n  delay: soon\n",
+        "line 5: backends.delay \"soon\": 'soon' is not a duration: use a number with s, ms, us, m or h (e.g. 30s, 500ms, 3m)",
+    ),
+    (
+        "  rate: 200\n",
+        "  rate: 200\n  timeout: 0s\n",
+        "line 7: load.timeout must be longer than 0s",
+    ),
+    (
+        "  rate: 200\n",
+        "  rate: 200\n  connect_timeout: 0s\n",
+        "line 7: load.connect_timeout must be longer than 0s",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 0\n",
+        "line 9: quick.rate 0 is not a rate: give requests per second above 0",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\n  connections: 0\n",
+        "line 10: quick.connections must be at least 1",
+    ),
+    (
+        "  duration: 4s\n",
+        "  duration: 99999999999s\n",
+        "line 7: load.duration: 99999999999s is too long: a scenario's durations are at most 7 days (168h)",
+    ),
+    (
+        "  replicas: 2\n",
+        "  replicas: 0\n",
+        "line 4: backends.replicas: 0 is out of range: use 1 to 32",
+    ),
+    (
+        "  rate: 200\n",
+        "  rate: 200\n  sample: 1.5\n",
+        "line 7: load.sample 1.5: give a fraction of requests from 0 to 1",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api\n",
+        "line 3: did not find expected ',' or ']', while parsing a flow sequence at line 2 column 10",
+    ),
+    (
+        "name: t\n",
+        "name: \"../../etc/x\"\n",
+        "line 1: name \"../../etc/x\": use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' (it names the results folder)",
+    ),
+];
+
+#[test]
+fn bad_scenarios_name_the_key_and_its_line() {
+    Scenario::parse(BASE, "bad.yaml").expect("the base is valid");
+    Scenario::parse(BASE, "bad.yaml").unwrap().quick();
+    for (from, to, want) in BAD {
+        assert!(BASE.contains(from), "{from:?}");
+        let text = BASE.replacen(from, to, 1);
+        let got = Scenario::parse(&text, "bad.yaml")
+            .map(|_| "accepted".to_string())
+            .unwrap_or_else(|e| e.to_string());
+        assert_eq!(got, format!("scenario bad.yaml: {want}"), "{text}");
+    }
+}
+
+#[test]
+fn range_errors_are_at_their_key_wherever_it_is() {
+    // The same key further down, after comments and other sections.
+    let text = format!(
+        "# a comment\n\ntls:\n  enabled: false\n{}",
+        BASE.replace("replicas: 2", "replicas: 40")
+    );
+    let e = err(&text);
+    assert!(
+        e.starts_with("scenario my.yaml: line 8: backends.replicas: 40"),
+        "{e}"
+    );
+    // A default is placed at the other key the message names, else at its section.
+    let e = err(&BASE.replace("  rate: 200\n", "  rate: 200\n  threads: 60\n"));
+    assert!(
+        e.starts_with(
+            "scenario my.yaml: line 7: load.connections (50) must be at least load.threads (60)"
+        ),
+        "{e}"
+    );
+    let e = err(&BASE.replace(
+        "load:\n  rate: 200\n  duration: 4s\n",
+        "load: {rate: 200, timeout: 0s, duration: 1s}\n",
+    ));
+    assert!(
+        e.starts_with("scenario my.yaml: line 5: load.timeout"),
+        "{e}"
+    );
+}
+
+#[test]
+fn key_lines_follow_the_nesting() {
+    let text = "a:\n  b: 1\n  c:\n    b: 2\nb: 3\n\"q\": 4\n";
+    assert_eq!(key_line(text, "a.b"), Some((2, true)));
+    assert_eq!(key_line(text, "a.c.b"), Some((4, true)));
+    assert_eq!(key_line(text, "b"), Some((5, true)));
+    assert_eq!(key_line(text, "q"), Some((6, true)));
+    assert_eq!(key_line(text, "a.x"), Some((1, false)));
+    assert_eq!(key_line(text, "x.y"), None);
+    assert!(!is_key("ab: 1", "a") && !is_key("a:b", "a") && is_key("a :", "a"));
+}
+
+#[test]
+fn names_are_one_safe_path_component() {
+    for ok in ["dynamic-endpoints", "s3.v2", "A_b-1"] {
+        Scenario::parse(&BASE.replace("name: t", &format!("name: {ok}")), "x.yaml")
+            .unwrap_or_else(|e| panic!("{ok}: {e}"));
+    }
+    let long = "x".repeat(MAX_NAME + 1);
+    for bad in ["..", ".hidden", "a/b", "a b", "\"\"", "é", long.as_str()] {
+        let e = err(&BASE.replace("name: t", &format!("name: {bad}")));
+        assert!(
+            e.contains("line 1: ") && e.contains("letters, digits"),
+            "{bad}: {e}"
+        );
+    }
+}

@@ -1,0 +1,252 @@
+//! Change windows: the load's figures between one change of the system under test
+//! and the next, counted per request, so that each request is in exactly one window
+//! and the windows add up to the run.
+//!
+//! Whoever changes the system (the scenario runner) marks the start of each window on
+//! the load's clock while the load runs ([`Marks::mark`]). When a measured request
+//! ends (a response or an error), its worker puts it in the window that contains its
+//! *intended* send time, like every latency the engine reports. Window 0 holds the
+//! requests intended before the first mark.
+//!
+//! The marks are a fixed array of atomics written by one thread and read by the
+//! workers with no lock; a worker's counts are its own ([`Tally`], part of its
+//! totals) and are merged at the end like the rest. Nothing is allocated per request:
+//! a worker allocates a window's histogram once, for the first request it puts in it.
+
+use crate::stats::MAX_LATENCY_US;
+use hdrhistogram::Histogram;
+use results::clock::Nanos;
+use results::ErrorKind;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Most windows a run marks; later marks are refused, so the last window runs on to
+/// the end of the load (a few hundred changes is already more than a chart can show).
+pub const MAX_MARKS: usize = 256;
+
+/// Window starts on the load's clock, published while the load runs.
+pub struct Marks {
+    starts: Box<[AtomicU64]>,
+    len: AtomicUsize,
+}
+
+impl Marks {
+    pub fn new() -> Self {
+        Marks {
+            starts: (0..MAX_MARKS).map(|_| AtomicU64::new(u64::MAX)).collect(),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// Starts a window at clock time `t` and returns its index (from 1); `None` once
+    /// [`MAX_MARKS`] windows exist. One thread marks, in time order.
+    ///
+    /// A request intended at or after `t` is put in the new window if its worker
+    /// sees the mark by the time the request ends: it is published right after the
+    /// clock is read, well within the shortest round trip of a request.
+    pub fn mark(&self, t: Nanos) -> Option<usize> {
+        let n = self.len.load(Ordering::Relaxed);
+        if n == MAX_MARKS {
+            return None;
+        }
+        debug_assert!(n == 0 || self.starts[n - 1].load(Ordering::Relaxed) <= t);
+        self.starts[n].store(t, Ordering::Relaxed);
+        self.len.store(n + 1, Ordering::Release);
+        Some(n + 1)
+    }
+
+    /// How many windows have been marked.
+    pub fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The window of a request intended at `t`: how many marks are at or before it.
+    /// Most requests are in the latest window, so the search starts there.
+    #[inline]
+    pub fn window_of(&self, t: Nanos) -> usize {
+        let n = self.len.load(Ordering::Acquire);
+        (1..=n)
+            .rev()
+            .find(|&i| self.starts[i - 1].load(Ordering::Relaxed) <= t)
+            .unwrap_or(0)
+    }
+}
+
+impl Default for Marks {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The requests of one window that ended.
+#[derive(Debug, Clone)]
+pub struct WindowCounts {
+    /// Full responses with status < 400.
+    pub completed: u64,
+    /// Errors by [`ErrorKind::index`] (status >= 400 included).
+    pub errors: [u64; 7],
+    /// Corrected latency of every response (status >= 400 included), µs, to 2
+    /// significant digits: a window ranks changes, and 26 KB per window and worker
+    /// keeps hundreds of windows cheap (3 digits would take 188 KB each).
+    pub latency: Histogram<u64>,
+    /// The exact highest corrected latency, µs.
+    pub max_us: u64,
+}
+
+impl WindowCounts {
+    fn new() -> Self {
+        WindowCounts {
+            completed: 0,
+            errors: [0; 7],
+            latency: Histogram::new_with_bounds(1, MAX_LATENCY_US, 2)
+                .expect("static bounds are valid"),
+            max_us: 0,
+        }
+    }
+
+    /// Errors of every kind.
+    pub fn failed(&self) -> u64 {
+        self.errors.iter().sum()
+    }
+}
+
+/// Counts per window, indexed by [`Marks::window_of`].
+#[derive(Debug, Clone, Default)]
+pub struct Tally {
+    pub windows: Vec<WindowCounts>,
+}
+
+impl Tally {
+    #[inline]
+    fn at(&mut self, w: usize) -> &mut WindowCounts {
+        if w >= self.windows.len() {
+            // Once per window and worker, not per request.
+            self.windows.resize_with(w + 1, WindowCounts::new);
+        }
+        &mut self.windows[w]
+    }
+
+    /// A full response in window `w`, `corrected_ns` after its intended send time.
+    #[inline]
+    pub fn response(&mut self, w: usize, corrected_ns: u64, status: u16) {
+        let c = self.at(w);
+        let us = (corrected_ns / 1000).clamp(1, MAX_LATENCY_US);
+        c.latency.saturating_record(us);
+        c.max_us = c.max_us.max(us);
+        if status >= 400 {
+            c.errors[ErrorKind::Status.index()] += 1;
+        } else {
+            c.completed += 1;
+        }
+    }
+
+    /// A request of window `w` that failed.
+    #[inline]
+    pub fn error(&mut self, w: usize, kind: ErrorKind) {
+        self.at(w).errors[kind.index()] += 1;
+    }
+
+    /// Adds another worker's counts.
+    pub fn merge(&mut self, o: &Tally) {
+        for (w, oc) in o.windows.iter().enumerate() {
+            let c = self.at(w);
+            c.completed += oc.completed;
+            for (a, b) in c.errors.iter_mut().zip(oc.errors.iter()) {
+                *a += b;
+            }
+            let _ = c.latency.add(&oc.latency);
+            c.max_us = c.max_us.max(oc.max_us);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: Nanos = 1_000_000_000;
+
+    /// The run: 200 req/s for 4 s, changes at 1.0, 2.0 and 3.2 s, a read
+    /// error on a request intended exactly at the 2.0 s change. Each request is in
+    /// one window, by its intended time; the windows add up to the run.
+    #[test]
+    fn each_request_is_in_exactly_one_window() {
+        let origin = 7 * S;
+        let marks = Marks::new();
+        let mut workers = [Tally::default(), Tally::default()];
+        let (mut completed, mut failed) = (0, 0);
+        for i in 0..800u64 {
+            let intended = origin + i * 5_000_000;
+            // The runner marks while the load runs: a mark is seen by requests
+            // intended after it.
+            for (k, at) in [S, 2 * S, 3 * S + S / 5].iter().enumerate() {
+                if intended == origin + at {
+                    assert_eq!(marks.mark(origin + at), Some(k + 1));
+                }
+            }
+            let w = marks.window_of(intended);
+            let t = &mut workers[(i % 2) as usize];
+            if intended == origin + 2 * S {
+                t.error(w, ErrorKind::Read);
+                failed += 1;
+            } else {
+                // Latencies longer than the gap to the next change still count
+                // where the request was meant to start.
+                t.response(w, 30_000_000, 200);
+                completed += 1;
+            }
+        }
+        let mut all = Tally::default();
+        for t in &workers {
+            all.merge(t);
+        }
+        let per: Vec<(u64, u64)> = all
+            .windows
+            .iter()
+            .map(|c| (c.completed, c.failed()))
+            .collect();
+        assert_eq!(per, [(200, 0), (200, 0), (239, 1), (160, 0)]);
+        assert_eq!(per.iter().map(|p| p.0).sum::<u64>(), completed);
+        assert_eq!(per.iter().map(|p| p.1).sum::<u64>(), failed);
+        assert_eq!(all.windows[2].errors[ErrorKind::Read.index()], 1);
+        let latency_counts: u64 = all.windows.iter().map(|c| c.latency.len()).sum();
+        assert_eq!(
+            latency_counts, completed,
+            "errors without a response have no latency"
+        );
+        assert_eq!(all.windows[3].max_us, 30_000);
+    }
+
+    #[test]
+    fn a_status_error_is_an_error_with_a_latency() {
+        let mut t = Tally::default();
+        t.response(2, 5_000_000, 503);
+        assert_eq!(t.windows.len(), 3, "windows before are there, empty");
+        let c = &t.windows[2];
+        assert_eq!((c.completed, c.errors[ErrorKind::Status.index()]), (0, 1));
+        assert_eq!((c.latency.len(), c.max_us), (1, 5_000));
+    }
+
+    #[test]
+    fn marks_before_any_and_beyond_the_last() {
+        let m = Marks::new();
+        assert_eq!(m.window_of(0), 0);
+        assert_eq!(m.window_of(u64::MAX - 1), 0);
+        for i in 0..MAX_MARKS as u64 {
+            assert!(m.mark(10 + i).is_some());
+        }
+        assert_eq!(
+            m.mark(1_000),
+            None,
+            "later changes fold into the last window"
+        );
+        assert_eq!(m.len(), MAX_MARKS);
+        assert_eq!(m.window_of(9), 0);
+        assert_eq!(m.window_of(10), 1);
+        assert_eq!(m.window_of(10 + 100), 101);
+        assert_eq!(m.window_of(5_000), MAX_MARKS);
+    }
+}
