@@ -345,10 +345,29 @@ fn err_run(extra: &[&str], url: &str) -> LoadOutput {
     out
 }
 
+/// The message of the first error of `kind` (`errors.first`), also printed in the
+/// summary.
+fn first_error(out: &LoadOutput, kind: &str) -> String {
+    let m = out
+        .result()
+        .pointer(&format!("/errors/first/{kind}"))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no errors.first.{kind}\n{}", out.context()))
+        .to_string();
+    assert!(
+        out.stdout.contains(&format!("  first {kind} error: {m}\n")),
+        "the summary does not say why\n{}",
+        out.context()
+    );
+    m
+}
+
 #[test]
 fn error_connect_refused() {
     let out = err_run(&[], &format!("http://{}/", servers::refused()));
     out.assert_only_error("connect");
+    let m = first_error(&out, "connect");
+    assert!(m.contains("Connection refused"), "{m}");
 }
 
 #[test]
@@ -364,6 +383,22 @@ fn error_tls_handshake() {
     let s = servers::plain_http_for_tls();
     let out = err_run(&["-k"], &s.url("https"));
     out.assert_only_error("tls");
+    assert_eq!(
+        first_error(&out, "tls"),
+        "the server answered plain HTTP to a TLS handshake: use http://"
+    );
+}
+
+#[test]
+fn https_to_the_backends_plain_port_is_named() {
+    let b = Backend::start("b-plain", &[]);
+    let url = format!("https://{}/", b.addr);
+    let out = err_run(&[], &url);
+    out.assert_only_error("tls");
+    assert_eq!(
+        first_error(&out, "tls"),
+        "the server answered plain HTTP to a TLS handshake: use http://"
+    );
 }
 
 #[test]
@@ -398,6 +433,10 @@ fn error_timeout() {
     let s = servers::never_answers();
     let out = err_run(&["--timeout", "300ms"], &s.url("http"));
     out.assert_only_error("timeout");
+    assert_eq!(
+        first_error(&out, "timeout"),
+        "no full response within the timeout (300ms)"
+    );
 }
 
 #[test]
@@ -495,6 +534,12 @@ fn tls_unknown_ca_fails_and_insecure_works() {
     let out = tls_run(&nginx.https_url(), &[]);
     out.ok();
     out.assert_only_error("tls");
+    // Why: the certificate is self-signed, so its issuer is unknown.
+    let m = first_error(&out, "tls");
+    assert!(
+        m.starts_with("invalid peer certificate: UnknownIssuer") && m.contains("--cacert"),
+        "{m}"
+    );
 
     let out = tls_run(&nginx.https_url(), &["--insecure"]);
     out.ok();

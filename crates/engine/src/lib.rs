@@ -7,6 +7,7 @@
 //! nothing of scenarios, proxies or reports; [`Outcome::to_result`] turns its figures
 //! into the shared result document.
 
+pub mod failure;
 pub mod schedule;
 pub mod spec;
 pub mod stats;
@@ -519,7 +520,10 @@ impl Outcome {
                 not_sent: t.not_sent,
                 unfinished: t.unfinished,
             },
-            errors: Errors::from_counts(&t.errors, status_codes),
+            errors: Errors {
+                first: t.first_errors.to_map(),
+                ..Errors::from_counts(&t.errors, status_codes)
+            },
             latency_ms: Latency {
                 corrected: percentiles(&t.corrected, 1000.0),
                 uncorrected: percentiles(&t.uncorrected, 1000.0),

@@ -152,6 +152,8 @@ pub struct Totals {
     pub tls_version: Option<&'static str>,
     /// Sampled requests (`--sample`), in completion order.
     pub samples: Vec<RawSample>,
+    /// The message of the first error of each kind.
+    pub first_errors: crate::failure::FirstErrors,
 }
 
 /// One sampled request, as a worker keeps it.
@@ -189,6 +191,7 @@ impl Totals {
             resumed: 0,
             tls_version: None,
             samples: Vec::new(),
+            first_errors: Default::default(),
         }
     }
 
@@ -235,6 +238,7 @@ impl Totals {
         self.handshakes += o.handshakes;
         self.resumed += o.resumed;
         self.tls_version = self.tls_version.or(o.tls_version);
+        self.first_errors.merge(&o.first_errors);
     }
 }
 

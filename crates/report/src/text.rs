@@ -143,6 +143,11 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         .map(|k| format!("{} {}", k.name(), e.get(*k)))
         .collect();
     let _ = writeln!(s, "  Errors: {}", kinds.join(", "));
+    for k in ErrorKind::ALL {
+        if let Some(m) = e.first.get(k.name()) {
+            let _ = writeln!(s, "  first {} error: {m}", k.name());
+        }
+    }
     if !e.status_codes.is_empty() {
         let codes: Vec<String> = e
             .status_codes
