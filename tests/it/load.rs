@@ -867,4 +867,16 @@ fn max_mode_runs_closed_loop() {
     out.assert_no_errors();
     assert!(out.u("/requests/completed") > 0, "{}", out.context());
     assert!(v["rate"]["target"].is_null(), "{}", out.context());
+    // No schedule, nothing to correct: one latency, labelled as such.
+    assert_eq!(
+        v["latency_ms"]["corrected"],
+        v["latency_ms"]["uncorrected"],
+        "{}",
+        out.context()
+    );
+    assert!(
+        out.stdout.contains("\n    latency ") && !out.stdout.contains("corrected"),
+        "{}",
+        out.context()
+    );
 }

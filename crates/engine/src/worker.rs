@@ -413,7 +413,8 @@ impl Worker {
                 continue;
             };
             let measured = due >= self.measure_start;
-            let lag = if lane.open_loop() && measured {
+            let open_loop = lane.open_loop();
+            let lag = if open_loop && measured {
                 Some(now - due.max(lane.unblocked_at))
             } else {
                 None
@@ -427,7 +428,10 @@ impl Worker {
             if measured {
                 self.rec.sent(lag);
             }
-            self.start_request(ci as usize, due, measured, now);
+            // Closed loop has no schedule to be late for: a request is intended when
+            // it is sent, so corrected and uncorrected latency are the same figure.
+            let intended = if open_loop { due } else { now };
+            self.start_request(ci as usize, intended, measured, now);
         }
     }
 

@@ -92,8 +92,13 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             fmt_ms(p.max)
         );
     };
-    row(&mut s, "corrected", &r.latency_ms.corrected);
-    row(&mut s, "uncorrected", &r.latency_ms.uncorrected);
+    if c.rate.is_some() {
+        row(&mut s, "corrected", &r.latency_ms.corrected);
+        row(&mut s, "uncorrected", &r.latency_ms.uncorrected);
+    } else {
+        // Closed loop has no schedule to correct for: the two are the same figure.
+        row(&mut s, "latency", &r.latency_ms.corrected);
+    }
     let _ = writeln!(
         s,
         "  Latency Distribution (HdrHistogram - Recorded Latency)"
