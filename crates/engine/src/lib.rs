@@ -588,7 +588,9 @@ impl Outcome {
                 } else {
                     0.0
                 },
-                reached: rate_target.is_none_or(|r| achieved >= 0.99 * r),
+                // Nothing was due in a window that never began (an interrupt during
+                // start-up): no shortfall to report.
+                reached: rate_target.is_none_or(|r| t.intended == 0 || achieved >= 0.99 * r),
             },
             requests: Requests {
                 intended: t.intended,

@@ -283,7 +283,13 @@ impl Worker {
         let start = self.shared.start.load(Ordering::Acquire);
         self.measure_start = start + self.shared.warmup_ns;
         self.end = self.measure_start + self.shared.duration_ns;
+        if self.shared.stop.load(Ordering::Relaxed) {
+            // Interrupted while opening connections: the window never begins, so
+            // nothing was due and nothing is measured.
+            self.end = self.measure_start;
+        }
         self.rec = Recorder::new(self.measure_start);
+        self.rec.end_window(self.end);
         if self.shared.sample > 0.0 {
             // Room for the expected sample, so the hot path rarely grows the vector.
             let expect = self.shared.rate.unwrap_or(10_000.0) * self.shared.sample
@@ -355,6 +361,7 @@ impl Worker {
                         Ordering::Acquire,
                     );
                     self.close_schedule(at);
+                    self.rec.end_window(at);
                 } else {
                     self.dispatch_due(now);
                 }
@@ -383,8 +390,10 @@ impl Worker {
             }
             self.wait_and_handle(now, wake)?;
         }
-        let now = clock.now();
-        if let Some(iv) = self.rec.roll(now.max(self.rec.next_roll())) {
+        // The last second of the window, with what completed during the drain; none
+        // when the run was stopped before its window began.
+        if stopped_at.is_some_and(|at| self.rec.window_started(at)) {
+            let iv = self.rec.take_interval();
             let _ = self.tx.send(Msg::Interval(self.id, Box::new(iv)));
         }
         for i in 0..self.conns.len() {
