@@ -283,6 +283,12 @@ mod tests {
                 .contains("--cacert")
         );
         assert!(err(&["-R1", "--tls-version", "1.3", "http://127.0.0.1/"]).contains("https"));
+        assert!(err(&["-R1", "-k", "http://127.0.0.1/"]).starts_with("-k/--insecure needs"));
+        assert!(err(&["-R1", "--tls-resume", "https://127.0.0.1/"]).contains("--new-connection"));
+        assert!(
+            err(&["-R1", "-H", "content-length: 3", "http://127.0.0.1/"])
+                .contains("does not match the body")
+        );
         assert!(err(&["-R1", "--schedule", "x", "http://127.0.0.1/"]).contains("--schedule"));
         assert!(err(&["-R1", "-H", "nocolon", "http://127.0.0.1/"]).contains("header"));
         assert!(

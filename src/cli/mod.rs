@@ -87,12 +87,24 @@ pub fn main() -> i32 {
     }
 }
 
-/// The error chain as one line: "outer: inner: root".
+/// The error chain as one line: "outer: inner: root", each cause once.
+///
+/// The parts' error types put their source's text in their own message (so that
+/// `to_string()` alone says everything, as in logs and events) and also expose it
+/// as `source()`: a cause whose text its wrapper already ends with is not repeated.
 fn one_line(e: &anyhow::Error) -> String {
-    e.chain()
-        .map(|c| c.to_string())
-        .collect::<Vec<_>>()
-        .join(": ")
+    let mut out = String::new();
+    for c in e.chain() {
+        let text = c.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Clap's errors are several lines with usage; users asked for one clear line.
@@ -129,5 +141,28 @@ fn clap_error(e: clap::Error) -> i32 {
             eprintln!("ingressbench: {first}{tip} (see --help)");
             2
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("listen 127.0.0.1:80: {source}")]
+    struct Bind {
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_is_printed_once() {
+        let io = std::io::Error::from_raw_os_error(libc::EADDRINUSE);
+        let e = anyhow::Error::new(Bind { source: io }).context("backend");
+        assert_eq!(
+            one_line(&e),
+            "backend: listen 127.0.0.1:80: Address already in use (os error 98)"
+        );
+        let e = anyhow::anyhow!("root").context("middle").context("outer");
+        assert_eq!(one_line(&e), "outer: middle: root");
     }
 }

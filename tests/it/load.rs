@@ -314,11 +314,7 @@ fn rate_is_held_against_the_backend() {
     assert_rate_within_1pct(&out, 2000.0);
     assert_schedule_kept(&out, 2000.0, 3.0);
     let n = out.result()["timeline"].as_array().unwrap().len();
-    assert!(
-        (2..=4).contains(&n),
-        "{n} timeline entries for 3 s\n{}",
-        out.context()
-    );
+    assert_eq!(n, 3, "{n} timeline entries for 3 s\n{}", out.context());
     // The histogram field is the real corrected histogram: one value per response.
     assert_eq!(
         histogram_len(&out),
@@ -345,10 +341,29 @@ fn err_run(extra: &[&str], url: &str) -> LoadOutput {
     out
 }
 
+/// The message of the first error of `kind` (`errors.first`), also printed in the
+/// summary.
+fn first_error(out: &LoadOutput, kind: &str) -> String {
+    let m = out
+        .result()
+        .pointer(&format!("/errors/first/{kind}"))
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no errors.first.{kind}\n{}", out.context()))
+        .to_string();
+    assert!(
+        out.stdout.contains(&format!("  first {kind} error: {m}\n")),
+        "the summary does not say why\n{}",
+        out.context()
+    );
+    m
+}
+
 #[test]
 fn error_connect_refused() {
     let out = err_run(&[], &format!("http://{}/", servers::refused()));
     out.assert_only_error("connect");
+    let m = first_error(&out, "connect");
+    assert!(m.contains("Connection refused"), "{m}");
 }
 
 #[test]
@@ -364,6 +379,22 @@ fn error_tls_handshake() {
     let s = servers::plain_http_for_tls();
     let out = err_run(&["-k"], &s.url("https"));
     out.assert_only_error("tls");
+    assert_eq!(
+        first_error(&out, "tls"),
+        "the server answered plain HTTP to a TLS handshake: use http://"
+    );
+}
+
+#[test]
+fn https_to_the_backends_plain_port_is_named() {
+    let b = Backend::start("b-plain", &[]);
+    let url = format!("https://{}/", b.addr);
+    let out = err_run(&[], &url);
+    out.assert_only_error("tls");
+    assert_eq!(
+        first_error(&out, "tls"),
+        "the server answered plain HTTP to a TLS handshake: use http://"
+    );
 }
 
 #[test]
@@ -398,6 +429,10 @@ fn error_timeout() {
     let s = servers::never_answers();
     let out = err_run(&["--timeout", "300ms"], &s.url("http"));
     out.assert_only_error("timeout");
+    assert_eq!(
+        first_error(&out, "timeout"),
+        "no full response within the timeout (300ms)"
+    );
 }
 
 #[test]
@@ -495,6 +530,12 @@ fn tls_unknown_ca_fails_and_insecure_works() {
     let out = tls_run(&nginx.https_url(), &[]);
     out.ok();
     out.assert_only_error("tls");
+    // Why: the certificate is self-signed, so its issuer is unknown.
+    let m = first_error(&out, "tls");
+    assert!(
+        m.starts_with("invalid peer certificate: UnknownIssuer") && m.contains("--cacert"),
+        "{m}"
+    );
 
     let out = tls_run(&nginx.https_url(), &["--insecure"]);
     out.ok();
@@ -721,44 +762,190 @@ fn sigint_writes_a_partial_result() {
     );
 }
 
+#[test]
+fn sigint_during_start_up_blames_no_connection() {
+    // Every connect hangs, so the run is still opening its connections (up to the
+    // connect timeout) when it is interrupted: its window never began.
+    let s = servers::accept_queue_full();
+    let load = Load::spawn(&[
+        "-t1",
+        "-c4",
+        "-R100",
+        "-d20s",
+        "--connect-timeout",
+        "8s",
+        &s.url("http"),
+    ]);
+    std::thread::sleep(Duration::from_millis(700));
+    let st = std::process::Command::new("kill")
+        .args(["-INT", &load.pid().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success(), "kill -INT failed");
+    let out = load.finish(Duration::from_secs(5));
+    assert!(!out.timed_out, "still running\n{}", out.context());
+    let v = out.result();
+    assert_eq!(v["partial"], Value::Bool(true), "{}", out.context());
+    assert_eq!(out.u("/requests/intended"), 0, "{}", out.context());
+    assert_eq!(
+        v["timeline"].as_array().map(Vec::len),
+        Some(0),
+        "a window that never began has no seconds\n{}",
+        out.context()
+    );
+    assert!(
+        !out.stdout.contains("connections were busy"),
+        "nothing was due, so no connection was busy\n{}",
+        out.context()
+    );
+    assert!(out.stdout.contains("interrupted"), "{}", out.context());
+}
+
 // ---------------------------------------------------------------------------------
 // 9. Bad input.
+
+/// One refused input: the arguments, what the one line must say, and the open-files
+/// limit (soft and hard) to run it under, if any.
+struct Refused<'a> {
+    args: Vec<&'a str>,
+    says: &'a str,
+    nofile: Option<u32>,
+}
+
+fn refused<'a>(args: &[&'a str], says: &'a str) -> Refused<'a> {
+    Refused {
+        args: args.to_vec(),
+        says,
+        nofile: None,
+    }
+}
+
+/// Runs `ingressbench load` under `ulimit -n LIMIT` (soft and hard), `--json` into a
+/// temp dir, and returns the exit code, stdout, stderr and whether a result was written.
+fn load_under_nofile(limit: u32, args: &[&str]) -> (Option<i32>, String, String, bool) {
+    let _lock = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("ulimit -n {limit} && exec \"$0\" \"$@\""))
+        .arg(crate::common::BIN)
+        .arg("load")
+        .args(args)
+        .arg("--json")
+        .arg(&json);
+    let out = Proc::spawn("load", &mut cmd, dir.path()).finish(Duration::from_secs(10));
+    (out.code, out.stdout, out.stderr, json.exists())
+}
 
 #[test]
 fn bad_input_is_one_line_and_exit_2() {
     let closed = format!("http://{}/", servers::refused());
     let closed_tls = format!("https://{}/", servers::refused());
-    let cases: Vec<Vec<&str>> = vec![
-        vec!["-R", "0", &closed],
-        vec!["-R", "-5", &closed],
-        vec!["--rate=-5", &closed],
-        vec!["-R", "10", "-c", "0", &closed],
-        vec!["-R", "10", "-t4", "-c2", &closed],
-        vec!["-R", "10", "not a url"],
-        vec!["-R", "10", "ftp://x"],
-        vec!["-R", "10", "--cacert", "/nonexistent.pem", &closed_tls],
-        vec!["-R", "10", "--duration", "10x", &closed],
+    let cases = vec![
+        refused(&["-R", "0", &closed], "-R/--rate 0 is not a rate"),
+        refused(&["-R", "-5", &closed], "unexpected argument '-5'"),
+        refused(&["--rate=-5", &closed], "-R/--rate -5 is not a rate"),
+        refused(
+            &["-R", "10", "-c", "0", &closed],
+            "-c/--connections must be at least 1",
+        ),
+        refused(
+            &["-R", "10", "-t4", "-c2", &closed],
+            "-c/--connections (2) must be at least -t/--threads (4)",
+        ),
+        refused(&["-R", "10", "not a url"], "not a URL"),
+        refused(&["-R", "10", "ftp://x"], "scheme 'ftp' is not supported"),
+        refused(
+            &["-R", "10", "--cacert", "/nonexistent.pem", &closed_tls],
+            "--cacert /nonexistent.pem: No such file",
+        ),
+        refused(&["-R", "10", "--duration", "10x", &closed], "--duration"),
+        // Conflicting settings (issue 9, item 8).
+        refused(
+            &["-R", "10", "-H", "Content-Length: 5", &closed],
+            "-H/--header 'Content-Length: 5' does not match the body (0 bytes)",
+        ),
+        refused(
+            &["-R", "10", "-H", "Transfer-Encoding: chunked", &closed],
+            "-H/--header 'Transfer-Encoding: chunked' is not supported",
+        ),
+        refused(
+            &["-R", "10", "-k", &closed],
+            "-k/--insecure needs an https:// URL",
+        ),
+        refused(
+            &["-R", "10", "--cacert", "/nonexistent.pem", &closed],
+            "--cacert needs an https:// URL",
+        ),
+        refused(
+            &["-R", "10", "--tls-version", "1.3", &closed],
+            "--tls-version needs an https:// URL",
+        ),
+        refused(
+            &["-R", "10", "--tls-resume", &closed_tls],
+            "--tls-resume needs --new-connection",
+        ),
+        // More connections than the hard open-files limit allows (item 7): refused
+        // before the run, instead of counting "too many open files" as `connect`.
+        Refused {
+            nofile: Some(64),
+            ..refused(
+                &["-R", "10", "-c500", &closed],
+                "-c/--connections 500 needs about 532 open files, but this process may open at most 64 (ulimit -Hn)",
+            )
+        },
     ];
     for case in cases {
         // -d 1s: should a bad input be accepted anyway, the run stays short. Not added
         // where the case sets the duration itself: clap refuses a repeated flag, and
         // the case would then pass for that reason instead of its own.
-        let mut args = case.clone();
-        if !case.contains(&"--duration") {
+        let mut args = case.args.clone();
+        if !args.contains(&"--duration") {
             args.splice(0..0, ["-d", "1s"]);
         }
-        let out = run_load(&args, Duration::from_secs(10));
-        let ctx = out.context();
-        assert_eq!(out.code, Some(2), "{case:?}: exit code\n{ctx}");
-        let lines: Vec<&str> = out.stderr.lines().collect();
-        assert_eq!(lines.len(), 1, "{case:?}: stderr must be one line\n{ctx}");
-        assert!(lines[0].starts_with("ingressbench: "), "{case:?}\n{ctx}");
+        let (code, stdout, stderr, wrote) = match case.nofile {
+            None => {
+                let out = run_load(&args, Duration::from_secs(10));
+                (out.code, out.stdout, out.stderr, out.json.is_some())
+            }
+            Some(n) => load_under_nofile(n, &args),
+        };
+        let ctx = format!("stdout:\n{stdout}\nstderr:\n{stderr}");
+        let args = &case.args;
+        assert_eq!(code, Some(2), "{args:?}: exit code\n{ctx}");
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(lines.len(), 1, "{args:?}: stderr must be one line\n{ctx}");
+        assert!(lines[0].starts_with("ingressbench: "), "{args:?}\n{ctx}");
         assert!(
-            !out.stderr.contains("panicked") && !out.stdout.contains("panicked"),
-            "{case:?}\n{ctx}"
+            lines[0].contains(case.says),
+            "{args:?}: should say {:?}\n{ctx}",
+            case.says
         );
-        assert!(out.json.is_none(), "{case:?}: wrote a result\n{ctx}");
+        assert!(
+            !stderr.contains("panicked") && !stdout.contains("panicked"),
+            "{args:?}\n{ctx}"
+        );
+        assert!(!wrote, "{args:?}: wrote a result\n{ctx}");
     }
+}
+
+#[test]
+fn an_os_error_is_said_once() {
+    // A port already taken: the OS's reason appears once, not after its own echo.
+    let b = Backend::start("b-taken", &[]);
+    let out = crate::common::run(
+        &["backend", "--listen", &b.addr.to_string()],
+        Duration::from_secs(10),
+    );
+    let stderr = &out.stderr;
+    assert_eq!(out.code, Some(1), "{stderr}");
+    assert_eq!(
+        stderr.matches("Address already in use").count(),
+        1,
+        "{stderr}"
+    );
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
 
 // ---------------------------------------------------------------------------------
@@ -773,12 +960,12 @@ fn hdr_log_is_a_standard_interval_log() {
             "-t1",
             "-c4",
             "-R200",
-            "-d2s",
+            "-d3s",
             "--hdr-log",
             "{dir}/h.hlog",
             &b.url(),
         ],
-        limit(2),
+        limit(3),
     );
     out.ok();
     out.assert_no_errors();
@@ -803,9 +990,21 @@ fn hdr_log_is_a_standard_interval_log() {
         }
     }
     assert!(start, "the parser found no StartTime:\n{text}");
-    assert!(
-        (1..=4).contains(&intervals),
-        "{intervals} intervals for 2 s:\n{text}"
+    // One interval per second of the window, the drain counted in the last: no
+    // empty extra interval at the end.
+    assert_eq!(intervals, 3, "{intervals} intervals for 3 s:\n{text}");
+    let timeline = out.result()["timeline"].as_array().unwrap();
+    let ts: Vec<u64> = timeline.iter().map(|e| e["t"].as_u64().unwrap()).collect();
+    assert_eq!(ts, [0, 1, 2], "timeline of a 3 s run\n{}", out.context());
+    let completed: u64 = timeline
+        .iter()
+        .map(|e| e["completed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        completed,
+        out.u("/requests/completed"),
+        "the timeline holds every response\n{}",
+        out.context()
     );
     assert_eq!(
         values,
@@ -822,4 +1021,16 @@ fn max_mode_runs_closed_loop() {
     out.assert_no_errors();
     assert!(out.u("/requests/completed") > 0, "{}", out.context());
     assert!(v["rate"]["target"].is_null(), "{}", out.context());
+    // No schedule, nothing to correct: one latency, labelled as such.
+    assert_eq!(
+        v["latency_ms"]["corrected"],
+        v["latency_ms"]["uncorrected"],
+        "{}",
+        out.context()
+    );
+    assert!(
+        out.stdout.contains("\n    latency ") && !out.stdout.contains("corrected"),
+        "{}",
+        out.context()
+    );
 }

@@ -7,6 +7,7 @@
 //! nothing of scenarios, proxies or reports; [`Outcome::to_result`] turns its figures
 //! into the shared result document.
 
+pub mod failure;
 pub mod schedule;
 pub mod spec;
 pub mod stats;
@@ -133,6 +134,7 @@ impl LoadSpec {
         if self.connections == 0 {
             return Err(SpecError::new(S::Connections, " must be at least 1"));
         }
+        check_open_files(self.connections, open_files_hard_limit())?;
         let threads = self.threads.unwrap_or_else(|| {
             std::thread::available_parallelism()
                 .map_or(1, |n| n.get())
@@ -158,11 +160,26 @@ impl LoadSpec {
             self.new_connection,
         )
         .map_err(|e| SpecError::new(S::Request, e))?;
+        self.check_body_headers()?;
         let t = &self.tls;
-        if !target.tls && (t.version.is_some() || t.cacert.is_some() || t.resume) {
+        if !target.tls {
+            let given = [
+                (t.insecure, S::Insecure),
+                (t.cacert.is_some(), S::CaCert),
+                (t.version.is_some(), S::TlsVersion),
+                (t.resume, S::TlsResume),
+            ];
+            if let Some((_, s)) = given.into_iter().find(|(on, _)| *on) {
+                return Err(SpecError::new(
+                    s,
+                    " needs an https:// URL: there is no TLS over http://",
+                ));
+            }
+        }
+        if t.resume && !self.new_connection {
             return Err(SpecError::new(
-                S::Tls,
-                "--tls-version, --cacert and --tls-resume need an https:// URL",
+                S::TlsResume,
+                " needs --new-connection: kept-alive connections make no new handshakes to resume",
             ));
         }
         let tls = if target.tls {
@@ -244,10 +261,72 @@ impl LoadSpec {
     }
 }
 
+impl LoadSpec {
+    /// Headers that would frame the body differently from the body given: a
+    /// `Content-Length` that is not the body's length makes every request hang (or
+    /// leaves bytes the server reads as a second request), and a `Transfer-Encoding`
+    /// is not applied to the body.
+    fn check_body_headers(&self) -> Result<(), SpecError> {
+        for h in &self.headers {
+            let Some((name, value)) = h.split_once(':') else {
+                continue; // encode_request names the malformed header
+            };
+            let name = name.trim();
+            if name.eq_ignore_ascii_case("content-length")
+                && value.trim().parse::<u64>().ok() != Some(self.body.len() as u64)
+            {
+                return Err(SpecError::new(
+                    spec::Setting::Header,
+                    format!(
+                        " does not match the body ({} bytes): leave it out, the length is set from --body",
+                        self.body.len()
+                    ),
+                )
+                .value(format!("'{}'", h.trim())));
+            }
+            if name.eq_ignore_ascii_case("transfer-encoding") {
+                return Err(SpecError::new(
+                    spec::Setting::Header,
+                    " is not supported: the body is sent as given, with a Content-Length",
+                )
+                .value(format!("'{}'", h.trim())));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Descriptors a run needs besides its connections (epoll, stdio, files, a lab's
+/// pipes), with room to spare.
+pub const OPEN_FILES_MARGIN: usize = 32;
+
+/// The hard limit on open files (`None`: unlimited).
+fn open_files_hard_limit() -> Option<u64> {
+    rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum
+}
+
+/// Refuses a run whose connections cannot all be open at once under the hard
+/// open-files limit: it would fail its connects with "too many open files", which
+/// reads as the server's fault. (A low soft limit is raised at the start of the run.)
+fn check_open_files(connections: usize, hard: Option<u64>) -> Result<(), SpecError> {
+    let need = connections as u64 + OPEN_FILES_MARGIN as u64;
+    match hard {
+        Some(h) if h < need => Err(SpecError::new(
+            spec::Setting::Connections,
+            format!(
+                " needs about {need} open files, but this process may open at most {h} (ulimit -Hn): use fewer connections or raise the hard limit"
+            ),
+        )
+        .value(connections.to_string())),
+        _ => Ok(()),
+    }
+}
+
 /// What a run measured, merged over all workers.
 pub struct Outcome {
     pub totals: Totals,
-    /// One merged interval per second of the measured window (and of the drain).
+    /// One merged interval per second of the measured window; what completed
+    /// during the drain after it is in the last one.
     pub seconds: Vec<SecondSummary>,
     /// The run stopped early (interrupt).
     pub partial: bool,
@@ -540,7 +619,9 @@ impl Outcome {
                 } else {
                     0.0
                 },
-                reached: rate_target.is_none_or(|r| achieved >= 0.99 * r),
+                // Nothing was due in a window that never began (an interrupt during
+                // start-up): no shortfall to report.
+                reached: rate_target.is_none_or(|r| t.intended == 0 || achieved >= 0.99 * r),
             },
             requests: Requests {
                 intended: t.intended,
@@ -550,7 +631,10 @@ impl Outcome {
                 not_sent: t.not_sent,
                 unfinished: t.unfinished,
             },
-            errors: Errors::from_counts(&t.errors, status_codes),
+            errors: Errors {
+                first: t.first_errors.to_map(),
+                ..Errors::from_counts(&t.errors, status_codes)
+            },
             latency_ms: Latency {
                 corrected: percentiles(&t.corrected, 1000.0),
                 uncorrected: percentiles(&t.uncorrected, 1000.0),
@@ -699,6 +783,81 @@ mod tests {
         m.done(0);
         m.done(1);
         assert!(m.complete().is_empty());
+    }
+
+    fn spec(url: &str) -> LoadSpec {
+        LoadSpec {
+            url: url.into(),
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            threads: Some(1),
+            connections: 1,
+            rate: Some(10.0),
+            schedule: "connection".into(),
+            duration: Duration::from_secs(1),
+            warmup: Duration::ZERO,
+            timeout: Duration::from_secs(1),
+            connect_timeout: Duration::from_secs(1),
+            new_connection: false,
+            tls: tls::TlsOptions::default(),
+            backend_header: "x-backend".into(),
+            sample: 0.0,
+            cpus: Vec::new(),
+        }
+    }
+
+    fn refused(s: &LoadSpec) -> String {
+        s.resolve().err().expect("should be refused").to_string()
+    }
+
+    #[test]
+    fn conflicting_settings_are_refused() {
+        let mut s = spec("http://127.0.0.1:1/");
+        s.headers = vec!["Content-Length: 5".into()];
+        assert_eq!(
+            refused(&s),
+            "-H/--header 'Content-Length: 5' does not match the body (0 bytes): leave it out, the length is set from --body"
+        );
+        s.body = b"hello".to_vec();
+        assert!(s.resolve().is_ok(), "a matching length is fine");
+        s.headers = vec!["transfer-encoding: chunked".into()];
+        assert!(
+            refused(&s).starts_with("-H/--header 'transfer-encoding: chunked' is not supported")
+        );
+
+        let mut s = spec("http://127.0.0.1:1/");
+        s.tls.insecure = true;
+        assert_eq!(
+            refused(&s),
+            "-k/--insecure needs an https:// URL: there is no TLS over http://"
+        );
+        s.tls.insecure = false;
+        s.tls.cacert = Some("/x.pem".into());
+        assert!(refused(&s).starts_with("--cacert needs an https:// URL"));
+
+        let mut s = spec("https://127.0.0.1:1/");
+        s.tls.resume = true;
+        assert_eq!(
+            refused(&s),
+            "--tls-resume needs --new-connection: kept-alive connections make no new handshakes to resume"
+        );
+        s.new_connection = true;
+        assert!(s.resolve().is_ok());
+    }
+
+    #[test]
+    fn connections_are_checked_against_the_open_files_limit() {
+        assert!(check_open_files(10_000, None).is_ok());
+        assert!(check_open_files(32, Some(64)).is_ok());
+        let e = check_open_files(500, Some(64)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "-c/--connections 500 needs about 532 open files, but this process may open at most 64 (ulimit -Hn): use fewer connections or raise the hard limit"
+        );
+        assert!(e
+            .scenario()
+            .starts_with("load.connections 500 needs about 532"));
     }
 
     #[test]

@@ -20,6 +20,11 @@ pub enum Setting {
     Tls,
     BackendHeader,
     Sample,
+    Header,
+    Insecure,
+    CaCert,
+    TlsVersion,
+    TlsResume,
 }
 
 impl Setting {
@@ -36,10 +41,16 @@ impl Setting {
             Setting::Schedule => "--schedule",
             Setting::BackendHeader => "--backend-header",
             Setting::Sample => "--sample",
+            Setting::Header => "-H/--header",
+            Setting::Insecure => "-k/--insecure",
+            Setting::CaCert => "--cacert",
+            Setting::TlsVersion => "--tls-version",
+            Setting::TlsResume => "--tls-resume",
         }
     }
 
-    /// The key of a scenario file (empty: the message names it already).
+    /// The key of a scenario file (empty: the message names it already). Settings a
+    /// scenario cannot set (the runner fills them) keep their flag.
     pub fn key(self) -> &'static str {
         match self {
             Setting::Url | Setting::Request | Setting::Tls => "",
@@ -52,6 +63,10 @@ impl Setting {
             Setting::Schedule => "load.schedule",
             Setting::BackendHeader => "load.backend_header",
             Setting::Sample => "load.sample",
+            Setting::TlsVersion => "tls.version",
+            Setting::Header | Setting::Insecure | Setting::CaCert | Setting::TlsResume => {
+                self.flag()
+            }
         }
     }
 }

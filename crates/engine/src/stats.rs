@@ -154,6 +154,8 @@ pub struct Totals {
     pub samples: Vec<RawSample>,
     /// Requests by change window, when the run is marked (see [`crate::windows`]).
     pub windows: crate::windows::Tally,
+    /// The message of the first error of each kind.
+    pub first_errors: crate::failure::FirstErrors,
 }
 
 /// One sampled request, as a worker keeps it.
@@ -192,6 +194,7 @@ impl Totals {
             tls_version: None,
             samples: Vec::new(),
             windows: crate::windows::Tally::default(),
+            first_errors: Default::default(),
         }
     }
 
@@ -239,6 +242,7 @@ impl Totals {
         self.resumed += o.resumed;
         self.tls_version = self.tls_version.or(o.tls_version);
         self.windows.merge(&o.windows);
+        self.first_errors.merge(&o.first_errors);
     }
 }
 
@@ -255,6 +259,9 @@ pub struct Recorder {
     pub interval: Interval,
     /// Start of the measured window.
     measure_start: Nanos,
+    /// The last second of the window: what completes after it (the drain after the
+    /// end or an interrupt) is counted in it, so an N-second run has N intervals.
+    last_second: u64,
 }
 
 impl Recorder {
@@ -263,7 +270,27 @@ impl Recorder {
             totals: Totals::new(),
             interval: Interval::empty(0),
             measure_start,
+            last_second: u64::MAX,
         }
+    }
+
+    /// Ends the window at `end` (the planned end, or when sending stopped): later
+    /// intervals are not started. A window that never started keeps second 0.
+    pub fn end_window(&mut self, end: Nanos) {
+        let last = self.second_of(end.saturating_sub(1));
+        self.last_second = self.last_second.min(last.max(self.interval.second));
+    }
+
+    /// Whether any of the window had passed at `t` (an interrupt during start-up or
+    /// warm-up leaves nothing to report).
+    pub fn window_started(&self, t: Nanos) -> bool {
+        t > self.measure_start
+    }
+
+    /// The interval under way, at the end of the run.
+    pub fn take_interval(&mut self) -> Interval {
+        let next = Interval::empty(self.interval.second + 1);
+        std::mem::replace(&mut self.interval, next)
     }
 
     /// Second index of time `t` in the measured window.
@@ -276,7 +303,7 @@ impl Recorder {
     /// falls in. Called once per loop turn, so intervals are cut on time even when
     /// nothing completes.
     pub fn roll(&mut self, now: Nanos) -> Option<Interval> {
-        let s = self.second_of(now);
+        let s = self.second_of(now).min(self.last_second);
         if s <= self.interval.second || now < self.measure_start {
             return None;
         }
@@ -285,7 +312,11 @@ impl Recorder {
     }
 
     /// The start time of the next interval, for the loop's timer.
+    /// `Nanos::MAX` in the window's last second: nothing rolls after it.
     pub fn next_roll(&self) -> Nanos {
+        if self.interval.second >= self.last_second {
+            return Nanos::MAX;
+        }
         self.measure_start + (self.interval.second + 1) * 1_000_000_000
     }
 
@@ -354,6 +385,28 @@ mod tests {
         assert_eq!(i.second, 1);
         assert_eq!(r.interval.second, 4);
         assert_eq!(r.next_roll(), 10_000_000_000);
+    }
+
+    #[test]
+    fn the_last_second_takes_the_drain() {
+        // A 3 s window from t=5 s: what completes after 8 s counts in second 2.
+        let mut r = Recorder::new(5_000_000_000);
+        r.end_window(8_000_000_000);
+        assert!(r.roll(6_500_000_000).is_some());
+        assert!(r.roll(7_000_000_001).is_some());
+        assert_eq!(r.interval.second, 2);
+        assert_eq!(r.next_roll(), Nanos::MAX, "no roll after the last second");
+        assert!(r.roll(8_000_000_001).is_none());
+        assert!(r.roll(9_500_000_000).is_none());
+        r.sent(None);
+        let last = r.take_interval();
+        assert_eq!((last.second, last.sent), (2, 1));
+        // An interrupt at 1.5 s ends the window in second 1.
+        let mut r = Recorder::new(5_000_000_000);
+        r.end_window(6_500_000_000);
+        assert!(r.roll(6_000_000_001).is_some());
+        assert!(r.roll(7_200_000_000).is_none());
+        assert!(r.window_started(6_500_000_000) && !r.window_started(4_000_000_000));
     }
 
     #[test]

@@ -12,6 +12,7 @@
 //! the response completes it or an error fails it, and the connection returns to its
 //! lane. Errors close the connection; the next request reopens it.
 
+use crate::failure::{Cause, Failure};
 use crate::schedule::{lanes_for_worker, Lane, Model, Share};
 use crate::stats::{Interval, RawSample, Recorder, Totals};
 use http1::response::Response;
@@ -117,6 +118,10 @@ struct Conn {
     deadline: Nanos,
     written: usize,
     parser: ResponseParser,
+    /// The first bytes the server sent during the TLS handshake, to tell a
+    /// plain-HTTP answer from a broken handshake.
+    head: [u8; 5],
+    head_len: u8,
 }
 
 /// Runs one worker to the end of the run and sends its results to `tx`.
@@ -231,6 +236,8 @@ impl Worker {
                 dispatched: 0,
                 deadline: 0,
                 written: 0,
+                head: [0; 5],
+                head_len: 0,
                 // Lenient: a response curl takes is not a failure of the proxy under
                 // test (docs/load.md, "What responses the engine accepts").
                 parser: ResponseParser::with_strictness(
@@ -300,7 +307,13 @@ impl Worker {
         let start = self.shared.start.load(Ordering::Acquire);
         self.measure_start = start + self.shared.warmup_ns;
         self.end = self.measure_start + self.shared.duration_ns;
+        if self.shared.stop.load(Ordering::Relaxed) {
+            // Interrupted while opening connections: the window never begins, so
+            // nothing was due and nothing is measured.
+            self.end = self.measure_start;
+        }
         self.rec = Recorder::new(self.measure_start);
+        self.rec.end_window(self.end);
         if self.shared.sample > 0.0 {
             // Room for the expected sample, so the hot path rarely grows the vector.
             let expect = self.shared.rate.unwrap_or(10_000.0) * self.shared.sample
@@ -372,6 +385,7 @@ impl Worker {
                         Ordering::Acquire,
                     );
                     self.close_schedule(at);
+                    self.rec.end_window(at);
                 } else {
                     self.dispatch_due(now);
                 }
@@ -400,8 +414,10 @@ impl Worker {
             }
             self.wait_and_handle(now, wake)?;
         }
-        let now = clock.now();
-        if let Some(iv) = self.rec.roll(now.max(self.rec.next_roll())) {
+        // The last second of the window, with what completed during the drain; none
+        // when the run was stopped before its window began.
+        if stopped_at.is_some_and(|at| self.rec.window_started(at)) {
+            let iv = self.rec.take_interval();
             let _ = self.tx.send(Msg::Interval(self.id, Box::new(iv)));
         }
         for i in 0..self.conns.len() {
@@ -430,7 +446,8 @@ impl Worker {
                 continue;
             };
             let measured = due >= self.measure_start;
-            let lag = if lane.open_loop() && measured {
+            let open_loop = lane.open_loop();
+            let lag = if open_loop && measured {
                 Some(now - due.max(lane.unblocked_at))
             } else {
                 None
@@ -444,7 +461,10 @@ impl Worker {
             if measured {
                 self.rec.sent(lag);
             }
-            self.start_request(ci as usize, due, measured, now);
+            // Closed loop has no schedule to be late for: a request is intended when
+            // it is sent, so corrected and uncorrected latency are the same figure.
+            let intended = if open_loop { due } else { now };
+            self.start_request(ci as usize, intended, measured, now);
         }
     }
 
@@ -528,6 +548,7 @@ impl Worker {
         let c = &mut self.conns[ci];
         c.deadline = now + s.connect_timeout_ns;
         c.parser.reset();
+        c.head_len = 0;
         match res {
             Ok((sock, connected)) => {
                 let key = ((c.generation as u64) << 32) | ci as u64;
@@ -535,8 +556,8 @@ impl Worker {
                     | epoll::EventFlags::OUT
                     | epoll::EventFlags::RDHUP
                     | epoll::EventFlags::ET;
-                if epoll::add(&self.ep, &sock, epoll::EventData::new_u64(key), flags).is_err() {
-                    self.fail(ci, ErrorKind::Connect);
+                if let Err(e) = epoll::add(&self.ep, &sock, epoll::EventData::new_u64(key), flags) {
+                    self.fail(ci, Failure::io(ErrorKind::Connect, e.into()));
                     return;
                 }
                 c.sock = Some(sock);
@@ -545,7 +566,7 @@ impl Worker {
                     self.connected(ci, now);
                 }
             }
-            Err(_) => self.fail(ci, ErrorKind::Connect),
+            Err(e) => self.fail(ci, Failure::io(ErrorKind::Connect, e)),
         }
     }
 
@@ -555,8 +576,8 @@ impl Worker {
         if let Some((cfg, name)) = &self.shared.tls {
             match rustls::ClientConnection::new(cfg.clone(), name.clone()) {
                 Ok(t) => c.tls = Some(Box::new(t)),
-                Err(_) => {
-                    self.fail(ci, ErrorKind::Tls);
+                Err(e) => {
+                    self.fail(ci, Failure::new(ErrorKind::Tls, Cause::Tls(e)));
                     return;
                 }
             }
@@ -574,11 +595,11 @@ impl Worker {
     }
 
     /// Acts on the result of driving a connection.
-    fn settle(&mut self, ci: usize, r: Result<Step, ErrorKind>) {
+    fn settle(&mut self, ci: usize, r: Result<Step, Failure>) {
         match r {
             Ok(Step::Pending) => {}
             Ok(Step::Done(resp)) => self.complete(ci, resp),
-            Err(kind) => self.fail(ci, kind),
+            Err(f) => self.fail(ci, f),
         }
     }
 
@@ -599,6 +620,11 @@ impl Worker {
                     .totals
                     .windows
                     .response(w, now - c.intended, resp.status);
+            }
+            if resp.status >= 400 {
+                let t = &mut self.rec.totals;
+                t.first_errors
+                    .note(ErrorKind::Status, &Cause::Status(resp.status));
             }
             if c.sampled {
                 self.rec.totals.samples.push(RawSample {
@@ -624,13 +650,15 @@ impl Worker {
     }
 
     /// A request (or a connection opened ahead of the run) failed.
-    fn fail(&mut self, ci: usize, kind: ErrorKind) {
+    fn fail(&mut self, ci: usize, f: Failure) {
+        let kind = f.kind;
         let c = &self.conns[ci];
         if c.busy && c.measured {
             self.rec.error(kind);
             if let Some(m) = &self.shared.marks {
                 self.rec.totals.windows.error(m.window_of(c.intended), kind);
             }
+            self.rec.totals.first_errors.note(kind, &f.cause);
             if c.sampled {
                 let now = self.shared.clock.now();
                 self.rec.totals.samples.push(RawSample {
@@ -683,11 +711,30 @@ impl Worker {
             if !c.busy || c.deadline > now {
                 continue;
             }
-            let kind = match c.phase {
-                Phase::Connecting | Phase::Handshaking | Phase::Closed => ErrorKind::ConnectTimeout,
-                Phase::Active | Phase::Idle => ErrorKind::Timeout,
+            let s = &self.shared;
+            let f = match c.phase {
+                Phase::Connecting | Phase::Closed => Failure::new(
+                    ErrorKind::ConnectTimeout,
+                    Cause::ConnectDeadline {
+                        after: s.connect_timeout_ns,
+                        tls: false,
+                    },
+                ),
+                Phase::Handshaking => Failure::new(
+                    ErrorKind::ConnectTimeout,
+                    Cause::ConnectDeadline {
+                        after: s.connect_timeout_ns,
+                        tls: true,
+                    },
+                ),
+                Phase::Active | Phase::Idle => Failure::new(
+                    ErrorKind::Timeout,
+                    Cause::ResponseDeadline {
+                        after: s.timeout_ns,
+                    },
+                ),
             };
-            self.fail(ci, kind);
+            self.fail(ci, f);
         }
     }
 
@@ -732,7 +779,7 @@ impl Worker {
                         self.connected(ci, now);
                     }
                     Ok(false) => {}
-                    Err(()) => self.fail(ci, ErrorKind::Connect),
+                    Err(e) => self.fail(ci, Failure::io(ErrorKind::Connect, e)),
                 }
             }
             Phase::Idle => {
@@ -778,7 +825,7 @@ impl Worker {
     /// Makes all the progress possible on a connection's request without blocking.
     /// `readable`: called from a readiness event (at dispatch nothing can have been
     /// answered yet, so no read is tried, saving a syscall per request).
-    fn drive(&mut self, ci: usize, readable: bool) -> Result<Step, ErrorKind> {
+    fn drive(&mut self, ci: usize, readable: bool) -> Result<Step, Failure> {
         if self.conns[ci].tls.is_some() {
             self.drive_tls(ci, readable)
         } else {
@@ -786,11 +833,11 @@ impl Worker {
         }
     }
 
-    fn drive_plain(&mut self, ci: usize, readable: bool) -> Result<Step, ErrorKind> {
+    fn drive_plain(&mut self, ci: usize, readable: bool) -> Result<Step, Failure> {
         let req = &self.shared.request;
         let c = &mut self.conns[ci];
         let Some(sock) = c.sock.as_mut() else {
-            return Err(ErrorKind::Connect);
+            return Err(NO_SOCKET);
         };
         if !c.busy {
             return Ok(Step::Pending);
@@ -798,34 +845,42 @@ impl Worker {
         let mut wrote_now = false;
         while c.written < req.len() {
             match sock.write(&req[c.written..]) {
-                Ok(0) => return Err(ErrorKind::Write),
+                Ok(0) => return Err(Failure::new(ErrorKind::Write, Cause::Text(WROTE_NOTHING))),
                 Ok(n) => {
                     c.written += n;
                     wrote_now = true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Pending),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return Err(ErrorKind::Write),
+                Err(e) => return Err(Failure::io(ErrorKind::Write, e)),
             }
         }
         if wrote_now && !readable {
             return Ok(Step::Pending);
         }
-        read_response(
-            sock,
-            &mut c.parser,
-            &mut self.scratch,
-            &mut self.rec.totals.bytes_read,
-        )
+        let mut read = 0;
+        let step = read_response(sock, &mut c.parser, &mut self.scratch, &mut read);
+        if c.measured {
+            self.rec.totals.bytes_read += read;
+        }
+        step
     }
 
-    fn drive_tls(&mut self, ci: usize, readable: bool) -> Result<Step, ErrorKind> {
+    fn drive_tls(&mut self, ci: usize, readable: bool) -> Result<Step, Failure> {
         let req = &self.shared.request;
         let clock = self.shared.clock;
         let timeout_ns = self.shared.timeout_ns;
         let c = &mut self.conns[ci];
         let (Some(sock), Some(tls)) = (c.sock.as_mut(), c.tls.as_mut()) else {
-            return Err(ErrorKind::Connect);
+            return Err(NO_SOCKET);
+        };
+        // A failure during the handshake is a `tls` error; after it, a read or write.
+        let during = |handshaking: bool, after: ErrorKind| {
+            if handshaking {
+                ErrorKind::Tls
+            } else {
+                after
+            }
         };
         loop {
             let handshaking = tls.is_handshaking();
@@ -834,7 +889,7 @@ impl Worker {
             if c.busy && c.written < req.len() {
                 match tls.writer().write(&req[c.written..]) {
                     Ok(n) => c.written += n,
-                    Err(_) => return Err(ErrorKind::Write),
+                    Err(e) => return Err(Failure::io(ErrorKind::Write, e)),
                 }
             }
             while tls.wants_write() {
@@ -842,37 +897,48 @@ impl Worker {
                     Ok(_) => {}
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(_) => {
-                        return Err(if handshaking {
-                            ErrorKind::Tls
-                        } else {
-                            ErrorKind::Write
-                        })
+                    Err(e) => {
+                        return Err(Failure::io(during(handshaking, ErrorKind::Write), e));
                     }
                 }
             }
             if !readable {
                 return Ok(Step::Pending);
             }
-            match tls.read_tls(sock) {
+            let got = if handshaking {
+                tls.read_tls(&mut HeadReader {
+                    sock,
+                    head: &mut c.head,
+                    len: &mut c.head_len,
+                })
+            } else {
+                tls.read_tls(sock)
+            };
+            match got {
                 Ok(0) => {
                     if handshaking {
-                        return Err(ErrorKind::Tls);
+                        return Err(Failure::new(
+                            ErrorKind::Tls,
+                            Cause::Text(
+                                "the server closed the connection during the TLS handshake",
+                            ),
+                        ));
                     }
                     return eof_step(&mut c.parser);
                 }
-                Ok(n) => {
-                    self.rec.totals.bytes_read += n as u64;
+                Ok(_) => {
                     let st = match tls.process_new_packets() {
                         Ok(st) => st,
-                        Err(_) => {
+                        Err(e) => {
                             // Let the server see our alert, then give up.
                             let _ = tls.write_tls(sock);
-                            return Err(if handshaking {
-                                ErrorKind::Tls
+                            let cause = if handshaking && c.head[..c.head_len as usize] == *b"HTTP/"
+                            {
+                                Cause::PlainHttp
                             } else {
-                                ErrorKind::Read
-                            });
+                                Cause::Tls(e)
+                            };
+                            return Err(Failure::new(during(handshaking, ErrorKind::Read), cause));
                         }
                     };
                     if handshaking && !tls.is_handshaking() {
@@ -901,13 +967,24 @@ impl Worker {
                         loop {
                             match tls.reader().read(&mut self.scratch) {
                                 Ok(0) => return eof_step(&mut c.parser),
-                                Ok(n) => match c.parser.feed(&self.scratch[..n]) {
-                                    Ok(Some(r)) => return Ok(Step::Done(r)),
-                                    Ok(None) => {}
-                                    Err(_) => return Err(ErrorKind::Read),
-                                },
+                                Ok(n) => {
+                                    // Response bytes after decryption, as for plain HTTP.
+                                    if c.measured {
+                                        self.rec.totals.bytes_read += n as u64;
+                                    }
+                                    match c.parser.feed(&self.scratch[..n]) {
+                                        Ok(Some(r)) => return Ok(Step::Done(r)),
+                                        Ok(None) => {}
+                                        Err(e) => {
+                                            return Err(Failure::new(
+                                                ErrorKind::Read,
+                                                Cause::Http(e),
+                                            ))
+                                        }
+                                    }
+                                }
                                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                                Err(_) => return Err(ErrorKind::Read),
+                                Err(e) => return Err(Failure::io(ErrorKind::Read, e)),
                             }
                         }
                     } else if st.peer_has_closed() {
@@ -916,15 +993,37 @@ impl Worker {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Pending),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => {
-                    return Err(if handshaking {
-                        ErrorKind::Tls
-                    } else {
-                        ErrorKind::Read
-                    });
+                Err(e) => {
+                    return Err(Failure::io(during(handshaking, ErrorKind::Read), e));
                 }
             }
         }
+    }
+}
+
+/// A connection with no socket was driven: a bug, counted rather than panicking.
+const NO_SOCKET: Failure = Failure {
+    kind: ErrorKind::Connect,
+    cause: Cause::Text("no socket (this is a bug in ingressbench)"),
+};
+const WROTE_NOTHING: &str = "the socket accepted no bytes of the request";
+
+/// The socket as rustls reads it during a handshake, keeping the first bytes the
+/// server sent: `HTTP/` there means a plain-HTTP server answered the ClientHello.
+struct HeadReader<'a> {
+    sock: &'a mut TcpStream,
+    head: &'a mut [u8; 5],
+    len: &'a mut u8,
+}
+
+impl Read for HeadReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.sock.read(buf)?;
+        let have = *self.len as usize;
+        let k = (self.head.len() - have).min(n);
+        self.head[have..have + k].copy_from_slice(&buf[..k]);
+        *self.len += k as u8;
+        Ok(n)
     }
 }
 
@@ -934,7 +1033,7 @@ fn read_response(
     parser: &mut ResponseParser,
     scratch: &mut [u8],
     bytes_read: &mut u64,
-) -> Result<Step, ErrorKind> {
+) -> Result<Step, Failure> {
     loop {
         match sock.read(scratch) {
             Ok(0) => return eof_step(parser),
@@ -943,22 +1042,26 @@ fn read_response(
                 match parser.feed(&scratch[..n]) {
                     Ok(Some(r)) => return Ok(Step::Done(r)),
                     Ok(None) => {}
-                    Err(_) => return Err(ErrorKind::Read),
+                    Err(e) => return Err(Failure::new(ErrorKind::Read, Cause::Http(e))),
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Pending),
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(ErrorKind::Read),
+            Err(e) => return Err(Failure::io(ErrorKind::Read, e)),
         }
     }
 }
 
 /// The server closed the connection: that completes a read-until-close response;
 /// anything else (nothing or half a response) is a read error.
-fn eof_step(parser: &mut ResponseParser) -> Result<Step, ErrorKind> {
+fn eof_step(parser: &mut ResponseParser) -> Result<Step, Failure> {
     match parser.eof() {
         Ok(Some(r)) => Ok(Step::Done(r)),
-        _ => Err(ErrorKind::Read),
+        Ok(None) => Err(Failure::new(
+            ErrorKind::Read,
+            Cause::Text("the server closed the connection without answering"),
+        )),
+        Err(e) => Err(Failure::new(ErrorKind::Read, Cause::Http(e))),
     }
 }
 
@@ -990,16 +1093,17 @@ fn connect(addr: SocketAddr, new_connection: bool) -> io::Result<(TcpStream, boo
     Ok((s.into(), connected))
 }
 
-/// The state of a non-blocking connect: `Ok(true)` connected, `Ok(false)` pending.
-fn connect_result(sock: &TcpStream) -> Result<bool, ()> {
+/// The state of a non-blocking connect: `Ok(true)` connected, `Ok(false)` pending,
+/// or why it failed.
+fn connect_result(sock: &TcpStream) -> io::Result<bool> {
     match sock.take_error() {
         Ok(None) => {}
-        _ => return Err(()),
+        Ok(Some(e)) | Err(e) => return Err(e),
     }
     match sock.peer_addr() {
         Ok(_) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
-        Err(_) => Err(()),
+        Err(e) => Err(e),
     }
 }
 

@@ -72,8 +72,13 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             fmt_ms(p.max)
         );
     };
-    row(&mut s, "corrected", &r.latency_ms.corrected);
-    row(&mut s, "uncorrected", &r.latency_ms.uncorrected);
+    if c.rate.is_some() {
+        row(&mut s, "corrected", &r.latency_ms.corrected);
+        row(&mut s, "uncorrected", &r.latency_ms.uncorrected);
+    } else {
+        // Closed loop has no schedule to correct for: the two are the same figure.
+        row(&mut s, "latency", &r.latency_ms.corrected);
+    }
     let _ = writeln!(
         s,
         "  Latency Distribution (HdrHistogram - Recorded Latency)"
@@ -123,6 +128,11 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         .map(|k| format!("{} {}", k.name(), e.get(*k)))
         .collect();
     let _ = writeln!(s, "  Errors: {}", kinds.join(", "));
+    for k in ErrorKind::ALL {
+        if let Some(m) = e.first.get(k.name()) {
+            let _ = writeln!(s, "  first {} error: {m}", k.name());
+        }
+    }
     if !e.status_codes.is_empty() {
         let codes: Vec<String> = e
             .status_codes

@@ -80,6 +80,11 @@ pub struct Errors {
     pub status: u64,
     /// Status code (as a string, e.g. "503") to count.
     pub status_codes: BTreeMap<String, u64>,
+    /// The first error of each kind that occurred, kind name to its message
+    /// (`{"tls": "invalid peer certificate: UnknownIssuer"}`): counts say how often,
+    /// this says why. Absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub first: BTreeMap<String, String>,
 }
 
 impl Errors {
@@ -94,6 +99,7 @@ impl Errors {
             timeout: counts[5],
             status: counts[6],
             status_codes,
+            first: BTreeMap::new(),
         }
     }
 
@@ -633,5 +639,25 @@ mod tests {
         let e = Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7], BTreeMap::new());
         assert_eq!(e.get(ErrorKind::Write), 5);
         assert_eq!(e.total(), 28);
+    }
+
+    #[test]
+    fn first_errors_are_optional_in_files() {
+        let mut e = Errors::from_counts(&[0, 0, 3, 0, 0, 0, 0], BTreeMap::new());
+        let json = serde_json::to_value(&e).unwrap();
+        assert!(json.get("first").is_none(), "an empty map is not written");
+        // A file written before the field existed still reads.
+        let old: Errors = serde_json::from_value(json).unwrap();
+        assert!(old.first.is_empty());
+        e.first.insert(
+            "tls".into(),
+            "invalid peer certificate: UnknownIssuer".into(),
+        );
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(
+            json["first"]["tls"],
+            "invalid peer certificate: UnknownIssuer"
+        );
+        assert_eq!(serde_json::from_value::<Errors>(json).unwrap(), e);
     }
 }

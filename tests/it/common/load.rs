@@ -315,6 +315,18 @@ pub fn check_result(v: &Value) -> Result<(), String> {
     for k in ERROR_KINDS {
         count(&format!("/errors/{k}"))?;
     }
+    // Every kind that occurred says why (its first message), and only those.
+    let first = v.pointer("/errors/first").and_then(Value::as_object);
+    for k in ERROR_KINDS {
+        let n = count(&format!("/errors/{k}"))?;
+        let msg = first.and_then(|f| f.get(k)).and_then(Value::as_str);
+        match (n, msg) {
+            (0, Some(m)) => return Err(format!("errors.first.{k} is {m:?} but no {k} error")),
+            (1.., None) => return Err(format!("{n} {k} errors and no errors.first.{k}")),
+            (_, Some("")) => return Err(format!("errors.first.{k} is empty")),
+            _ => {}
+        }
+    }
     let codes = get("/errors/status_codes")?
         .as_object()
         .ok_or("status_codes is not an object")?;
