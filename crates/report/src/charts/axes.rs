@@ -87,8 +87,12 @@ pub fn log_bounds(min: f64, max: f64) -> (f64, f64) {
     (down(min), up(max))
 }
 
-/// Tick values of a log axis over `lo..=hi`: (labelled, grid only). Powers of ten are
-/// labelled; when the range spans under two decades, 2 and 5 times them too.
+/// Tick values of a log axis over `lo..=hi`: (labelled, grid only).
+///
+/// Powers of ten are labelled; when the range spans under two decades, 2 and 5 times
+/// them too; and when that still leaves fewer than [`MIN_LOG_LABELS`] (a range such
+/// as 0.2 to 50 ms holds only 1 and 10), 3 times them as well, which falls about
+/// halfway between two decades on the axis.
 pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     let mut major = Vec::new();
     let mut minor = Vec::new();
@@ -99,22 +103,30 @@ pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     let first = lo.log10().floor() as i32;
     let last = (hi.log10().ceil() as i32).min(first + 40);
     let inside = |v: f64| v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9);
-    for e in first..=last {
-        let d = 10f64.powi(e);
-        for m in 1..10 {
-            let v = round_sig(m as f64 * d);
-            if !inside(v) {
-                continue;
-            }
-            if m == 1 || (narrow && (m == 2 || m == 5)) {
-                major.push(v);
-            } else {
-                minor.push(v);
-            }
+    let values = || {
+        (first..=last).flat_map(|e| {
+            let d = 10f64.powi(e);
+            (1..10).map(move |m| (m, round_sig(m as f64 * d)))
+        })
+    };
+    let decades = values().filter(|(m, v)| *m == 1 && inside(*v)).count();
+    let halves = !narrow && decades < MIN_LOG_LABELS;
+    for (m, v) in values() {
+        if !inside(v) {
+            continue;
+        }
+        if m == 1 || (narrow && (m == 2 || m == 5)) || (halves && m == 3) {
+            major.push(v);
+        } else {
+            minor.push(v);
         }
     }
     (major, minor)
 }
+
+/// The fewest labels a log axis should carry: with two, a reader cannot tell a log
+/// axis from a linear one, nor read a value between them.
+pub const MIN_LOG_LABELS: usize = 4;
 
 /// X axis over quantiles, linear in [`nines`].
 #[derive(Clone, Debug)]
@@ -255,6 +267,21 @@ mod tests {
         assert!(minor.contains(&0.2) && minor.contains(&500.0));
         let (major, _) = log_ticks(1.0, 50.0);
         assert_eq!(major, [1.0, 2.0, 5.0, 10.0, 20.0, 50.0]);
+        // Lines reaching 40 ms over a floor of 0.3 ms: two decades alone say little.
+        let (lo, hi) = log_bounds(0.304, 43.263);
+        let (major, minor) = log_ticks(lo, hi);
+        assert_eq!(major, [0.3, 1.0, 3.0, 10.0, 30.0]);
+        assert!(!minor.contains(&3.0) && minor.contains(&20.0));
+        for (lo, hi) in [
+            (0.001, 0.01),
+            (0.1, 10.0),
+            (0.05, 5.0),
+            (2.0, 500.0),
+            (0.2, 50.0),
+        ] {
+            let n = log_ticks(lo, hi).0.len();
+            assert!(n >= MIN_LOG_LABELS, "{lo}..{hi}: {n} labels");
+        }
         let a = LogAxis { lo: 1.0, hi: 100.0 };
         assert_eq!(a.map(&10.0, (0, 200)), 100);
         assert_eq!(a.map(&0.0, (0, 200)), 0, "zero clamps to the bottom");
