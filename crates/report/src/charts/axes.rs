@@ -90,10 +90,12 @@ pub fn log_bounds(min: f64, max: f64) -> (f64, f64) {
 /// Tick values of a log axis over `lo..=hi`: (labelled, grid only).
 ///
 /// Powers of ten are labelled; when the range spans under two decades, 2 and 5 times
-/// them too; and when that still leaves fewer than [`MIN_LOG_LABELS`] (a range such
-/// as 0.2 to 50 ms holds only 1 and 10), 3 times them as well, which falls about
-/// halfway between two decades on the axis.
+/// them too. When that leaves fewer than [`MIN_LOG_LABELS`] (0.2 to 50 ms holds only
+/// 1 and 10; 20 to 100 ms only 20, 50 and 100), the next denser set is labelled: 3
+/// times each power (about halfway between two on the axis), then 2 and 5 times,
+/// then every multiple.
 pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
+    const SETS: [&[u32]; 4] = [&[1], &[1, 3], &[1, 2, 5], &[1, 2, 3, 4, 5, 6, 7, 8, 9]];
     let mut major = Vec::new();
     let mut minor = Vec::new();
     if !(lo > 0.0 && hi > lo) {
@@ -106,16 +108,24 @@ pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     let values = || {
         (first..=last).flat_map(|e| {
             let d = 10f64.powi(e);
-            (1..10).map(move |m| (m, round_sig(m as f64 * d)))
+            (1..10u32).map(move |m| (m, round_sig(f64::from(m) * d)))
         })
     };
-    let decades = values().filter(|(m, v)| *m == 1 && inside(*v)).count();
-    let halves = !narrow && decades < MIN_LOG_LABELS;
+    let count = |set: &[u32]| {
+        values()
+            .filter(|(m, v)| set.contains(m) && inside(*v))
+            .count()
+    };
+    let from = if narrow { 2 } else { 0 };
+    let set = SETS[from..]
+        .iter()
+        .find(|set| count(set) >= MIN_LOG_LABELS)
+        .unwrap_or(&SETS[3]);
     for (m, v) in values() {
         if !inside(v) {
             continue;
         }
-        if m == 1 || (narrow && (m == 2 || m == 5)) || (halves && m == 3) {
+        if set.contains(&m) {
             major.push(v);
         } else {
             minor.push(v);
