@@ -85,7 +85,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
         }
     }
     if let Some(out) = &a.out {
-        let page = compare::html(&comparisons, &thresholds, &crossed);
+        let page = compare::html(&comparisons, &thresholds);
         results::fsutil::write_atomic(out, page.as_bytes())?;
         println!("comparison written to {}", out.display());
     }

@@ -176,7 +176,21 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         }
         return Ok(1);
     }
-    Ok(if result.partial { 130 } else { 0 })
+    Ok(exit_code(&result))
+}
+
+/// The exit code of a load whose outputs were all written: 130 when interrupted, 1
+/// when no request succeeded (a CI step must not pass on a run that measured
+/// nothing; the summary's `FAILED:` line says why), 0 otherwise. A run where most but
+/// not all requests failed exits 0: it is flagged, and `compare` gates fail on it.
+fn exit_code(r: &results::RunResult) -> i32 {
+    if r.partial {
+        130
+    } else if r.requests.completed == 0 {
+        1
+    } else {
+        0
+    }
 }
 
 /// Validates the flags and resolves them into an engine plan, the settings as they
@@ -267,6 +281,18 @@ mod tests {
         let (p, c, _) = resolve(&args(&["--max", "-c4", "-t1", "http://127.0.0.1/"])).unwrap();
         assert_eq!(p.rate, None);
         assert_eq!(c.schedule, "max");
+    }
+
+    #[test]
+    fn nothing_succeeded_is_exit_1() {
+        let mut r = results::RunResult::default();
+        r.requests.intended = 10;
+        r.requests.completed = 1;
+        assert_eq!(exit_code(&r), 0);
+        r.requests.completed = 0;
+        assert_eq!(exit_code(&r), 1);
+        r.partial = true;
+        assert_eq!(exit_code(&r), 130);
     }
 
     #[test]

@@ -106,8 +106,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             eprintln!(
                 "ingressbench: {}: done: p99 {} max {}, {} errors",
                 r.lab.as_ref().map_or("?", |l| l.system.as_str()),
-                ::report::fmt::fmt_ms(r.latency_ms.corrected.p99),
-                ::report::fmt::fmt_ms(r.latency_ms.corrected.max),
+                ::report::fmt::fmt_opt_ms(r.latency_ms.corrected.p99),
+                ::report::fmt::fmt_opt_ms(r.latency_ms.corrected.max),
                 r.errors.total()
             )
         }),

@@ -336,8 +336,9 @@ fn err_run(extra: &[&str], url: &str) -> LoadOutput {
     args.extend_from_slice(extra);
     args.push(url);
     let out = run_load(&args, limit(2));
-    // Errors of the system under test are data: the run itself succeeds.
-    out.ok();
+    // Errors of the system under test are data: the run goes on to its end and saves
+    // them; but a run in which nothing succeeded exits 1 and says so.
+    out.failed();
     out
 }
 
@@ -520,7 +521,7 @@ fn tls_version_is_enforced() {
     let cacert = nginx.cacert().to_str().unwrap().to_string();
     let url = format!("https://{}/", nginx.https_tls12_only);
     let out = tls_run(&url, &["--tls-version", "1.3", "--cacert", &cacert]);
-    out.ok();
+    out.failed();
     out.assert_only_error("tls");
 }
 
@@ -528,7 +529,7 @@ fn tls_version_is_enforced() {
 fn tls_unknown_ca_fails_and_insecure_works() {
     let nginx = Nginx::start();
     let out = tls_run(&nginx.https_url(), &[]);
-    out.ok();
+    out.failed();
     out.assert_only_error("tls");
     // Why: the certificate is self-signed, so its issuer is unknown.
     let m = first_error(&out, "tls");
@@ -1033,4 +1034,99 @@ fn max_mode_runs_closed_loop() {
         "{}",
         out.context()
     );
+}
+
+// ---------------------------------------------------------------------------------
+// 11. A run that measured nothing never looks good: no latency (null, not 0), a loud
+// line, exit 1, and a compare gate that fails on it.
+
+/// A real short load against the built-in backend, saved once for the gates below.
+fn good_base() -> &'static std::path::Path {
+    static BASE: std::sync::OnceLock<(tempfile::TempDir, std::path::PathBuf)> =
+        std::sync::OnceLock::new();
+    let (_, p) = BASE.get_or_init(|| {
+        let b = Backend::start("b-base", &[]);
+        let out = run_load(&["-t1", "-c2", "-R100", "-d2s", &b.url()], limit(2));
+        out.ok();
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("base.json");
+        std::fs::copy(out.file("r.json"), &p).unwrap();
+        (dir, p)
+    });
+    p
+}
+
+/// The run received no response: every latency is null, the summary says so, it
+/// exited 1, and `compare BASE RUN --max-regression ...` fails naming why.
+fn assert_measured_nothing(out: &LoadOutput) {
+    let v = out.result();
+    for block in ["corrected", "uncorrected"] {
+        for k in crate::common::PERCENTILE_KEYS
+            .iter()
+            .chain(&["mean", "stdev"])
+        {
+            assert!(
+                v["latency_ms"][block][k].is_null(),
+                "latency_ms.{block}.{k} is not null\n{}",
+                out.context()
+            );
+        }
+    }
+    assert!(
+        out.stdout.contains("FAILED: no response was received: "),
+        "no loud line\n{}",
+        out.context()
+    );
+    assert!(
+        !out.stdout.contains("0.00us"),
+        "a latency printed for nothing\n{}",
+        out.context()
+    );
+    let dead = out.file("r.json");
+    let cmp = crate::common::run(
+        &[
+            "compare",
+            good_base().to_str().unwrap(),
+            dead.to_str().unwrap(),
+            "--max-regression",
+            "p99=10%,p99.9=50ms,max=1s",
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(cmp.code, Some(1), "the gate passed\n{}", cmp.stdout);
+    assert!(
+        cmp.stdout.contains(
+            "REGRESSION: load: the new run failed, no limit can hold: no response was received: "
+        ),
+        "{}",
+        cmp.stdout
+    );
+    assert!(
+        !cmp.stdout.contains("every threshold holds"),
+        "{}",
+        cmp.stdout
+    );
+    assert!(!cmp.stdout.contains("-100.0%"), "{}", cmp.stdout);
+}
+
+#[test]
+fn failed_run_dead_port() {
+    let out = err_run(&[], &format!("http://{}/", servers::refused()));
+    assert_measured_nothing(&out);
+}
+
+#[test]
+fn failed_run_every_tls_handshake() {
+    let s = servers::plain_http_for_tls();
+    let out = err_run(&["-k"], &s.url("https"));
+    out.assert_only_error("tls");
+    assert_measured_nothing(&out);
+}
+
+#[test]
+fn failed_run_every_request_timed_out() {
+    let s = servers::never_answers();
+    let out = err_run(&["--timeout", "300ms"], &s.url("http"));
+    out.assert_only_error("timeout");
+    assert_measured_nothing(&out);
 }

@@ -121,8 +121,14 @@ fn assert_tables_match(page: &str, series: &str, r: &Value) {
         );
     }
     for p in ["p50", "p90", "p99", "p99.9", "p99.99", "max"] {
-        let want = r["latency_ms"]["corrected"][p].as_f64().unwrap();
-        let got: f64 = cell(page, "table-percentiles", series, p).parse().unwrap();
+        let shown = cell(page, "table-percentiles", series, p);
+        // No response, no latency: null in the result, "–" on the page.
+        let Some(want) = r["latency_ms"]["corrected"][p].as_f64() else {
+            assert!(r["latency_ms"]["corrected"][p].is_null(), "{series} {p}");
+            assert_eq!(shown, "–", "{series} {p}");
+            continue;
+        };
+        let got: f64 = shown.parse().unwrap();
         assert!((got - want).abs() < 0.0005, "{series} {p}: {got} vs {want}");
     }
     let achieved: f64 = cell(page, "table-throughput", series, "achieved")
@@ -181,7 +187,7 @@ fn report_of_two_load_runs_side_by_side() {
     let closed = servers::refused();
     let bad_json = t.path().join("refused.json");
     let out = load(&format!("http://{closed}/"), &bad_json, "50", "2s");
-    assert!(out.code.is_some(), "{out:?}");
+    assert_eq!(out.code, Some(1), "nothing succeeded: {out:?}");
     drop(backend);
 
     let page_path = t.path().join("cmp.html");
@@ -240,6 +246,11 @@ fn report_of_two_load_runs_side_by_side() {
     let banner = text(&t.path().join("partial.html"));
     assert!(banner.contains("id=\"banner\""));
     assert!(banner.contains("the run was interrupted"));
+    // The run that received nothing says so on the page.
+    assert!(
+        page.contains("no response was received: "),
+        "no banner line for the refused run"
+    );
 
     let md = text(&t.path().join("cmp.md"));
     let connect = bad["errors"]["connect"].as_u64().unwrap();

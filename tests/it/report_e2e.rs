@@ -26,6 +26,7 @@ fn page_matches_results(page: &chromium::Page, series: &[Series]) {
     expect::page_is_sound(page, series);
     expect::tables_match(page, series);
     expect::banner_matches(page, series);
+    expect::page_is_readable(page);
 }
 
 #[test]
@@ -89,10 +90,12 @@ fn errors_of_every_kind() {
         let limit = Duration::from_secs(30);
         // TLS spoken to a plain HTTP server: every handshake fails.
         let https = format!("https://{}/", b.addr);
-        runs::load(
+        // Nothing can succeed in these runs: each exits 1.
+        runs::load_exiting(
             &dir(names[0]),
             &["-c5", "-R50", "-d1s", "-k", &https],
             limit,
+            1,
         );
         // 503s (some too slow for the timeout), then the backend dies: requests in
         // flight are cut, new connections refused.
@@ -111,7 +114,7 @@ fn errors_of_every_kind() {
         thread::sleep(Duration::from_millis(1500));
         b.proc.signal(Signal::KILL);
         let out = load.finish(limit);
-        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        assert_eq!(out.code, Some(1), "{}", out.stderr);
         // Connections reset by the server while the request is written or awaited.
         let r = servers::reset_after_first_read();
         let url = r.url("http");
@@ -126,7 +129,7 @@ fn errors_of_every_kind() {
             b,
             &url,
         ];
-        runs::load(&dir(names[2]), &args, limit);
+        runs::load_exiting(&dir(names[2]), &args, limit, 1);
         drop(r);
         // A full accept queue: connects time out.
         let never = servers::never_accepts();
@@ -141,7 +144,7 @@ fn errors_of_every_kind() {
             "300ms",
             &url,
         ];
-        runs::load(&dir(names[3]), &args, limit);
+        runs::load_exiting(&dir(names[3]), &args, limit, 1);
     }
     let results: Vec<Value> = names
         .iter()
@@ -202,6 +205,142 @@ fn errors_of_every_kind() {
             "#chart-errors does not name {k}: {texts}"
         );
     }
+}
+
+#[test]
+fn a_run_without_responses_is_never_an_improvement() {
+    let tmp = tempfile::tempdir().unwrap();
+    let art = chromium::artifacts("failed");
+    let (base, dead) = (tmp.path().join("base"), tmp.path().join("dead"));
+    let (base_r, dead_r) = {
+        let _alone = exclusive();
+        let b = backend("b-base", &[]);
+        let url = b.url();
+        let limit = Duration::from_secs(30);
+        let base_r = runs::load(&base, &["-c5", "-R100", "-d2s", &url], limit).1;
+        let closed = format!("http://{}/", servers::refused());
+        let (out, dead_r) = runs::load_exiting(&dead, &["-c5", "-R100", "-d2s", &closed], limit, 1);
+        assert!(
+            out.stdout.contains("FAILED: no response was received"),
+            "{}",
+            out.stdout
+        );
+        (base_r, dead_r)
+    };
+    assert!(dead_r["latency_ms"]["corrected"]["p99"].is_null());
+
+    // The report: the dead run's latencies are "–", the banner says why.
+    let report = runs::write_report(
+        &[&base, &dead],
+        Some(&tmp.path().join("r.html")),
+        tmp.path(),
+    );
+    let page = chromium::open(&report, tmp.path(), &art);
+    let series = [
+        Series {
+            name: "base",
+            result: &base_r,
+        },
+        Series {
+            name: "dead",
+            result: &dead_r,
+        },
+    ];
+    page_matches_results(&page, &series);
+    expect::throughput_lines_distinct(&page);
+
+    // The comparison: the gate fails, naming why; the page writes µs, and keeps
+    // every figure and name on one line.
+    let cmp = tmp.path().join("cmp.html");
+    let out = crate::common::run(
+        &[
+            "compare",
+            base.to_str().unwrap(),
+            dead.to_str().unwrap(),
+            "--max-regression",
+            "p99=10%,p99.9=50ms,max=1s",
+            "--out",
+            cmp.to_str().unwrap(),
+        ],
+        Duration::from_secs(30),
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stdout);
+    assert!(
+        out.stdout.contains("the new run failed, no limit can hold"),
+        "{}",
+        out.stdout
+    );
+    let _ = std::fs::copy(&cmp, art.join("compare.html"));
+    let page = chromium::inspect(&cmp, tmp.path(), Scheme::Light);
+    assert!(page.errors.is_empty(), "{:?}", page.errors);
+    assert!(
+        page.text.contains("the new run failed, no limit can hold"),
+        "{}",
+        page.text
+    );
+    let mut figures = 0;
+    for t in &page.tables {
+        for r in &t.rows {
+            for cell in r.cells.values() {
+                let unit = cell.rsplit(|c: char| c.is_ascii_digit() || c == ' ').next();
+                assert_ne!(unit, Some("us"), "{}: {cell:?} in wrk units", t.id);
+                figures += usize::from(cell.ends_with(" µs") || cell.ends_with(" ms"));
+            }
+        }
+        let broken: Vec<&String> = t
+            .wrapped
+            .iter()
+            .filter(|w| !w.starts_with("the new run failed"))
+            .collect();
+        assert!(
+            broken.is_empty(),
+            "{}: cells over two lines: {broken:?}",
+            t.id
+        );
+        assert!(!t.overflows, "{} scrolls sideways at 1280 px", t.id);
+    }
+    assert!(figures >= 9, "the base's latencies are not on the page");
+}
+
+#[test]
+fn five_series_at_a_laptops_width() {
+    // Five systems run at one rate: their throughput lines coincide, and the settings
+    // table has a column each.
+    let tmp = tempfile::tempdir().unwrap();
+    let art = chromium::artifacts("five");
+    let one = tmp.path().join("one");
+    let result = {
+        let _alone = exclusive();
+        let b = backend("b-five", &[]);
+        let url = b.url();
+        let args = ["-c5", "-R100", "-d2s", "--sample", "0.2", &url];
+        runs::load(&one, &args, Duration::from_secs(30)).1
+    };
+    let names = [
+        "nginx-reload",
+        "nginx-lua",
+        "haproxy-runtime",
+        "caddy-api",
+        "envoy-gateway",
+    ];
+    let dirs: Vec<_> = names.iter().map(|n| tmp.path().join(n)).collect();
+    for d in &dirs {
+        std::fs::create_dir_all(d).unwrap();
+        std::fs::copy(one.join("result.json"), d.join("result.json")).unwrap();
+    }
+    let refs: Vec<&Path> = dirs.iter().map(|p| p.as_path()).collect();
+    let report = runs::write_report(&refs, Some(&tmp.path().join("five.html")), tmp.path());
+    let page = chromium::open(&report, tmp.path(), &art);
+    let series: Vec<Series> = names
+        .iter()
+        .map(|n| Series {
+            name: n,
+            result: &result,
+        })
+        .collect();
+    page_matches_results(&page, &series);
+    expect::series_drawn(&page, &series);
+    expect::throughput_lines_distinct(&page);
 }
 
 #[test]

@@ -70,6 +70,12 @@ pub fn fmt_ms_cell(v: f64) -> String {
     format!("{v:.3}")
 }
 
+/// A latency as [`fmt_ms_cell`] shows it, or [`MISSING`] when there is none (a run
+/// that received no response has no percentiles).
+pub fn fmt_opt_ms_cell(v: Option<f64>) -> String {
+    v.map(fmt_ms_cell).unwrap_or_else(|| MISSING.into())
+}
+
 /// A figure in ms to a tenth, or [`MISSING`] (propagation, which may not have been
 /// measured).
 pub fn fmt_opt_ms1(v: Option<f64>) -> String {
@@ -87,6 +93,55 @@ pub fn fmt_ms(ms: f64) -> String {
         format!("{:.2}s", ms / 1000.0)
     } else {
         format!("{:.2}m", ms / 60_000.0)
+    }
+}
+
+/// A latency as [`fmt_ms`] shows it, or [`MISSING`] when there is none.
+pub fn fmt_opt_ms(v: Option<f64>) -> String {
+    v.map(fmt_ms).unwrap_or_else(|| MISSING.into())
+}
+
+/// Milliseconds as a page shows them: [`fmt_ms`]'s precision with a spaced unit and
+/// the micro sign (`812.50 µs`, `1.23 ms`, `2.50 s`, `2.00 min`); wrk's ASCII `us`
+/// belongs to the terminal.
+pub fn fmt_ms_page(ms: f64) -> String {
+    if ms < 1.0 {
+        format!("{:.2} µs", ms * 1000.0)
+    } else if ms < 1000.0 {
+        format!("{ms:.2} ms")
+    } else if ms < 60_000.0 {
+        format!("{:.2} s", ms / 1000.0)
+    } else {
+        format!("{:.2} min", ms / 60_000.0)
+    }
+}
+
+/// Where a figure is shown, which decides how a latency is written: the terminal's
+/// wrk-style units ([`fmt_ms`]) or the page's ([`fmt_ms_page`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Units {
+    Terminal,
+    Page,
+}
+
+impl Units {
+    /// A latency in ms.
+    pub fn ms(self, v: f64) -> String {
+        match self {
+            Units::Terminal => fmt_ms(v),
+            Units::Page => fmt_ms_page(v),
+        }
+    }
+
+    /// A signed change in ms: `+2.50ms`, `-5.00 ms`.
+    pub fn signed_ms(self, x: f64) -> String {
+        let sign = if x < 0.0 { '-' } else { '+' };
+        format!("{sign}{}", self.ms(x.abs()))
+    }
+
+    /// A latency in ms, or [`MISSING`].
+    pub fn opt_ms(self, v: Option<f64>) -> String {
+        v.map(|x| self.ms(x)).unwrap_or_else(|| MISSING.into())
     }
 }
 
@@ -175,6 +230,13 @@ mod tests {
         assert_eq!(fmt_ms(1.234), "1.23ms");
         assert_eq!(fmt_ms(2500.0), "2.50s");
         assert_eq!(fmt_ms(120_000.0), "2.00m");
+        assert_eq!(fmt_opt_ms(None), MISSING);
+        assert_eq!(fmt_ms_page(0.8125), "812.50 µs");
+        assert_eq!(fmt_ms_page(120_000.0), "2.00 min");
+        assert_eq!(Units::Page.signed_ms(-0.5), "-500.00 µs");
+        assert_eq!(Units::Terminal.signed_ms(2.5), fmt_signed_ms(2.5));
+        assert_eq!(fmt_opt_ms(Some(1.234)), "1.23ms");
+        assert_eq!(fmt_opt_ms_cell(None), MISSING);
         assert_eq!(fmt_bytes(2048.0), "2.00KB");
         assert_eq!(fmt_secs(180.0), "3m");
         assert_eq!(fmt_secs(10.0), "10s");

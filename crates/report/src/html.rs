@@ -411,6 +411,11 @@ mod tests {
             ..Default::default()
         };
         r.errors.read = 3;
+        r.requests.intended = 100;
+        r.requests.sent = 100;
+        r.requests.completed = 97;
+        r.requests.failed = 3;
+        r.latency_ms.corrected.count = 97;
         r.config.url = "https://127.0.0.1:45153/".into();
         ReportInput {
             runs: vec![Default::default()],
@@ -420,6 +425,23 @@ mod tests {
                 ..Default::default()
             }],
         }
+    }
+
+    #[test]
+    fn a_run_without_responses_says_so() {
+        let mut i = input(false);
+        let r = &mut i.series[0].result;
+        r.requests.completed = 0;
+        r.requests.failed = 100;
+        r.errors.read = 100;
+        r.latency_ms.corrected = Default::default();
+        let page = render(&i, &[], "now");
+        assert!(page.contains("id=\"banner\""));
+        assert!(page
+            .contains("no response was received: 100 of 100 intended requests failed (read 100)"));
+        // No latency is no latency, never a perfect 0.
+        assert!(page.contains("<td data-col=\"p99\">–</td>"), "{page}");
+        assert!(!page.contains("<td data-col=\"p99\">0.000</td>"));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! `report.md`. Cells hold the numbers as plain text, in the units the header names,
 //! so a test (or a reader with a spreadsheet) can compare them with `result.json`.
 
-use crate::fmt::{fmt_ms_cell, fmt_opt_ms1, MISSING};
+use crate::fmt::{fmt_ms_cell, fmt_opt_ms1, fmt_opt_ms_cell, MISSING};
 use crate::input::ReportInput;
 use results::{ErrorKind, Percentiles, RunResult, Spread};
 
@@ -71,9 +71,9 @@ pub fn percentiles(input: &ReportInput) -> Table {
         .map(|(i, s)| {
             let p = &s.result.latency_ms.corrected;
             let mut cells = vec![s.name.clone(), p.count.to_string()];
-            cells.extend(p.values().iter().map(|v| fmt_ms_cell(*v)));
-            cells.push(fmt_ms_cell(p.max));
-            cells.push(fmt_ms_cell(p.mean));
+            cells.extend(p.values().iter().map(|v| fmt_opt_ms_cell(*v)));
+            cells.push(fmt_opt_ms_cell(p.max));
+            cells.push(fmt_opt_ms_cell(p.mean));
             Row {
                 series: Some(i),
                 cells,
@@ -268,7 +268,7 @@ pub fn throughput(input: &ReportInput) -> Table {
                         .unwrap_or_else(|| "max".into()),
                     format!("{:.1}", r.rate.achieved),
                     format!("{:.1}", r.rate.completed_per_s),
-                    fmt_ms_cell(r.latency_ms.corrected.p99),
+                    fmt_opt_ms_cell(r.latency_ms.corrected.p99),
                     handshakes_per_s(r)
                         .map(|h| format!("{h:.1}"))
                         .unwrap_or_else(|| MISSING.into()),
@@ -432,8 +432,8 @@ mod tests {
         r.requests.completed = 90;
         r.requests.sent = 100;
         r.requests.failed = 10;
-        r.latency_ms.corrected.p99 = 23.743;
-        r.latency_ms.corrected.p99_9999 = 60_000.0;
+        r.latency_ms.corrected.p99 = Some(23.743);
+        r.latency_ms.corrected.p99_9999 = Some(60_000.0);
         r.config.new_connection = true;
         r.duration_s = 10.0;
         r.tls.handshakes = 8000;
@@ -520,7 +520,9 @@ mod tests {
     fn warnings_name_their_series() {
         let w = warnings(&input());
         assert!(w.iter().any(|(i, l)| *i == 0 && l.contains("proxy died")));
-        // The default result is not balanced: 0 intended, but that adds up.
-        assert!(w.iter().all(|(i, _)| *i == 0));
+        // The default result is balanced (0 intended adds up) but received nothing.
+        assert!(w
+            .iter()
+            .all(|(i, l)| *i == 0 || l == "no response was received: no request was sent"));
     }
 }

@@ -3,15 +3,17 @@
 //! generator's own lag, and a loud warning when the numbers are not to be trusted;
 //! and `summary.txt` ([`Summary`]), the systems of a lab run side by side.
 
-use crate::fmt::{fmt_bytes, fmt_ms, fmt_secs};
+use crate::fmt::{fmt_bytes, fmt_ms, fmt_opt_ms, fmt_secs};
 use crate::input::ReportInput;
 use crate::render::{File, Rendered, Rendering, Report, ReportError};
 use results::{ErrorKind, Percentiles, RunResult};
 use std::fmt::Write as _;
 
 /// Why a result should not be trusted, one reason per line; empty when it can be.
+///
+/// A run that failed ([`RunResult::failure`]) comes first: nothing else about it matters.
 pub fn warnings(r: &RunResult) -> Vec<String> {
-    let mut w = Vec::new();
+    let mut w: Vec<String> = r.failure().into_iter().collect();
     if r.partial {
         w.push("the run was interrupted: figures cover only what was measured".to_string());
     }
@@ -67,9 +69,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             s,
             "    {:<10} {:>10} {:>10} {:>10}",
             name,
-            fmt_ms(p.mean),
-            fmt_ms(p.stdev),
-            fmt_ms(p.max)
+            fmt_opt_ms(p.mean),
+            fmt_opt_ms(p.stdev),
+            fmt_opt_ms(p.max)
         );
     };
     if c.rate.is_some() {
@@ -86,9 +88,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     let p = &r.latency_ms.corrected;
     for ((_, label), v) in Percentiles::QUANTILES.iter().zip(p.values()) {
         let pct: f64 = label.parse().unwrap_or(0.0);
-        let _ = writeln!(s, "{:>8.4}% {:>10}", pct, fmt_ms(v));
+        let _ = writeln!(s, "{:>8.4}% {:>10}", pct, fmt_opt_ms(v));
     }
-    let _ = writeln!(s, "{:>8.4}% {:>10}", 100.0, fmt_ms(p.max));
+    let _ = writeln!(s, "{:>8.4}% {:>10}", 100.0, fmt_opt_ms(p.max));
     if detailed {
         if let Ok(h) = crate::hdr::decode_base64(&r.histogram) {
             let _ = writeln!(s, "\n  Detailed Percentile spectrum (corrected, ms):");
@@ -100,9 +102,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         let _ = writeln!(
             s,
             "  Generator lag: p50 {}, p99 {}, max {}",
-            fmt_ms(lag.p50),
-            fmt_ms(lag.p99),
-            fmt_ms(lag.max)
+            fmt_opt_ms(lag.p50),
+            fmt_opt_ms(lag.p99),
+            fmt_opt_ms(lag.max)
         );
     }
     let q = &r.requests;
@@ -174,8 +176,16 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             0.0
         })
     );
+    let failure = r.failure();
     for w in warnings(r) {
-        let _ = writeln!(s, "WARNING: {w}");
+        // The failure is the loudest line: a run that measured nothing must not
+        // be read as a fast one.
+        let tag = if failure.as_ref() == Some(&w) {
+            "FAILED"
+        } else {
+            "WARNING"
+        };
+        let _ = writeln!(s, "{tag}: {w}");
     }
     s
 }
@@ -239,9 +249,9 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
     for (n, r) in names.iter().zip(results) {
         let _ = write!(s, "  {n:<w$}");
         for v in r.latency_ms.corrected.values() {
-            let _ = write!(s, " {:>9}", fmt_ms(v));
+            let _ = write!(s, " {:>9}", fmt_opt_ms(v));
         }
-        let _ = writeln!(s, " {:>9}", fmt_ms(r.latency_ms.corrected.max));
+        let _ = writeln!(s, " {:>9}", fmt_opt_ms(r.latency_ms.corrected.max));
     }
     let _ = writeln!(s, "\nErrors");
     let _ = write!(s, "  {:<w$}", "system");

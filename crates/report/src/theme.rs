@@ -97,7 +97,11 @@ pub fn kind_css(kind: &str) -> String {
 }
 
 /// The style sheet of every page: the report's sections, tables, charts and banner,
-/// and the comparison's deltas (`td.n` numbers, `worse` and `better`). Inline SVG
+/// and the comparison's deltas (`td.n` numbers, `worse` and `better`). Tables never
+/// make the page scroll sideways at a laptop's width: the settings table, whose
+/// columns grow with the series, is laid out to the page's width and breaks a long
+/// value (a URL, a version string) rather than overflow; the comparison's cells are
+/// short figures and names, never wrapped. Inline SVG
 /// charts draw in `currentColor` and [`BG_SENTINEL`], both mapped here, so they
 /// follow the reader's light or dark scheme.
 pub const CSS: &str = r##"
@@ -137,6 +141,12 @@ th{background:var(--head);font-weight:600;white-space:normal;vertical-align:bott
 th:first-child,td:first-child,th.text{text-align:left}
 td.text{text-align:left;white-space:normal}
 td.worse{color:var(--worse);font-weight:600}
+#table-settings{table-layout:fixed;width:100%}
+#table-settings th:first-child{width:11em}
+#table-settings td{white-space:normal;overflow-wrap:anywhere}
+table.deltas th,table.deltas td{white-space:nowrap;text-align:left}
+table.deltas th.n,table.deltas td.n{text-align:right}
+table.deltas td.why{white-space:normal;min-width:24em}
 td.better,.ok{color:var(--better)}
 .toggle{display:inline-flex;align-items:center;gap:6px;cursor:pointer;margin:4px 0;
 color:var(--muted)}

@@ -58,11 +58,13 @@ pub fn decode_v2(bytes: &[u8]) -> Result<Histogram<u64>, String> {
 }
 
 /// Percentiles of a histogram whose values are `unit_ns` nanoseconds each, in ms.
+///
+/// An empty histogram has no percentiles: every field is `None` and `count` is 0.
 pub fn percentiles(h: &Histogram<u64>, unit_ns: f64) -> Percentiles {
     if h.is_empty() {
         return Percentiles::default();
     }
-    let ms = |v: f64| v * unit_ns / 1e6;
+    let ms = |v: f64| Some(v * unit_ns / 1e6);
     let q = |p: f64| ms(h.value_at_quantile(p) as f64);
     Percentiles {
         p50: q(0.5),
@@ -107,7 +109,15 @@ mod tests {
         let mut h = latency_histogram();
         h.record(2000).unwrap(); // 2 ms in µs
         let p = percentiles(&h, 1000.0);
-        assert!((p.p50 - 2.0).abs() < 0.01, "{}", p.p50);
+        assert!((p.p50.unwrap() - 2.0).abs() < 0.01, "{:?}", p.p50);
         assert_eq!(p.count, 1);
+    }
+
+    #[test]
+    fn an_empty_histogram_has_no_percentiles() {
+        let p = percentiles(&latency_histogram(), 1000.0);
+        assert!(p.is_empty());
+        assert_eq!(p.values(), [None; 8]);
+        assert_eq!((p.mean, p.stdev, p.count), (None, None, 0));
     }
 }

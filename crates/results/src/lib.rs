@@ -123,24 +123,29 @@ impl Errors {
 }
 
 /// The percentiles every latency figure reports, in milliseconds.
+///
+/// Every figure is `None` (JSON `null`) when it was computed from no value at all: a
+/// run that received no response has no latency, and `0.0` would read as a perfect
+/// one. Files written before this change hold numbers, which still read as `Some`.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Percentiles {
-    pub p50: f64,
-    pub p75: f64,
-    pub p90: f64,
-    pub p99: f64,
+    pub p50: Option<f64>,
+    pub p75: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
     #[serde(rename = "p99.9")]
-    pub p99_9: f64,
+    pub p99_9: Option<f64>,
     #[serde(rename = "p99.99")]
-    pub p99_99: f64,
+    pub p99_99: Option<f64>,
     #[serde(rename = "p99.999")]
-    pub p99_999: f64,
+    pub p99_999: Option<f64>,
     #[serde(rename = "p99.9999")]
-    pub p99_9999: f64,
-    pub max: f64,
-    pub mean: f64,
-    pub stdev: f64,
+    pub p99_9999: Option<f64>,
+    pub max: Option<f64>,
+    pub mean: Option<f64>,
+    pub stdev: Option<f64>,
     /// Number of values the figures were computed from.
+    #[serde(default)]
     pub count: u64,
 }
 
@@ -159,7 +164,7 @@ impl Percentiles {
     ];
 
     /// The `pNN` values in the order of [`Percentiles::QUANTILES`].
-    pub fn values(&self) -> [f64; 8] {
+    pub fn values(&self) -> [Option<f64>; 8] {
         [
             self.p50,
             self.p75,
@@ -170,6 +175,11 @@ impl Percentiles {
             self.p99_999,
             self.p99_9999,
         ]
+    }
+
+    /// Whether the figures come from no value at all (every field `None`).
+    pub fn is_empty(&self) -> bool {
+        self.max.is_none()
     }
 }
 
@@ -339,6 +349,57 @@ pub struct RunResult {
     /// The ingressbench version that measured it.
     #[serde(default)]
     pub ingressbench_version: String,
+}
+
+/// The share of the intended requests that may fail before a run counts as failed:
+/// more than half failing, the latency figures describe the few requests that got
+/// through, not the system.
+pub const FAILED_SHARE_LIMIT: f64 = 0.5;
+
+impl RunResult {
+    /// Why this run measured no working system, in one line; `None` when it did.
+    ///
+    /// A run fails when it received no response at all (every request was refused,
+    /// failed its TLS handshake or timed out: the latency figures are empty), when no
+    /// request succeeded, or when more than [`FAILED_SHARE_LIMIT`] of the intended
+    /// requests failed. Such a run is never better than another, whatever its
+    /// latency says; reports say so loudly and `compare` gates fail on it.
+    pub fn failure(&self) -> Option<String> {
+        let q = &self.requests;
+        let kinds = || {
+            let k: Vec<String> = ErrorKind::ALL
+                .iter()
+                .filter(|k| self.errors.get(**k) > 0)
+                .map(|k| format!("{} {}", k.name(), self.errors.get(*k)))
+                .collect();
+            if k.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", k.join(", "))
+            }
+        };
+        let failed = |what: &str| {
+            format!(
+                "{what}: {} of {} intended requests failed{}",
+                q.failed,
+                q.intended,
+                kinds()
+            )
+        };
+        if self.latency_ms.corrected.count == 0 && q.completed == 0 {
+            Some(if q.sent == 0 && q.failed == 0 {
+                "no response was received: no request was sent".to_string()
+            } else {
+                failed("no response was received")
+            })
+        } else if q.completed == 0 {
+            Some(failed("no request succeeded"))
+        } else if q.intended > 0 && q.failed as f64 > FAILED_SHARE_LIMIT * q.intended as f64 {
+            Some(failed("most requests failed"))
+        } else {
+            None
+        }
+    }
 }
 
 /// The machine a run happened on.
@@ -574,8 +635,58 @@ mod tests {
             "p50", "p75", "p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max", "mean",
             "stdev",
         ] {
-            assert!(v.get(k).is_some(), "missing {k}");
+            assert!(v.get(k).is_some_and(|x| x.is_null()), "{k}: {v}");
         }
+    }
+
+    #[test]
+    fn old_files_with_numbers_still_read() {
+        let p: Percentiles =
+            serde_json::from_str(r#"{"p50": 1.5, "p99": 0.0, "max": null, "count": 3}"#).unwrap();
+        assert_eq!(
+            (p.p50, p.p99, p.max, p.count),
+            (Some(1.5), Some(0.0), None, 3)
+        );
+        assert_eq!(p.p75, None);
+    }
+
+    #[test]
+    fn a_run_without_responses_failed() {
+        let mut r = RunResult {
+            requests: Requests {
+                intended: 200,
+                sent: 200,
+                failed: 200,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        r.errors.connect = 200;
+        assert_eq!(
+            r.failure().as_deref(),
+            Some("no response was received: 200 of 200 intended requests failed (connect 200)")
+        );
+        r.errors = Errors {
+            status: 200,
+            ..Default::default()
+        };
+        r.latency_ms.corrected.count = 200;
+        assert!(r.failure().unwrap().starts_with("no request succeeded: "));
+        r.requests.completed = 99;
+        r.requests.failed = 101;
+        r.errors.status = 101;
+        assert!(r
+            .failure()
+            .unwrap()
+            .starts_with("most requests failed: 101 of 200"));
+        r.requests.completed = 100;
+        r.requests.failed = 100;
+        assert_eq!(r.failure(), None, "half is not most");
+        let nothing = RunResult::default();
+        assert_eq!(
+            nothing.failure().as_deref(),
+            Some("no response was received: no request was sent")
+        );
     }
 
     #[test]

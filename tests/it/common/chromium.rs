@@ -87,6 +87,19 @@ pub struct ChartBox {
     pub elements: usize,
     /// Elements inside it by tag (`circle`, `polyline`, ...).
     pub shapes: BTreeMap<String, usize>,
+    /// Each stroked line (`polyline`, `path`) with a visible length: its colour and
+    /// where it is drawn, so lines drawn exactly over each other can be told apart.
+    pub lines: Vec<Stroke>,
+}
+
+/// A stroked line of a chart: computed colour and bounding box in CSS pixels.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+pub struct Stroke {
+    pub color: String,
+    pub x: f64,
+    pub y: f64,
+    pub w: f64,
+    pub h: f64,
 }
 
 /// A table by its `data-col` keys.
@@ -96,6 +109,11 @@ pub struct Table {
     /// `(data-col, header text)` of each column.
     pub cols: Vec<(String, String)>,
     pub rows: Vec<Row>,
+    /// Whether the table is wider than the box it scrolls in (its `.scroll`
+    /// wrapper, or the page): a reader has to scroll sideways to see it.
+    pub overflows: bool,
+    /// The text of every cell drawn on more than one line.
+    pub wrapped: Vec<String>,
 }
 
 /// One table row: the series it belongs to (`data-series`) and its cells by column.
@@ -232,7 +250,7 @@ pub fn inspect(report: &Path, work: &Path, scheme: Scheme) -> Page {
     std::fs::write(&wrapper, wrapper_html(&file_url(report))).expect("write wrapper");
     let mut cmd = command(work, scheme);
     cmd.args([
-        "--window-size=1400,4000",
+        "--window-size=1280,4000",
         "--virtual-time-budget=5000",
         "--dump-dom",
     ])
@@ -262,7 +280,7 @@ pub fn inspect(report: &Path, work: &Path, scheme: Scheme) -> Page {
 pub fn screenshot(report: &Path, png: &Path, height: u32, work: &Path, scheme: Scheme) {
     let _ = std::fs::remove_file(png);
     let mut cmd = command(work, scheme);
-    cmd.arg(format!("--window-size=1400,{height}"))
+    cmd.arg(format!("--window-size=1280,{height}"))
         .arg("--virtual-time-budget=2000")
         .arg(format!("--screenshot={}", png.display()))
         .arg(file_url(report));
@@ -331,13 +349,13 @@ fn console_lines(stderr: &str) -> Vec<String> {
         .collect()
 }
 
-/// The wrapper page: the report in an iframe the size of a laptop-to-desktop window,
-/// and the script that reads it.
+/// The wrapper page: the report in an iframe the width of a laptop's window (1280
+/// CSS pixels), and the script that reads it.
 fn wrapper_html(report_url: &str) -> String {
     format!(
         r#"<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>e2e wrapper</title>
-<style>body{{margin:0}} iframe{{border:0;width:1400px;height:4000px;display:block}}</style>
+<style>body{{margin:0}} iframe{{border:0;width:1280px;height:4000px;display:block}}</style>
 </head><body>
 <pre id="{RESULT_ID}">pending</pre>
 <iframe id="report" src="{report_url}"></iframe>
@@ -396,11 +414,20 @@ const SCRIPT: &str = r#"
         const t = s.tagName.toLowerCase();
         shapes[t] = (shapes[t] || 0) + 1;
       });
+      const lines = [];
       el.querySelectorAll('polyline,path,line,polygon,rect,circle').forEach(function (s) {
         const cs = w.getComputedStyle(s);
         let len = 1;
         try { if (s.getTotalLength) len = s.getTotalLength(); } catch (e) { len = 1; }
-        if (cs.stroke && cs.stroke !== 'none' && len > 0) strokes.add(cs.stroke);
+        if (cs.stroke && cs.stroke !== 'none' && len > 0) {
+          strokes.add(cs.stroke);
+          const t = s.tagName.toLowerCase();
+          if (t === 'polyline' || t === 'path') {
+            const b = s.getBoundingClientRect();
+            lines.push({ color: cs.stroke, x: Math.round(b.x), y: Math.round(b.y),
+                         w: Math.round(b.width), h: Math.round(b.height) });
+          }
+        }
         if (cs.fill && cs.fill !== 'none') fills.add(cs.fill);
       });
       return {
@@ -415,6 +442,7 @@ const SCRIPT: &str = r#"
         }).filter(function (t) { return t.length > 0; }),
         elements: el.querySelectorAll('*').length,
         shapes: shapes,
+        lines: lines,
       };
     });
   }
@@ -432,7 +460,22 @@ const SCRIPT: &str = r#"
         });
         return { series: tr.getAttribute('data-series'), cells: cells };
       });
-      return { id: t.id || ('table#' + i), cols: cols, rows: rows };
+      const box = t.closest('.scroll') || d.documentElement;
+      const wrapped = [];
+      t.querySelectorAll('td').forEach(function (td) {
+        const r = d.createRange();
+        r.selectNodeContents(td);
+        // Lines are rects whose tops differ by more than half a line (a swatch sits
+        // a pixel off its text's line).
+        const tops = Array.prototype.filter.call(r.getClientRects(), function (q) {
+          return q.width > 0;
+        }).map(function (q) { return q.top; }).sort(function (a, b) { return a - b; });
+        let lines = tops.length > 0 ? 1 : 0;
+        for (let k = 1; k < tops.length; k++) if (tops[k] - tops[k - 1] > 8) lines++;
+        if (lines > 1) wrapped.push(td.textContent.trim());
+      });
+      return { id: t.id || ('table#' + i), cols: cols, rows: rows,
+               overflows: box.scrollWidth > box.clientWidth, wrapped: wrapped };
     });
   }
 

@@ -39,6 +39,19 @@ pub fn ms(v: f64) -> String {
     format!("{v:.3}")
 }
 
+/// A latency of the result as the tables show it: [`ms`], or "–" for null (a run
+/// that received no response has no latency).
+pub fn opt_ms(v: &Value, path: &[&str]) -> String {
+    let x = at(v, path);
+    match x.as_f64() {
+        Some(f) => ms(f),
+        None => {
+            assert!(x.is_null(), "result.json: {} is {x}", path.join("."));
+            "–".to_string()
+        }
+    }
+}
+
 fn one_decimal(v: Option<f64>) -> String {
     v.map(|x| format!("{x:.1}"))
         .unwrap_or_else(|| "–".to_string())
@@ -59,7 +72,8 @@ pub fn total_errors(r: &Value) -> u64 {
 }
 
 /// Why a result is not to be trusted (partial, overloaded generator, rate not
-/// reached, proxy died, unbalanced counts); empty when it can be.
+/// reached, proxy died, no response or most requests failed, unbalanced counts);
+/// empty when it can be.
 pub fn distrust(r: &Value) -> Vec<&'static str> {
     let mut why = Vec::new();
     if at(r, &["partial"]).as_bool() == Some(true) {
@@ -76,6 +90,15 @@ pub fn distrust(r: &Value) -> Vec<&'static str> {
         why.push("proxy died");
     }
     let n = |k: &str| u64_at(r, &["requests", k]);
+    // Measured nothing: no response, nothing succeeded, or most requests failed
+    // (docs/results.md: more than half of the intended ones).
+    if u64_at(r, &["latency_ms", "corrected", "count"]) == 0 && n("completed") == 0 {
+        why.push("no response");
+    } else if n("completed") == 0 {
+        why.push("nothing succeeded");
+    } else if n("failed") * 2 > n("intended") {
+        why.push("most failed");
+    }
     if n("intended") != n("completed") + n("failed") + n("not_sent") + n("unfinished")
         || n("sent") != n("completed") + n("failed") + n("unfinished")
     {
@@ -227,6 +250,12 @@ pub fn banner_matches(page: &Page, series: &[Series]) {
                     text.contains(name),
                     "the banner does not name {name} ({why:?}): {text}"
                 );
+                if why.contains(&"no response") {
+                    assert!(
+                        text.contains(&format!("{name}: no response was received")),
+                        "the banner does not say {name} received nothing: {text}"
+                    );
+                }
             }
         }
     }
@@ -256,13 +285,13 @@ pub fn tables_match(page: &Page, series: &[Series]) {
 
 fn percentiles(page: &Page, s: &Series) {
     let t = "table-percentiles";
-    let lat = |k: &str| f64_at(s.result, &["latency_ms", "corrected", k]);
+    let lat = |k: &str| opt_ms(s.result, &["latency_ms", "corrected", k]);
     // The percentile columns, then max.
     for k in PERCENTILE_KEYS.iter().filter(|k| **k != "max") {
-        same(page, t, s.name, k, &ms(lat(k)));
+        same(page, t, s.name, k, &lat(k));
     }
-    same(page, t, s.name, "max", &ms(lat("max")));
-    same(page, t, s.name, "mean", &ms(lat("mean")));
+    same(page, t, s.name, "max", &lat("max"));
+    same(page, t, s.name, "mean", &lat("mean"));
     let count = u64_at(s.result, &["latency_ms", "corrected", "count"]);
     same(page, t, s.name, "count", &count.to_string());
 }
@@ -316,7 +345,7 @@ fn throughput(page: &Page, s: &Series) {
     same(page, t, s.name, "achieved", &achieved);
     let completed = format!("{:.1}", f64_at(r, &["rate", "completed_per_s"]));
     same(page, t, s.name, "completed_per_s", &completed);
-    let p99 = ms(f64_at(r, &["latency_ms", "corrected", "p99"]));
+    let p99 = opt_ms(r, &["latency_ms", "corrected", "p99"]);
     same(page, t, s.name, "p99_ms", &p99);
     let cpu = format!("{:.2}", f64_at(r, &["generator", "cpu_s"]));
     same(page, t, s.name, "cpu_s", &cpu);
@@ -487,4 +516,62 @@ pub fn series_drawn(page: &Page, series: &[Series]) {
     let colors: std::collections::BTreeSet<&str> =
         page.legend.iter().map(|l| l.color.as_str()).collect();
     assert_eq!(colors.len(), series.len(), "each series has its own colour");
+}
+
+/// Log latency axes carry enough labels to be read (at least 4: with two, a reader
+/// cannot tell a log axis from a linear one), and the settings table fits the page
+/// at a laptop's width (1280 CSS pixels, the wrapper's) without scrolling sideways.
+pub fn page_is_readable(page: &Page) {
+    let unit = |t: &str| {
+        let Some((n, u)) = t.rsplit_once(' ') else {
+            return false;
+        };
+        n.parse::<f64>().is_ok() && ["µs", "ms", "s"].contains(&u)
+    };
+    for c in &page.charts_toggled {
+        if !(c.id.starts_with("chart-latency") || c.id.starts_with("chart-percentiles")) {
+            continue;
+        }
+        let labels: Vec<&String> = c.texts.iter().filter(|t| unit(t)).collect();
+        // A chart with nothing to draw is a one-line note, without an axis.
+        if !labels.is_empty() {
+            assert!(
+                labels.len() >= 4,
+                "#{}: the latency axis has {} labels: {labels:?}",
+                c.id,
+                labels.len()
+            );
+        }
+    }
+    let settings = page.table("table-settings");
+    assert!(
+        !settings.overflows,
+        "#table-settings scrolls sideways at 1280 px"
+    );
+}
+
+/// Every series has a line of its own on the throughput chart: in its colour, and not
+/// drawn exactly where another series' line is (which would hide one of them).
+pub fn throughput_lines_distinct(page: &Page) {
+    let c = page.chart("chart-throughput").expect("#chart-throughput");
+    for l in &page.legend {
+        let own: Vec<_> = c.lines.iter().filter(|s| s.color == l.color).collect();
+        assert!(
+            !own.is_empty(),
+            "#chart-throughput has no line in {}'s colour {}",
+            l.name,
+            l.color
+        );
+        let hidden = |s: &super::chromium::Stroke| {
+            c.lines
+                .iter()
+                .any(|o| o.color != s.color && (o.x, o.y, o.w, o.h) == (s.x, s.y, s.w, s.h))
+        };
+        assert!(
+            own.iter().any(|s| !hidden(s)),
+            "#chart-throughput: every line of {} lies exactly on another series' line: {:?}",
+            l.name,
+            c.lines
+        );
+    }
 }

@@ -183,6 +183,28 @@ impl LoadOutput {
         self.result()
     }
 
+    /// The result of a run that ended on its own with nothing succeeded: exit code 1,
+    /// the summary's `FAILED:` line, and a well-formed, balanced result.
+    pub fn failed(&self) -> &Value {
+        assert!(
+            !self.timed_out,
+            "run did not end in time\n{}",
+            self.context()
+        );
+        assert_eq!(
+            self.code,
+            Some(1),
+            "exit code of a run where nothing succeeded\n{}",
+            self.context()
+        );
+        assert!(
+            self.stdout.contains("\nFAILED: "),
+            "no FAILED line\n{}",
+            self.context()
+        );
+        self.result()
+    }
+
     /// The JSON result (checked for shape and balance), whatever the exit code.
     pub fn result(&self) -> &Value {
         let v = self
@@ -348,6 +370,18 @@ pub fn check_result(v: &Value) -> Result<(), String> {
     }
 
     for block in ["corrected", "uncorrected", "generator_lag"] {
+        // Figures of no value at all are null, never a perfect 0.
+        if count(&format!("/latency_ms/{block}/count"))? == 0 {
+            for k in PERCENTILE_KEYS.iter().chain(&["mean", "stdev"]) {
+                let x = get(&format!("/latency_ms/{block}/{k}"))?;
+                if !x.is_null() {
+                    return Err(format!(
+                        "latency_ms.{block}.{k} = {x} with count 0, not null"
+                    ));
+                }
+            }
+            continue;
+        }
         let mut prev = 0.0_f64;
         for k in PERCENTILE_KEYS {
             let x = num(&format!("/latency_ms/{block}/{k}"))?;

@@ -28,8 +28,20 @@ pub fn spawn_load(dir: &Path, args: &[&str]) -> Proc {
 /// # Panics
 /// When it fails, overstays or writes no result.
 pub fn load(dir: &Path, args: &[&str], limit: Duration) -> (Output, Value) {
+    load_exiting(dir, args, limit, 0)
+}
+
+/// [`load`] of a run that must exit with `code`: 1 when nothing can succeed (every
+/// request refused, failing its handshake or answered with an error).
+pub fn load_exiting(dir: &Path, args: &[&str], limit: Duration, code: i32) -> (Output, Value) {
     let out = spawn_load(dir, args).finish(limit);
-    assert_eq!(out.code, Some(0), "load {args:?} failed:\n{}", out.stderr);
+    assert_eq!(
+        out.code,
+        Some(code),
+        "load {args:?}: exit code:\n{}\n{}",
+        out.stdout,
+        out.stderr
+    );
     let result = read_json(&dir.join("result.json"));
     (out, result)
 }

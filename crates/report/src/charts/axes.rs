@@ -87,9 +87,15 @@ pub fn log_bounds(min: f64, max: f64) -> (f64, f64) {
     (down(min), up(max))
 }
 
-/// Tick values of a log axis over `lo..=hi`: (labelled, grid only). Powers of ten are
-/// labelled; when the range spans under two decades, 2 and 5 times them too.
+/// Tick values of a log axis over `lo..=hi`: (labelled, grid only).
+///
+/// Powers of ten are labelled; when the range spans under two decades, 2 and 5 times
+/// them too. When that leaves fewer than [`MIN_LOG_LABELS`] (0.2 to 50 ms holds only
+/// 1 and 10; 20 to 100 ms only 20, 50 and 100), the next denser set is labelled: 3
+/// times each power (about halfway between two on the axis), then 2 and 5 times,
+/// then every multiple.
 pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
+    const SETS: [&[u32]; 4] = [&[1], &[1, 3], &[1, 2, 5], &[1, 2, 3, 4, 5, 6, 7, 8, 9]];
     let mut major = Vec::new();
     let mut minor = Vec::new();
     if !(lo > 0.0 && hi > lo) {
@@ -99,22 +105,38 @@ pub fn log_ticks(lo: f64, hi: f64) -> (Vec<f64>, Vec<f64>) {
     let first = lo.log10().floor() as i32;
     let last = (hi.log10().ceil() as i32).min(first + 40);
     let inside = |v: f64| v >= lo * (1.0 - 1e-9) && v <= hi * (1.0 + 1e-9);
-    for e in first..=last {
-        let d = 10f64.powi(e);
-        for m in 1..10 {
-            let v = round_sig(m as f64 * d);
-            if !inside(v) {
-                continue;
-            }
-            if m == 1 || (narrow && (m == 2 || m == 5)) {
-                major.push(v);
-            } else {
-                minor.push(v);
-            }
+    let values = || {
+        (first..=last).flat_map(|e| {
+            let d = 10f64.powi(e);
+            (1..10u32).map(move |m| (m, round_sig(f64::from(m) * d)))
+        })
+    };
+    let count = |set: &[u32]| {
+        values()
+            .filter(|(m, v)| set.contains(m) && inside(*v))
+            .count()
+    };
+    let from = if narrow { 2 } else { 0 };
+    let set = SETS[from..]
+        .iter()
+        .find(|set| count(set) >= MIN_LOG_LABELS)
+        .unwrap_or(&SETS[3]);
+    for (m, v) in values() {
+        if !inside(v) {
+            continue;
+        }
+        if set.contains(&m) {
+            major.push(v);
+        } else {
+            minor.push(v);
         }
     }
     (major, minor)
 }
+
+/// The fewest labels a log axis should carry: with two, a reader cannot tell a log
+/// axis from a linear one, nor read a value between them.
+pub const MIN_LOG_LABELS: usize = 4;
 
 /// X axis over quantiles, linear in [`nines`].
 #[derive(Clone, Debug)]
@@ -255,6 +277,21 @@ mod tests {
         assert!(minor.contains(&0.2) && minor.contains(&500.0));
         let (major, _) = log_ticks(1.0, 50.0);
         assert_eq!(major, [1.0, 2.0, 5.0, 10.0, 20.0, 50.0]);
+        // Lines reaching 40 ms over a floor of 0.3 ms: two decades alone say little.
+        let (lo, hi) = log_bounds(0.304, 43.263);
+        let (major, minor) = log_ticks(lo, hi);
+        assert_eq!(major, [0.3, 1.0, 3.0, 10.0, 30.0]);
+        assert!(!minor.contains(&3.0) && minor.contains(&20.0));
+        for (lo, hi) in [
+            (0.001, 0.01),
+            (0.1, 10.0),
+            (0.05, 5.0),
+            (2.0, 500.0),
+            (0.2, 50.0),
+        ] {
+            let n = log_ticks(lo, hi).0.len();
+            assert!(n >= MIN_LOG_LABELS, "{lo}..{hi}: {n} labels");
+        }
         let a = LogAxis { lo: 1.0, hi: 100.0 };
         assert_eq!(a.map(&10.0, (0, 200)), 100);
         assert_eq!(a.map(&0.0, (0, 200)), 0, "zero clamps to the bottom");

@@ -217,8 +217,10 @@ pub(super) type Points = Vec<(f64, f64)>;
 
 #[derive(Clone, Debug)]
 pub(super) struct Throughput {
-    /// Per series: its index, then (s, req/s) sent and completed.
-    pub(super) series: Vec<(usize, Points, Points)>,
+    /// Per series: its index and name, then (s, req/s) sent and completed. With more
+    /// than one series, each gets a panel of its own on a shared scale: series run at
+    /// the same rate draw the same line, and on one panel only the top one would show.
+    pub(super) series: Vec<(usize, String, Points, Points)>,
     pub(super) targets: Vec<f64>,
     pub(super) x_max: f64,
 }
@@ -387,6 +389,10 @@ fn latency_charts(input: &ReportInput) -> Vec<Chart> {
     charts
 }
 
+/// Height of one series' throughput panel, and of the time axis under the last one.
+pub(super) const THROUGHPUT_PANEL: u32 = 150;
+pub(super) const THROUGHPUT_AXIS: u32 = 50;
+
 fn throughput_chart(input: &ReportInput) -> Chart {
     let results: Vec<&RunResult> = input.series.iter().map(|s| &s.result).collect();
     let x_max = x_extent(&results);
@@ -406,13 +412,23 @@ fn throughput_chart(input: &ReportInput) -> Chart {
                 .map(|e| (e.t as f64 + 0.5, f(e) as f64))
                 .collect::<Vec<_>>()
         };
-        series.push((i, pts(|e| e.sent), pts(|e| e.completed)));
+        series.push((i, s.name.clone(), pts(|e| e.sent), pts(|e| e.completed)));
     }
+    let n = series.len() as u32;
     Chart {
         id: "chart-throughput".into(),
         title: "Throughput over time".into(),
-        caption: "Requests per second: solid, completed (successful responses); dashed, sent; grey dashed, the target rate.".into(),
-        height: 360,
+        caption: if n > 1 {
+            "Requests per second, one panel per series on one scale: solid, completed (successful responses); dashed, sent; grey dashed, the target rate."
+        } else {
+            "Requests per second: solid, completed (successful responses); dashed, sent; grey dashed, the target rate."
+        }
+        .into(),
+        height: if n > 1 {
+            THROUGHPUT_PANEL * n + THROUGHPUT_AXIS
+        } else {
+            360
+        },
         body: Body::Throughput(Throughput {
             series,
             targets,

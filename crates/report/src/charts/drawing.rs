@@ -7,6 +7,7 @@
 use super::axes::{log_bounds, nines, LogAxis, NinesAxis};
 use super::data::{
     merge_marks, Body, Chart, LatencyPanel, Line, Mark, Stack, Throughput, MARK_GAP_PX,
+    THROUGHPUT_PANEL,
 };
 use crate::fmt::{fmt_count_tick, fmt_num};
 use crate::markup::escape;
@@ -441,7 +442,7 @@ fn darker(c: RGBColor) -> RGBColor {
 
 fn draw_throughput<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, t: &Throughput) -> Draw {
     let mut top: f64 = 1.0;
-    for (_, sent, done) in &t.series {
+    for (_, _, sent, done) in &t.series {
         for (_, v) in sent.iter().chain(done) {
             top = top.max(*v);
         }
@@ -450,27 +451,79 @@ fn draw_throughput<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, t: &Throug
         top = top.max(*x);
     }
     let top = top * 1.15;
-    let mut chart = ChartBuilder::on(root)
+    if t.series.len() <= 1 {
+        return draw_throughput_panel(root, t, &t.series, top, None, true);
+    }
+    // Small multiples on one scale: a panel per series, the time axis under the last.
+    let (_, h) = root.dim_in_pixel();
+    let mut rest = root.clone();
+    let last = t.series.len() - 1;
+    for (k, s) in t.series.iter().enumerate() {
+        let panel_h = if k == last {
+            h as i32
+        } else {
+            THROUGHPUT_PANEL as i32
+        };
+        let (area, below) = rest.split_vertically(panel_h);
+        draw_throughput_panel(
+            &area,
+            t,
+            std::slice::from_ref(s),
+            top,
+            Some((&s.1, s.0)),
+            k == last,
+        )?;
+        rest = below;
+    }
+    Ok(())
+}
+
+/// One panel of the throughput chart: `series` over the targets, titled with a
+/// series' name in its colour when there are several, the time axis labelled only
+/// under the last panel.
+fn draw_throughput_panel<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    t: &Throughput,
+    series: &[(usize, String, super::data::Points, super::data::Points)],
+    top: f64,
+    title: Option<(&str, usize)>,
+    time_axis: bool,
+) -> Draw {
+    let mut builder = ChartBuilder::on(area);
+    builder
         .margin(12)
         .margin_right(24)
-        .x_label_area_size(44)
-        .y_label_area_size(80)
+        .x_label_area_size(if time_axis { 44 } else { 0 })
+        .y_label_area_size(80);
+    let title_color = title.map(|(_, i)| series_color(i)).unwrap_or(FG);
+    if let Some((name, _)) = title {
+        builder.margin_top(4).caption(
+            name,
+            TextStyle::from((FONT, 15).into_font()).color(&title_color),
+        );
+    }
+    let mut chart = builder
         .build_cartesian_2d(0f64..t.x_max, 0f64..top)
         .map_err(de)?;
-    chart
-        .configure_mesh()
-        .x_desc("seconds from the start of the measured window")
-        .y_desc("requests / s")
-        .x_label_formatter(&|v| fmt_num(*v))
+    let mut mesh = chart.configure_mesh();
+    mesh.y_desc("requests / s")
         .max_light_lines(1)
         .y_label_formatter(&|v| fmt_count_tick(*v))
         .bold_line_style(FG.mix(0.15))
         .light_line_style(FG.mix(0.05))
         .axis_style(FG.mix(0.6))
         .label_style(font(15))
-        .axis_desc_style(font(15))
-        .draw()
-        .map_err(de)?;
+        .axis_desc_style(font(15));
+    if time_axis {
+        mesh.x_desc("seconds from the start of the measured window")
+            .x_label_formatter(&|v| fmt_num(*v));
+    } else {
+        mesh.x_label_formatter(&|_| String::new());
+    }
+    if title.is_some() {
+        mesh.y_labels(4);
+    }
+    mesh.draw().map_err(de)?;
     for target in &t.targets {
         chart
             .draw_series(DashedLineSeries::new(
@@ -491,7 +544,7 @@ fn draw_throughput<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, t: &Throug
             ))
             .map_err(de)?;
     }
-    for (i, sent, done) in &t.series {
+    for (i, _, sent, done) in series {
         let c = series_color(*i);
         chart
             .draw_series(DashedLineSeries::new(

@@ -14,10 +14,10 @@ pub use model::{
     compare, differences, load_run, parse_result, system_name, Comparison, Delta, LoadError,
     OptDelta, Run, SystemDelta, LATENCY_METRICS, LOAD_SYSTEM,
 };
-pub use rendering::{flags, html, tables, text, Row, Table, Trend};
+pub use rendering::{flags, html, tables, tables_in, text, Row, Table, Trend};
 pub use thresholds::{
-    evaluate, parse_threshold, parse_thresholds, Crossing, Direction, Limit, Metric, SpecError,
-    Threshold,
+    evaluate, evaluate_in, parse_threshold, parse_thresholds, Crossing, Direction, Limit, Metric,
+    SpecError, Threshold,
 };
 
 /// Runs the comparison's tests are made of.
@@ -36,9 +36,14 @@ pub(crate) mod fixtures {
         r.config.rate = Some(500.0);
         r.config.connections = 10;
         r.config.duration_s = 3.0;
-        r.latency_ms.corrected.p50 = 1.0;
-        r.latency_ms.corrected.p99 = p99;
-        r.latency_ms.corrected.max = max;
+        r.latency_ms.corrected.p50 = Some(1.0);
+        r.latency_ms.corrected.p99 = Some(p99);
+        r.latency_ms.corrected.max = Some(max);
+        r.latency_ms.corrected.count = 1000;
+        r.requests.intended = 1500;
+        r.requests.sent = 1500;
+        r.requests.completed = 1500 - timeouts;
+        r.requests.failed = timeouts;
         r.errors.timeout = timeouts;
         r.rate.target = Some(500.0);
         r.rate.achieved = 500.0;

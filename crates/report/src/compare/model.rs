@@ -106,8 +106,9 @@ pub const LATENCY_METRICS: [&str; 9] = [
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SystemDelta {
     pub system: String,
-    /// Corrected latency in ms, in the order of [`LATENCY_METRICS`].
-    pub latency: [Delta; 9],
+    /// Corrected latency in ms, in the order of [`LATENCY_METRICS`]; `None` on a side
+    /// that received no response.
+    pub latency: [OptDelta; 9],
     /// Errors by kind, in the order of [`ErrorKind::ALL`].
     pub errors: [Delta; 7],
     /// Responses per status code >= 400, over both runs' codes.
@@ -121,6 +122,10 @@ pub struct SystemDelta {
     pub removed_max: OptDelta,
     /// Requests started per second.
     pub rate: Delta,
+    /// Why the base run, or the new one, measured no working system
+    /// ([`RunResult::failure`]): its latency is no evidence of anything.
+    pub base_failed: Option<String>,
+    pub new_failed: Option<String>,
 }
 
 /// Two runs side by side.
@@ -155,7 +160,7 @@ pub(crate) fn od(base: Option<f64>, new: Option<f64>) -> OptDelta {
     OptDelta { base, new }
 }
 
-fn latency_values(p: &Percentiles) -> [f64; 9] {
+fn latency_values(p: &Percentiles) -> [Option<f64>; 9] {
     let v = p.values();
     [v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], p.max]
 }
@@ -178,7 +183,7 @@ pub fn system_delta(system: &str, base: &RunResult, new: &RunResult) -> SystemDe
         latency_values(&base.latency_ms.corrected),
         latency_values(&new.latency_ms.corrected),
     );
-    let latency = std::array::from_fn(|i| d(bl[i], nl[i]));
+    let latency = std::array::from_fn(|i| od(bl[i], nl[i]));
     let errors = std::array::from_fn(|i| {
         let k = ErrorKind::ALL[i];
         dc(base.errors.get(k), new.errors.get(k))
@@ -205,6 +210,8 @@ pub fn system_delta(system: &str, base: &RunResult, new: &RunResult) -> SystemDe
         removed_median: od(br.median, nr.median),
         removed_max: od(br.max, nr.max),
         rate: d(base.rate.achieved, new.rate.achieved),
+        base_failed: base.failure(),
+        new_failed: new.failure(),
     }
 }
 

@@ -3,8 +3,8 @@
 //! ([`crate::page`]), with the warnings that say when two runs are not comparable.
 
 use super::model::{d, Comparison, Delta, OptDelta, SystemDelta, LATENCY_METRICS};
-use super::thresholds::{Crossing, Threshold};
-use crate::fmt::{fmt_count, fmt_ms, fmt_pct_change, fmt_signed_ms};
+use super::thresholds::{evaluate_in, Crossing, Threshold};
+use crate::fmt::{fmt_count, fmt_pct_change, Units, MISSING};
 use crate::markup::escape;
 use crate::page::{self, Page};
 use results::ErrorKind;
@@ -50,12 +50,12 @@ fn trend(v: &Delta, higher_is_worse: bool) -> Trend {
     }
 }
 
-fn ms_row(label: &str, v: Delta) -> Row {
+fn ms_row(label: &str, v: Delta, u: Units) -> Row {
     Row {
         label: label.to_string(),
-        base: fmt_ms(v.base),
-        new: fmt_ms(v.new),
-        delta: fmt_signed_ms(v.abs()),
+        base: u.ms(v.base),
+        new: u.ms(v.new),
+        delta: u.signed_ms(v.abs()),
         pct: pct_text(&v),
         trend: trend(&v, true),
     }
@@ -72,28 +72,53 @@ fn count_row(label: &str, v: Delta) -> Row {
     }
 }
 
-fn opt_row(label: &str, v: OptDelta) -> Row {
-    let show = |x: Option<f64>| x.map(fmt_ms).unwrap_or_else(|| "-".to_string());
+fn opt_row(label: &str, v: OptDelta, u: Units) -> Row {
     match (v.base, v.new) {
-        (Some(b), Some(n)) => ms_row(label, d(b, n)),
+        (Some(b), Some(n)) => ms_row(label, d(b, n), u),
         _ => Row {
             label: label.to_string(),
-            base: show(v.base),
-            new: show(v.new),
-            delta: "-".to_string(),
-            pct: "-".to_string(),
+            base: u.opt_ms(v.base),
+            new: u.opt_ms(v.new),
+            delta: MISSING.to_string(),
+            pct: MISSING.to_string(),
             trend: Trend::Same,
         },
     }
 }
 
-/// The delta tables of one system: latency, errors (the kinds seen in either run, and
-/// the total), propagation (lab runs), rate.
+/// A latency row. A new run that failed ([`results::RunResult::failure`]) is never
+/// better than its base, whatever its few (or absent) latencies say: its rows read
+/// worse, and a base that failed leaves nothing to be better or worse than.
+fn latency_row(label: &str, v: OptDelta, s: &SystemDelta, u: Units) -> Row {
+    let mut row = opt_row(label, v, u);
+    if s.new_failed.is_some() {
+        if s.base_failed.is_none() {
+            row.trend = Trend::Worse;
+        }
+        if v.new.is_none() {
+            row.new = "no response".to_string();
+        }
+    } else if s.base_failed.is_some() {
+        row.trend = Trend::Same;
+    }
+    if s.base_failed.is_some() && v.base.is_none() {
+        row.base = "no response".to_string();
+    }
+    row
+}
+
+/// The delta tables of one system, in the terminal's units (see [`tables_in`]).
 pub fn tables(s: &SystemDelta) -> Vec<Table> {
+    tables_in(s, Units::Terminal)
+}
+
+/// The delta tables of one system: latency, errors (the kinds seen in either run, and
+/// the total), propagation (lab runs), rate; latencies written in `u`.
+pub fn tables_in(s: &SystemDelta, u: Units) -> Vec<Table> {
     let latency = LATENCY_METRICS
         .iter()
         .zip(s.latency)
-        .map(|(m, v)| ms_row(m, v))
+        .map(|(m, v)| latency_row(m, v, s, u))
         .collect();
     // Kinds with no error on either side are left out: the total still counts them.
     let mut errors: Vec<Row> = ErrorKind::ALL
@@ -128,7 +153,7 @@ pub fn tables(s: &SystemDelta) -> Vec<Table> {
     {
         out.push(Table {
             title: "propagation",
-            rows: props.iter().map(|(l, v)| opt_row(l, *v)).collect(),
+            rows: props.iter().map(|(l, v)| opt_row(l, *v, u)).collect(),
         });
     }
     out.push(Table {
@@ -188,13 +213,13 @@ pub fn text(c: &Comparison) -> String {
         for t in tables(sys) {
             let _ = writeln!(
                 s,
-                "  {:<22} {:>10} {:>10} {:>11} {:>9}",
+                "  {:<22} {:>11} {:>11} {:>11} {:>9}",
                 t.title, "base", "new", "delta", "%"
             );
             for r in t.rows {
                 let _ = writeln!(
                     s,
-                    "    {:<20} {:>10} {:>10} {:>11} {:>9}",
+                    "    {:<20} {:>11} {:>11} {:>11} {:>9}",
                     r.label, r.base, r.new, r.delta, r.pct
                 );
             }
@@ -203,10 +228,16 @@ pub fn text(c: &Comparison) -> String {
     s
 }
 
-/// The comparisons (each new run against the base) and the crossed thresholds as one
-/// self-contained HTML page: no script, no external resource, light and dark schemes
-/// following the reader's setting.
-pub fn html(comparisons: &[Comparison], thresholds: &[Threshold], crossed: &[Crossing]) -> String {
+/// The comparisons (each new run against the base) and the thresholds they cross as
+/// one self-contained HTML page: no script, no external resource, light and dark
+/// schemes following the reader's setting. Figures are written in the page's units
+/// (`µs`, spaced), so the crossings are worked out again here rather than taken from
+/// the terminal's.
+pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
+    let crossed: Vec<Crossing> = comparisons
+        .iter()
+        .flat_map(|c| evaluate_in(c, thresholds, Units::Page))
+        .collect();
     let mut head = String::new();
     let mut h = String::new();
     if !thresholds.is_empty() {
@@ -219,11 +250,22 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold], crossed: &[Cro
         if crossed.is_empty() {
             head.push_str("<p class=\"ok\">Every threshold holds.</p>\n");
         } else {
-            h.push_str("<h2>Crossed thresholds</h2>\n<table>\n<tr><th>run</th><th class=\"text\">system</th><th class=\"text\">metric</th><th>base</th><th>new</th><th>limit</th><th class=\"text\">spec</th></tr>\n");
-            for c in crossed {
+            h.push_str("<h2>Crossed thresholds</h2>\n<table class=\"deltas\" id=\"crossed\">\n<tr><th>run</th><th>system</th><th>metric</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">limit</th><th>spec</th></tr>\n");
+            for c in &crossed {
+                if let Some(why) = &c.why {
+                    let _ = writeln!(
+                        h,
+                        "<tr><td>{}</td><td>{}</td><td class=\"text why worse\" colspan=\"4\">{}</td><td><code>{}</code></td></tr>",
+                        escape(&c.run),
+                        escape(&c.system),
+                        escape(why),
+                        escape(&c.spec)
+                    );
+                    continue;
+                }
                 let _ = writeln!(
                     h,
-                    "<tr><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td class=\"n\">{}</td><td class=\"n worse\">{}</td><td class=\"n\">{}</td><td class=\"text\"><code>{}</code></td></tr>",
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n worse\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td></tr>",
                     escape(&c.run),
                     escape(&c.system),
                     escape(&c.metric),
@@ -254,10 +296,10 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold], crossed: &[Cro
         h.push_str(&page::banner(None, "Not to be compared as is:", &warnings));
         for sys in &c.systems {
             let _ = writeln!(h, "<h3>{}</h3>", escape(&sys.system));
-            for t in tables(sys) {
+            for t in tables_in(sys, Units::Page) {
                 let _ = writeln!(
                     h,
-                    "<table>\n<tr><th>{}</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">delta</th><th class=\"n\">%</th></tr>",
+                    "<table class=\"deltas\">\n<tr><th>{}</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">delta</th><th class=\"n\">%</th></tr>",
                     escape(t.title)
                 );
                 for r in t.rows {
@@ -293,8 +335,7 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold], crossed: &[Cro
 mod tests {
     use super::*;
     use crate::compare::fixtures::{lab, result, run, th};
-    use crate::compare::model::{compare, dc, differences, system_delta};
-    use crate::compare::thresholds::evaluate;
+    use crate::compare::model::{compare, dc, differences, od, system_delta};
     use results::Spread;
 
     #[test]
@@ -307,10 +348,8 @@ mod tests {
         n.errors.status = 1;
         n.rate.achieved = 450.0;
         let s = system_delta("load", &b, &n);
-        assert_eq!(s.latency[3], d(10.0, 12.5));
-        assert_eq!(s.latency[3].abs(), 2.5);
-        assert_eq!(s.latency[3].pct(), Some(25.0));
-        assert_eq!(s.latency[8].pct(), Some(-25.0));
+        assert_eq!(s.latency[3], od(Some(10.0), Some(12.5)));
+        assert_eq!(s.latency[8], od(Some(20.0), Some(15.0)));
         assert_eq!(s.errors[ErrorKind::Timeout.index()], dc(1, 4));
         assert_eq!(s.errors_total, dc(3, 5));
         assert_eq!(s.status_codes["503"], dc(2, 0));
@@ -428,8 +467,7 @@ mod tests {
         let n = lab(result(20.0, 20.0, 0), "<nginx>", &[150.0]);
         let c = compare(&run("A&B", vec![b]), &run("C", vec![n]));
         let ths = [th("p99=10%")];
-        let crossed = evaluate(&c, &ths);
-        let h = html(&[c], &ths, &crossed);
+        let h = html(&[c], &ths);
         assert!(h.starts_with("<!DOCTYPE html>"));
         assert!(h.contains("prefers-color-scheme: dark"));
         assert!(h.contains("&lt;nginx&gt;") && h.contains("A&amp;B"));
@@ -438,7 +476,15 @@ mod tests {
             assert!(!h.contains(external), "{external}");
         }
         assert!(h.contains("Crossed thresholds"));
-        assert!(h.contains("<td class=\"n worse\">+10.00ms</td>"));
+        assert!(h.contains("<td class=\"n worse\">+10.00 ms</td>"));
+        assert!(
+            h.contains("<td class=\"n worse\">20.00 ms</td>"),
+            "crossings in page units"
+        );
+        assert!(
+            !h.contains("us<") && !h.contains("0ms"),
+            "wrk units on the page"
+        );
         assert!(h.contains("removed median"));
     }
 }

@@ -3,7 +3,7 @@
 //! one-line errors naming the spec, and the check of a comparison against the specs.
 
 use super::model::{Comparison, LATENCY_METRICS};
-use crate::fmt::{fmt_count, fmt_ms};
+use crate::fmt::{fmt_count, Units};
 use results::ErrorKind;
 
 /// What a threshold limits.
@@ -154,41 +154,88 @@ pub struct Crossing {
     pub new: String,
     /// The limit as displayed, e.g. `+10% (13.20ms)` or `+50.00ms (62.00ms)`.
     pub limit: String,
-    /// The spec that set it.
+    /// The spec that set it (every spec, for a run that failed).
     pub spec: String,
+    /// Why no limit can hold, when a run failed: then `base`, `new` and `limit`
+    /// are empty.
+    pub why: Option<String>,
 }
 
 impl Crossing {
-    /// One line naming system, metric, base, new and limit.
+    /// One line naming system, metric, base, new and limit (or why nothing holds).
     pub fn line(&self) -> String {
-        format!(
-            "REGRESSION: {}: {}: base {}, new {}, limit {} (--max-regression {})",
-            self.system, self.metric, self.base, self.new, self.limit, self.spec
-        )
+        match &self.why {
+            Some(why) => format!(
+                "REGRESSION: {}: {why} (--max-regression {})",
+                self.system, self.spec
+            ),
+            None => format!(
+                "REGRESSION: {}: {}: base {}, new {}, limit {} (--max-regression {})",
+                self.system, self.metric, self.base, self.new, self.limit, self.spec
+            ),
+        }
     }
 }
 
 /// The largest value `new` may take under `limit`, and the limit as displayed.
-fn allowed(base: f64, limit: Limit, fmt: fn(f64) -> String) -> (f64, String) {
+fn allowed(base: f64, limit: Limit, fmt: &dyn Fn(f64) -> String) -> (f64, String) {
     match limit {
         Limit::Percent(p) => {
             let a = base * (1.0 + p / 100.0);
             (a, format!("+{p}% ({})", fmt(a)))
         }
-        Limit::Ms(ms) => (base + ms, format!("+{} ({})", fmt_ms(ms), fmt(base + ms))),
+        Limit::Ms(ms) => (base + ms, format!("+{} ({})", fmt(ms), fmt(base + ms))),
         Limit::Count(n) => (base + n as f64, format!("+{n} ({})", fmt(base + n as f64))),
     }
 }
 
-/// The thresholds `cmp`'s new run crosses, in threshold then system order.
+/// The thresholds `cmp`'s new run crosses: first the systems where either run
+/// failed, then in threshold then system order.
 ///
-/// A limit holds when `new <= allowed`: equal is not a regression. A propagation
-/// median that the base has and the new run lacks (no backend propagated) crosses;
-/// one the base lacks cannot be judged and is skipped.
+/// A run that failed ([`results::RunResult::failure`]: no response, or most requests
+/// failed) crosses every gate at once, on either side: its latency describes no
+/// working system, so a new run that lost every request must not pass as faster, and a
+/// failed base leaves nothing to hold the new run to. Otherwise a limit holds when
+/// `new <= allowed`: equal is not a regression. A propagation median that the base
+/// has and the new run lacks (no backend propagated) crosses; one the base lacks
+/// cannot be judged and is skipped.
 pub fn evaluate(cmp: &Comparison, thresholds: &[Threshold]) -> Vec<Crossing> {
+    evaluate_in(cmp, thresholds, Units::Terminal)
+}
+
+/// [`evaluate`], with the latencies of the crossings written in `u`.
+pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<Crossing> {
+    let fmt_ms = |v: f64| u.ms(v);
     let mut out = Vec::new();
+    if thresholds.is_empty() {
+        return out;
+    }
+    let specs: Vec<&str> = thresholds.iter().map(|t| t.spec.as_str()).collect();
+    let mut judged = Vec::new();
+    for s in &cmp.systems {
+        let why = match (&s.base_failed, &s.new_failed) {
+            (_, Some(n)) => format!("the new run failed, no limit can hold: {n}"),
+            (Some(b), None) => {
+                format!("the base run failed, there is nothing to hold the new run to: {b}")
+            }
+            (None, None) => {
+                judged.push(s);
+                continue;
+            }
+        };
+        out.push(Crossing {
+            run: cmp.new.clone(),
+            system: s.system.clone(),
+            metric: "responses".to_string(),
+            base: String::new(),
+            new: String::new(),
+            limit: String::new(),
+            spec: specs.join(","),
+            why: Some(why),
+        });
+    }
     for t in thresholds {
-        for s in &cmp.systems {
+        for s in &judged {
             let mut cross = |metric: &str, base: String, new: String, limit: String| {
                 out.push(Crossing {
                     run: cmp.new.clone(),
@@ -198,14 +245,18 @@ pub fn evaluate(cmp: &Comparison, thresholds: &[Threshold]) -> Vec<Crossing> {
                     new,
                     limit,
                     spec: t.spec.clone(),
+                    why: None,
                 });
             };
             match t.metric {
                 Metric::Latency(i) => {
-                    let v = s.latency[i];
-                    let (a, lim) = allowed(v.base, t.limit, fmt_ms);
-                    if v.new > a {
-                        cross(LATENCY_METRICS[i], fmt_ms(v.base), fmt_ms(v.new), lim);
+                    // Neither run failed, so both have responses, hence latencies.
+                    let (Some(b), Some(n)) = (s.latency[i].base, s.latency[i].new) else {
+                        continue;
+                    };
+                    let (a, lim) = allowed(b, t.limit, &fmt_ms);
+                    if n > a {
+                        cross(LATENCY_METRICS[i], fmt_ms(b), fmt_ms(n), lim);
                     }
                 }
                 Metric::Errors(kind) => {
@@ -213,7 +264,7 @@ pub fn evaluate(cmp: &Comparison, thresholds: &[Threshold]) -> Vec<Crossing> {
                         Some(k) => (format!("errors.{}", k.name()), s.errors[k.index()]),
                         None => ("errors".to_string(), s.errors_total),
                     };
-                    let (a, lim) = allowed(v.base, t.limit, fmt_count);
+                    let (a, lim) = allowed(v.base, t.limit, &fmt_count);
                     if v.new > a {
                         cross(&name, fmt_count(v.base), fmt_count(v.new), lim);
                     }
@@ -228,7 +279,7 @@ pub fn evaluate(cmp: &Comparison, thresholds: &[Threshold]) -> Vec<Crossing> {
                             continue;
                         }
                         let Some(b) = v.base else { continue };
-                        let (a, lim) = allowed(b, t.limit, fmt_ms);
+                        let (a, lim) = allowed(b, t.limit, &fmt_ms);
                         match v.new {
                             Some(n) if n <= a => {}
                             Some(n) => cross(&format!("{name} median"), fmt_ms(b), fmt_ms(n), lim),
@@ -349,5 +400,43 @@ mod tests {
         let c2 = compare(&b, &lost);
         let p = evaluate(&c2, &[th("propagation=1s")]);
         assert_eq!(p[0].new, "none measured");
+    }
+
+    /// A result that received no response: every request refused.
+    fn dead() -> results::RunResult {
+        let mut r = result(0.0, 0.0, 0);
+        r.latency_ms.corrected = Default::default();
+        r.requests.completed = 0;
+        r.requests.failed = r.requests.intended;
+        r.errors.connect = r.requests.intended;
+        r
+    }
+
+    #[test]
+    fn a_failed_run_crosses_every_gate() {
+        let base = run("base", vec![result(10.0, 100.0, 0)]);
+        let c = compare(&base, &run("dead", vec![dead()]));
+        let x = evaluate(&c, &parse_thresholds(&["p99=10%,max=1s"]).unwrap());
+        assert_eq!(x.len(), 1, "{x:?}");
+        assert_eq!(
+            x[0].line(),
+            "REGRESSION: load: the new run failed, no limit can hold: no response was received: 1500 of 1500 intended requests failed (connect 1500) (--max-regression p99=10%,max=1s)"
+        );
+        // No gate, no crossing; but the comparison still says what happened.
+        assert!(evaluate(&c, &[]).is_empty());
+        assert!(c.warnings[0].starts_with("new load: no response was received"));
+        // A failed base is no baseline either.
+        let c = compare(&run("dead", vec![dead()]), &base);
+        let x = evaluate(&c, &[th("p99=10%")]);
+        assert!(x[0].line().contains("the base run failed"), "{x:?}");
+        // Most requests failing is failing, even with a low p99 on the rest.
+        let mut most = result(1.0, 2.0, 800);
+        most.errors.timeout = 800;
+        let c = compare(&base, &run("most", vec![most]));
+        let x = evaluate(&c, &[th("p99=10%")]);
+        assert!(
+            x[0].line().contains("most requests failed: 800 of 1500"),
+            "{x:?}"
+        );
     }
 }
