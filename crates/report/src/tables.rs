@@ -327,6 +327,23 @@ pub fn settings(input: &ReportInput) -> Table {
         ),
         ("new connection", per(&|r| yes_no(r.config.new_connection))),
         (
+            "CPUs: generator / proxy (workers) / backends",
+            per(
+                &|r| match r.lab.as_ref().and_then(|l| l.placement.as_ref()) {
+                    Some(p) => format!(
+                        "{} / {} ({}) / {}",
+                        p.generator, p.proxy, p.proxy_workers, p.backends
+                    ),
+                    None if !r.generator.cpus.is_empty() => format!("{} / – / –", r.generator.cpus),
+                    None => "any".into(),
+                },
+            ),
+        ),
+        (
+            "generator priority raised",
+            per(&|r| yes_no(r.generator.priority_raised)),
+        ),
+        (
             "TLS",
             per(&|r| {
                 r.config
@@ -524,5 +541,24 @@ mod tests {
         assert!(w
             .iter()
             .all(|(i, l)| *i == 0 || l == "no response was received: no request was sent"));
+    }
+
+    #[test]
+    fn settings_say_where_each_part_ran() {
+        let mut i = input();
+        if let Some(l) = i.series[0].result.lab.as_mut() {
+            l.placement = Some(results::PlacementInfo {
+                generator: "0".into(),
+                proxy: "1".into(),
+                backends: "1".into(),
+                proxy_workers: 1,
+            });
+        }
+        i.series[0].result.generator.priority_raised = true;
+        let t = settings(&i);
+        let text = format!("{:?}", t.rows);
+        assert!(text.contains("0 / 1 (1) / 1"), "{text}");
+        assert!(text.contains("generator priority raised"), "{text}");
+        assert!(text.contains("any"), "a plain load ran anywhere: {text}");
     }
 }
