@@ -164,6 +164,9 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
 /// scheduling priority where permitted (nice -10, this thread only: the proxies and
 /// backends a run starts keep theirs), so that on a busy machine the generator is not
 /// the one that waits. Neither is required: without them the run goes on.
+/// The nice value a worker thread asks for.
+const RAISED_NICE: i32 = -10;
+
 fn place_this_thread(shared: &Shared) {
     if !shared.cpus.is_empty() {
         let mut set = rustix::thread::CpuSet::new();
@@ -172,8 +175,16 @@ fn place_this_thread(shared: &Shared) {
         }
         let _ = rustix::thread::sched_setaffinity(None, &set);
     }
-    if rustix::process::setpriority_process(Some(rustix::thread::gettid()), -10).is_ok() {
-        shared.priority_raised.store(true, Ordering::Relaxed);
+    // setpriority sets an absolute nice value: never lower a priority someone already
+    // raised further (`nice -n -20 ingressbench ...`).
+    let me = Some(rustix::thread::gettid());
+    match rustix::process::getpriority_process(me) {
+        Ok(now) if now <= RAISED_NICE => shared.priority_raised.store(true, Ordering::Relaxed),
+        _ => {
+            if rustix::process::setpriority_process(me, RAISED_NICE).is_ok() {
+                shared.priority_raised.store(true, Ordering::Relaxed);
+            }
+        }
     }
 }
 
