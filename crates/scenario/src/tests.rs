@@ -135,73 +135,7 @@ fn bundled_scenarios_are_valid() {
     assert!(n >= 3, "S1, S3 and S5 are bundled");
 }
 
-/// A small valid scenario; each bad case below edits one line of it.
-const BASE: &str = "\
-name: t
-systems: [caddy-api]
-backends:
-  replicas: 2
-load:
-  rate: 200
-  duration: 4s
-quick:
-  rate: 100
-";
-
-/// What `validate` (and `run`, before it starts anything) says about each bad file:
-/// one line, naming the key as the file writes it and the line it is on.
-pub(crate) const BAD: &[(&str, &str, &str)] = &[
-    (
-        "  replicas: 2\n",
-        "  replicas: 2\n  delay: soon\n",
-        "line 5: backends.delay \"soon\": 'soon' is not a duration: use a number with s, ms, us, m or h (e.g. 30s, 500ms, 3m)",
-    ),
-    (
-        "  rate: 200\n",
-        "  rate: 200\n  timeout: 0s\n",
-        "line 7: load.timeout must be longer than 0s",
-    ),
-    (
-        "  rate: 200\n",
-        "  rate: 200\n  connect_timeout: 0s\n",
-        "line 7: load.connect_timeout must be longer than 0s",
-    ),
-    (
-        "  rate: 100\n",
-        "  rate: 0\n",
-        "line 9: quick.rate 0 is not a rate: give requests per second above 0",
-    ),
-    (
-        "  rate: 100\n",
-        "  rate: 100\n  connections: 0\n",
-        "line 10: quick.connections must be at least 1",
-    ),
-    (
-        "  duration: 4s\n",
-        "  duration: 99999999999s\n",
-        "line 7: load.duration: 99999999999s is too long: a scenario's durations are at most 7 days (168h)",
-    ),
-    (
-        "  replicas: 2\n",
-        "  replicas: 0\n",
-        "line 4: backends.replicas: 0 is out of range: use 1 to 32",
-    ),
-    (
-        "  rate: 200\n",
-        "  rate: 200\n  sample: 1.5\n",
-        "line 7: load.sample 1.5: give a fraction of requests from 0 to 1",
-    ),
-    (
-        "systems: [caddy-api]\n",
-        "systems: [caddy-api\n",
-        "line 3: did not find expected ',' or ']', while parsing a flow sequence at line 2 column 10",
-    ),
-    (
-        "name: t\n",
-        "name: \"../../etc/x\"\n",
-        "line 1: name \"../../etc/x\": use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' (it names the results folder)",
-    ),
-];
+include!("../../../tests/data/bad_scenarios.rs");
 
 #[test]
 fn bad_scenarios_name_the_key_and_its_line() {
