@@ -5,6 +5,7 @@
 //! the .hgrm and PNG files, and that bad input is one line with exit code 2.
 
 use crate::common::backend::Backend;
+use crate::common::expect::CHARTS;
 use crate::common::proc::{Output, Proc};
 use crate::common::{bin, exclusive, read_json, servers, ERROR_KINDS};
 use rustix::process::Signal;
@@ -165,15 +166,6 @@ fn assert_offline(page: &str, targets: &[String]) {
         assert!(!page.contains(bad), "the page has {bad}");
     }
 }
-
-const CHARTS: [&str; 6] = [
-    "chart-percentiles",
-    "chart-percentiles-uncorrected",
-    "chart-latency",
-    "chart-throughput",
-    "chart-errors",
-    "chart-backends",
-];
 
 #[test]
 fn report_of_two_load_runs_side_by_side() {

@@ -15,6 +15,16 @@ pub struct Series<'a> {
 }
 
 /// `v[path...]`, which must exist.
+/// The charts every report page has (plus one latency panel per series).
+pub const CHARTS: [&str; 6] = [
+    "chart-percentiles",
+    "chart-percentiles-uncorrected",
+    "chart-latency",
+    "chart-throughput",
+    "chart-errors",
+    "chart-backends",
+];
+
 pub fn at<'a>(v: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(v, |v, k| {
         v.get(k)
@@ -132,17 +142,7 @@ pub fn page_is_sound(page: &Page, series: &[Series]) {
         page.title
     );
 
-    let mut want: Vec<String> = [
-        "chart-percentiles",
-        "chart-percentiles-uncorrected",
-        "chart-latency",
-        "chart-throughput",
-        "chart-errors",
-        "chart-backends",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let mut want: Vec<String> = CHARTS.iter().map(|s| s.to_string()).collect();
     want.extend((1..=series.len()).map(|i| format!("chart-latency-{i}")));
     for id in &want {
         let c = page
