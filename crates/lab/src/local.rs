@@ -56,16 +56,13 @@ impl Platform for LocalProcesses {
         crate::watchdog::watch_path(work.path());
         let (cert, key) = certs::generate(work.path(), spec.tls.key)?;
         let p = ports::free_ports(2).map_err(LabError::io("choose free ports"))?;
-        let ctx = DriverContext::with_s1_tuning(
+        let mut ctx = DriverContext::with_s1_tuning(
             work.path().to_path_buf(),
             spec.out_dir.clone(),
             (cert.clone(), key),
             (p[0], p[1]),
         );
-        let ctx = DriverContext {
-            cpus: spec.proxy_cpus.clone(),
-            ..ctx
-        };
+        ctx.cpus = spec.proxy_cpus.clone();
         let (scheme, port) = if spec.tls.enabled {
             ("https", ctx.https_port)
         } else {

@@ -385,7 +385,7 @@ impl System {
     /// holds (logged as `done`, with the time from the request), or logs the failure.
     fn change<F>(
         &mut self,
-        requested: EventKind,
+        requested: Option<EventKind>,
         detail: &str,
         done: EventKind,
         expect: Expect,
@@ -394,7 +394,9 @@ impl System {
         F: FnOnce(&mut dyn Driver) -> Result<(), LabError>,
     {
         let t0 = Instant::now();
-        self.events.log(requested, detail, None);
+        if let Some(kind) = requested {
+            self.events.log(kind, detail, None);
+        }
         let timeout = self.settle_timeout;
         let res = ask(self.driver.as_mut()).and_then(|_| self.driver.settle(&expect, timeout));
         match res {
@@ -448,29 +450,16 @@ impl System {
             .map(|e| e.id.as_str())
             .collect::<Vec<_>>()
             .join(",");
-        let expect = Expect::endpoints(&eps);
-        if self.driver.capabilities().push_endpoints {
-            self.change(
-                EventKind::EndpointsRequested,
-                &detail,
-                EventKind::EndpointsApplied,
-                expect,
-                |d| controller::endpoints_changed(d, &eps).map(|_: Sync| ()),
-            );
-        } else {
-            let t0 = Instant::now();
-            let timeout = self.settle_timeout;
-            match self.driver.settle(&expect, timeout) {
-                Ok(()) => {
-                    self.events
-                        .log(EventKind::EndpointsApplied, &detail, Some(t0.elapsed()));
-                }
-                Err(e) => {
-                    self.events
-                        .log(EventKind::ChangeFailed, format!("{detail}: {e}"), None);
-                }
-            }
-        }
+        // A driver that takes endpoints is asked (and the request logged); one that
+        // discovers them is only waited for.
+        let pushed = self.driver.capabilities().push_endpoints;
+        self.change(
+            pushed.then_some(EventKind::EndpointsRequested),
+            &detail,
+            EventKind::EndpointsApplied,
+            Expect::endpoints(&eps),
+            |d| controller::endpoints_changed(d, &eps).map(|_: Sync| ()),
+        );
     }
 }
 
@@ -492,7 +481,7 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
             Step::Route(r) => {
                 let route = r.route();
                 sys.change(
-                    EventKind::RouteRequested,
+                    Some(EventKind::RouteRequested),
                     route.name(),
                     EventKind::RouteApplied,
                     Expect::Route(route),
@@ -501,7 +490,7 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
             }
             Step::Reload(true) => {
                 sys.change(
-                    EventKind::ReloadRequested,
+                    Some(EventKind::ReloadRequested),
                     "",
                     EventKind::ReloadDone,
                     Expect::Reloaded,
@@ -511,7 +500,7 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
             Step::Restart(true) => {
                 let eps = sys.platform.endpoints();
                 sys.change(
-                    EventKind::RestartRequested,
+                    Some(EventKind::RestartRequested),
                     "",
                     EventKind::RestartDone,
                     Expect::endpoints(&eps),
