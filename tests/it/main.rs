@@ -13,6 +13,7 @@ mod bad_input;
 mod compare;
 mod contract;
 mod lab_caddy;
+mod lab_envoy;
 mod lab_haproxy;
 mod lab_nginx;
 mod lab_run;

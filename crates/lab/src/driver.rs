@@ -23,6 +23,8 @@ pub enum LabError {
     UnknownProfile { name: String, known: String },
     #[error("{binary} not found: install the Debian package {package} (make setup does)")]
     MissingBinary { binary: String, package: String },
+    #[error("{binary} not found: {how}")]
+    NotInstalled { binary: String, how: String },
     #[error("{what}: {source}")]
     Io {
         what: String,
@@ -58,9 +60,10 @@ pub struct Endpoint {
 }
 
 /// A route configuration (study S3's changes), applied to all traffic.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Route {
     /// Plain proxying to the backends.
+    #[default]
     Base,
     /// Add CORS response headers: `Access-Control-Allow-Origin: *`,
     /// `Access-Control-Allow-Methods: GET, POST, OPTIONS`,

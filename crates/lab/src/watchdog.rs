@@ -66,12 +66,12 @@ pub fn unwatch_group(pgid: u32) {
     send(format!("-g {pgid}\n"));
 }
 
-/// Registers a folder to remove if this process dies.
+/// Registers a folder or a file to remove if this process dies.
 pub fn watch_path(path: &Path) {
     send(format!("+p {}\n", path.display()));
 }
 
-/// Unregisters a folder (it was removed).
+/// Unregisters a folder or file (it was removed).
 pub fn unwatch_path(path: &Path) {
     send(format!("-p {}\n", path.display()));
 }
@@ -132,7 +132,11 @@ impl Registry {
             let _ = kill_process_group(*p, Signal::KILL);
         }
         for path in &self.paths {
-            let _ = std::fs::remove_dir_all(path);
+            // A folder (a run's scratch space) or a file (Envoy's shared memory).
+            let _ = match std::fs::symlink_metadata(path) {
+                Ok(m) if m.is_dir() => std::fs::remove_dir_all(path),
+                _ => std::fs::remove_file(path),
+            };
         }
     }
 }
@@ -171,12 +175,19 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let scratch = dir.path().join("scratch");
         std::fs::create_dir(&scratch).unwrap();
+        let file = dir.path().join("shared-memory");
+        std::fs::write(&file, b"x").unwrap();
         let mut child = Command::new("sleep")
             .arg("30")
             .process_group(0)
             .spawn()
             .unwrap();
-        let input = format!("+g {}\n+p {}\n", child.id(), scratch.display());
+        let input = format!(
+            "+g {}\n+p {}\n+p {}\n",
+            child.id(),
+            scratch.display(),
+            file.display()
+        );
         serve(std::io::Cursor::new(input));
         let t = Instant::now();
         let status = loop {
@@ -191,5 +202,6 @@ mod tests {
         let _ = child.kill();
         assert!(status.is_some(), "the registered group survived");
         assert!(!scratch.exists(), "the registered folder survived");
+        assert!(!file.exists(), "the registered file survived");
     }
 }

@@ -95,15 +95,11 @@ pub fn read_json(p: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("parse {}: {e}", p.display()))
 }
 
-/// Ports on 127.0.0.1 that were free a moment ago (bound together, then released),
-/// all different.
+/// Ports on 127.0.0.1 that are free, all different, never handed out twice.
 pub fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> = (0..n)
-        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0"))
-        .collect();
-    held.iter()
-        .map(|l| l.local_addr().expect("local addr").port())
-        .collect()
+    // The lab's own chooser: below the ephemeral range, so a server a test beside this
+    // one binds on :0 cannot take the port before the proxy binds it.
+    lab::ports::free_ports(n).expect("free ports on 127.0.0.1")
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.

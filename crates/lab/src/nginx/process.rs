@@ -104,7 +104,7 @@ impl Nginx {
             polls += 1;
             // A HUP with a configuration the master cannot apply keeps the old
             // workers; the reason is only in the log.
-            if polls % 25 == 0 && !new {
+            if polls.is_multiple_of(25) && !new {
                 if let Some(line) = self.log_problem(p.log_offset) {
                     return Err(LabError::Rejected {
                         what: format!("{} reload", self.name()),

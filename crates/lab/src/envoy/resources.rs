@@ -1,0 +1,571 @@
+//! Envoy's configuration as protobuf messages, built once for both Envoy profiles:
+//! the `envoy-xds` profile pushes them over ADS as a controller would, the
+//! `envoy-hot-restart` profile writes them into a static bootstrap for a new process.
+//!
+//! The system is the lab's usual one: two listeners on 127.0.0.1 (HTTPS terminating
+//! TLS 1.2/1.3 with the run's certificate, and plain HTTP) sharing one route
+//! configuration, which sends everything to one cluster of the backends over
+//! HTTP/1.1 keep-alive. S3's route changes are response headers added by the route
+//! (`cors`, `header`) or a prefix rewrite (`rewrite`).
+
+use crate::driver::{DriverContext, Endpoint, Route};
+use envoy_types::pb::envoy::config::bootstrap::v3::{bootstrap, Admin, Bootstrap};
+use envoy_types::pb::envoy::config::cluster::v3::{
+    circuit_breakers::Thresholds, cluster, CircuitBreakers, Cluster,
+};
+use envoy_types::pb::envoy::config::core::v3::{
+    address, config_source, data_source, grpc_service, header_value_option, socket_address,
+    transport_socket, AggregatedConfigSource, ApiConfigSource, ApiVersion, ConfigSource,
+    DataSource, GrpcService, HeaderValue, HeaderValueOption, Http1ProtocolOptions,
+    Http2ProtocolOptions, HttpProtocolOptions as CommonHttpOptions, Node, Pipe, SocketAddress,
+    TransportSocket,
+};
+use envoy_types::pb::envoy::config::core::v3::{api_config_source, Address};
+use envoy_types::pb::envoy::config::endpoint::v3::{
+    lb_endpoint, ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint, LocalityLbEndpoints,
+};
+use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, FilterChain, Listener};
+use envoy_types::pb::envoy::config::route::v3::{
+    retry_policy::RetryHostPredicate, route, route_action, route_match, RetryPolicy, Route as EnvoyRoute,
+    RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
+};
+use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
+use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
+    http_connection_manager, http_filter, HttpConnectionManager, HttpFilter, Rds,
+};
+use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
+use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
+    tls_parameters::TlsProtocol, CommonTlsContext, DownstreamTlsContext, TlsCertificate,
+    TlsParameters,
+};
+use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
+    http_protocol_options::{explicit_http_config, ExplicitHttpConfig, UpstreamProtocolOptions},
+    HttpProtocolOptions,
+};
+use envoy_types::pb::google::protobuf::{Any, Duration as PbDuration, UInt32Value};
+use prost::{Message, Name};
+use std::net::SocketAddr;
+use std::path::Path;
+
+/// The route configuration both listeners use.
+pub const ROUTES: &str = "ingress";
+/// The cluster of the backends.
+pub const CLUSTER: &str = "backends";
+/// The cluster of the control plane (the ADS server) in an xDS bootstrap.
+const XDS_CLUSTER: &str = "xds";
+
+/// Packs a message as `google.protobuf.Any`, the way xDS carries resources.
+pub fn any<M: Message + Name>(m: &M) -> Any {
+    Any {
+        type_url: M::type_url(),
+        value: m.encode_to_vec(),
+    }
+}
+
+fn seconds(s: i64) -> Option<PbDuration> {
+    Some(PbDuration {
+        seconds: s,
+        nanos: 0,
+    })
+}
+
+fn u32v(v: u32) -> Option<UInt32Value> {
+    Some(UInt32Value { value: v })
+}
+
+fn file(path: &Path) -> Option<DataSource> {
+    Some(DataSource {
+        specifier: Some(data_source::Specifier::Filename(
+            path.to_string_lossy().into_owned(),
+        )),
+        ..DataSource::default()
+    })
+}
+
+fn tcp(ip: &str, port: u16) -> Option<Address> {
+    Some(Address {
+        address: Some(address::Address::SocketAddress(SocketAddress {
+            address: ip.to_string(),
+            port_specifier: Some(socket_address::PortSpecifier::PortValue(u32::from(port))),
+            ..SocketAddress::default()
+        })),
+    })
+}
+
+fn ads() -> Option<ConfigSource> {
+    Some(ConfigSource {
+        resource_api_version: ApiVersion::V3 as i32,
+        config_source_specifier: Some(config_source::ConfigSourceSpecifier::Ads(
+            AggregatedConfigSource {},
+        )),
+        ..ConfigSource::default()
+    })
+}
+
+fn header(key: &str, value: &str) -> HeaderValueOption {
+    HeaderValueOption {
+        header: Some(HeaderValue {
+            key: key.to_string(),
+            value: value.to_string(),
+            ..HeaderValue::default()
+        }),
+        append_action: header_value_option::HeaderAppendAction::OverwriteIfExistsOrAdd as i32,
+        ..HeaderValueOption::default()
+    }
+}
+
+/// Where the listeners get their routes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// From the control plane over ADS (`envoy-xds`).
+    Ads,
+    /// Written into the listeners themselves (`envoy-hot-restart`).
+    Static,
+}
+
+/// The route configuration for S3's `route`: every path to the backends, with the
+/// route's headers or rewrite. A refused connection or a reset before any byte of the
+/// request was sent is retried on another backend, as the other lab proxies do
+/// (nginx's `proxy_next_upstream error`, HAProxy's `redispatch`).
+pub fn route_configuration(route: Route) -> RouteConfiguration {
+    let mut action = RouteAction {
+        cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(CLUSTER.into())),
+        retry_policy: Some(RetryPolicy {
+            retry_on: "connect-failure,refused-stream,reset-before-request".into(),
+            num_retries: u32v(2),
+            retry_host_predicate: vec![RetryHostPredicate {
+                name: "envoy.retry_host_predicates.previous_hosts".into(),
+                config_type: Some(
+                    envoy_types::pb::envoy::config::route::v3::retry_policy::retry_host_predicate::ConfigType::TypedConfig(
+                        any(&PreviousHostsPredicate {}),
+                    ),
+                ),
+            }],
+            host_selection_retry_max_attempts: 3,
+            ..RetryPolicy::default()
+        }),
+        ..RouteAction::default()
+    };
+    let mut headers = Vec::new();
+    match route {
+        Route::Base => {}
+        Route::Cors => {
+            headers.push(header("access-control-allow-origin", "*"));
+            headers.push(header("access-control-allow-methods", "GET, POST, OPTIONS"));
+            headers.push(header(
+                "access-control-allow-headers",
+                "Content-Type, Authorization",
+            ));
+        }
+        Route::Header => headers.push(header("x-custom", "1")),
+        Route::Rewrite => action.prefix_rewrite = "/rewritten/".into(),
+    }
+    RouteConfiguration {
+        name: ROUTES.into(),
+        virtual_hosts: vec![VirtualHost {
+            name: "all".into(),
+            domains: vec!["*".into()],
+            routes: vec![EnvoyRoute {
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                    ..RouteMatch::default()
+                }),
+                action: Some(route::Action::Route(action)),
+                response_headers_to_add: headers,
+                ..EnvoyRoute::default()
+            }],
+            ..VirtualHost::default()
+        }],
+        ..RouteConfiguration::default()
+    }
+}
+
+/// The HTTP connection manager of a listener: HTTP/1.1 only, routes from `source`.
+fn http_manager(prefix: &str, source: Source, route: Route) -> HttpConnectionManager {
+    let route_specifier = match source {
+        Source::Ads => http_connection_manager::RouteSpecifier::Rds(Rds {
+            config_source: ads(),
+            route_config_name: ROUTES.into(),
+        }),
+        Source::Static => {
+            http_connection_manager::RouteSpecifier::RouteConfig(route_configuration(route))
+        }
+    };
+    HttpConnectionManager {
+        stat_prefix: prefix.into(),
+        codec_type: http_connection_manager::CodecType::Http1 as i32,
+        route_specifier: Some(route_specifier),
+        http_filters: vec![HttpFilter {
+            name: "envoy.filters.http.router".into(),
+            config_type: Some(http_filter::ConfigType::TypedConfig(any(&Router::default()))),
+            ..HttpFilter::default()
+        }],
+        ..HttpConnectionManager::default()
+    }
+}
+
+/// The two listeners: HTTPS on `https_port` and plain HTTP on `http_port`, 127.0.0.1.
+pub fn listeners(ctx: &DriverContext, source: Source, route: Route) -> Vec<Listener> {
+    let tls = DownstreamTlsContext {
+        common_tls_context: Some(CommonTlsContext {
+            tls_params: Some(TlsParameters {
+                tls_minimum_protocol_version: TlsProtocol::TlSv12 as i32,
+                tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
+                ..TlsParameters::default()
+            }),
+            tls_certificates: vec![TlsCertificate {
+                certificate_chain: file(&ctx.cert),
+                private_key: file(&ctx.key),
+                ..TlsCertificate::default()
+            }],
+            alpn_protocols: vec!["http/1.1".into()],
+            ..CommonTlsContext::default()
+        }),
+        ..DownstreamTlsContext::default()
+    };
+    let listener = |name: &str, port: u16, tls: Option<&DownstreamTlsContext>| Listener {
+        name: name.into(),
+        address: tcp("127.0.0.1", port),
+        filter_chains: vec![FilterChain {
+            filters: vec![Filter {
+                name: "envoy.filters.network.http_connection_manager".into(),
+                config_type: Some(filter::ConfigType::TypedConfig(any(&http_manager(
+                    name, source, route,
+                )))),
+            }],
+            transport_socket: tls.map(|t| TransportSocket {
+                name: "envoy.transport_sockets.tls".into(),
+                config_type: Some(transport_socket::ConfigType::TypedConfig(any(t))),
+            }),
+            ..FilterChain::default()
+        }],
+        ..Listener::default()
+    };
+    vec![
+        listener("https", ctx.https_port, Some(&tls)),
+        listener("http", ctx.http_port, None),
+    ]
+}
+
+/// The endpoints of the backends cluster.
+pub fn load_assignment(endpoints: &[Endpoint]) -> ClusterLoadAssignment {
+    ClusterLoadAssignment {
+        cluster_name: CLUSTER.into(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: endpoints.iter().map(lb_endpoint).collect(),
+            ..LocalityLbEndpoints::default()
+        }],
+        ..ClusterLoadAssignment::default()
+    }
+}
+
+fn lb_endpoint(e: &Endpoint) -> LbEndpoint {
+    let addr: SocketAddr = e.addr;
+    LbEndpoint {
+        host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
+            address: tcp(&addr.ip().to_string(), addr.port()),
+            hostname: e.id.clone(),
+            ..EnvoyEndpoint::default()
+        })),
+        ..LbEndpoint::default()
+    }
+}
+
+/// HTTP/1.1 to the backends over keep-alive: S1's requests per upstream connection.
+/// Envoy keeps idle upstream connections until its idle timeout (1 h) and has no
+/// count of idle connections to keep, so `upstream_keepalive` has no equivalent.
+fn upstream_http1(ctx: &DriverContext) -> HttpProtocolOptions {
+    HttpProtocolOptions {
+        common_http_protocol_options: Some(CommonHttpOptions {
+            max_requests_per_connection: u32v(
+                u32::try_from(ctx.upstream_keepalive_requests).unwrap_or(u32::MAX),
+            ),
+            ..CommonHttpOptions::default()
+        }),
+        upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+            ExplicitHttpConfig {
+                protocol_config: Some(explicit_http_config::ProtocolConfig::HttpProtocolOptions(
+                    Http1ProtocolOptions::default(),
+                )),
+            },
+        )),
+        ..HttpProtocolOptions::default()
+    }
+}
+
+/// The backends cluster: endpoints from ADS (`Source::Ads`) or listed in it.
+pub fn cluster(ctx: &DriverContext, source: Source, endpoints: &[Endpoint]) -> Cluster {
+    // Envoy's circuit breakers default to 1024 connections and requests per cluster;
+    // no other lab proxy has such a limit, so they are set out of the way.
+    let open = Thresholds {
+        max_connections: u32v(1_000_000),
+        max_pending_requests: u32v(1_000_000),
+        max_requests: u32v(1_000_000),
+        max_retries: u32v(1_000_000),
+        ..Thresholds::default()
+    };
+    let mut c = Cluster {
+        name: CLUSTER.into(),
+        connect_timeout: seconds(2),
+        circuit_breakers: Some(CircuitBreakers {
+            thresholds: vec![open],
+            ..CircuitBreakers::default()
+        }),
+        typed_extension_protocol_options: [(
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_string(),
+            any(&upstream_http1(ctx)),
+        )]
+        .into(),
+        ..Cluster::default()
+    };
+    match source {
+        Source::Ads => {
+            c.cluster_discovery_type = Some(cluster::ClusterDiscoveryType::Type(
+                cluster::DiscoveryType::Eds as i32,
+            ));
+            c.eds_cluster_config = Some(cluster::EdsClusterConfig {
+                eds_config: ads(),
+                ..cluster::EdsClusterConfig::default()
+            });
+        }
+        Source::Static => {
+            c.cluster_discovery_type = Some(cluster::ClusterDiscoveryType::Type(
+                cluster::DiscoveryType::Static as i32,
+            ));
+            c.load_assignment = Some(load_assignment(endpoints));
+        }
+    }
+    c
+}
+
+/// The bootstrap of an `envoy-xds` Envoy: an admin listener, and everything else from
+/// the ADS server on the Unix socket `xds_socket` (gRPC over HTTP/2).
+pub fn xds_bootstrap(admin_port: u16, xds_socket: &Path) -> Bootstrap {
+    let control_plane = Cluster {
+        name: XDS_CLUSTER.into(),
+        connect_timeout: seconds(1),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::Static as i32,
+        )),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: XDS_CLUSTER.into(),
+            endpoints: vec![LocalityLbEndpoints {
+                lb_endpoints: vec![LbEndpoint {
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
+                        EnvoyEndpoint {
+                            address: Some(Address {
+                                address: Some(address::Address::Pipe(Pipe {
+                                    path: xds_socket.to_string_lossy().into_owned(),
+                                    mode: 0,
+                                })),
+                            }),
+                            ..EnvoyEndpoint::default()
+                        },
+                    )),
+                    ..LbEndpoint::default()
+                }],
+                ..LocalityLbEndpoints::default()
+            }],
+            ..ClusterLoadAssignment::default()
+        }),
+        typed_extension_protocol_options: [(
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions".to_string(),
+            any(&HttpProtocolOptions {
+                upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
+                    ExplicitHttpConfig {
+                        protocol_config: Some(
+                            explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                                Http2ProtocolOptions::default(),
+                            ),
+                        ),
+                    },
+                )),
+                ..HttpProtocolOptions::default()
+            }),
+        )]
+        .into(),
+        ..Cluster::default()
+    };
+    Bootstrap {
+        node: node(),
+        admin: admin(admin_port),
+        static_resources: Some(bootstrap::StaticResources {
+            clusters: vec![control_plane],
+            ..bootstrap::StaticResources::default()
+        }),
+        dynamic_resources: Some(bootstrap::DynamicResources {
+            ads_config: Some(ApiConfigSource {
+                api_type: api_config_source::ApiType::Grpc as i32,
+                transport_api_version: ApiVersion::V3 as i32,
+                grpc_services: vec![GrpcService {
+                    target_specifier: Some(grpc_service::TargetSpecifier::EnvoyGrpc(
+                        grpc_service::EnvoyGrpc {
+                            cluster_name: XDS_CLUSTER.into(),
+                            ..grpc_service::EnvoyGrpc::default()
+                        },
+                    )),
+                    ..GrpcService::default()
+                }],
+                set_node_on_first_message_only: true,
+                ..ApiConfigSource::default()
+            }),
+            lds_config: ads(),
+            cds_config: ads(),
+            ..bootstrap::DynamicResources::default()
+        }),
+        ..Bootstrap::default()
+    }
+}
+
+/// The bootstrap of an `envoy-hot-restart` Envoy: everything static.
+pub fn static_bootstrap(
+    ctx: &DriverContext,
+    admin_port: u16,
+    endpoints: &[Endpoint],
+    route: Route,
+) -> Bootstrap {
+    Bootstrap {
+        node: node(),
+        admin: admin(admin_port),
+        static_resources: Some(bootstrap::StaticResources {
+            listeners: listeners(ctx, Source::Static, route),
+            clusters: vec![cluster(ctx, Source::Static, endpoints)],
+            ..bootstrap::StaticResources::default()
+        }),
+        ..Bootstrap::default()
+    }
+}
+
+fn node() -> Option<Node> {
+    Some(Node {
+        id: "ingressbench".into(),
+        cluster: "ingressbench".into(),
+        ..Node::default()
+    })
+}
+
+fn admin(port: u16) -> Option<Admin> {
+    Some(Admin {
+        address: tcp("127.0.0.1", port),
+        ..Admin::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn ctx() -> DriverContext {
+        DriverContext::with_s1_tuning(
+            PathBuf::from("/w"),
+            PathBuf::from("/o"),
+            (PathBuf::from("/o/cert.pem"), PathBuf::from("/o/key.pem")),
+            (8443, 8080),
+        )
+    }
+
+    fn ep(id: &str, port: u16) -> Endpoint {
+        Endpoint {
+            id: id.into(),
+            addr: SocketAddr::from(([127, 0, 0, 1], port)),
+        }
+    }
+
+    fn headers(route: Route) -> Vec<(String, String)> {
+        let rc = route_configuration(route);
+        rc.virtual_hosts[0].routes[0]
+            .response_headers_to_add
+            .iter()
+            .map(|h| {
+                let h = h.header.as_ref().unwrap();
+                (h.key.clone(), h.value.clone())
+            })
+            .collect()
+    }
+
+    fn rewrite(route: Route) -> String {
+        let rc = route_configuration(route);
+        match &rc.virtual_hosts[0].routes[0].action {
+            Some(route::Action::Route(a)) => a.prefix_rewrite.clone(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_route_adds_its_headers_or_rewrite_and_base_adds_none() {
+        assert!(headers(Route::Base).is_empty());
+        assert_eq!(rewrite(Route::Base), "");
+        assert_eq!(headers(Route::Header), vec![("x-custom".into(), "1".into())]);
+        let cors = headers(Route::Cors);
+        assert_eq!(cors.len(), 3);
+        assert!(cors.contains(&("access-control-allow-origin".into(), "*".into())));
+        assert_eq!(rewrite(Route::Rewrite), "/rewritten/");
+        assert!(headers(Route::Rewrite).is_empty());
+    }
+
+    #[test]
+    fn endpoints_keep_their_ids_and_addresses() {
+        let cla = load_assignment(&[ep("b1", 4001), ep("b2", 4002)]);
+        let eps = &cla.endpoints[0].lb_endpoints;
+        assert_eq!(eps.len(), 2);
+        let Some(lb_endpoint::HostIdentifier::Endpoint(e)) = &eps[1].host_identifier else {
+            panic!()
+        };
+        assert_eq!(e.hostname, "b2");
+        let Some(address::Address::SocketAddress(sa)) = &e.address.as_ref().unwrap().address
+        else {
+            panic!()
+        };
+        assert_eq!(sa.address, "127.0.0.1");
+        assert_eq!(
+            sa.port_specifier,
+            Some(socket_address::PortSpecifier::PortValue(4002))
+        );
+        assert!(load_assignment(&[]).endpoints[0].lb_endpoints.is_empty());
+    }
+
+    #[test]
+    fn the_cluster_is_eds_over_ads_or_static_with_its_endpoints() {
+        let c = cluster(&ctx(), Source::Ads, &[ep("b1", 1)]);
+        assert!(c.load_assignment.is_none());
+        assert!(c.eds_cluster_config.is_some());
+        let c = cluster(&ctx(), Source::Static, &[ep("b1", 1)]);
+        assert_eq!(
+            c.load_assignment.unwrap().endpoints[0].lb_endpoints.len(),
+            1
+        );
+        let opts = &c.typed_extension_protocol_options
+            ["envoy.extensions.upstreams.http.v3.HttpProtocolOptions"];
+        let opts = HttpProtocolOptions::decode(opts.value.as_slice()).unwrap();
+        assert_eq!(
+            opts.common_http_protocol_options
+                .unwrap()
+                .max_requests_per_connection,
+            u32v(100_000_000)
+        );
+    }
+
+    #[test]
+    fn listeners_are_https_with_the_certificate_and_plain_http() {
+        let ls = listeners(&ctx(), Source::Ads, Route::Base);
+        assert_eq!(ls.len(), 2);
+        assert!(ls[0].filter_chains[0].transport_socket.is_some());
+        assert!(ls[1].filter_chains[0].transport_socket.is_none());
+        let Some(transport_socket::ConfigType::TypedConfig(t)) =
+            &ls[0].filter_chains[0].transport_socket.as_ref().unwrap().config_type
+        else {
+            panic!()
+        };
+        assert_eq!(
+            t.type_url,
+            "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
+        );
+        let tls = DownstreamTlsContext::decode(t.value.as_slice()).unwrap();
+        let cert = &tls.common_tls_context.unwrap().tls_certificates[0];
+        assert_eq!(
+            cert.certificate_chain.as_ref().unwrap().specifier,
+            Some(data_source::Specifier::Filename("/o/cert.pem".into()))
+        );
+    }
+}

@@ -1,0 +1,328 @@
+//! The `envoy-xds` system under test: one Envoy process configured entirely over ADS
+//! by ingressbench, standing in for an xDS controller (Contour, Envoy Gateway, Istio).
+//!
+//! The bootstrap holds only the admin listener and the control plane's address (a Unix
+//! socket in the scratch folder); listeners, the route configuration, the backends
+//! cluster and its endpoints are pushed by [`xds::Server`]. An endpoint change is one
+//! EDS update, a route change one RDS update, a reload a resync of every type (what a
+//! restarted controller sends): Envoy never restarts. [`EnvoyXds::settle`] waits for
+//! Envoy to acknowledge the versions pushed, so the runner's events separate "pushed"
+//! (`*_requested`) from "acknowledged" (`*_applied`), and the endpoint propagation
+//! table adds "seen in traffic".
+
+use super::resources::{self, any, Source};
+use super::{command, last_error, listeners_up, write_bootstrap, Admin};
+use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use crate::ports;
+use crate::proc::Guard;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use xds::{Server, XdsError, TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE};
+
+/// Attempts at starting when the admin port turned out to be taken.
+const START_ATTEMPTS: u32 = 3;
+
+/// How long the last change took, for the driver tests' notes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChangeTiming {
+    /// What was pushed: `endpoints`, `routes`, or `everything` (a reload).
+    pub what: &'static str,
+    /// From the push to Envoy's ACK; `None` until `settle()` saw it.
+    pub acked: Option<Duration>,
+}
+
+/// The `envoy-xds` driver.
+#[derive(Default)]
+pub struct EnvoyXds {
+    binary: Option<PathBuf>,
+    version: Option<String>,
+    ctx: Option<DriverContext>,
+    admin: Admin,
+    endpoints: Vec<Endpoint>,
+    route: Route,
+    server: Option<Server>,
+    guard: Option<Guard>,
+    /// Versions pushed that `settle()` has yet to see acknowledged.
+    pending: Vec<(&'static str, u64)>,
+    pushed_at: Option<Instant>,
+    last: Option<ChangeTiming>,
+}
+
+impl std::fmt::Debug for EnvoyXds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvoyXds")
+            .field("admin_port", &self.admin.port)
+            .field("endpoints", &self.endpoints)
+            .field("route", &self.route)
+            .field("pending", &self.pending)
+            .finish_non_exhaustive()
+    }
+}
+
+impl EnvoyXds {
+    /// A driver; nothing happens until `prepare()`.
+    pub fn new() -> Self {
+        EnvoyXds::default()
+    }
+
+    /// The pid of the Envoy process (the same across every change).
+    pub fn pid(&self) -> Option<u32> {
+        self.guard.as_ref().and_then(Guard::pid)
+    }
+
+    /// The admin port on 127.0.0.1.
+    pub fn admin_port(&self) -> u16 {
+        self.admin.port
+    }
+
+    /// The last change asked for and, once settled, how long Envoy took to ACK it.
+    pub fn last_change(&self) -> Option<&ChangeTiming> {
+        self.last.as_ref()
+    }
+
+    fn ctx(&self) -> Result<&DriverContext, LabError> {
+        self.ctx
+            .as_ref()
+            .ok_or_else(|| LabError::Other("envoy-xds: prepare() was not called".into()))
+    }
+
+    fn running(&mut self) -> bool {
+        self.guard.as_mut().is_some_and(Guard::alive)
+    }
+
+    fn server(&self) -> Result<&Server, LabError> {
+        self.server
+            .as_ref()
+            .ok_or_else(|| LabError::NotRunning("envoy-xds control plane".into()))
+    }
+
+    /// Pushes one type and remembers its version for `settle()`.
+    fn push(&mut self, type_url: &'static str, resources: Vec<xds::envoy_types::pb::google::protobuf::Any>) -> Result<(), LabError> {
+        let v = self.server()?.set(type_url, resources);
+        self.pending.retain(|(t, _)| *t != type_url);
+        self.pending.push((type_url, v));
+        Ok(())
+    }
+
+    fn push_endpoints(&mut self) -> Result<(), LabError> {
+        let cla = any(&resources::load_assignment(&self.endpoints));
+        self.push(TYPE_ENDPOINTS, vec![cla])
+    }
+
+    fn push_route(&mut self) -> Result<(), LabError> {
+        let rc = any(&resources::route_configuration(self.route));
+        self.push(TYPE_ROUTE, vec![rc])
+    }
+
+    /// Every type, clusters and endpoints before the listeners that use them (ADS
+    /// keeps the order on its one stream).
+    fn push_everything(&mut self) -> Result<(), LabError> {
+        let ctx = self.ctx()?.clone();
+        let cluster = resources::cluster(&ctx, Source::Ads, &self.endpoints);
+        self.push(TYPE_CLUSTER, vec![any(&cluster)])?;
+        self.push_endpoints()?;
+        let listeners = resources::listeners(&ctx, Source::Ads, self.route);
+        self.push(TYPE_LISTENER, listeners.iter().map(any).collect())?;
+        self.push_route()
+    }
+
+    fn began(&mut self, what: &'static str) {
+        self.pushed_at = Some(Instant::now());
+        self.last = Some(ChangeTiming { what, acked: None });
+    }
+
+    fn spawn(&mut self) -> Result<(), LabError> {
+        let ctx = self.ctx()?.clone();
+        let socket = self.server()?.socket().to_path_buf();
+        let bootstrap = resources::xds_bootstrap(self.admin.port, &socket);
+        let path = write_bootstrap(&ctx, "envoy-xds.pb", &bootstrap)?;
+        let binary = self
+            .binary
+            .clone()
+            .ok_or_else(|| LabError::Other("envoy-xds: prepare() was not called".into()))?;
+        let mut cmd = command(&binary, &ctx, &path);
+        // One Envoy per run, no hot restart: no shared memory, no domain sockets.
+        cmd.arg("--disable-hot-restart");
+        let log = ctx.out_dir.join("envoy.log");
+        let guard = Guard::spawn_on("envoy", &mut cmd, &log, &ctx.cpus)
+            .map_err(LabError::io("starting envoy"))?;
+        self.guard = Some(guard);
+        Ok(())
+    }
+
+    /// Versions still unacknowledged, for messages.
+    fn unacked(&self) -> Vec<String> {
+        let Some(s) = self.server.as_ref() else {
+            return Vec::new();
+        };
+        self.pending
+            .iter()
+            .filter(|(t, v)| s.acked(t) < *v)
+            .map(|(t, v)| format!("{} v{v}", xds::short_name(t)))
+            .collect()
+    }
+}
+
+fn nack(e: XdsError) -> LabError {
+    match e {
+        XdsError::Nacked { .. } => LabError::Rejected {
+            what: "an xDS update".into(),
+            detail: e.to_string(),
+        },
+        XdsError::NotAcked { .. } => LabError::NotReady(format!("envoy ({e})")),
+        other => LabError::Other(other.to_string()),
+    }
+}
+
+impl Driver for EnvoyXds {
+    fn name(&self) -> &'static str {
+        "envoy-xds"
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::LOCAL_PROXY
+    }
+
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        let binary = super::binary()?;
+        self.version = super::version_of(&binary);
+        self.binary = Some(binary);
+        self.admin = Admin {
+            port: ports::free_port().map_err(LabError::io("choosing the envoy admin port"))?,
+        };
+        self.ctx = Some(ctx.clone());
+        self.endpoints = endpoints.to_vec();
+        self.route = Route::Base;
+        self.pending.clear();
+        self.last = None;
+        Ok(())
+    }
+
+    fn start(&mut self) -> Result<(), LabError> {
+        if self.running() {
+            return Err(LabError::Other("envoy is already running".into()));
+        }
+        if self.server.is_none() {
+            let socket = self.ctx()?.work_dir.join("xds.sock");
+            let _ = std::fs::remove_file(&socket);
+            self.server = Some(Server::start(&socket).map_err(|e| LabError::Other(e.to_string()))?);
+        }
+        // A new Envoy starts from nothing: its ACKs are what counts from now on.
+        self.server()?.forget_verdicts();
+        self.push_everything()?;
+        self.spawn()
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+        let deadline = Instant::now() + timeout;
+        let ctx = self.ctx()?.clone();
+        let log = ctx.out_dir.join("envoy.log");
+        let mut attempts = 1;
+        loop {
+            if !self.running() {
+                let why = last_error(&log);
+                if why.contains("Address already in use")
+                    && attempts < START_ATTEMPTS
+                    && Instant::now() < deadline
+                {
+                    attempts += 1;
+                    self.admin.port = ports::free_port()
+                        .map_err(LabError::io("choosing the envoy admin port"))?;
+                    self.spawn()?;
+                    continue;
+                }
+                return Err(LabError::Other(format!(
+                    "envoy exited before it was ready: {why}"
+                )));
+            }
+            if self.unacked().is_empty() && self.admin.ready() && listeners_up(&ctx) {
+                self.pending.clear();
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(LabError::NotReady(format!(
+                    "envoy (not acknowledged: {})",
+                    self.unacked().join(", ")
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        self.endpoints = endpoints.to_vec();
+        if self.server.is_none() {
+            return Ok(()); // Not started: the first push carries them.
+        }
+        self.began("endpoints");
+        self.push_endpoints()
+    }
+
+    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+        self.route = route;
+        if self.server.is_none() {
+            return Ok(());
+        }
+        self.began("routes");
+        self.push_route()
+    }
+
+    fn reload(&mut self) -> Result<(), LabError> {
+        if !self.running() {
+            return Err(LabError::NotRunning("envoy".into()));
+        }
+        self.began("everything");
+        self.push_everything()
+    }
+
+    /// Waits for Envoy's ACK of every version pushed since the last settle. The driver
+    /// pushed them itself, so `_expect` adds nothing to wait for.
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+        let deadline = Instant::now() + timeout;
+        let pending = std::mem::take(&mut self.pending);
+        for (type_url, version) in &pending {
+            if !self.running() {
+                return Err(LabError::NotRunning("envoy".into()));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            self.server()?
+                .wait_ack(type_url, *version, left)
+                .map_err(nack)?;
+        }
+        if let (Some(at), Some(last)) = (self.pushed_at.take(), self.last.as_mut()) {
+            last.acked = Some(at.elapsed());
+        }
+        Ok(())
+    }
+
+    fn alive(&mut self) -> bool {
+        self.running()
+    }
+
+    fn stop(&mut self) -> Result<(), LabError> {
+        if let Some(mut guard) = self.guard.take() {
+            if guard.alive() {
+                if let Ok(ctx) = self.ctx() {
+                    self.admin.save_config_dump(&ctx.out_dir);
+                }
+            }
+            // Envoy exits promptly on SIGTERM; what is left is killed.
+            guard.stop(rustix::process::Signal::TERM, Duration::from_secs(2));
+        }
+        // The control plane stops with the proxy, as a controller's pod would not, but
+        // a run has nothing else for it to serve.
+        if let Some(mut s) = self.server.take() {
+            s.stop();
+        }
+        self.pending.clear();
+        Ok(())
+    }
+
+    fn versions(&self) -> Vec<(String, String)> {
+        let v = self
+            .version
+            .clone()
+            .or_else(|| super::binary().ok().as_deref().and_then(super::version_of));
+        v.map(|v| vec![("envoy".to_string(), v)]).unwrap_or_default()
+    }
+}
