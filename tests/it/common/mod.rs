@@ -99,7 +99,7 @@ pub fn read_json(p: &Path) -> Value {
 pub fn free_ports(n: usize) -> Vec<u16> {
     // The lab's own chooser: below the ephemeral range, so a server a test beside this
     // one binds on :0 cannot take the port before the proxy binds it.
-    lab::ports::free_ports(n).expect("free ports on 127.0.0.1")
+    ::lab::ports::free_ports(n).expect("free ports on 127.0.0.1")
 }
 
 /// A port on 127.0.0.1 that was free a moment ago.

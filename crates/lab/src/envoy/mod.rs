@@ -164,7 +164,7 @@ impl Admin {
     /// Keeps Envoy's whole configuration in force, as JSON, in the results folder
     /// (the bootstrap is binary): what a person reads to see what was run.
     fn save_config_dump(self, out_dir: &Path) {
-        if let Some(r) = self.get("/config_dump", Duration::from_secs(2)) {
+        if let Some(r) = self.get("/config_dump?include_eds", Duration::from_secs(2)) {
             if r.status == 200 {
                 let _ = results::fsutil::write_atomic(&out_dir.join("envoy-config.json"), &r.body);
             }

