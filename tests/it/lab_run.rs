@@ -10,7 +10,22 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const ALL: &str = "[nginx-reload, nginx-lua, haproxy-reload, haproxy-runtime, caddy-api]";
+/// Every registered profile, as a scenario's `systems` list.
+fn all() -> String {
+    format!("[{}]", lab::profiles::names().join(", "))
+}
+
+/// Envoy's hot-restart shared memory regions now on the machine. Only tests holding
+/// `exclusive()` start proxies, so a region that appears during one is that test's.
+fn envoy_shared_memory() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("envoy_shared_memory_"))
+        .collect()
+}
 
 fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf {
     let text = format!(
@@ -129,19 +144,13 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
     let out = dir.path().join("out");
     let scn = scenario(
         dir.path(),
-        ALL,
+        &all(),
         "7s",
         "  - wait: 1s\n  - scale: 3\n  - wait: 2s\n  - scale: 2\n  - wait: 1s\n  - route: header\n  - wait: 1s\n  - route: base\n",
     );
     let (code, text) = finish(start(&scn, &out), Duration::from_secs(180));
     assert_eq!(code, 0, "{text}");
-    for system in [
-        "nginx-reload",
-        "nginx-lua",
-        "haproxy-reload",
-        "haproxy-runtime",
-        "caddy-api",
-    ] {
+    for system in lab::profiles::names() {
         let r = result(&out, system);
         assert_eq!(r["schema"], "ingressbench/result/v1");
         assert_eq!(r["partial"], false, "{system}");
@@ -224,6 +233,7 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
                 n.ends_with(".conf")
                     || n.ends_with(".cfg")
                     || n.ends_with(".json") && n.starts_with("caddy")
+                    || n == "envoy-config.json"
             });
         assert!(kept, "{system}: no proxy config in the results");
         assert!(out.join(system).join("events.json").is_file());
@@ -275,6 +285,7 @@ fn churning_run(dir: &Path, system: &str) -> (Proc, PathBuf) {
 }
 
 fn interrupted_run(signal: &str, system: &str) {
+    let shm = envoy_shared_memory();
     let dir = tempfile::tempdir().unwrap();
     let (child, out) = churning_run(dir.path(), system);
     // Let the load start and a change or two happen.
@@ -302,23 +313,27 @@ fn interrupted_run(signal: &str, system: &str) {
         "the window ends at the interrupt"
     );
     assert_nothing_left(dir.path());
+    assert_eq!(envoy_shared_memory(), shm, "Envoy shared memory left behind");
 }
 
 #[test]
 fn sigint_writes_a_partial_result_and_leaves_nothing() {
     let _alone = exclusive();
     interrupted_run("-INT", "nginx-reload");
+    interrupted_run("-INT", "envoy-hot-restart");
 }
 
 #[test]
 fn sigterm_writes_a_partial_result_and_leaves_nothing() {
     let _alone = exclusive();
     interrupted_run("-TERM", "haproxy-runtime");
+    interrupted_run("-TERM", "envoy-xds");
 }
 
 /// SIGKILL runs none of ingressbench's code: its watchdog must stop the proxy and
 /// the backends and remove the scratch folder (with its private key) on its own.
 fn killed_run_leaves_nothing(system: &str) {
+    let shm = envoy_shared_memory();
     let dir = tempfile::tempdir().unwrap();
     let (child, _) = churning_run(dir.path(), system);
     let pid = child.id().to_string();
@@ -332,6 +347,9 @@ fn killed_run_leaves_nothing(system: &str) {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_secs(2));
+    if system == "envoy-hot-restart" {
+        assert_ne!(envoy_shared_memory(), shm, "hot restart made no shared memory");
+    }
     let watchdog = format!("__watchdog --parent {pid}");
     assert_eq!(processes_with(&watchdog).len(), 1, "one watchdog per run");
     Command::new("kill").args(["-KILL", &pid]).status().unwrap();
@@ -343,12 +361,14 @@ fn killed_run_leaves_nothing(system: &str) {
         assert!(t.elapsed() < Duration::from_secs(5), "the watchdog stays");
         std::thread::sleep(Duration::from_millis(50));
     }
+    assert_eq!(envoy_shared_memory(), shm, "Envoy shared memory left behind");
 }
 
 #[test]
 fn sigkill_leaves_no_process_and_no_scratch_folder() {
     let _alone = exclusive();
     killed_run_leaves_nothing("caddy-api");
+    killed_run_leaves_nothing("envoy-hot-restart");
 }
 
 #[test]
@@ -403,10 +423,11 @@ fn bad_scenarios_are_one_line_with_the_line_number() {
     let o = bin().args(["run", "/nonexistent.yaml"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     let o = bin()
-        .args(["run", "scenarios/dynamic-endpoints.yaml", "--only", "envoy"])
+        .args(["run", "scenarios/dynamic-endpoints.yaml", "--only", "envoy-xsd"])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("envoy"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("envoy-xsd") && err.contains("envoy-xds"), "{err}");
 }
