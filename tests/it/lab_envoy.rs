@@ -25,7 +25,10 @@ fn settled(d: &mut dyn Driver, label: &str, change: impl FnOnce(&mut dyn Driver)
     d.settle(&Expect::Applied, SETTLE)
         .unwrap_or_else(|e| panic!("{}: settle {label}: {e}", d.name()));
     let took = t.elapsed();
-    eprintln!("{}: {label:<12} request {asked:>9.2?}  settle {took:>9.2?}", d.name());
+    eprintln!(
+        "{}: {label:<12} request {asked:>9.2?}  settle {took:>9.2?}",
+        d.name()
+    );
     took
 }
 
@@ -34,7 +37,9 @@ fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backe
     let ep = |i: usize| -> Endpoint { b[i].endpoint.clone() };
     assert_eq!(ids_seen(ctx, 20), ids(&["b1", "b2"]));
 
-    settled(d, "endpoints", |d| d.set_endpoints(&[ep(1), ep(2)]).unwrap());
+    settled(d, "endpoints", |d| {
+        d.set_endpoints(&[ep(1), ep(2)]).unwrap()
+    });
     assert_eq!(ids_seen(ctx, 20), ids(&["b2", "b3"]));
 
     settled(d, "cors", |d| d.apply_route(Route::Cors).unwrap());
@@ -71,7 +76,11 @@ fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backe
     let t = Instant::now();
     let r = labsupport::get(ctx, "/");
     assert_eq!(r.status, 503);
-    assert!(t.elapsed() < Duration::from_millis(900), "{:?}", t.elapsed());
+    assert!(
+        t.elapsed() < Duration::from_millis(900),
+        "{:?}",
+        t.elapsed()
+    );
 
     settled(d, "endpoints", |d| {
         d.set_endpoints(&[ep(0), ep(1), ep(2)]).unwrap()
@@ -84,7 +93,15 @@ fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backe
     // TLS 1.2 and 1.3 both terminate; plain HTTP serves too.
     for (min, max) in [("--tlsv1.2", "1.2"), ("--tlsv1.3", "1.3")] {
         let out = std::process::Command::new("curl")
-            .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"])
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "5",
+            ])
             .args([min, "--tls-max", max, "--cacert"])
             .arg(&ctx.cert)
             .arg(format!("https://127.0.0.1:{}/", ctx.https_port))
@@ -93,7 +110,15 @@ fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backe
         assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "TLS {max}");
     }
     let out = std::process::Command::new("curl")
-        .args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "5"])
+        .args([
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--max-time",
+            "5",
+        ])
         .arg(format!("http://127.0.0.1:{}/", ctx.http_port))
         .output()
         .unwrap();
@@ -115,8 +140,12 @@ fn envoy_xds_takes_every_change_over_ads_without_a_restart() {
     let ctx = labsupport::context(dir.path());
     let mut d = EnvoyXds::new();
     assert_eq!(d.name(), "envoy-xds");
-    d.deploy(&ctx, &[b[0].endpoint.clone(), b[1].endpoint.clone()], SETTLE)
-        .expect("deploy");
+    d.deploy(
+        &ctx,
+        &[b[0].endpoint.clone(), b[1].endpoint.clone()],
+        SETTLE,
+    )
+    .expect("deploy");
     let v = d.versions();
     assert_eq!(v, vec![("envoy".to_string(), "1.40.0".to_string())]);
     let pid = d.pid().unwrap();
@@ -133,10 +162,16 @@ fn envoy_xds_takes_every_change_over_ads_without_a_restart() {
     d.stop().unwrap();
     assert!(!d.alive());
     labsupport::assert_no_process_with(&work);
-    assert!(!ctx.work_dir.join("xds.sock").exists(), "the socket is removed");
+    assert!(
+        !ctx.work_dir.join("xds.sock").exists(),
+        "the socket is removed"
+    );
     // What Envoy ran is kept, readable.
     let config = std::fs::read_to_string(ctx.out_dir.join("envoy-config.json")).unwrap();
-    assert!(config.contains("\"backends\""), "cluster in the config dump");
+    assert!(
+        config.contains("\"backends\""),
+        "cluster in the config dump"
+    );
     assert!(config.contains(&b[2].endpoint.addr.port().to_string()));
     assert!(ctx.out_dir.join("envoy.log").exists());
 }
@@ -159,7 +194,10 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
     let versions = [
         (
             TYPE_CLUSTER,
-            server.set(TYPE_CLUSTER, vec![any(&resources::cluster(&ctx, Source::Ads, &eps))]),
+            server.set(
+                TYPE_CLUSTER,
+                vec![any(&resources::cluster(&ctx, Source::Ads, &eps))],
+            ),
         ),
         (
             TYPE_ENDPOINTS,
@@ -177,7 +215,10 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
         ),
         (
             TYPE_ROUTE,
-            server.set(TYPE_ROUTE, vec![any(&resources::route_configuration(Route::Base))]),
+            server.set(
+                TYPE_ROUTE,
+                vec![any(&resources::route_configuration(Route::Base))],
+            ),
         ),
     ];
     let admin = crate::common::free_port();
@@ -188,13 +229,19 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
     )
     .unwrap();
     let mut cmd = std::process::Command::new(lab::envoy::binary().unwrap());
-    cmd.arg("-c")
-        .arg(&bootstrap)
-        .args(["--concurrency", "1", "--disable-hot-restart", "-l", "warn"]);
+    cmd.arg("-c").arg(&bootstrap).args([
+        "--concurrency",
+        "1",
+        "--disable-hot-restart",
+        "-l",
+        "warn",
+    ]);
     let mut envoy =
         lab::proc::Guard::spawn("envoy", &mut cmd, &ctx.out_dir.join("envoy.log")).unwrap();
     for (t, v) in versions {
-        server.wait_ack(t, v, SETTLE).expect("the first versions are acknowledged");
+        server
+            .wait_ack(t, v, SETTLE)
+            .expect("the first versions are acknowledged");
     }
     let ready = Instant::now();
     while ids_seen(&ctx, 1).is_empty() && ready.elapsed() < SETTLE {
@@ -223,8 +270,14 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
     let err = server.wait_ack(TYPE_ENDPOINTS, v, SETTLE).unwrap_err();
     assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     let text = err.to_string();
-    assert!(text.starts_with(&format!("Envoy refused endpoints version {v}: ")), "{text}");
-    assert!(text.len() > "Envoy refused endpoints version 9: ".len() + 5, "{text}");
+    assert!(
+        text.starts_with(&format!("Envoy refused endpoints version {v}: ")),
+        "{text}"
+    );
+    assert!(
+        text.len() > "Envoy refused endpoints version 9: ".len() + 5,
+        "{text}"
+    );
     assert_eq!(server.acked(TYPE_ENDPOINTS), acked, "a NACK is not an ACK");
     // Envoy keeps the version it had: traffic still reaches b1. A good version after
     // the refused one is taken.
@@ -243,11 +296,18 @@ fn envoy_hot_restart_starts_a_new_epoch_per_change_and_leaves_nothing() {
     let mut d = EnvoyHotRestart::new();
     assert_eq!(d.name(), "envoy-hot-restart");
     let t = Instant::now();
-    d.deploy(&ctx, &[b[0].endpoint.clone(), b[1].endpoint.clone()], SETTLE)
-        .expect("deploy");
+    d.deploy(
+        &ctx,
+        &[b[0].endpoint.clone(), b[1].endpoint.clone()],
+        SETTLE,
+    )
+    .expect("deploy");
     eprintln!("envoy-hot-restart: ready after {:.2?}", t.elapsed());
     assert_eq!(d.epoch(), 0);
-    let shm = d.shared_memory().expect("hot restart uses shared memory").to_path_buf();
+    let shm = d
+        .shared_memory()
+        .expect("hot restart uses shared memory")
+        .to_path_buf();
     assert!(shm.exists(), "{}", shm.display());
     let first = d.pid().unwrap();
 

@@ -313,7 +313,11 @@ fn interrupted_run(signal: &str, system: &str) {
         "the window ends at the interrupt"
     );
     assert_nothing_left(dir.path());
-    assert_eq!(envoy_shared_memory(), shm, "Envoy shared memory left behind");
+    assert_eq!(
+        envoy_shared_memory(),
+        shm,
+        "Envoy shared memory left behind"
+    );
 }
 
 #[test]
@@ -348,7 +352,11 @@ fn killed_run_leaves_nothing(system: &str) {
     }
     std::thread::sleep(Duration::from_secs(2));
     if system == "envoy-hot-restart" {
-        assert_ne!(envoy_shared_memory(), shm, "hot restart made no shared memory");
+        assert_ne!(
+            envoy_shared_memory(),
+            shm,
+            "hot restart made no shared memory"
+        );
     }
     let watchdog = format!("__watchdog --parent {pid}");
     assert_eq!(processes_with(&watchdog).len(), 1, "one watchdog per run");
@@ -361,7 +369,11 @@ fn killed_run_leaves_nothing(system: &str) {
         assert!(t.elapsed() < Duration::from_secs(5), "the watchdog stays");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(envoy_shared_memory(), shm, "Envoy shared memory left behind");
+    assert_eq!(
+        envoy_shared_memory(),
+        shm,
+        "Envoy shared memory left behind"
+    );
 }
 
 #[test]
@@ -423,11 +435,19 @@ fn bad_scenarios_are_one_line_with_the_line_number() {
     let o = bin().args(["run", "/nonexistent.yaml"]).output().unwrap();
     assert_eq!(o.status.code(), Some(2));
     let o = bin()
-        .args(["run", "scenarios/dynamic-endpoints.yaml", "--only", "envoy-xsd"])
+        .args([
+            "run",
+            "scenarios/dynamic-endpoints.yaml",
+            "--only",
+            "envoy-xsd",
+        ])
         .current_dir(env!("CARGO_MANIFEST_DIR"))
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(err.contains("envoy-xsd") && err.contains("envoy-xds"), "{err}");
+    assert!(
+        err.contains("envoy-xsd") && err.contains("envoy-xds"),
+        "{err}"
+    );
 }

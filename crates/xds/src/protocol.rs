@@ -157,7 +157,10 @@ mod tests {
     }
 
     fn current(pairs: &[(&str, Snapshot)]) -> BTreeMap<String, Snapshot> {
-        pairs.iter().map(|(t, s)| (t.to_string(), s.clone())).collect()
+        pairs
+            .iter()
+            .map(|(t, s)| (t.to_string(), s.clone()))
+            .collect()
     }
 
     #[test]

@@ -46,7 +46,9 @@ struct Shared {
 
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     fn record(&self, verdict: Verdict) {
@@ -155,7 +157,12 @@ impl Server {
     /// # Errors
     /// [`XdsError::Nacked`] with Envoy's reason when it refused that version or a
     /// later one; [`XdsError::NotAcked`] after `timeout`.
-    pub fn wait_ack(&self, type_url: &str, version: u64, timeout: Duration) -> Result<(), XdsError> {
+    pub fn wait_ack(
+        &self,
+        type_url: &str,
+        version: u64,
+        timeout: Duration,
+    ) -> Result<(), XdsError> {
         let deadline = Instant::now() + timeout;
         let mut st = self.shared.lock();
         loop {

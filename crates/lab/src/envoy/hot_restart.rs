@@ -308,7 +308,8 @@ impl Driver for EnvoyHotRestart {
             .version
             .clone()
             .or_else(|| super::binary().ok().as_deref().and_then(super::version_of));
-        v.map(|v| vec![("envoy".to_string(), v)]).unwrap_or_default()
+        v.map(|v| vec![("envoy".to_string(), v)])
+            .unwrap_or_default()
     }
 }
 

@@ -175,9 +175,9 @@ impl Admin {
 /// Whether both listeners of the lab accept connections.
 fn listeners_up(ctx: &DriverContext) -> bool {
     let short = Duration::from_millis(500);
-    [ctx.https_port, ctx.http_port].iter().all(|p| {
-        TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], *p)), short).is_ok()
-    })
+    [ctx.https_port, ctx.http_port]
+        .iter()
+        .all(|p| TcpStream::connect_timeout(&SocketAddr::from(([127, 0, 0, 1], *p)), short).is_ok())
 }
 
 /// The last line of Envoy's log that says why it stopped.

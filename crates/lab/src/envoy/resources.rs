@@ -26,8 +26,8 @@ use envoy_types::pb::envoy::config::endpoint::v3::{
 };
 use envoy_types::pb::envoy::config::listener::v3::{filter, Filter, FilterChain, Listener};
 use envoy_types::pb::envoy::config::route::v3::{
-    retry_policy::RetryHostPredicate, route, route_action, route_match, RetryPolicy, Route as EnvoyRoute,
-    RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
+    retry_policy::RetryHostPredicate, route, route_action, route_match, RetryPolicy,
+    Route as EnvoyRoute, RouteAction, RouteConfiguration, RouteMatch, VirtualHost,
 };
 use envoy_types::pb::envoy::extensions::filters::http::router::v3::Router;
 use envoy_types::pb::envoy::extensions::filters::network::http_connection_manager::v3::{
@@ -197,7 +197,9 @@ fn http_manager(prefix: &str, source: Source, route: Route) -> HttpConnectionMan
         route_specifier: Some(route_specifier),
         http_filters: vec![HttpFilter {
             name: "envoy.filters.http.router".into(),
-            config_type: Some(http_filter::ConfigType::TypedConfig(any(&Router::default()))),
+            config_type: Some(http_filter::ConfigType::TypedConfig(
+                any(&Router::default()),
+            )),
             ..HttpFilter::default()
         }],
         ..HttpConnectionManager::default()
@@ -351,17 +353,15 @@ pub fn xds_bootstrap(admin_port: u16, xds_socket: &Path) -> Bootstrap {
             cluster_name: XDS_CLUSTER.into(),
             endpoints: vec![LocalityLbEndpoints {
                 lb_endpoints: vec![LbEndpoint {
-                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(
-                        EnvoyEndpoint {
-                            address: Some(Address {
-                                address: Some(address::Address::Pipe(Pipe {
-                                    path: xds_socket.to_string_lossy().into_owned(),
-                                    mode: 0,
-                                })),
-                            }),
-                            ..EnvoyEndpoint::default()
-                        },
-                    )),
+                    host_identifier: Some(lb_endpoint::HostIdentifier::Endpoint(EnvoyEndpoint {
+                        address: Some(Address {
+                            address: Some(address::Address::Pipe(Pipe {
+                                path: xds_socket.to_string_lossy().into_owned(),
+                                mode: 0,
+                            })),
+                        }),
+                        ..EnvoyEndpoint::default()
+                    })),
                     ..LbEndpoint::default()
                 }],
                 ..LocalityLbEndpoints::default()
@@ -496,7 +496,10 @@ mod tests {
     fn each_route_adds_its_headers_or_rewrite_and_base_adds_none() {
         assert!(headers(Route::Base).is_empty());
         assert_eq!(rewrite(Route::Base), "");
-        assert_eq!(headers(Route::Header), vec![("x-custom".into(), "1".into())]);
+        assert_eq!(
+            headers(Route::Header),
+            vec![("x-custom".into(), "1".into())]
+        );
         let cors = headers(Route::Cors);
         assert_eq!(cors.len(), 3);
         assert!(cors.contains(&("access-control-allow-origin".into(), "*".into())));
@@ -513,8 +516,7 @@ mod tests {
             panic!()
         };
         assert_eq!(e.hostname, "b2");
-        let Some(address::Address::SocketAddress(sa)) = &e.address.as_ref().unwrap().address
-        else {
+        let Some(address::Address::SocketAddress(sa)) = &e.address.as_ref().unwrap().address else {
             panic!()
         };
         assert_eq!(sa.address, "127.0.0.1");
@@ -552,8 +554,11 @@ mod tests {
         assert_eq!(ls.len(), 2);
         assert!(ls[0].filter_chains[0].transport_socket.is_some());
         assert!(ls[1].filter_chains[0].transport_socket.is_none());
-        let Some(transport_socket::ConfigType::TypedConfig(t)) =
-            &ls[0].filter_chains[0].transport_socket.as_ref().unwrap().config_type
+        let Some(transport_socket::ConfigType::TypedConfig(t)) = &ls[0].filter_chains[0]
+            .transport_socket
+            .as_ref()
+            .unwrap()
+            .config_type
         else {
             panic!()
         };

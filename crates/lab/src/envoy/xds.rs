@@ -97,7 +97,11 @@ impl EnvoyXds {
     }
 
     /// Pushes one type and remembers its version for `settle()`.
-    fn push(&mut self, type_url: &'static str, resources: Vec<xds::envoy_types::pb::google::protobuf::Any>) -> Result<(), LabError> {
+    fn push(
+        &mut self,
+        type_url: &'static str,
+        resources: Vec<xds::envoy_types::pb::google::protobuf::Any>,
+    ) -> Result<(), LabError> {
         let v = self.server()?.set(type_url, resources);
         self.pending.retain(|(t, _)| *t != type_url);
         self.pending.push((type_url, v));
@@ -323,6 +327,7 @@ impl Driver for EnvoyXds {
             .version
             .clone()
             .or_else(|| super::binary().ok().as_deref().and_then(super::version_of));
-        v.map(|v| vec![("envoy".to_string(), v)]).unwrap_or_default()
+        v.map(|v| vec![("envoy".to_string(), v)])
+            .unwrap_or_default()
     }
 }
