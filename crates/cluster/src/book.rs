@@ -1,0 +1,266 @@
+//! What the cluster says of the run's backend pods, kept from two watches (Pods and
+//! EndpointSlices) and turned into the lab's [`PlatformEvent`]s. Pure: the watches
+//! feed it [`PodSeen`] and [`SliceSeen`] values, so every rule is unit-tested without
+//! an API server.
+//!
+//! A backend is *ready* when an EndpointSlice of the Service lists it as ready — not
+//! when its pod's Ready condition turns true: the EndpointSlice is what every ingress
+//! controller watches, so endpoint propagation is timed from there, as S1 and S5 did.
+//! A backend is *stopping* from the moment its pod has a deletion timestamp (the
+//! kubelet sends SIGTERM then, and the endpoint turns not-ready), and *gone* when the
+//! pod object is deleted.
+
+use lab::platform::StopMode;
+use lab::{Endpoint, PlatformEvent};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+
+/// A pod as one watch event shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodSeen {
+    pub name: String,
+    /// `metadata.creationTimestamp` in RFC 3339, which orders pods oldest first.
+    pub created: String,
+    pub ip: Option<IpAddr>,
+    pub node: Option<String>,
+    /// `metadata.deletionTimestamp` is set: the pod is terminating.
+    pub terminating: bool,
+}
+
+/// One endpoint of an EndpointSlice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceEndpoint {
+    /// `targetRef.name`: the pod.
+    pub pod: String,
+    pub addr: SocketAddr,
+    /// `conditions.ready` (absent means ready, as the API defines it).
+    pub ready: bool,
+}
+
+/// An EndpointSlice as one watch event shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceSeen {
+    pub name: String,
+    pub endpoints: Vec<SliceEndpoint>,
+}
+
+/// The run's pods and endpoint slices.
+#[derive(Debug, Default)]
+pub struct Book {
+    pods: BTreeMap<String, PodSeen>,
+    slices: BTreeMap<String, Vec<SliceEndpoint>>,
+    /// Pods already reported ready, and stopping.
+    reported_ready: BTreeSet<String>,
+    reported_stopping: BTreeSet<String>,
+}
+
+impl Book {
+    /// A pod was added or changed.
+    pub fn pod(&mut self, pod: PodSeen) -> Vec<PlatformEvent> {
+        self.pods.insert(pod.name.clone(), pod);
+        self.events()
+    }
+
+    /// A pod object was deleted.
+    pub fn pod_gone(&mut self, name: &str) -> Vec<PlatformEvent> {
+        self.pods.remove(name);
+        self.events()
+    }
+
+    /// An EndpointSlice was added or changed.
+    pub fn slice(&mut self, slice: SliceSeen) -> Vec<PlatformEvent> {
+        self.slices.insert(slice.name, slice.endpoints);
+        self.events()
+    }
+
+    /// An EndpointSlice was deleted.
+    pub fn slice_gone(&mut self, name: &str) -> Vec<PlatformEvent> {
+        self.slices.remove(name);
+        self.events()
+    }
+
+    /// Ready endpoints by pod name (a pod listed in two slices counts once).
+    fn ready(&self) -> BTreeMap<&str, SocketAddr> {
+        self.slices
+            .values()
+            .flatten()
+            .filter(|e| e.ready)
+            .map(|e| (e.pod.as_str(), e.addr))
+            .collect()
+    }
+
+    /// What changed since the last call, as the lab's events: each pod ready once,
+    /// stopping once. A pod that turns not-ready without terminating (a failed
+    /// readiness probe) is not stopping; it only leaves [`Book::endpoints`].
+    fn events(&mut self) -> Vec<PlatformEvent> {
+        let mut out = Vec::new();
+        let ready: Vec<(String, SocketAddr)> = self
+            .ready()
+            .into_iter()
+            .map(|(p, a)| (p.to_string(), a))
+            .collect();
+        for (pod, addr) in ready {
+            if self.reported_ready.insert(pod.clone()) {
+                out.push(PlatformEvent::Ready {
+                    endpoint: Endpoint { id: pod, addr },
+                    took: std::time::Duration::ZERO,
+                });
+            }
+        }
+        let stopping: Vec<String> = self
+            .pods
+            .values()
+            .filter(|p| p.terminating)
+            .map(|p| p.name.clone())
+            .collect();
+        for pod in stopping {
+            if self.reported_stopping.insert(pod.clone()) {
+                out.push(PlatformEvent::Stopping {
+                    id: pod,
+                    mode: StopMode::Graceful,
+                });
+            }
+        }
+        out
+    }
+
+    /// Ready endpoints, oldest pod first (pods the book has not seen yet last).
+    pub fn endpoints(&self) -> Vec<Endpoint> {
+        let mut eps: Vec<(String, Endpoint)> = self
+            .ready()
+            .into_iter()
+            .filter(|(pod, _)| !self.pods.get(*pod).is_some_and(|p| p.terminating))
+            .map(|(pod, addr)| {
+                let created = self
+                    .pods
+                    .get(pod)
+                    .map_or_else(|| "~".to_string(), |p| p.created.clone());
+                (
+                    created,
+                    Endpoint {
+                        id: pod.to_string(),
+                        addr,
+                    },
+                )
+            })
+            .collect();
+        eps.sort_by(|a, b| (&a.0, &a.1.id).cmp(&(&b.0, &b.1.id)));
+        eps.into_iter().map(|(_, e)| e).collect()
+    }
+
+    /// Pods that exist and are not terminating.
+    pub fn running(&self) -> u32 {
+        self.pods.values().filter(|p| !p.terminating).count() as u32
+    }
+
+    /// Every pod seen and not yet deleted, for the result's cluster view.
+    pub fn pods(&self) -> impl Iterator<Item = &PodSeen> {
+        self.pods.values()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pod(name: &str, created: &str, terminating: bool) -> PodSeen {
+        PodSeen {
+            name: name.into(),
+            created: created.into(),
+            ip: None,
+            node: Some("kwok-node-0".into()),
+            terminating,
+        }
+    }
+
+    fn ep(pod: &str, last: u8, ready: bool) -> SliceEndpoint {
+        SliceEndpoint {
+            pod: pod.into(),
+            addr: SocketAddr::from(([198, 18, 64, last], 8080)),
+            ready,
+        }
+    }
+
+    fn slice(name: &str, eps: Vec<SliceEndpoint>) -> SliceSeen {
+        SliceSeen {
+            name: name.into(),
+            endpoints: eps,
+        }
+    }
+
+    fn ids(ev: &[PlatformEvent]) -> Vec<String> {
+        ev.iter()
+            .map(|e| match e {
+                PlatformEvent::Ready { endpoint, .. } => format!("ready {}", endpoint.id),
+                PlatformEvent::Stopping { id, .. } => format!("stopping {id}"),
+                PlatformEvent::Failed { detail } => format!("failed {detail}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_pod_is_ready_when_its_endpoint_slice_says_so_once() {
+        let mut b = Book::default();
+        assert!(b.pod(pod("a", "2026-01-01T00:00:01Z", false)).is_empty());
+        // Listed but not ready yet: nothing.
+        assert!(b.slice(slice("s1", vec![ep("a", 1, false)])).is_empty());
+        assert_eq!(
+            ids(&b.slice(slice("s1", vec![ep("a", 1, true)]))),
+            ["ready a"]
+        );
+        // The same state again, or the pod changing, reports nothing new.
+        assert!(b.slice(slice("s1", vec![ep("a", 1, true)])).is_empty());
+        assert!(b.pod(pod("a", "2026-01-01T00:00:01Z", false)).is_empty());
+        assert_eq!(
+            b.endpoints()[0].addr,
+            SocketAddr::from(([198, 18, 64, 1], 8080))
+        );
+    }
+
+    #[test]
+    fn terminating_is_stopping_at_once_and_leaves_the_endpoints() {
+        let mut b = Book::default();
+        b.pod(pod("a", "2026-01-01T00:00:01Z", false));
+        b.pod(pod("b", "2026-01-01T00:00:02Z", false));
+        b.slice(slice("s1", vec![ep("a", 1, true), ep("b", 2, true)]));
+        assert_eq!(b.running(), 2);
+        // The deletion timestamp arrives before the slice update: stopping now, and
+        // no longer an endpoint to push even though the slice still says ready.
+        assert_eq!(
+            ids(&b.pod(pod("b", "2026-01-01T00:00:02Z", true))),
+            ["stopping b"]
+        );
+        assert_eq!(b.endpoints().len(), 1);
+        assert_eq!(b.running(), 1);
+        assert!(b
+            .slice(slice("s1", vec![ep("a", 1, true), ep("b", 2, false)]))
+            .is_empty());
+        assert!(b.pod_gone("b").is_empty());
+        assert_eq!(b.pods().count(), 1);
+    }
+
+    #[test]
+    fn endpoints_are_oldest_first_across_slices_and_counted_once() {
+        let mut b = Book::default();
+        b.pod(pod("new", "2026-01-01T00:00:09Z", false));
+        b.pod(pod("old", "2026-01-01T00:00:01Z", false));
+        let ev = b.slice(slice("s1", vec![ep("new", 9, true)]));
+        assert_eq!(ids(&ev), ["ready new"]);
+        let ev = b.slice(slice("s2", vec![ep("old", 1, true), ep("new", 9, true)]));
+        assert_eq!(ids(&ev), ["ready old"]);
+        let order: Vec<String> = b.endpoints().into_iter().map(|e| e.id).collect();
+        assert_eq!(order, ["old", "new"]);
+        b.slice_gone("s2");
+        assert_eq!(b.endpoints().len(), 1);
+    }
+
+    #[test]
+    fn a_failed_readiness_probe_is_not_a_stop() {
+        let mut b = Book::default();
+        b.pod(pod("a", "2026-01-01T00:00:01Z", false));
+        b.slice(slice("s1", vec![ep("a", 1, true)]));
+        assert!(b.slice(slice("s1", vec![ep("a", 1, false)])).is_empty());
+        assert!(b.endpoints().is_empty());
+        assert_eq!(b.running(), 1);
+    }
+}
