@@ -20,6 +20,7 @@ lint: setup
 	$(CARGO) clippy --workspace --locked --all-targets -- -D warnings
 
 test: lint
+	@scripts/k8s-testenv/build.sh
 	$(CARGO) build --release --locked
 	$(CARGO) test --workspace --release --locked --no-fail-fast -- --test-threads=2
 

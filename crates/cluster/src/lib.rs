@@ -429,6 +429,11 @@ impl Platform for Kubernetes {
             });
             return;
         };
+        // What the watches reported before this request (the first pods' readiness
+        // during prepare) is not this scale's doing.
+        if let Some(rx) = &self.events {
+            while rx.try_recv().is_ok() {}
+        }
         let t = Instant::now();
         let patch = serde_json::json!({"spec": {"replicas": to}});
         let asked = self

@@ -11,6 +11,7 @@ pub mod backend;
 pub mod chromium;
 pub mod cpu;
 pub mod expect;
+pub mod k8s;
 pub mod lab;
 pub mod load;
 pub mod nginx;

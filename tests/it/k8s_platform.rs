@@ -1,0 +1,180 @@
+//! The `kubernetes` platform against a real API server (kube-apiserver, etcd, the
+//! controller manager and the scheduler, with kwok for the node and its pods): the run
+//! makes its namespace and backends, scales them through the API, reads readiness
+//! and termination from the cluster's watches, and leaves nothing behind.
+
+use crate::common::exclusive;
+use crate::common::k8s::TestCluster;
+use cluster::{ClusterSpec, Kubernetes};
+use lab::platform::{BackendSpec, Platform, PlatformEvent, SiteSpec, StopMode, TlsSpec};
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+fn in_pod_cidr(ip: IpAddr) -> bool {
+    // kwok's node holds 198.18.64.0/18 (scripts/k8s-testenv/up.sh).
+    matches!(ip, IpAddr::V4(v) if v.octets()[0..2] == [198, 18] && (64..128).contains(&v.octets()[2]))
+}
+
+fn site(out: &std::path::Path, replicas: u32) -> SiteSpec {
+    SiteSpec {
+        system: "traefik".into(),
+        out_dir: out.to_path_buf(),
+        backends: BackendSpec {
+            body_size: 1024,
+            delay: None,
+            drain_timeout: Duration::from_secs(3),
+            workers: 1,
+            cpus: Vec::new(),
+        },
+        replicas,
+        proxy_cpus: Vec::new(),
+        tls: TlsSpec {
+            enabled: true,
+            key: lab::certs::KeyType::Rsa2048,
+        },
+    }
+}
+
+#[test]
+fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() {
+    let _alone = exclusive();
+    let cluster = TestCluster::up();
+    let kubeconfig = cluster.kubeconfig();
+    let out = tempfile::tempdir().unwrap();
+    let out_dir = out.path().join("traefik");
+    let spec = ClusterSpec {
+        kubeconfig: Some(kubeconfig.clone()),
+        run: "t1".into(),
+        urls: vec![("traefik".into(), "http://198.18.0.1:8000/".into())],
+        ..ClusterSpec::default()
+    };
+    let c = &cluster;
+    let (events, ns) = cluster.inside(move || {
+        let mut log: Vec<String> = Vec::new();
+        let mut p = Kubernetes::new(spec).unwrap();
+        assert_eq!(p.name(), "kubernetes");
+        let t = Instant::now();
+        p.prepare(&site(&out_dir, 2)).expect("prepare");
+        eprintln!("kubernetes: 2 backends ready in {:.2?}", t.elapsed());
+        let ns = p.namespace().unwrap().to_string();
+        assert_eq!(ns, "ingressbench-t1");
+        assert_eq!(p.target().url, "http://198.18.0.1:8000/");
+        let eps = p.endpoints();
+        assert_eq!(eps.len(), 2, "{eps:?}");
+        for e in &eps {
+            assert!(e.id.starts_with("ib-backend-"), "{e:?}");
+            assert!(in_pod_cidr(e.addr.ip()), "{e:?}");
+            assert_eq!(e.addr.port(), 8080);
+        }
+        assert_eq!(p.replicas(), 2);
+
+        // Up: one pod, ready in the EndpointSlice, timed from the request.
+        let mut ev = Vec::new();
+        p.scale(3, StopMode::Graceful, &mut |e| ev.push(e));
+        let ready: Vec<_> = ev
+            .iter()
+            .filter_map(|e| match e {
+                PlatformEvent::Ready { endpoint, took } => Some((endpoint.clone(), *took)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(ready.len(), 1, "{ev:?}");
+        assert!(!eps.iter().any(|e| e.id == ready[0].0.id), "a new pod");
+        assert!(ready[0].1 > Duration::ZERO && ready[0].1 < Duration::from_secs(30));
+        log.push(format!("up {:?}", ready[0].1));
+        assert_eq!(p.endpoints().len(), 3);
+
+        // Down, graceful: one pod stopping, at once out of the endpoints.
+        let mut ev = Vec::new();
+        p.scale(2, StopMode::Graceful, &mut |e| ev.push(e));
+        let stopped: Vec<String> = ev
+            .iter()
+            .filter_map(|e| match e {
+                PlatformEvent::Stopping { id, mode } => {
+                    assert_eq!(*mode, StopMode::Graceful);
+                    Some(id.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stopped.len(), 1, "{ev:?}");
+        assert!(
+            !ev.iter().any(|e| matches!(e, PlatformEvent::Failed { .. })),
+            "{ev:?}"
+        );
+        assert_eq!(p.endpoints().len(), 2);
+        assert!(!p.endpoints().iter().any(|e| e.id == stopped[0]));
+        assert_eq!(p.replicas(), 2);
+        // The pod is Terminating for its grace period (3 s), not deleted at once:
+        // kwok's stages keep it, as a kubelet would.
+        let (ok, ts) = c.kubectl(&[
+            "-n",
+            &ns,
+            "get",
+            "pod",
+            &stopped[0],
+            "-o",
+            "jsonpath={.metadata.deletionTimestamp}",
+        ]);
+        assert!(ok && !ts.trim().is_empty(), "{ts}");
+        log.push(format!("graceful {}", stopped[0]));
+
+        // Down, abrupt: the pod is deleted with no grace period.
+        let mut ev = Vec::new();
+        p.scale(1, StopMode::Abrupt, &mut |e| ev.push(e));
+        let abrupt = ev.iter().find_map(|e| match e {
+            PlatformEvent::Stopping { id, mode } => {
+                assert_eq!(*mode, StopMode::Abrupt);
+                Some(id.clone())
+            }
+            _ => None,
+        });
+        log.push(format!("abrupt {}", abrupt.expect("a pod stopping")));
+        assert_eq!(p.endpoints().len(), 1);
+
+        // Teardown deletes the namespace.
+        p.teardown();
+        (log, ns)
+    });
+    eprintln!("kubernetes: {events:?}");
+    // The namespace is deleted (Terminating, then gone), with everything in it.
+    assert!(
+        cluster.wait_for(&["get", "namespace", &ns], "", Duration::from_secs(60)),
+        "namespace {ns} still exists"
+    );
+    // cleanup removes a namespace a run kept (or a killed run left).
+    let spec = ClusterSpec {
+        kubeconfig: Some(kubeconfig),
+        run: "t2".into(),
+        keep: true,
+        ..ClusterSpec::default()
+    };
+    let out2 = tempfile::tempdir().unwrap();
+    let out2_dir = out2.path().join("traefik");
+    let gone = cluster.inside(move || {
+        let mut p = Kubernetes::new(spec.clone()).unwrap();
+        p.prepare(&site(&out2_dir, 1)).expect("prepare t2");
+        p.teardown();
+        cluster::cleanup(&spec).expect("cleanup")
+    });
+    assert_eq!(gone, vec!["ingressbench-t2".to_string()]);
+    assert!(cluster.wait_for(
+        &["get", "namespace", "ingressbench-t2"],
+        "",
+        Duration::from_secs(60)
+    ));
+    // Nothing of ours remains in the cluster.
+    let (ok, list) = cluster.kubectl(&[
+        "get",
+        "namespaces",
+        "-l",
+        "app.kubernetes.io/managed-by=ingressbench",
+        "-o",
+        "name",
+    ]);
+    assert!(ok, "{list}");
+    assert!(
+        list.trim().is_empty() || list.contains("No resources"),
+        "{list}"
+    );
+}
