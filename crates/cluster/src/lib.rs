@@ -14,6 +14,7 @@
 //! [`cleanup`] removes what a killed run left.
 
 pub mod book;
+pub mod controllers;
 mod objects;
 
 use book::{Book, PodSeen, SliceEndpoint, SliceSeen};

@@ -1,0 +1,462 @@
+//! Installed ingress controllers and gateways as systems under test: one table of what
+//! differs between them (which API routes them, and how each of study S3's route
+//! changes is written for them), and the pure translation of a route into the objects
+//! a run creates. S3's changes are expressed once ([`Route`]) and translated here; the
+//! driver only applies what this module returns.
+//!
+//! Every object is plain JSON applied with server-side apply, so CRDs (Gateway API,
+//! Traefik's Middleware, OpenShift's Route) need no generated types.
+
+use super::{BACKEND, MANAGED_BY, RUN_LABEL};
+use lab::Route;
+use serde_json::{json, Value};
+
+/// The name of every routing object a run creates.
+pub const ROUTE_NAME: &str = "ib-route";
+
+/// How a controller is routed to the backends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Routing {
+    /// An Ingress of this class, route changes as this controller's annotations.
+    Ingress { class: &'static str, style: Style },
+    /// A Gateway API HTTPRoute attached to a Gateway the user names.
+    HttpRoute,
+    /// An OpenShift Route.
+    OpenShiftRoute,
+}
+
+/// Whose Ingress annotations express the route changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// Community ingress-nginx (`nginx.ingress.kubernetes.io/*`).
+    IngressNginx,
+    /// F5 NGINX Ingress Controller (`nginx.org/*`).
+    NginxOrg,
+    /// HAProxy Technologies' controller (`haproxy.org/*`).
+    HaproxyOrg,
+    /// Traefik: a Middleware (traefik.io/v1alpha1) referenced from the Ingress.
+    Traefik,
+}
+
+/// One installed controller profile.
+#[derive(Debug)]
+pub struct Controller {
+    pub name: &'static str,
+    pub stands_for: &'static str,
+    pub routing: Routing,
+}
+
+/// The registry of controller profiles on the `kubernetes` platform.
+pub const CONTROLLERS: &[Controller] = &[
+    Controller {
+        name: "ingress-nginx",
+        stands_for: "community ingress-nginx (Ingress, nginx.ingress.kubernetes.io annotations)",
+        routing: Routing::Ingress {
+            class: "nginx",
+            style: Style::IngressNginx,
+        },
+    },
+    Controller {
+        name: "nginx-ingress",
+        stands_for: "F5 NGINX Ingress Controller (Ingress, nginx.org annotations)",
+        routing: Routing::Ingress {
+            class: "nginx",
+            style: Style::NginxOrg,
+        },
+    },
+    Controller {
+        name: "haproxy-ingress",
+        stands_for: "HAProxy Technologies' Kubernetes ingress (Ingress, haproxy.org annotations)",
+        routing: Routing::Ingress {
+            class: "haproxy",
+            style: Style::HaproxyOrg,
+        },
+    },
+    Controller {
+        name: "traefik",
+        stands_for: "Traefik's Kubernetes Ingress provider (Ingress, a Middleware per change)",
+        routing: Routing::Ingress {
+            class: "traefik",
+            style: Style::Traefik,
+        },
+    },
+    Controller {
+        name: "contour",
+        stands_for: "Contour (Envoy) through Gateway API",
+        routing: Routing::HttpRoute,
+    },
+    Controller {
+        name: "envoy-gateway",
+        stands_for: "Envoy Gateway through Gateway API",
+        routing: Routing::HttpRoute,
+    },
+    Controller {
+        name: "nginx-gateway-fabric",
+        stands_for: "NGINX Gateway Fabric through Gateway API",
+        routing: Routing::HttpRoute,
+    },
+    Controller {
+        name: "openshift-router",
+        stands_for: "OpenShift's HAProxy router (Route, spec.httpHeaders and rewrite-target)",
+        routing: Routing::OpenShiftRoute,
+    },
+    Controller {
+        name: "gateway-api",
+        stands_for: "any conformant Gateway API implementation (HTTPRoute filters)",
+        routing: Routing::HttpRoute,
+    },
+];
+
+/// The controller profile called `name`.
+pub fn controller(name: &str) -> Option<&'static Controller> {
+    CONTROLLERS.iter().find(|c| c.name == name)
+}
+
+/// Every controller profile name.
+pub fn names() -> Vec<&'static str> {
+    CONTROLLERS.iter().map(|c| c.name).collect()
+}
+
+/// Where the objects go and what they route to.
+#[derive(Clone, Debug)]
+pub struct Place {
+    pub run: String,
+    pub namespace: String,
+    /// The Gateway an HTTPRoute attaches to: (namespace, name).
+    pub gateway: Option<(String, String)>,
+    /// The host the route matches (`None`: every host).
+    pub host: Option<String>,
+}
+
+/// The CORS response headers of S3's `cors` change, as the lab's proxies add them.
+const CORS: [(&str, &str); 3] = [
+    ("Access-Control-Allow-Origin", "*"),
+    ("Access-Control-Allow-Methods", "GET, POST, OPTIONS"),
+    (
+        "Access-Control-Allow-Headers",
+        "Content-Type, Authorization",
+    ),
+];
+
+fn headers_for(route: Route) -> Vec<(&'static str, &'static str)> {
+    match route {
+        Route::Cors => CORS.to_vec(),
+        Route::Header => vec![("x-custom", "1")],
+        Route::Base | Route::Rewrite => Vec::new(),
+    }
+}
+
+fn metadata(name: &str, place: &Place, annotations: Value) -> Value {
+    json!({
+        "name": name,
+        "namespace": place.namespace,
+        "labels": {MANAGED_BY.0: MANAGED_BY.1, RUN_LABEL: place.run},
+        "annotations": annotations,
+    })
+}
+
+/// Why a change cannot be made for a controller.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{controller} cannot express the route change `{route}`: {why}")]
+pub struct Unsupported {
+    pub controller: &'static str,
+    pub route: &'static str,
+    pub why: String,
+}
+
+/// The objects that route the backends' Service through `c` with `route` in force.
+/// Applying them (and deleting any earlier object of the run not among them) is the
+/// whole change.
+///
+/// # Errors
+/// [`Unsupported`] when an HTTPRoute has no Gateway to attach to (every profile
+/// expresses all four of S3's changes).
+pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>, Unsupported> {
+    match c.routing {
+        Routing::Ingress { class, style } => Ok(ingress(class, style, place, route)),
+        Routing::HttpRoute => {
+            let Some((gw_ns, gw)) = &place.gateway else {
+                return Err(Unsupported {
+                    controller: c.name,
+                    route: route.name(),
+                    why: "an HTTPRoute needs a Gateway: set kubernetes.gateway (namespace/name)"
+                        .into(),
+                });
+            };
+            Ok(vec![http_route(place, gw_ns, gw, route)])
+        }
+        Routing::OpenShiftRoute => Ok(vec![openshift_route(place, route)]),
+    }
+}
+
+fn ingress(class: &str, style: Style, place: &Place, route: Route) -> Vec<Value> {
+    let mut annotations = serde_json::Map::new();
+    let mut path = "/".to_string();
+    let mut path_type = "Prefix";
+    let mut extra = Vec::new();
+    let mut put = |k: &str, v: String| {
+        annotations.insert(k.to_string(), Value::String(v));
+    };
+    let headers = headers_for(route);
+    match style {
+        Style::IngressNginx => match route {
+            Route::Base => {}
+            Route::Cors => {
+                put("nginx.ingress.kubernetes.io/enable-cors", "true".into());
+                put(
+                    "nginx.ingress.kubernetes.io/cors-allow-origin",
+                    CORS[0].1.into(),
+                );
+                put(
+                    "nginx.ingress.kubernetes.io/cors-allow-methods",
+                    CORS[1].1.into(),
+                );
+                put(
+                    "nginx.ingress.kubernetes.io/cors-allow-headers",
+                    CORS[2].1.into(),
+                );
+            }
+            Route::Header => put(
+                "nginx.ingress.kubernetes.io/configuration-snippet",
+                "more_set_headers \"x-custom: 1\";".into(),
+            ),
+            Route::Rewrite => {
+                put("nginx.ingress.kubernetes.io/use-regex", "true".into());
+                put(
+                    "nginx.ingress.kubernetes.io/rewrite-target",
+                    "/rewritten/$1".into(),
+                );
+                path = "/(.*)".into();
+                path_type = "ImplementationSpecific";
+            }
+        },
+        Style::NginxOrg => match route {
+            Route::Base => {}
+            Route::Cors | Route::Header => put(
+                "nginx.org/location-snippets",
+                headers
+                    .iter()
+                    .map(|(k, v)| format!("add_header {k} \"{v}\" always;"))
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+            ),
+            Route::Rewrite => put(
+                "nginx.org/rewrites",
+                format!("serviceName={BACKEND} rewrite=/rewritten/"),
+            ),
+        },
+        Style::HaproxyOrg => match route {
+            Route::Base => {}
+            Route::Cors => {
+                put("haproxy.org/cors-enable", "true".into());
+                put("haproxy.org/cors-allow-origin", CORS[0].1.into());
+                put("haproxy.org/cors-allow-methods", CORS[1].1.into());
+                put("haproxy.org/cors-allow-headers", CORS[2].1.into());
+            }
+            Route::Header => put("haproxy.org/response-set-header", "x-custom 1".into()),
+            Route::Rewrite => put("haproxy.org/path-rewrite", "(.*) /rewritten\\1".into()),
+        },
+        Style::Traefik => {
+            let middleware = match route {
+                Route::Base => None,
+                Route::Cors | Route::Header => Some(json!({
+                    "headers": {"customResponseHeaders":
+                        headers.iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+                            .collect::<serde_json::Map<_, _>>()}
+                })),
+                Route::Rewrite => Some(json!({
+                    "replacePathRegex": {"regex": "^/(.*)", "replacement": "/rewritten/$1"}
+                })),
+            };
+            if let Some(spec) = middleware {
+                put(
+                    "traefik.ingress.kubernetes.io/router.middlewares",
+                    format!("{}-{ROUTE_NAME}@kubernetescrd", place.namespace),
+                );
+                extra.push(json!({
+                    "apiVersion": "traefik.io/v1alpha1",
+                    "kind": "Middleware",
+                    "metadata": metadata(ROUTE_NAME, place, json!({})),
+                    "spec": spec,
+                }));
+            }
+        }
+    }
+    let mut rule = json!({
+        "http": {"paths": [{
+            "path": path,
+            "pathType": path_type,
+            "backend": {"service": {"name": BACKEND, "port": {"number": 80}}},
+        }]}
+    });
+    if let Some(h) = &place.host {
+        rule["host"] = Value::String(h.clone());
+    }
+    let mut out = vec![json!({
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": metadata(ROUTE_NAME, place, Value::Object(annotations)),
+        "spec": {"ingressClassName": class, "rules": [rule]},
+    })];
+    // The Middleware first: the Ingress names it.
+    extra.append(&mut out);
+    extra
+}
+
+fn http_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
+    let mut filters = Vec::new();
+    let headers = headers_for(route);
+    if !headers.is_empty() {
+        filters.push(json!({
+            "type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {"set": headers.iter()
+                .map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>()},
+        }));
+    }
+    if route == Route::Rewrite {
+        filters.push(json!({
+            "type": "URLRewrite",
+            "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/rewritten"}},
+        }));
+    }
+    let mut spec = json!({
+        "parentRefs": [{"name": gw, "namespace": gw_ns}],
+        "rules": [{
+            "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+            "filters": filters,
+            "backendRefs": [{"name": BACKEND, "port": 80}],
+        }],
+    });
+    if let Some(h) = &place.host {
+        spec["hostnames"] = json!([h]);
+    }
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "HTTPRoute",
+        "metadata": metadata(ROUTE_NAME, place, json!({})),
+        "spec": spec,
+    })
+}
+
+fn openshift_route(place: &Place, route: Route) -> Value {
+    let mut annotations = serde_json::Map::new();
+    if route == Route::Rewrite {
+        annotations.insert(
+            "haproxy.router.openshift.io/rewrite-target".into(),
+            Value::String("/rewritten/".into()),
+        );
+    }
+    let mut spec = json!({
+        "to": {"kind": "Service", "name": BACKEND},
+        "port": {"targetPort": "http"},
+        "tls": {"termination": "edge"},
+    });
+    let headers = headers_for(route);
+    if !headers.is_empty() {
+        spec["httpHeaders"] = json!({"actions": {"response": headers.iter().map(|(k, v)| json!({
+            "name": k, "action": {"type": "Set", "set": {"value": v}}
+        })).collect::<Vec<_>>()}});
+    }
+    if let Some(h) = &place.host {
+        spec["host"] = Value::String(h.clone());
+    }
+    json!({
+        "apiVersion": "route.openshift.io/v1",
+        "kind": "Route",
+        "metadata": metadata(ROUTE_NAME, place, Value::Object(annotations)),
+        "spec": spec,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn place() -> Place {
+        Place {
+            run: "r1".into(),
+            namespace: "ingressbench-r1".into(),
+            gateway: Some(("infra".into(), "gw".into())),
+            host: None,
+        }
+    }
+
+    const ROUTES: [Route; 4] = [Route::Base, Route::Cors, Route::Header, Route::Rewrite];
+
+    #[test]
+    fn every_profile_expresses_every_route_with_labelled_objects_to_the_backends() {
+        for c in CONTROLLERS {
+            for r in ROUTES {
+                let objs = objects(c, &place(), r).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!objs.is_empty(), "{} {r:?}", c.name);
+                for o in &objs {
+                    assert_eq!(o["metadata"]["labels"][RUN_LABEL], "r1", "{o}");
+                    assert_eq!(o["metadata"]["namespace"], "ingressbench-r1");
+                }
+                let text = objs.last().unwrap().to_string();
+                assert!(text.contains(BACKEND), "{}: {text}", c.name);
+            }
+        }
+        let mut n = names();
+        n.sort_unstable();
+        n.dedup();
+        assert_eq!(n.len(), CONTROLLERS.len(), "unique names");
+    }
+
+    #[test]
+    fn base_adds_nothing_and_each_change_adds_its_own() {
+        let ingress_nginx = controller("ingress-nginx").unwrap();
+        let base = &objects(ingress_nginx, &place(), Route::Base).unwrap()[0];
+        assert_eq!(base["metadata"]["annotations"], json!({}));
+        assert_eq!(base["spec"]["ingressClassName"], "nginx");
+        let cors = &objects(ingress_nginx, &place(), Route::Cors).unwrap()[0];
+        assert_eq!(
+            cors["metadata"]["annotations"]["nginx.ingress.kubernetes.io/cors-allow-origin"],
+            "*"
+        );
+        let rw = &objects(ingress_nginx, &place(), Route::Rewrite).unwrap()[0];
+        assert_eq!(rw["spec"]["rules"][0]["http"]["paths"][0]["path"], "/(.*)");
+
+        let gw = controller("gateway-api").unwrap();
+        let base = &objects(gw, &place(), Route::Base).unwrap()[0];
+        assert_eq!(base["spec"]["rules"][0]["filters"], json!([]));
+        assert_eq!(base["spec"]["parentRefs"][0]["name"], "gw");
+        let h = &objects(gw, &place(), Route::Header).unwrap()[0];
+        assert_eq!(
+            h["spec"]["rules"][0]["filters"][0]["responseHeaderModifier"]["set"][0],
+            json!({"name": "x-custom", "value": "1"})
+        );
+        let rw = &objects(gw, &place(), Route::Rewrite).unwrap()[0];
+        assert_eq!(
+            rw["spec"]["rules"][0]["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"],
+            "/rewritten"
+        );
+    }
+
+    #[test]
+    fn traefik_changes_are_a_middleware_the_ingress_names() {
+        let t = controller("traefik").unwrap();
+        let base = objects(t, &place(), Route::Base).unwrap();
+        assert_eq!(base.len(), 1, "no middleware at base");
+        let cors = objects(t, &place(), Route::Cors).unwrap();
+        assert_eq!(cors.len(), 2);
+        assert_eq!(cors[0]["kind"], "Middleware");
+        assert_eq!(
+            cors[0]["spec"]["headers"]["customResponseHeaders"]["Access-Control-Allow-Origin"],
+            "*"
+        );
+        assert_eq!(
+            cors[1]["metadata"]["annotations"]["traefik.ingress.kubernetes.io/router.middlewares"],
+            "ingressbench-r1-ib-route@kubernetescrd"
+        );
+    }
+
+    #[test]
+    fn an_http_route_without_a_gateway_is_refused_with_the_fix() {
+        let mut p = place();
+        p.gateway = None;
+        let e = objects(controller("contour").unwrap(), &p, Route::Base).unwrap_err();
+        assert!(e.to_string().contains("kubernetes.gateway"), "{e}");
+        assert!(e.to_string().starts_with("contour cannot express"), "{e}");
+    }
+}
