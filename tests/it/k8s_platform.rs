@@ -178,3 +178,121 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
         "{list}"
     );
 }
+
+/// The routing objects of installed controllers, applied to a real API server: an
+/// Ingress (ingress-nginx's annotations) follows each route change and goes at the
+/// end; an HTTPRoute is settled only once its Gateway's controller accepts the new
+/// generation (no Gateway controller runs here: the test writes the status one would,
+/// through the status subresource, and the driver must wait for it).
+#[test]
+fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_acceptance() {
+    use lab::{Expect, LabError, Route};
+    let _alone = exclusive();
+    let cluster = TestCluster::up();
+    let crds =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/build.sh");
+    let cache = std::process::Command::new(crds)
+        .arg("--print-dir")
+        .output()
+        .unwrap();
+    let cache = String::from_utf8_lossy(&cache.stdout).trim().to_string();
+    let (ok, out) =
+        cluster.kubectl(&["apply", "-f", &format!("{cache}/crds/gateway-api/standard")]);
+    assert!(ok, "{out}");
+    let ingress = |c: &TestCluster, jsonpath: &str| {
+        c.kubectl(&[
+            "-n",
+            "ingressbench-t3",
+            "get",
+            "ingress",
+            "ib-route",
+            "-o",
+            &format!("jsonpath={jsonpath}"),
+        ])
+    };
+    let c = &cluster;
+    let kubeconfig = cluster.kubeconfig();
+    cluster.inside(move || {
+        let out = tempfile::tempdir().unwrap();
+        let mut p = Kubernetes::new(ClusterSpec {
+            kubeconfig: Some(kubeconfig),
+            run: "t3".into(),
+            gateway: Some(("ingressbench-t3".into(), "gw".into())),
+            ..ClusterSpec::default()
+        })
+        .unwrap();
+        let ctx = p.prepare(&site(&out.path().join("s"), 1)).expect("prepare");
+        assert!(p.driver_for("nginx-reload").is_none(), "not a cluster profile");
+
+        let mut d = p.driver_for("ingress-nginx").unwrap().unwrap();
+        assert!(!d.capabilities().push_endpoints && !d.capabilities().reload);
+        d.deploy(&ctx, &[], Duration::from_secs(10)).expect("deploy");
+        let (ok, class) = ingress(c, "{.spec.ingressClassName}");
+        assert!(ok && class == "nginx", "{class}");
+        d.apply_route(Route::Cors).unwrap();
+        d.settle(&Expect::Route(Route::Cors), Duration::from_secs(5))
+            .unwrap();
+        let (_, a) = ingress(c, "{.metadata.annotations}");
+        assert!(a.contains("cors-allow-origin"), "{a}");
+        d.apply_route(Route::Rewrite).unwrap();
+        let (_, a) = ingress(c, "{.metadata.annotations}");
+        assert!(a.contains("rewrite-target") && !a.contains("cors"), "{a}");
+        let (_, path) = ingress(c, "{.spec.rules[0].http.paths[0].path}");
+        assert_eq!(path, "/(.*)");
+        assert!(matches!(d.reload(), Err(LabError::Unsupported { .. })));
+        d.stop().unwrap();
+        let (gone, _) = ingress(c, "{.metadata.name}");
+        assert!(!gone, "the Ingress is deleted when the driver stops");
+
+        // An HTTPRoute: not settled until accepted for its generation.
+        let mut g = p.driver_for("gateway-api").unwrap().unwrap();
+        g.prepare(&ctx, &[]).unwrap();
+        g.start().unwrap();
+        let t = std::time::Instant::now();
+        let e = g.wait_ready(Duration::from_secs(2)).unwrap_err().to_string();
+        assert!(e.contains("no Accepted condition"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(4));
+        g.apply_route(Route::Header).unwrap();
+        let route = |jsonpath: &str| {
+            c.kubectl(&[
+                "-n",
+                "ingressbench-t3",
+                "get",
+                "httproute",
+                "ib-route",
+                "-o",
+                &format!("jsonpath={jsonpath}"),
+            ])
+            .1
+        };
+        assert!(route("{.spec.rules[0].filters}").contains("x-custom"));
+        let generation = route("{.metadata.generation}");
+        let status = format!(
+            r#"{{"status":{{"parents":[{{"parentRef":{{"name":"gw","namespace":"ingressbench-t3"}},"controllerName":"example.com/test","conditions":[{{"type":"Accepted","status":"True","reason":"Accepted","message":"","observedGeneration":{generation},"lastTransitionTime":"2026-01-01T00:00:00Z"}}]}}]}}}}"#
+        );
+        // Written a moment after settle starts waiting.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(500));
+                let (ok, out) = c.kubectl(&[
+                    "-n",
+                    "ingressbench-t3",
+                    "patch",
+                    "httproute",
+                    "ib-route",
+                    "--subresource=status",
+                    "--type=merge",
+                    "-p",
+                    &status,
+                ]);
+                assert!(ok, "{out}");
+            });
+            let t = std::time::Instant::now();
+            g.settle(&Expect::Route(Route::Header), Duration::from_secs(10))
+                .expect("settled once accepted");
+            assert!(t.elapsed() >= Duration::from_millis(400), "{:?}", t.elapsed());
+        });
+        g.stop().unwrap();
+        p.teardown();
+    });
+}

@@ -15,6 +15,7 @@
 
 pub mod book;
 pub mod controllers;
+pub mod driver;
 mod objects;
 
 use book::{Book, PodSeen, SliceEndpoint, SliceSeen};
@@ -58,12 +59,16 @@ pub struct ClusterSpec {
     pub urls: Vec<(String, String)>,
     /// The backend image (default: the stock `nginx` image with our config).
     pub image: Option<String>,
+    /// The Gateway HTTPRoutes attach to: (namespace, name).
+    pub gateway: Option<(String, String)>,
+    /// The host routes match (`None`: every host).
+    pub host: Option<String>,
 }
 
 /// The platform.
 pub struct Kubernetes {
     spec: ClusterSpec,
-    rt: tokio::runtime::Runtime,
+    rt: Arc<tokio::runtime::Runtime>,
     client: Option<kube::Client>,
     namespace: Option<String>,
     created_namespace: bool,
@@ -101,7 +106,7 @@ impl Kubernetes {
             .map_err(LabError::io("start the Kubernetes client's runtime"))?;
         Ok(Kubernetes {
             spec,
-            rt,
+            rt: Arc::new(rt),
             client: None,
             namespace: None,
             created_namespace: false,
@@ -116,6 +121,14 @@ impl Kubernetes {
     /// The namespace the run works in, once prepared.
     pub fn namespace(&self) -> Option<&str> {
         self.namespace.as_deref()
+    }
+
+    /// The namespace the run works in: the one given, or `ingressbench-<run>`.
+    fn namespace_name(&self) -> String {
+        self.spec
+            .namespace
+            .clone()
+            .unwrap_or_else(|| format!("ingressbench-{}", self.spec.run))
     }
 
     fn book(&self) -> std::sync::MutexGuard<'_, Book> {
@@ -137,10 +150,7 @@ impl Kubernetes {
     fn create(&mut self, spec: &SiteSpec) -> Result<String, LabError> {
         let client = self.client()?;
         let run = self.spec.run.clone();
-        let (ns, create) = match &self.spec.namespace {
-            Some(n) => (n.clone(), false),
-            None => (format!("ingressbench-{run}"), true),
-        };
+        let (ns, create) = (self.namespace_name(), self.spec.namespace.is_none());
         let image = self.spec.image.clone();
         let replicas = spec.replicas;
         let drain = spec.backends.drain_timeout;
@@ -460,6 +470,24 @@ impl Platform for Kubernetes {
     }
 
     fn tick(&mut self) {}
+
+    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn lab::Driver>, LabError>> {
+        let c = controllers::controller(system)?;
+        let place = controllers::Place {
+            run: self.spec.run.clone(),
+            namespace: self.namespace_name(),
+            gateway: self.spec.gateway.clone(),
+            host: self.spec.host.clone(),
+        };
+        Some(self.client().map(|client| {
+            Box::new(driver::ControllerDriver::new(
+                c,
+                client,
+                self.rt.clone(),
+                place,
+            )) as Box<dyn lab::Driver>
+        }))
+    }
 
     fn teardown(&mut self) {
         for w in self.watches.drain(..) {

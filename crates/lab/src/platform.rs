@@ -209,6 +209,13 @@ pub trait Platform: Send {
     fn tick(&mut self);
     /// Stops every backend and removes what `prepare` made.
     fn teardown(&mut self);
+    /// The driver of `system` when the platform has systems under test of its own (a
+    /// cluster's installed controllers); `None`: one of the lab's profiles
+    /// ([`crate::driver_for`]).
+    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn crate::Driver>, LabError>> {
+        let _ = system;
+        None
+    }
 }
 
 /// Every platform, by the name scenarios use.

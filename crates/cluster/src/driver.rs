@@ -1,0 +1,259 @@
+//! The driver of an installed controller: it owns no process, only the routing objects
+//! of the run ([`controllers::objects`]), applied with server-side apply. The
+//! controller discovers the backends itself (no endpoint pushing), and a route change
+//! is one apply. `settle` waits for what the cluster reports: an HTTPRoute's
+//! `Accepted` condition for the new generation; an Ingress or an OpenShift Route has no
+//! such condition, so for them "applied" is the API's acceptance, and what traffic
+//! shows is measured from responses.
+
+use crate::controllers::{self, Controller, Place};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use lab::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Server-side apply's field manager for everything the run writes.
+const MANAGER: &str = "ingressbench";
+
+/// An installed controller, driven through its routing objects.
+pub struct ControllerDriver {
+    controller: &'static Controller,
+    client: kube::Client,
+    rt: Arc<tokio::runtime::Runtime>,
+    place: Place,
+    route: Route,
+    /// (apiVersion, kind, name) of every object applied and not yet deleted.
+    applied: Vec<(String, String, String)>,
+    /// The HTTPRoute generation `settle()` waits to see accepted.
+    pending_generation: Option<i64>,
+}
+
+impl ControllerDriver {
+    pub(crate) fn new(
+        controller: &'static Controller,
+        client: kube::Client,
+        rt: Arc<tokio::runtime::Runtime>,
+        place: Place,
+    ) -> Self {
+        ControllerDriver {
+            controller,
+            client,
+            rt,
+            place,
+            route: Route::Base,
+            applied: Vec::new(),
+            pending_generation: None,
+        }
+    }
+
+    fn api(&self, api_version: &str, kind: &str) -> Api<DynamicObject> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
+        Api::namespaced_with(self.client.clone(), &self.place.namespace, &ar)
+    }
+
+    /// Applies the objects for `route` and deletes the run's objects no longer among
+    /// them (Traefik's Middleware when going back to `base`).
+    fn apply(&mut self, route: Route) -> Result<(), LabError> {
+        let objs = controllers::objects(self.controller, &self.place, route)
+            .map_err(|e| LabError::Other(e.to_string()))?;
+        let mut now = Vec::new();
+        let mut generation = None;
+        for o in &objs {
+            let av = o["apiVersion"].as_str().unwrap_or_default().to_string();
+            let kind = o["kind"].as_str().unwrap_or_default().to_string();
+            let name = o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let api = self.api(&av, &kind);
+            let pp = PatchParams::apply(MANAGER).force();
+            let res = self
+                .rt
+                .block_on(api.patch(&name, &pp, &Patch::Apply(o)))
+                .map_err(|e| LabError::Rejected {
+                    what: format!("{kind} {name}"),
+                    detail: crate::describe(&e),
+                })?;
+            if kind == "HTTPRoute" {
+                generation = res.metadata.generation;
+            }
+            now.push((av, kind, name));
+        }
+        let stale: Vec<_> = self
+            .applied
+            .iter()
+            .filter(|o| !now.contains(o))
+            .cloned()
+            .collect();
+        for (av, kind, name) in stale {
+            let api = self.api(&av, &kind);
+            let _ = self
+                .rt
+                .block_on(api.delete(&name, &DeleteParams::default()));
+        }
+        self.applied = now;
+        self.route = route;
+        self.pending_generation = generation;
+        Ok(())
+    }
+
+    /// Whether the HTTPRoute's every parent reports `Accepted` for `generation`.
+    fn accepted(&self, generation: i64) -> Result<Option<String>, LabError> {
+        let api = self.api("gateway.networking.k8s.io/v1", "HTTPRoute");
+        let r = self
+            .rt
+            .block_on(api.get(controllers::ROUTE_NAME))
+            .map_err(|e| LabError::Other(format!("read the HTTPRoute: {}", crate::describe(&e))))?;
+        Ok(route_verdict(&r.data, generation))
+    }
+}
+
+/// What an HTTPRoute's status says of `generation`: `Some("")` accepted by every
+/// parent, `Some(reason)` refused, `None` not decided yet.
+fn route_verdict(data: &Value, generation: i64) -> Option<String> {
+    let parents = data["status"]["parents"].as_array()?;
+    if parents.is_empty() {
+        return None;
+    }
+    for p in parents {
+        let cond = p["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Accepted")?;
+        if cond["observedGeneration"].as_i64().unwrap_or(0) < generation {
+            return None;
+        }
+        if cond["status"] != "True" {
+            return Some(format!(
+                "{}: {}",
+                cond["reason"].as_str().unwrap_or("NotAccepted"),
+                cond["message"].as_str().unwrap_or("")
+            ));
+        }
+    }
+    Some(String::new())
+}
+
+impl Driver for ControllerDriver {
+    fn name(&self) -> &'static str {
+        self.controller.name
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            push_endpoints: false,
+            routes: true,
+            reload: false,
+            restart: false,
+        }
+    }
+
+    fn prepare(&mut self, _ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), LabError> {
+        // Refuse what cannot be expressed before anything is created.
+        controllers::objects(self.controller, &self.place, Route::Base)
+            .map(|_| ())
+            .map_err(|e| LabError::Other(e.to_string()))
+    }
+
+    fn start(&mut self) -> Result<(), LabError> {
+        self.apply(Route::Base)
+    }
+
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+        self.settle(&Expect::Route(Route::Base), timeout)
+    }
+
+    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+        self.apply(route)
+    }
+
+    fn reload(&mut self) -> Result<(), LabError> {
+        Err(LabError::Unsupported {
+            system: self.controller.name.into(),
+            what: "reload (an installed controller is not ingressbench's to reload)".into(),
+        })
+    }
+
+    /// Endpoints: the controller discovers them itself and reports nothing, so there
+    /// is nothing to wait for here (the platform's watches and the responses time
+    /// it). Routes: an HTTPRoute's acceptance of the new generation.
+    fn settle(&mut self, expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+        if matches!(expect, Expect::Endpoints(_)) {
+            return Ok(());
+        }
+        let Some(generation) = self.pending_generation else {
+            return Ok(());
+        };
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.accepted(generation)? {
+                Some(r) if r.is_empty() => {
+                    self.pending_generation = None;
+                    return Ok(());
+                }
+                Some(reason) => {
+                    return Err(LabError::Rejected {
+                        what: format!("HTTPRoute {}", controllers::ROUTE_NAME),
+                        detail: reason,
+                    })
+                }
+                None if Instant::now() >= deadline => {
+                    return Err(LabError::NotReady(format!(
+                        "HTTPRoute {} generation {generation} (no Accepted condition from the Gateway's controller)",
+                        controllers::ROUTE_NAME
+                    )))
+                }
+                None => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+
+    fn alive(&mut self) -> bool {
+        true
+    }
+
+    fn stop(&mut self) -> Result<(), LabError> {
+        for (av, kind, name) in std::mem::take(&mut self.applied) {
+            let api = self.api(&av, &kind);
+            let _ = self
+                .rt
+                .block_on(api.delete(&name, &DeleteParams::default()));
+        }
+        Ok(())
+    }
+
+    fn versions(&self) -> Vec<(String, String)> {
+        self.rt
+            .block_on(self.client.apiserver_version())
+            .map(|v| vec![("kubernetes".to_string(), v.git_version)])
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_http_route_is_settled_only_when_every_parent_accepted_this_generation() {
+        let status = |gen: i64, ok: &str| {
+            json!({"status": {"parents": [{"conditions": [
+                {"type": "Accepted", "status": ok, "observedGeneration": gen,
+                 "reason": "NotAllowedByListeners", "message": "no listener"},
+            ]}]}})
+        };
+        assert_eq!(route_verdict(&json!({}), 2), None, "no status yet");
+        assert_eq!(
+            route_verdict(&status(1, "True"), 2),
+            None,
+            "an older generation"
+        );
+        assert_eq!(route_verdict(&status(2, "True"), 2).as_deref(), Some(""));
+        let refused = route_verdict(&status(2, "False"), 2).unwrap();
+        assert_eq!(refused, "NotAllowedByListeners: no listener");
+    }
+}
