@@ -43,6 +43,8 @@ enum Command {
     Run(run::RunArgs),
     /// Check a scenario file without running it.
     Validate(run::ValidateArgs),
+    /// Remove what interrupted or killed runs left in a cluster (their namespaces).
+    Cleanup(run::CleanupArgs),
     /// Compare saved runs: deltas per system; exit 1 when --max-regression is crossed.
     Compare(compare::CompareArgs),
     /// Draw the report of saved runs (one page: charts and tables), side by side.
@@ -67,6 +69,7 @@ pub fn main() -> i32 {
         Command::Backend(args) => backend::run(args),
         Command::Run(args) => run::run(args),
         Command::Validate(args) => run::validate(args),
+        Command::Cleanup(args) => run::cleanup(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
         Command::Watchdog { parent: _ } => {

@@ -25,6 +25,65 @@ pub struct RunArgs {
     /// in it is refused).
     #[arg(long)]
     pub force: bool,
+    /// Where the backends live: `local` or `kubernetes` (overrides the file's
+    /// `platform`).
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// A system under test on a cluster and the URL its data plane listens on, as
+    /// NAME=URL (repeatable; replaces the file's systems).
+    #[arg(long = "system", value_name = "NAME=URL")]
+    pub system: Vec<String>,
+    /// kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Work in this existing namespace instead of creating one per system.
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// Keep the run's namespaces afterwards, for inspection.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// Flags of `ingressbench cleanup`.
+#[derive(Args, Debug)]
+pub struct CleanupArgs {
+    /// Where to clean: `kubernetes` (a local run's watchdog already removes everything).
+    #[arg(long)]
+    pub platform: String,
+    /// kubeconfig file (default: KUBECONFIG, then ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+}
+
+/// Removes what interrupted or killed runs left in a cluster.
+pub fn cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
+    if a.platform != "kubernetes" {
+        return Err(usage(format!(
+            "--platform {}: only kubernetes has anything to clean (a local run's watchdog removes its processes and folders)",
+            a.platform
+        )));
+    }
+    let spec = cluster::ClusterSpec {
+        kubeconfig: a.kubeconfig,
+        context: a.context,
+        ..cluster::ClusterSpec::default()
+    };
+    let gone = cluster::cleanup(&spec).map_err(anyhow::Error::from)?;
+    if gone.is_empty() {
+        println!(
+            "nothing to clean: no namespace labelled app.kubernetes.io/managed-by=ingressbench"
+        );
+    }
+    for ns in gone {
+        println!("deleted namespace {ns}");
+    }
+    Ok(0)
 }
 
 /// Flags of `ingressbench validate`.
@@ -64,8 +123,24 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     if a.quick {
         s = s.quick();
     }
+    let mut systems = Vec::new();
+    for spec in &a.system {
+        let Some((name, url)) = spec.split_once('=') else {
+            return Err(usage(format!("--system {spec}: write it as NAME=URL")));
+        };
+        systems.push((name.to_string(), url.to_string()));
+    }
+    s.override_cluster(scenario::ClusterFlags {
+        platform: a.platform.clone(),
+        kubeconfig: a.kubeconfig.clone(),
+        context: a.context.clone(),
+        namespace: a.namespace.clone(),
+        keep: a.keep,
+        systems,
+    })
+    .map_err(usage)?;
     for o in &a.only {
-        if lab::profiles::profile(o).is_none() {
+        if lab::profiles::profile(o).is_none() && cluster::controllers::controller(o).is_none() {
             return Err(usage(format!(
                 "--only {o}: not a system: use one of {}",
                 lab::profiles::names().join(", ")

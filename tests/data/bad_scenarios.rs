@@ -19,6 +19,26 @@ quick:
 /// one line, naming the key as the file writes it and the line it is on.
 const BAD: &[(&str, &str, &str)] = &[
     (
+        "systems: [caddy-api]\n",
+        "systems: [traefik]\n",
+        "line 2: systems: traefik is not a local profile (platform: local): use one of nginx-reload, nginx-lua, haproxy-reload, haproxy-runtime, caddy-api, envoy-xds, envoy-hot-restart",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nplatform: kubernetes\n",
+        "line 2: systems: caddy-api is not an installed controller (platform: kubernetes): use one of ingress-nginx, nginx-ingress, haproxy-ingress, traefik, contour, envoy-gateway, nginx-gateway-fabric, openshift-router, gateway-api",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  gateway: gw\n",
+        "line 5: kubernetes.gateway: write it as namespace/name",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  urls: {contour: \"https://198.18.0.1/\"}\n",
+        "line 5: kubernetes.urls: contour is not among the systems",
+    ),
+    (
         "  replicas: 2\n",
         "  replicas: 2\n  delay: soon\n",
         "line 5: backends.delay \"soon\": 'soon' is not a duration: use a number with s, ms, us, m or h (e.g. 30s, 500ms, 3m)",

@@ -52,3 +52,51 @@ fn validate_and_run_refuse_bad_scenarios_alike() {
         assert!(!out.exists(), "{to:?}: run wrote {}", out.display());
     }
 }
+
+/// `run`'s cluster flags: each mistake is one line and exit 2, before anything starts
+/// (no cluster is contacted, nothing is written).
+#[test]
+fn run_refuses_bad_cluster_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.yaml");
+    std::fs::write(&file, BASE).unwrap();
+    let out = dir.path().join("out");
+    let path = file.to_str().unwrap();
+    for (flags, want) in [
+        (vec!["--platform", "k8s"], "--platform k8s: use one of local, kubernetes"),
+        (
+            vec!["--platform", "kubernetes", "--system", "traefik"],
+            "--system traefik: write it as NAME=URL",
+        ),
+        (
+            vec!["--context", "staging"],
+            "--system, --kubeconfig, --context, --namespace and --keep are for --platform kubernetes",
+        ),
+        (
+            vec!["--platform", "kubernetes", "--system", "trafik=https://198.18.0.1/"],
+            "--system trafik: not an installed-controller profile: use one of ingress-nginx,",
+        ),
+        (
+            vec!["--platform", "kubernetes"],
+            "systems: caddy-api is not an installed controller (platform: kubernetes)",
+        ),
+        (
+            vec!["--platform", "kubernetes", "--system", "traefik=198.18.0.1"],
+            "kubernetes.urls: traefik: `198.18.0.1` is not an http:// or https:// URL",
+        ),
+    ] {
+        let mut args = vec!["run", path, "--out", out.to_str().unwrap()];
+        args.extend(flags.iter().copied());
+        let o = run(&args, Duration::from_secs(10));
+        assert_eq!(o.code, Some(2), "{flags:?}: {}", o.stderr);
+        assert_eq!(o.stderr.trim_end().lines().count(), 1, "{}", o.stderr);
+        assert!(
+            o.stderr.starts_with(&format!("ingressbench: {want}")),
+            "{flags:?}: {}",
+            o.stderr
+        );
+        assert!(!out.exists());
+    }
+    let o = run(&["cleanup", "--platform", "local"], Duration::from_secs(10));
+    assert_eq!(o.code, Some(2), "{}", o.stderr);
+}

@@ -219,7 +219,7 @@ pub trait Platform: Send {
 }
 
 /// Every platform, by the name scenarios use.
-pub const PLATFORMS: &[&str] = &["local"];
+pub const PLATFORMS: &[&str] = &["local", "kubernetes"];
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,8 @@ pub mod runner;
 use lab::backends::StopMode;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Why a scenario cannot be used.
@@ -106,11 +107,15 @@ impl Profile {
 impl<'de> Deserialize<'de> for Profile {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        match lab::profiles::profile(&s) {
-            Some(p) => Ok(Profile(p.name)),
+        if let Some(p) = lab::profiles::profile(&s) {
+            return Ok(Profile(p.name));
+        }
+        match cluster::controllers::controller(&s) {
+            Some(c) => Ok(Profile(c.name)),
             None => Err(de::Error::custom(format!(
-                "unknown system `{s}`, expected one of {}",
-                lab::profiles::names().join(", ")
+                "unknown system `{s}`, expected one of {} (platform: local) or {} (platform: kubernetes)",
+                lab::profiles::names().join(", "),
+                cluster::controllers::names().join(", ")
             ))),
         }
     }
@@ -411,6 +416,57 @@ fn platform_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Er
     }
 }
 
+/// The `kubernetes:` section: how to reach the cluster and where each installed
+/// controller's data plane listens. Flags of `run` override each key.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct KubernetesSection {
+    /// A kubeconfig file (default: `KUBECONFIG`, then `~/.kube/config`).
+    #[serde(default)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context (default: its current one).
+    #[serde(default)]
+    pub context: Option<String>,
+    /// Work in this existing namespace instead of creating `ingressbench-<run>`.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Keep the run's namespace afterwards.
+    #[serde(default)]
+    pub keep: bool,
+    /// The backend image (default: the stock nginx image with a ConfigMap config).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// The Gateway HTTPRoutes attach to, `namespace/name`.
+    #[serde(default)]
+    pub gateway: Option<String>,
+    /// The host the routes match (default: every host).
+    #[serde(default)]
+    pub host: Option<String>,
+    /// The URL each system's data plane listens on, by system name.
+    #[serde(default)]
+    pub urls: BTreeMap<String, String>,
+}
+
+impl KubernetesSection {
+    /// `kubernetes.gateway` as (namespace, name).
+    pub fn gateway(&self) -> Option<(String, String)> {
+        let (ns, name) = self.gateway.as_deref()?.split_once('/')?;
+        Some((ns.to_string(), name.to_string()))
+    }
+}
+
+/// `run`'s flags for a cluster (see [`Scenario::override_cluster`]).
+#[derive(Clone, Debug, Default)]
+pub struct ClusterFlags {
+    pub platform: Option<String>,
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub namespace: Option<String>,
+    pub keep: bool,
+    /// `--system NAME=URL`, in order.
+    pub systems: Vec<(String, String)>,
+}
+
 /// Longest scenario name (it names a folder, with a timestamp appended).
 pub const MAX_NAME: usize = 64;
 
@@ -471,6 +527,9 @@ pub struct Scenario {
     /// Where the backends live: `local` (processes on this machine) by default.
     #[serde(default = "local", deserialize_with = "platform_name")]
     pub platform: String,
+    /// What only a cluster has: how to reach it and where its systems listen.
+    #[serde(default)]
+    pub kubernetes: Option<KubernetesSection>,
     #[serde(default)]
     pub backends: Backends,
     #[serde(default)]
@@ -560,6 +619,7 @@ impl Scenario {
                 ));
             }
         }
+        self.check_platform()?;
         let b = &self.backends;
         if b.replicas == 0 || b.replicas > MAX_REPLICAS {
             return Err(Bad::new(
@@ -607,6 +667,129 @@ impl Scenario {
         PlacementSpec::resolve(self.placement.as_ref())
             .check()
             .map_err(|msg| Bad::new("placement", msg))?;
+        Ok(())
+    }
+
+    /// Applies `run`'s flags for a cluster: the platform, the systems named with
+    /// their URLs (they replace the file's systems), and the connection settings;
+    /// then checks the result as a file would be.
+    ///
+    /// # Errors
+    /// A one-line message naming the flag or key at fault.
+    pub fn override_cluster(&mut self, o: ClusterFlags) -> Result<(), String> {
+        if let Some(p) = o.platform {
+            if !lab::platform::PLATFORMS.contains(&p.as_str()) {
+                return Err(format!(
+                    "--platform {p}: use one of {}",
+                    lab::platform::PLATFORMS.join(", ")
+                ));
+            }
+            self.platform = p;
+        }
+        let cluster_flags = !o.systems.is_empty()
+            || o.kubeconfig.is_some()
+            || o.context.is_some()
+            || o.namespace.is_some()
+            || o.keep;
+        if cluster_flags && self.platform != "kubernetes" {
+            return Err(
+                "--system, --kubeconfig, --context, --namespace and --keep are for --platform kubernetes"
+                    .into(),
+            );
+        }
+        if self.platform != "kubernetes" {
+            return Ok(());
+        }
+        let k = self
+            .kubernetes
+            .get_or_insert_with(KubernetesSection::default);
+        k.kubeconfig = o.kubeconfig.or(k.kubeconfig.take());
+        k.context = o.context.or(k.context.take());
+        k.namespace = o.namespace.or(k.namespace.take());
+        k.keep |= o.keep;
+        if !o.systems.is_empty() {
+            let mut systems = Vec::new();
+            for (name, url) in o.systems {
+                let c = cluster::controllers::controller(&name).ok_or_else(|| {
+                    format!(
+                        "--system {name}: not an installed-controller profile: use one of {}",
+                        cluster::controllers::names().join(", ")
+                    )
+                })?;
+                systems.push(Profile(c.name));
+                k.urls.insert(name, url);
+            }
+            self.systems = systems;
+        }
+        self.check_platform().map_err(|b| b.msg)?;
+        for p in &self.systems {
+            if !self
+                .kubernetes
+                .as_ref()
+                .is_some_and(|k| k.urls.contains_key(p.name()))
+            {
+                return Err(format!(
+                    "{}: no URL: give its data plane's address with --system {}=https://... or kubernetes.urls",
+                    p.name(),
+                    p.name()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Systems of the platform's kind, and what a cluster needs to reach them.
+    fn check_platform(&self) -> Result<(), Bad> {
+        let kube = self.platform == "kubernetes";
+        for p in &self.systems {
+            let local = lab::profiles::profile(p.name()).is_some();
+            if kube == local {
+                let (want, names) = if kube {
+                    ("an installed controller", cluster::controllers::names())
+                } else {
+                    ("a local profile", lab::profiles::names())
+                };
+                return Err(Bad::new(
+                    "systems",
+                    format!(
+                        "systems: {} is not {want} (platform: {}): use one of {}",
+                        p.name(),
+                        self.platform,
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        if let Some(k) = &self.kubernetes {
+            if !kube {
+                return Err(Bad::new(
+                    "kubernetes",
+                    "kubernetes: only for `platform: kubernetes`",
+                ));
+            }
+            if k.gateway.is_some() && k.gateway().is_none() {
+                return Err(Bad::new(
+                    "kubernetes.gateway",
+                    "kubernetes.gateway: write it as namespace/name",
+                ));
+            }
+            for (name, url) in &k.urls {
+                if !self.systems.iter().any(|p| p.name() == name) {
+                    return Err(Bad::new(
+                        "kubernetes.urls",
+                        format!("kubernetes.urls: {name} is not among the systems"),
+                    ));
+                }
+                if !(url.starts_with("http://") || url.starts_with("https://")) {
+                    return Err(Bad::new(
+                        "kubernetes.urls",
+                        format!(
+                            "kubernetes.urls: {name}: `{url}` is not an http:// or https:// URL"
+                        ),
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 

@@ -191,6 +191,38 @@ impl Drop for System {
     }
 }
 
+/// The platform the scenario names, for one system. On a cluster each system gets its
+/// own run id (and so its own namespace): a namespace is deleted asynchronously, and
+/// the next system must not wait for it or meet its leftovers.
+fn make_platform(scn: &Scenario, system: &str, exe: &Path) -> Result<Box<dyn Platform>, LabError> {
+    if scn.platform != "kubernetes" {
+        return platform_for(&scn.platform, exe);
+    }
+    let k = scn.kubernetes.clone().unwrap_or_default();
+    if !k.urls.contains_key(system) {
+        return Err(LabError::Other(format!(
+            "kubernetes: no URL for {system}: give its data plane's address with --system {system}=https://... or kubernetes.urls"
+        )));
+    }
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let run = format!("{stamp:x}-{system}");
+    let run: String = run.chars().take(40).collect();
+    let spec = cluster::ClusterSpec {
+        gateway: k.gateway(),
+        kubeconfig: k.kubeconfig,
+        context: k.context,
+        namespace: k.namespace,
+        keep: k.keep,
+        run,
+        urls: k.urls.into_iter().collect(),
+        image: k.image,
+        host: k.host,
+    };
+    Ok(Box::new(cluster::Kubernetes::new(spec)?))
+}
+
 fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult, RunError> {
     let lab = |source| RunError::Lab {
         system: name.to_string(),
@@ -218,9 +250,16 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         },
     };
     let clock = Clock::start();
+    let mut platform = make_platform(scn, name, &opts.exe).map_err(lab)?;
+    // A cluster offers its installed controllers; otherwise the lab's profiles.
+    let driver = match platform.driver_for(name) {
+        Some(d) => d,
+        None => driver_for(name),
+    }
+    .map_err(lab)?;
     let mut sys = System {
-        driver: driver_for(name).map_err(lab)?,
-        platform: platform_for(&scn.platform, &opts.exe).map_err(lab)?,
+        driver,
+        platform,
         events: Events {
             clock,
             origin: 0,
