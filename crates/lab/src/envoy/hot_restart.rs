@@ -16,9 +16,8 @@
 //! by Envoy (`--use-dynamic-base-id`), so several Envoys on one machine never share it.
 
 use super::resources;
-use super::{command, last_error, write_bootstrap, Admin};
+use super::{command, last_error, write_bootstrap, Setup};
 use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
-use crate::ports;
 use crate::proc::Guard;
 use crate::watchdog;
 use std::path::PathBuf;
@@ -44,12 +43,7 @@ pub struct ChangeTiming {
 /// The `envoy-hot-restart` driver.
 #[derive(Debug, Default)]
 pub struct EnvoyHotRestart {
-    binary: Option<PathBuf>,
-    version: Option<String>,
-    ctx: Option<DriverContext>,
-    admin: Admin,
-    endpoints: Vec<Endpoint>,
-    route: Route,
+    s: Setup,
     /// The newest epoch, and its process.
     epoch: u64,
     current: Option<Guard>,
@@ -96,9 +90,7 @@ impl EnvoyHotRestart {
     }
 
     fn ctx(&self) -> Result<&DriverContext, LabError> {
-        self.ctx
-            .as_ref()
-            .ok_or_else(|| LabError::Other("envoy-hot-restart: prepare() was not called".into()))
+        self.s.ctx(self.name())
     }
 
     fn running(&mut self) -> bool {
@@ -109,12 +101,9 @@ impl EnvoyHotRestart {
     fn spawn(&mut self) -> Result<(), LabError> {
         let ctx = self.ctx()?.clone();
         let bootstrap =
-            resources::static_bootstrap(&ctx, self.admin.port, &self.endpoints, self.route);
+            resources::static_bootstrap(&ctx, self.s.admin.port, &self.s.endpoints, self.s.route);
         let path = write_bootstrap(&ctx, &format!("envoy-{}.pb", self.epoch), &bootstrap)?;
-        let binary = self
-            .binary
-            .clone()
-            .ok_or_else(|| LabError::Other("envoy-hot-restart: prepare() was not called".into()))?;
+        let binary = self.s.binary(self.name())?;
         let mut cmd = command(&binary, &ctx, &path);
         cmd.arg("--restart-epoch")
             .arg(self.epoch.to_string())
@@ -207,15 +196,7 @@ impl Driver for EnvoyHotRestart {
     }
 
     fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
-        let binary = super::binary()?;
-        self.version = super::version_of(&binary);
-        self.binary = Some(binary);
-        self.admin = Admin {
-            port: ports::free_port().map_err(LabError::io("choosing the envoy admin port"))?,
-        };
-        self.ctx = Some(ctx.clone());
-        self.endpoints = endpoints.to_vec();
-        self.route = Route::Base;
+        self.s.prepare(ctx, endpoints)?;
         self.last = None;
         Ok(())
     }
@@ -236,12 +217,12 @@ impl Driver for EnvoyHotRestart {
     }
 
     fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
-        self.endpoints = endpoints.to_vec();
+        self.s.endpoints = endpoints.to_vec();
         self.restart()
     }
 
     fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
-        self.route = route;
+        self.s.route = route;
         self.restart()
     }
 
@@ -271,6 +252,7 @@ impl Driver for EnvoyHotRestart {
             }
             self.learn_base_id()?;
             let live = self
+                .s
                 .admin
                 .server_info()
                 .is_some_and(|i| i.restart_epoch == epoch && i.state == "LIVE");
@@ -296,7 +278,7 @@ impl Driver for EnvoyHotRestart {
     fn stop(&mut self) -> Result<(), LabError> {
         if self.running() {
             if let Ok(ctx) = self.ctx() {
-                self.admin.save_config_dump(&ctx.out_dir.clone());
+                self.s.admin.save_config_dump(&ctx.out_dir.clone());
             }
         }
         self.stop_all();
@@ -304,12 +286,7 @@ impl Driver for EnvoyHotRestart {
     }
 
     fn versions(&self) -> Vec<(String, String)> {
-        let v = self
-            .version
-            .clone()
-            .or_else(|| super::binary().ok().as_deref().and_then(super::version_of));
-        v.map(|v| vec![("envoy".to_string(), v)])
-            .unwrap_or_default()
+        self.s.versions()
     }
 }
 

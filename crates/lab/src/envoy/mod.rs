@@ -18,7 +18,7 @@ pub mod hot_restart;
 pub mod resources;
 pub mod xds;
 
-use crate::driver::{DriverContext, LabError};
+use crate::driver::{DriverContext, Endpoint, LabError, Route};
 use crate::proc;
 use http1::client;
 use std::net::{SocketAddr, TcpStream};
@@ -117,6 +117,56 @@ fn write_bootstrap(
     results::fsutil::write_atomic(&keep, &bytes)
         .map_err(|e| LabError::Other(format!("writing {}: {e}", keep.display())))?;
     Ok(path)
+}
+
+/// What both drivers know once prepared: the binary, the context, the admin port, and
+/// the endpoints and route in force.
+#[derive(Debug, Default)]
+struct Setup {
+    binary: Option<PathBuf>,
+    version: Option<String>,
+    ctx: Option<DriverContext>,
+    admin: Admin,
+    endpoints: Vec<Endpoint>,
+    route: Route,
+}
+
+impl Setup {
+    /// Finds Envoy, chooses the admin port, and starts from `endpoints` and `base`.
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
+        let binary = binary()?;
+        self.version = version_of(&binary);
+        self.binary = Some(binary);
+        self.admin = Admin {
+            port: crate::ports::free_port()
+                .map_err(LabError::io("choosing the envoy admin port"))?,
+        };
+        self.ctx = Some(ctx.clone());
+        self.endpoints = endpoints.to_vec();
+        self.route = Route::Base;
+        Ok(())
+    }
+
+    fn ctx(&self, profile: &str) -> Result<&DriverContext, LabError> {
+        self.ctx
+            .as_ref()
+            .ok_or_else(|| LabError::Other(format!("{profile}: prepare() was not called")))
+    }
+
+    fn binary(&self, profile: &str) -> Result<PathBuf, LabError> {
+        self.binary
+            .clone()
+            .ok_or_else(|| LabError::Other(format!("{profile}: prepare() was not called")))
+    }
+
+    fn versions(&self) -> Vec<(String, String)> {
+        let v = self
+            .version
+            .clone()
+            .or_else(|| binary().ok().as_deref().and_then(version_of));
+        v.map(|v| vec![("envoy".to_string(), v)])
+            .unwrap_or_default()
+    }
 }
 
 /// Envoy's admin interface on 127.0.0.1.

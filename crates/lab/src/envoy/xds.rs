@@ -11,11 +11,9 @@
 //! table adds "seen in traffic".
 
 use super::resources::{self, any, Source};
-use super::{command, last_error, listeners_up, write_bootstrap, Admin};
+use super::{command, last_error, listeners_up, write_bootstrap, Setup};
 use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
-use crate::ports;
 use crate::proc::Guard;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 use xds::{Server, XdsError, TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE};
 
@@ -34,12 +32,7 @@ pub struct ChangeTiming {
 /// The `envoy-xds` driver.
 #[derive(Default)]
 pub struct EnvoyXds {
-    binary: Option<PathBuf>,
-    version: Option<String>,
-    ctx: Option<DriverContext>,
-    admin: Admin,
-    endpoints: Vec<Endpoint>,
-    route: Route,
+    s: Setup,
     server: Option<Server>,
     guard: Option<Guard>,
     /// Versions pushed that `settle()` has yet to see acknowledged.
@@ -51,9 +44,9 @@ pub struct EnvoyXds {
 impl std::fmt::Debug for EnvoyXds {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EnvoyXds")
-            .field("admin_port", &self.admin.port)
-            .field("endpoints", &self.endpoints)
-            .field("route", &self.route)
+            .field("admin_port", &self.s.admin.port)
+            .field("endpoints", &self.s.endpoints)
+            .field("route", &self.s.route)
             .field("pending", &self.pending)
             .finish_non_exhaustive()
     }
@@ -72,7 +65,7 @@ impl EnvoyXds {
 
     /// The admin port on 127.0.0.1.
     pub fn admin_port(&self) -> u16 {
-        self.admin.port
+        self.s.admin.port
     }
 
     /// The last change asked for and, once settled, how long Envoy took to ACK it.
@@ -81,9 +74,7 @@ impl EnvoyXds {
     }
 
     fn ctx(&self) -> Result<&DriverContext, LabError> {
-        self.ctx
-            .as_ref()
-            .ok_or_else(|| LabError::Other("envoy-xds: prepare() was not called".into()))
+        self.s.ctx(self.name())
     }
 
     fn running(&mut self) -> bool {
@@ -109,12 +100,12 @@ impl EnvoyXds {
     }
 
     fn push_endpoints(&mut self) -> Result<(), LabError> {
-        let cla = any(&resources::load_assignment(&self.endpoints));
+        let cla = any(&resources::load_assignment(&self.s.endpoints));
         self.push(TYPE_ENDPOINTS, vec![cla])
     }
 
     fn push_route(&mut self) -> Result<(), LabError> {
-        let rc = any(&resources::route_configuration(self.route));
+        let rc = any(&resources::route_configuration(self.s.route));
         self.push(TYPE_ROUTE, vec![rc])
     }
 
@@ -122,10 +113,10 @@ impl EnvoyXds {
     /// keeps the order on its one stream).
     fn push_everything(&mut self) -> Result<(), LabError> {
         let ctx = self.ctx()?.clone();
-        let cluster = resources::cluster(&ctx, Source::Ads, &self.endpoints);
+        let cluster = resources::cluster(&ctx, Source::Ads, &self.s.endpoints);
         self.push(TYPE_CLUSTER, vec![any(&cluster)])?;
         self.push_endpoints()?;
-        let listeners = resources::listeners(&ctx, Source::Ads, self.route);
+        let listeners = resources::listeners(&ctx, Source::Ads, self.s.route);
         self.push(TYPE_LISTENER, listeners.iter().map(any).collect())?;
         self.push_route()
     }
@@ -138,12 +129,9 @@ impl EnvoyXds {
     fn spawn(&mut self) -> Result<(), LabError> {
         let ctx = self.ctx()?.clone();
         let socket = self.server()?.socket().to_path_buf();
-        let bootstrap = resources::xds_bootstrap(self.admin.port, &socket);
+        let bootstrap = resources::xds_bootstrap(self.s.admin.port, &socket);
         let path = write_bootstrap(&ctx, "envoy-xds.pb", &bootstrap)?;
-        let binary = self
-            .binary
-            .clone()
-            .ok_or_else(|| LabError::Other("envoy-xds: prepare() was not called".into()))?;
+        let binary = self.s.binary(self.name())?;
         let mut cmd = command(&binary, &ctx, &path);
         // One Envoy per run, no hot restart: no shared memory, no domain sockets.
         cmd.arg("--disable-hot-restart");
@@ -188,15 +176,7 @@ impl Driver for EnvoyXds {
     }
 
     fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
-        let binary = super::binary()?;
-        self.version = super::version_of(&binary);
-        self.binary = Some(binary);
-        self.admin = Admin {
-            port: ports::free_port().map_err(LabError::io("choosing the envoy admin port"))?,
-        };
-        self.ctx = Some(ctx.clone());
-        self.endpoints = endpoints.to_vec();
-        self.route = Route::Base;
+        self.s.prepare(ctx, endpoints)?;
         self.pending.clear();
         self.last = None;
         Ok(())
@@ -230,7 +210,7 @@ impl Driver for EnvoyXds {
                     && Instant::now() < deadline
                 {
                     attempts += 1;
-                    self.admin.port = ports::free_port()
+                    self.s.admin.port = crate::ports::free_port()
                         .map_err(LabError::io("choosing the envoy admin port"))?;
                     self.spawn()?;
                     continue;
@@ -239,7 +219,7 @@ impl Driver for EnvoyXds {
                     "envoy exited before it was ready: {why}"
                 )));
             }
-            if self.unacked().is_empty() && self.admin.ready() && listeners_up(&ctx) {
+            if self.unacked().is_empty() && self.s.admin.ready() && listeners_up(&ctx) {
                 self.pending.clear();
                 return Ok(());
             }
@@ -254,7 +234,7 @@ impl Driver for EnvoyXds {
     }
 
     fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
-        self.endpoints = endpoints.to_vec();
+        self.s.endpoints = endpoints.to_vec();
         if self.server.is_none() {
             return Ok(()); // Not started: the first push carries them.
         }
@@ -263,7 +243,7 @@ impl Driver for EnvoyXds {
     }
 
     fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
-        self.route = route;
+        self.s.route = route;
         if self.server.is_none() {
             return Ok(());
         }
@@ -307,7 +287,7 @@ impl Driver for EnvoyXds {
         if let Some(mut guard) = self.guard.take() {
             if guard.alive() {
                 if let Ok(ctx) = self.ctx() {
-                    self.admin.save_config_dump(&ctx.out_dir);
+                    self.s.admin.save_config_dump(&ctx.out_dir);
                 }
             }
             // Envoy exits promptly on SIGTERM; what is left is killed.
@@ -323,11 +303,6 @@ impl Driver for EnvoyXds {
     }
 
     fn versions(&self) -> Vec<(String, String)> {
-        let v = self
-            .version
-            .clone()
-            .or_else(|| super::binary().ok().as_deref().and_then(super::version_of));
-        v.map(|v| vec![("envoy".to_string(), v)])
-            .unwrap_or_default()
+        self.s.versions()
     }
 }
