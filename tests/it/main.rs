@@ -12,6 +12,7 @@ mod backend;
 mod bad_input;
 mod compare;
 mod contract;
+mod generators;
 mod lab_caddy;
 mod lab_envoy;
 mod lab_haproxy;

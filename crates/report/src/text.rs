@@ -34,7 +34,9 @@ pub fn warnings(r: &RunResult) -> Vec<String> {
             fmt_ms(r.generator.lag_limit_ms)
         ));
     }
-    if let Some(t) = r.rate.target {
+    // A generator that failed already says why the rate fell short.
+    let missing = parts.iter().any(|p| p.error.is_some());
+    if let Some(t) = r.rate.target.filter(|_| !missing) {
         if !r.rate.reached {
             w.push(format!(
                 "the target rate was not reached: {:.1} of {:.1} requests/s were sent ({} not sent: connections were busy)",
