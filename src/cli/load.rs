@@ -119,6 +119,15 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     if args.part.is_some() {
         return super::generators::run_part(&args);
     }
+    if args.start_at.is_some()
+        || args.result_out.is_some()
+        || args.cpus.is_some()
+        || args.sync_clock
+    {
+        return Err(usage(
+            "--start-at, --result-out, --cpus and --sync-clock are set by --generators for its own processes (with --part)",
+        ));
+    }
     if args.generators != 1 {
         return super::generators::coordinate(&args);
     }
