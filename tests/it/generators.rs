@@ -135,7 +135,11 @@ fn two_generators_merge_into_the_sum_of_their_parts() {
     );
     assert!(v["generator"]["cpus"].is_string());
     assert!(out.stdout.contains("  2 generators: #0 "), "{}", out.stdout);
-    assert!(!out.stdout.contains("WARNING"), "{}", out.stdout);
+    // Nothing failed, started late or fell short; only an overload, which is the
+    // machine's doing when other processes take its CPUs, may be warned about.
+    for w in out.stdout.lines().filter(|l| l.starts_with("WARNING")) {
+        assert!(w.contains("overloaded"), "{w}\n{}", out.context());
+    }
     assert_no_generator_left(&out.dir.path().display().to_string());
 }
 
