@@ -93,31 +93,47 @@ pub struct LoadArgs {
     /// Never draw the live progress line, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
+    /// Split the load over this many generator processes (each pinned to a CPU of
+    /// its own when there are enough), merged into one result.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub generators: usize,
+    /// Internal, set by `--generators`: run generator INDEX (from 0) of COUNT.
+    #[arg(long, hide = true, value_name = "INDEX/COUNT")]
+    pub part: Option<String>,
+    /// Internal: the shared start of every generator's schedule, Unix nanoseconds.
+    #[arg(long, hide = true, value_name = "UNIX_NS")]
+    pub start_at: Option<String>,
+    /// Internal: where a generator writes its full result (JSON).
+    #[arg(long, hide = true, value_name = "FILE")]
+    pub result_out: Option<std::path::PathBuf>,
+    /// Internal: the CPUs a generator's threads are pinned to (`0,1`).
+    #[arg(long, hide = true, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Internal: answer the coordinator's clock probes on stdin/stdout first.
+    #[arg(long, hide = true)]
+    pub sync_clock: bool,
 }
 
 /// Runs a load and prints the summary.
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
+    if args.part.is_some() {
+        return super::generators::run_part(&args);
+    }
+    if args.start_at.is_some()
+        || args.result_out.is_some()
+        || args.cpus.is_some()
+        || args.sync_clock
+    {
+        return Err(usage(
+            "--start-at, --result-out, --cpus and --sync-clock are set by --generators for its own processes (with --part)",
+        ));
+    }
+    if args.generators != 1 {
+        return super::generators::coordinate(&args);
+    }
     let (plan, config, target) = resolve(&args)?;
-    // Every output is checked before the load: a run must not measure for an hour and
-    // then fail to save.
-    let outputs: Vec<(&str, &std::path::Path)> = [
-        ("--json", args.json.as_deref()),
-        ("--hdr-log", args.hdr_log.as_deref()),
-        ("--report", args.report.as_deref()),
-    ]
-    .into_iter()
-    .filter_map(|(f, p)| p.map(|p| (f, p)))
-    .collect();
-    for (flag, p) in &outputs {
-        results::fsutil::check_writable(p).map_err(|e| usage(format!("{flag} {e}")))?;
-    }
-    results::fsutil::check_distinct(&outputs).map_err(usage)?;
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while stopping exits at once.
-        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
-        signal_hook::flag::register(sig, stop.clone())?;
-    }
+    check_outputs(&args)?;
+    let stop = stop_on_signals()?;
     let live = !args.quiet && std::io::stderr().is_terminal();
     let total_s = plan.duration.as_secs();
     let outcome = engine::run(&plan, stop, |e| {
@@ -136,11 +152,64 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         eprint!("\r\x1b[2K");
     }
     let result = outcome.to_result(&target, config);
-    print!("{}", report::text::summary(&result, args.latency));
-    // Each output is written on its own: one that fails does not cost the others.
+    let seconds: Vec<(u64, &[u8])> = outcome
+        .seconds
+        .iter()
+        .map(|s| (s.entry.t, s.histogram_v2.as_slice()))
+        .collect();
+    if !emit(&args, &result, &seconds, outcome.started_at_unix_ns) {
+        return Ok(1);
+    }
+    Ok(exit_code(&result))
+}
+
+/// Checks every output before the load: a run must not measure for an hour and then
+/// fail to save.
+///
+/// # Errors
+/// A usage error naming the flag whose file cannot be written, or two flags naming
+/// one file.
+pub(super) fn check_outputs(args: &LoadArgs) -> anyhow::Result<()> {
+    let outputs: Vec<(&str, &std::path::Path)> = [
+        ("--json", args.json.as_deref()),
+        ("--hdr-log", args.hdr_log.as_deref()),
+        ("--report", args.report.as_deref()),
+    ]
+    .into_iter()
+    .filter_map(|(f, p)| p.map(|p| (f, p)))
+    .collect();
+    for (flag, p) in &outputs {
+        results::fsutil::check_writable(p).map_err(|e| usage(format!("{flag} {e}")))?;
+    }
+    results::fsutil::check_distinct(&outputs).map_err(usage)?;
+    Ok(())
+}
+
+/// SIGINT and SIGTERM set the returned flag (stop sending, finish, report); a second
+/// one while stopping exits at once.
+pub(super) fn stop_on_signals() -> anyhow::Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
+        signal_hook::flag::register(sig, stop.clone())?;
+    }
+    Ok(stop)
+}
+
+/// Prints the summary and writes every output asked for: the result, the interval
+/// log (from each second's corrected histogram, V2 deflate) and the report page.
+/// Each output is written on its own: one that fails does not cost the others.
+/// Returns whether all were written (each failure is said on stderr).
+pub(super) fn emit(
+    args: &LoadArgs,
+    result: &results::RunResult,
+    seconds: &[(u64, &[u8])],
+    started_at_unix_ns: u128,
+) -> bool {
+    print!("{}", report::text::summary(result, args.latency));
     let mut failed = Vec::new();
     if let Some(p) = &args.json {
-        let res = serde_json::to_vec_pretty(&result)
+        let res = serde_json::to_vec_pretty(result)
             .map_err(anyhow::Error::from)
             .and_then(|mut bytes| {
                 bytes.push(b'\n');
@@ -151,12 +220,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         }
     }
     if let Some(p) = &args.hdr_log {
-        let seconds: Vec<(u64, &[u8])> = outcome
-            .seconds
-            .iter()
-            .map(|s| (s.entry.t, s.histogram_v2.as_slice()))
-            .collect();
-        let res = report::hdr::interval_log(outcome.started_at_unix_ns, &seconds)
+        let res = report::hdr::interval_log(started_at_unix_ns, seconds)
             .map_err(anyhow::Error::msg)
             .and_then(|log| Ok(results::fsutil::write_atomic(p, &log)?));
         if let Err(e) = res {
@@ -170,20 +234,17 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
             Err(e) => failed.push(format!("--report: {e}")),
         }
     }
-    if !failed.is_empty() {
-        for f in &failed {
-            eprintln!("ingressbench: not written: {f}");
-        }
-        return Ok(1);
+    for f in &failed {
+        eprintln!("ingressbench: not written: {f}");
     }
-    Ok(exit_code(&result))
+    failed.is_empty()
 }
 
 /// The exit code of a load whose outputs were all written: 130 when interrupted, 1
 /// when no request succeeded (a CI step must not pass on a run that measured
 /// nothing; the summary's `FAILED:` line says why), 0 otherwise. A run where most but
 /// not all requests failed exits 0: it is flagged, and `compare` gates fail on it.
-fn exit_code(r: &results::RunResult) -> i32 {
+pub(super) fn exit_code(r: &results::RunResult) -> i32 {
     if r.partial {
         130
     } else if r.requests.completed == 0 {
@@ -196,6 +257,12 @@ fn exit_code(r: &results::RunResult) -> i32 {
 /// Validates the flags and resolves them into an engine plan, the settings as they
 /// will be recorded, and the target as shown.
 fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
+    let (plan, config) = spec(a)?.resolve().map_err(|e| usage(e.to_string()))?;
+    Ok((plan, config, a.url.clone()))
+}
+
+/// The flags as load settings, before the engine checks them ([`LoadSpec::resolve`]).
+pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
     let dur = |flag: &str, v: &str| duration::parse(v).map_err(|e| usage(format!("--{flag}: {e}")));
     let rate = match (a.rate, a.max) {
         (Some(r), _) => Some(r),
@@ -237,8 +304,7 @@ fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
         sample: a.sample,
         cpus: Vec::new(),
     };
-    let (plan, config) = spec.resolve().map_err(|e| usage(e.to_string()))?;
-    Ok((plan, config, a.url.clone()))
+    Ok(spec)
 }
 
 #[cfg(test)]

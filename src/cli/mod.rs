@@ -5,6 +5,7 @@
 
 mod backend;
 mod compare;
+mod generators;
 pub use results::duration;
 mod load;
 mod report;

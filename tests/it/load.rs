@@ -887,6 +887,23 @@ fn bad_input_is_one_line_and_exit_2() {
             &["-R", "10", "--tls-resume", &closed_tls],
             "--tls-resume needs --new-connection",
         ),
+        // A load that cannot be split as asked (issue 12).
+        refused(
+            &["-R", "10", "--generators", "0", &closed],
+            "--generators must be at least 1",
+        ),
+        refused(
+            &["-R", "10", "-c2", "--generators", "3", &closed],
+            "--generators 3 needs at least 3 connections, not -c 2: each generator needs one",
+        ),
+        refused(
+            &["-R", "10", "-c8", "-t2", "--generators", "3", &closed],
+            "--generators 3 needs at least 3 threads, not -t 2: each generator runs one",
+        ),
+        refused(
+            &["-R", "10", "--generators", "two", &closed],
+            "invalid value 'two' for '--generators <N>'",
+        ),
         // More connections than the hard open-files limit allows (item 7): refused
         // before the run, instead of counting "too many open files" as `connect`.
         Refused {

@@ -12,6 +12,7 @@ mod backend;
 mod bad_input;
 mod compare;
 mod contract;
+mod generators;
 mod k8s_platform;
 mod lab_caddy;
 mod lab_envoy;

@@ -10,6 +10,7 @@
 pub mod failure;
 pub mod schedule;
 pub mod spec;
+pub mod split;
 pub mod stats;
 pub mod sysinfo;
 pub mod tls;
@@ -21,8 +22,8 @@ use results::clock::{Clock, Nanos};
 use results::histogram::{percentiles, serialize_v2};
 use results::time::rfc3339;
 use results::{
-    Errors, Generator, Latency, LoadConfig, Rate, Requests, RunResult, Samples, TimelineEntry,
-    TlsStats, RESULT_SCHEMA,
+    Errors, Generator, GeneratorPart, Generators, Latency, LoadConfig, Rate, Requests, RunResult,
+    Samples, TimelineEntry, TlsStats, RESULT_SCHEMA,
 };
 use spec::SpecError;
 use stats::{Interval, Totals};
@@ -71,6 +72,10 @@ pub struct Plan {
     pub sample: f64,
     /// The CPUs the worker threads run on (empty: any).
     pub cpus: Vec<usize>,
+    /// This generator's place in a run split N ways (`None`: the whole run): its
+    /// connections' place in the shared schedule, its sampling seed and the shared
+    /// start instant.
+    pub slice: Option<split::Slice>,
 }
 
 /// Load settings as a user or a scenario gives them, before validation.
@@ -233,6 +238,7 @@ impl LoadSpec {
             head_request: self.method.eq_ignore_ascii_case("HEAD"),
             sample: self.sample,
             cpus: self.cpus.clone(),
+            slice: None,
         };
         let config = LoadConfig {
             url: self.url.clone(),
@@ -344,6 +350,11 @@ pub struct Outcome {
     pub priority_raised: bool,
     /// The CPUs the workers were confined to (empty: any).
     pub cpus: Vec<usize>,
+    /// The plan's place in a split run, if it is one generator of several.
+    pub slice: Option<split::Slice>,
+    /// How late the schedule started after the slice's shared instant, in ns (0: on
+    /// time); `None` for a whole run.
+    pub start_offset_ns: Option<u64>,
 }
 
 /// One second, summarised as soon as every worker has reported it, so the run
@@ -422,6 +433,7 @@ pub fn run_marked(
         priority_raised: AtomicBool::new(false),
         failure: std::sync::Mutex::new(None),
         marks,
+        slice: plan.slice.clone(),
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();
@@ -441,7 +453,14 @@ pub fn run_marked(
     // Every worker has opened its connections: start the schedule together, a
     // moment from now so no worker starts late.
     shared.gate.wait();
-    let start = clock.now() + 1_000_000;
+    let (start, start_offset_ns) = match &plan.slice {
+        None => (clock.now() + 1_000_000, None),
+        Some(s) => {
+            let (start, late) =
+                schedule_start(s.start_at_unix_ns, clock.wall_epoch_ns(), clock.now());
+            (start, Some(late))
+        }
+    };
     shared.start.store(start, Ordering::Release);
     let cpu0 = process_cpu_s();
     shared.gate.wait();
@@ -495,7 +514,24 @@ pub fn run_marked(
         sample: plan.sample,
         priority_raised: shared.priority_raised.load(Ordering::Relaxed),
         cpus: plan.cpus.clone(),
+        slice: plan.slice.clone(),
+        start_offset_ns,
     })
+}
+
+/// When a generator of a split run starts its schedule, on its own clock, and how
+/// late that is: at the shared instant (Unix ns, converted with the clock's wall-time
+/// anchor) if it is still ahead, else a moment from `now`. A late generator does not
+/// send the requests it missed in a burst to catch up: its schedule starts late, and
+/// the merge names it.
+fn schedule_start(at_unix_ns: u128, wall_epoch_ns: u128, now: Nanos) -> (Nanos, u64) {
+    let at = at_unix_ns as i128 - wall_epoch_ns as i128;
+    if at >= now as i128 {
+        (at.min(Nanos::MAX as i128) as Nanos, 0)
+    } else {
+        let start = now + 1_000_000;
+        (start, (start as i128 - at).min(u64::MAX as i128) as u64)
+    }
 }
 
 /// Merges workers' intervals by second and releases each second once every worker
@@ -640,7 +676,23 @@ impl Outcome {
                 uncorrected: percentiles(&t.uncorrected, 1000.0),
                 generator_lag: lag.clone(),
             },
-            timeline: self.seconds.iter().map(|s| s.entry.clone()).collect(),
+            timeline: self
+                .seconds
+                .iter()
+                .map(|s| {
+                    let mut e = s.entry.clone();
+                    // A part of a split run keeps each second's histogram, so the
+                    // merge can recompute the second's percentiles exactly.
+                    if self.slice.is_some() {
+                        e.histogram = Some(if s.histogram_v2.is_empty() {
+                            b64(&stats::latency_histogram())
+                        } else {
+                            base64::engine::general_purpose::STANDARD.encode(&s.histogram_v2)
+                        });
+                    }
+                    e
+                })
+                .collect(),
             backends: t.backends.to_map(),
             backends_seen: t
                 .backends
@@ -669,15 +721,15 @@ impl Outcome {
                 cpu_s: self.cpu_s,
                 clock_resolution_ns: results::clock::resolution_ns(),
                 priority_raised: self.priority_raised,
-                cpus: self
-                    .cpus
-                    .iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(","),
+                cpus: cpu_list(&self.cpus),
             },
             histogram: b64(&t.corrected),
             histogram_uncorrected: b64(&t.uncorrected),
+            histogram_lag: b64(&t.lag),
+            generators: self
+                .slice
+                .as_ref()
+                .map(|s| self.own_part(s, &config, lag.p99)),
             lab: None,
             samples: self.samples(),
             machine: Some(crate::sysinfo::machine()),
@@ -688,6 +740,41 @@ impl Outcome {
 }
 
 impl Outcome {
+    /// A generator's own entry in its result: what only it knows (seed, CPUs, how late
+    /// it started); the merge adds what the coordinator measured.
+    fn own_part(&self, s: &split::Slice, config: &LoadConfig, lag_p99: Option<f64>) -> Generators {
+        let t = &self.totals;
+        Generators {
+            start_at: rfc3339(s.start_at_unix_ns),
+            start_tolerance_ms: results::merge::START_TOLERANCE_MS,
+            parts: vec![GeneratorPart {
+                index: s.index,
+                connections: config.connections,
+                threads: config.threads,
+                rate: config.rate,
+                seed: s.seed,
+                cpus: cpu_list(&self.cpus),
+                error: None,
+                partial: self.partial,
+                requests: Requests {
+                    intended: t.intended,
+                    sent: t.sent,
+                    completed: t.completed,
+                    failed: t.failed,
+                    not_sent: t.not_sent,
+                    unfinished: t.unfinished,
+                },
+                overloaded: config.rate.is_some()
+                    && lag_p99.unwrap_or(0.0) * 1e6 > LAG_LIMIT_NS as f64,
+                lag_p99_ms: lag_p99.unwrap_or(0.0),
+                cpu_s: self.cpu_s,
+                start_offset_ms: self.start_offset_ns.map(|n| n as f64 / 1e6),
+                clock_offset_ms: None,
+                clock_offset_error_ms: None,
+            }],
+        }
+    }
+
     /// The sampled requests by column, in order of intended send time.
     fn samples(&self) -> Option<Samples> {
         let t = &self.totals;
@@ -719,6 +806,14 @@ impl Outcome {
                 .collect(),
         })
     }
+}
+
+/// CPUs as results write them: `0,1`.
+fn cpu_list(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|c| c.to_string())
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// CPU time (user + system) this process has used, in seconds, from /proc.
@@ -860,6 +955,27 @@ mod tests {
         assert!(e
             .scenario()
             .starts_with("load.connections 500 needs about 532"));
+    }
+
+    #[test]
+    fn a_split_run_starts_at_the_shared_instant_or_says_how_late() {
+        // The clock's anchor is at Unix time 10 s; its reading now is 1 s.
+        let wall = 10_000_000_000u128;
+        let now = 1_000_000_000;
+        // The instant is 2 s ahead: start then, on time.
+        assert_eq!(
+            schedule_start(13_000_000_000, wall, now),
+            (3_000_000_000, 0)
+        );
+        // Exactly now is on time too.
+        assert_eq!(schedule_start(11_000_000_000, wall, now), (now, 0));
+        // 250 ms past: start a moment from now, 251 ms late.
+        assert_eq!(
+            schedule_start(10_750_000_000, wall, now),
+            (now + 1_000_000, 251_000_000)
+        );
+        // Before the clock's anchor altogether.
+        assert_eq!(schedule_start(0, wall, now).1, 11_001_000_000);
     }
 
     #[test]

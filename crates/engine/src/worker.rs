@@ -71,6 +71,8 @@ pub struct Shared {
     pub failure: std::sync::Mutex<Option<String>>,
     /// Change windows to count requests by, when the run is marked.
     pub marks: Option<Arc<crate::windows::Marks>>,
+    /// This generator's place in a split run (`None`: the whole run).
+    pub slice: Option<crate::split::Slice>,
 }
 
 /// What a worker tells the collector.
@@ -188,6 +190,20 @@ fn place_this_thread(shared: &Shared) {
     }
 }
 
+/// The xorshift state of worker `id`'s sampling decisions: distinct per worker and,
+/// through `seed`, per generator of a split run (seed 0 is a single generator's).
+fn sampling_seed(id: usize, seed: u64) -> u64 {
+    let s = 0x9E37_79B9_7F4A_7C15
+        ^ (id as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9)
+        ^ seed.wrapping_mul(0x94D0_49BB_1331_11EB);
+    // xorshift never leaves 0.
+    if s == 0 {
+        0x9E37_79B9_7F4A_7C15
+    } else {
+        s
+    }
+}
+
 /// One epoll wait into `events` (cleared first). An interrupted wait (EINTR: a
 /// signal arrived) is an empty wait; any other error is returned, because a loop that
 /// ignored it would spin to the end of the run recording nothing.
@@ -271,7 +287,7 @@ impl Worker {
             busy: 0,
             measure_start: 0,
             end: 0,
-            rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64 + 1).wrapping_mul(0xBF58_476D_1CE4_E5B9),
+            rng: sampling_seed(id, shared.slice.as_ref().map_or(0, |s| s.seed)),
             tls_version: None,
             shared,
         }
@@ -281,16 +297,37 @@ impl Worker {
     fn with_lanes(mut self, conn_offset: usize) -> Self {
         // Lanes are built with origin 0 and shifted once the start is known.
         let s = &self.shared;
+        let (rate, conn_offset, total_conns, origin) = match &s.slice {
+            None => (s.rate, conn_offset, s.connections, 0),
+            // One generator of several, wrk2's schedule: its connections' lanes are
+            // the whole run's lanes for those connections (same interval, same
+            // phases), so the generators together send one generator's schedule.
+            Some(sl) if s.model == Model::PerConnection => (
+                sl.total_rate,
+                sl.first_connection + conn_offset,
+                sl.total_connections,
+                0,
+            ),
+            // The shared schedule queues per thread at this generator's rate, moved
+            // to its first connection's phase so generators do not fire in unison.
+            Some(sl) => (
+                s.rate,
+                conn_offset,
+                s.connections,
+                sl.total_rate
+                    .map_or(0, |r| (sl.first_connection as f64 * 1e9 / r) as Nanos),
+            ),
+        };
         self.lanes = lanes_for_worker(
             s.model,
-            s.rate,
-            0,
+            rate,
+            origin,
             Share {
                 worker: self.id,
                 workers: s.workers,
                 conn_offset,
                 conns: self.conns.len(),
-                total_conns: s.connections,
+                total_conns,
             },
         );
         let per_lane = self.conns.len().div_ceil(self.lanes.len().max(1));

@@ -14,17 +14,29 @@ use std::fmt::Write as _;
 /// A run that failed ([`RunResult::failure`]) comes first: nothing else about it matters.
 pub fn warnings(r: &RunResult) -> Vec<String> {
     let mut w: Vec<String> = r.failure().into_iter().collect();
-    if r.partial {
+    let parts = r
+        .generators
+        .as_ref()
+        .map(|g| &g.parts[..])
+        .unwrap_or_default();
+    let interrupted = parts.is_empty() || parts.iter().any(|p| p.partial);
+    if r.partial && interrupted {
         w.push("the run was interrupted: figures cover only what was measured".to_string());
     }
-    if r.generator.overloaded {
+    if let Some(g) = &r.generators {
+        // A split run names the generator that failed, was overloaded or late: the
+        // merged lag alone would hide one generator among several.
+        w.extend(g.warnings());
+    } else if r.generator.overloaded {
         w.push(format!(
             "the load generator was overloaded: its lag p99 was {} (limit {}); latencies include its own delay. Use more threads, fewer connections, or a lower rate",
             fmt_ms(r.generator.lag_p99_ms),
             fmt_ms(r.generator.lag_limit_ms)
         ));
     }
-    if let Some(t) = r.rate.target {
+    // A generator that failed already says why the rate fell short.
+    let missing = parts.iter().any(|p| p.error.is_some());
+    if let Some(t) = r.rate.target.filter(|_| !missing) {
         if !r.rate.reached {
             w.push(format!(
                 "the target rate was not reached: {:.1} of {:.1} requests/s were sent ({} not sent: connections were busy)",
@@ -36,6 +48,31 @@ pub fn warnings(r: &RunResult) -> Vec<String> {
         w.push("the request balance does not add up: this is a bug in ingressbench".to_string());
     }
     w
+}
+
+/// One line on the generators of a split run: each one's CPU, lag p99 and start
+/// offset, so a glance shows whether they were alike.
+fn generators_line(g: &results::Generators) -> String {
+    let each: Vec<String> = g
+        .parts
+        .iter()
+        .map(|p| {
+            if p.error.is_some() {
+                return format!("#{} failed", p.index);
+            }
+            let cpu = if p.cpus.is_empty() {
+                String::new()
+            } else {
+                format!("cpu {}, ", p.cpus)
+            };
+            let start = p
+                .start_offset_ms
+                .map(|o| format!(", started +{}", fmt_ms(o)))
+                .unwrap_or_default();
+            format!("#{} {cpu}lag p99 {}{start}", p.index, fmt_ms(p.lag_p99_ms))
+        })
+        .collect();
+    format!("  {} generators: {}", g.parts.len(), each.join("; "))
 }
 
 /// The summary: header, latency, distribution (`detailed`: the full spectrum),
@@ -159,6 +196,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     if !r.backends.is_empty() {
         let b: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(s, "  Backends: {}", b.join(", "));
+    }
+    if let Some(g) = &r.generators {
+        let _ = writeln!(s, "{}", generators_line(g));
     }
     let _ = write!(s, "Requests/sec: {:>10.2}", r.rate.completed_per_s);
     match r.rate.target {
@@ -369,5 +409,57 @@ mod tests {
         assert!(s.contains("intended 100 = completed 90 + failed 0 + not sent 10"));
         r.requests.completed = 89;
         assert!(warnings(&r).iter().any(|w| w.contains("bug")));
+    }
+
+    #[test]
+    fn a_split_run_names_its_generators() {
+        use results::{GeneratorPart, Generators};
+        let mut r = RunResult {
+            requests: Requests {
+                intended: 10,
+                sent: 10,
+                completed: 10,
+                ..Default::default()
+            },
+            partial: true,
+            ..Default::default()
+        };
+        r.latency_ms.corrected.count = 10;
+        r.generator.overloaded = true;
+        r.generators = Some(Generators {
+            start_at: "2026-11-22T03:24:05.123Z".into(),
+            start_tolerance_ms: 50.0,
+            parts: vec![
+                GeneratorPart {
+                    index: 0,
+                    overloaded: true,
+                    lag_p99_ms: 4.0,
+                    cpus: "0".into(),
+                    start_offset_ms: Some(0.0),
+                    ..Default::default()
+                },
+                GeneratorPart {
+                    index: 1,
+                    error: Some("exited with code 1".into()),
+                    ..Default::default()
+                },
+            ],
+        });
+        let w = warnings(&r);
+        assert_eq!(w.len(), 2, "{w:#?}");
+        assert!(w[0].starts_with("generator 0/2 was overloaded"), "{w:?}");
+        assert!(
+            w[1].starts_with("generator 1/2 failed: exited with code 1"),
+            "{w:?}"
+        );
+        let s = summary(&r, false);
+        assert!(
+            !s.contains("interrupted"),
+            "a failed generator is no interrupt\n{s}"
+        );
+        assert!(
+            s.contains("  2 generators: #0 cpu 0, lag p99 4.00ms, started +0.00us; #1 failed\n"),
+            "{s}"
+        );
     }
 }

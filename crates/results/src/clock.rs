@@ -48,6 +48,43 @@ impl Clock {
     }
 }
 
+/// One exchange measuring another process's wall clock against ours: when we asked
+/// (`sent`), what its clock read when it answered (`remote`), and when the answer
+/// arrived (`received`), all Unix nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockProbe {
+    pub sent: u128,
+    pub remote: u128,
+    pub received: u128,
+}
+
+/// How far another clock is from ours: `offset_ns` is its reading minus ours, known
+/// to within `error_ns` either way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClockOffset {
+    pub offset_ns: i64,
+    pub error_ns: u64,
+}
+
+/// The offset of another clock from a few probes, as NTP does: the other side read
+/// its clock somewhere between `sent` and `received`, so the midpoint is the best
+/// guess and half the round trip the error. The probe with the shortest round trip is
+/// the one least disturbed by scheduling, so it alone is used.
+///
+/// `None` without a usable probe (none, or every one received before it was sent).
+pub fn estimate_offset(probes: &[ClockProbe]) -> Option<ClockOffset> {
+    let best = probes
+        .iter()
+        .filter(|p| p.received >= p.sent)
+        .min_by_key(|p| p.received - p.sent)?;
+    let mid = best.sent + (best.received - best.sent) / 2;
+    let offset = best.remote as i128 - mid as i128;
+    Some(ClockOffset {
+        offset_ns: offset.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+        error_ns: ((best.received - best.sent) / 2).min(u64::MAX as u128) as u64,
+    })
+}
+
 /// Smallest non-zero step the clock was seen to take, in nanoseconds.
 pub fn resolution_ns() -> u64 {
     let c = Clock::start();
@@ -66,6 +103,35 @@ pub fn resolution_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn offset_comes_from_the_shortest_round_trip() {
+        let p = |sent, remote, received| ClockProbe {
+            sent,
+            remote,
+            received,
+        };
+        // The other clock is 5 µs ahead; the second probe waited 1 ms on the way back.
+        let probes = [
+            p(1_000_000, 1_015_000, 1_020_000),
+            p(2_000_000, 2_015_000, 3_020_000),
+            p(4_000_000, 4_007_000, 4_004_000),
+        ];
+        assert_eq!(
+            estimate_offset(&probes),
+            Some(ClockOffset {
+                offset_ns: 5_000,
+                error_ns: 2_000
+            })
+        );
+        // A clock behind ours gives a negative offset.
+        assert_eq!(
+            estimate_offset(&[p(10_000, 4_000, 12_000)]).map(|o| o.offset_ns),
+            Some(-7_000)
+        );
+        assert_eq!(estimate_offset(&[]), None);
+        assert_eq!(estimate_offset(&[p(5, 5, 4)]), None, "received before sent");
+    }
 
     #[test]
     fn clock_is_monotonic_and_fine_grained() {

@@ -9,6 +9,7 @@ pub mod duration;
 pub mod folder;
 pub mod fsutil;
 pub mod histogram;
+pub mod merge;
 pub mod time;
 
 use serde::{Deserialize, Serialize};
@@ -251,6 +252,110 @@ pub struct Generator {
     pub cpus: String,
 }
 
+/// The generators of a split run (`load --generators N`): the instant they all
+/// started from and each one's own figures, which the merged totals cannot show
+/// (one generator's lag or late start is hidden in the sum of the others).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Generators {
+    /// The shared start of every generator's schedule, RFC 3339 UTC.
+    pub start_at: String,
+    /// How late (or how far off the coordinator's clock) a generator may be before the
+    /// merged run is not trusted, in ms.
+    pub start_tolerance_ms: f64,
+    /// One entry per generator, by index; a single generator's own result holds its
+    /// own entry only.
+    pub parts: Vec<GeneratorPart>,
+}
+
+/// One generator of a split run: its share of the load and how it fared.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct GeneratorPart {
+    /// 0-based, as in `--part INDEX/COUNT` (and a Kubernetes indexed Job).
+    pub index: usize,
+    /// Its share of the run: connections, threads and requests per second (`null`
+    /// with `--max`).
+    pub connections: usize,
+    pub threads: usize,
+    pub rate: Option<f64>,
+    /// The seed of its sampling decisions (`--sample`), different for each generator.
+    pub seed: u64,
+    /// The CPUs it was pinned to (`0`; empty: not pinned).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cpus: String,
+    /// Why it has no result (it failed, hung and was killed, or wrote nothing); its
+    /// requests are then missing from the merged figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// It stopped before its planned end (interrupt).
+    #[serde(default)]
+    pub partial: bool,
+    /// Its own request balance.
+    #[serde(default)]
+    pub requests: Requests,
+    /// Its lag p99 exceeded the limit: its latencies include its own delay.
+    #[serde(default)]
+    pub overloaded: bool,
+    #[serde(default)]
+    pub lag_p99_ms: f64,
+    #[serde(default)]
+    pub cpu_s: f64,
+    /// How late its schedule started after the shared instant, by its own clock, in
+    /// ms (0: on time; `null` when unknown).
+    #[serde(default)]
+    pub start_offset_ms: Option<f64>,
+    /// Its wall clock minus the coordinator's, measured before the run, in ms
+    /// (`null`: not measured).
+    #[serde(default)]
+    pub clock_offset_ms: Option<f64>,
+    /// The uncertainty of that measure (half its round trip), in ms.
+    #[serde(default)]
+    pub clock_offset_error_ms: Option<f64>,
+}
+
+impl GeneratorPart {
+    /// `generator INDEX/COUNT`, as messages name a generator.
+    pub fn name(&self, count: usize) -> String {
+        format!("generator {}/{count}", self.index)
+    }
+}
+
+impl Generators {
+    /// Why the merged run is not to be trusted because of one of its generators, one
+    /// line each naming the generator: it failed, was overloaded, started late, or
+    /// its clock is off the coordinator's by more than the tolerance.
+    pub fn warnings(&self) -> Vec<String> {
+        let n = self.parts.len();
+        let tol = self.start_tolerance_ms;
+        let mut w = Vec::new();
+        for p in &self.parts {
+            let name = p.name(n);
+            if let Some(e) = &p.error {
+                w.push(format!(
+                    "{name} failed: {e}; its share of the load is missing"
+                ));
+                continue;
+            }
+            if p.overloaded {
+                w.push(format!(
+                    "{name} was overloaded: its lag p99 was {:.3} ms; latencies include its own delay. Use more generators, threads or cores, or a lower rate",
+                    p.lag_p99_ms
+                ));
+            }
+            if let Some(off) = p.start_offset_ms.filter(|o| *o > tol) {
+                w.push(format!(
+                    "{name} started {off:.1} ms late (tolerance {tol} ms): its requests are not on the shared schedule"
+                ));
+            }
+            if let Some(off) = p.clock_offset_ms.filter(|o| o.abs() > tol) {
+                w.push(format!(
+                    "{name}'s clock is {off:+.1} ms off the coordinator's (tolerance {tol} ms): its seconds on the timeline are shifted by that much"
+                ));
+            }
+        }
+        w
+    }
+}
+
 /// TLS figures.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct TlsStats {
@@ -281,6 +386,11 @@ pub struct TimelineEntry {
     pub max: f64,
     /// Responses per backend id in this second.
     pub backends: BTreeMap<String, u64>,
+    /// The second's corrected histogram (µs, V2 deflate, base64), written only in a
+    /// generator's part of a split run so the merge can recompute `p50` and `p99` of
+    /// the second exactly: percentiles of parts cannot be added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
 }
 
 /// The load settings, as resolved.
@@ -337,6 +447,14 @@ pub struct RunResult {
     pub histogram: String,
     /// The uncorrected histogram (µs), same encoding.
     pub histogram_uncorrected: String,
+    /// The generator-lag histogram (ns), same encoding, so lag merges exactly too.
+    /// Empty in files written before it existed.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub histogram_lag: String,
+    /// A run made by several generators (`load --generators N`): the shared start
+    /// and each generator's own figures. Absent for a single generator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generators: Option<Generators>,
     /// What a lab run adds: the system, its events, their impact, propagation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lab: Option<LabInfo>,

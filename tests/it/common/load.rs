@@ -77,6 +77,11 @@ impl Load {
         self.proc.id()
     }
 
+    /// The run's temp dir (the `{dir}` of its arguments), which names its processes.
+    pub fn dir(&self) -> String {
+        self.dir.path().display().to_string()
+    }
+
     /// Waits up to `limit` for the run to end (killing it after that) and collects it.
     pub fn finish(self, limit: Duration) -> LoadOutput {
         let Load {
