@@ -13,6 +13,7 @@ mod bad_input;
 mod compare;
 mod contract;
 mod k8s_platform;
+mod k8s_pods;
 mod lab_caddy;
 mod lab_envoy;
 mod lab_haproxy;
