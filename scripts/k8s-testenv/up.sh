@@ -3,6 +3,7 @@
 # inside a network namespace of its own that has no default route:
 #
 #   scripts/k8s-testenv/up.sh STATE_DIR [--name NAME] [--keep-state-on-failure]
+#                                       [--pod-readiness kwok|harness]
 #
 # STATE_DIR must not exist or be empty; it receives everything: netns (the namespace's
 # name), env (shell assignments for a harness), kubeconfig (admin, token auth, the real
@@ -14,9 +15,12 @@
 # Components, each in its own process group (setsid), all started with `ip netns exec`:
 # etcd, kube-apiserver (https://127.0.0.1:6443), kube-controller-manager, kube-scheduler
 # and kwok with graceful pod deletion (kwok-stages.yaml); one Node kwok-node-0 with
-# podCIDR 198.18.64.0/18. Prints timings. On any failure (a component exiting, a
-# timeout, Ctrl-C) it prints a one-line reason and the end of the log concerned, then
-# calls down.sh STATE_DIR (which removes STATE_DIR unless --keep-state-on-failure).
+# podCIDR 198.18.64.0/18. --pod-readiness harness: pods start Running but not Ready
+# (containers not ready) until a test harness running their processes marks them
+# Ready; kwok (the default): Ready at once. Prints timings. On any failure (a component
+# exiting, a timeout, Ctrl-C) it prints a one-line reason and the end of the log
+# concerned, then calls down.sh STATE_DIR (which removes STATE_DIR unless
+# --keep-state-on-failure).
 # Stop with: scripts/k8s-testenv/down.sh STATE_DIR
 set -euo pipefail
 
@@ -34,22 +38,29 @@ TIMEOUT=${IBK8S_UP_TIMEOUT:-90}  # seconds, for the whole bring-up
 
 die() { echo "up.sh: error: $*" >&2; exit 1; }
 say() { echo "up.sh: $*"; }
-usage() { sed -n '2,21p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,24p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 state_dir=""
 name=""
 keep_on_failure=0
+pod_readiness=kwok
 while [ $# -gt 0 ]; do
   case "$1" in
     --name) [ $# -ge 2 ] || die "--name needs a value"; name=$2; shift 2 ;;
     --name=*) name=${1#--name=}; shift ;;
     --keep-state-on-failure) keep_on_failure=1; shift ;;
+    --pod-readiness) [ $# -ge 2 ] || die "--pod-readiness needs a value"; pod_readiness=$2; shift 2 ;;
+    --pod-readiness=*) pod_readiness=${1#--pod-readiness=}; shift ;;
     -h | --help) usage; exit 0 ;;
     -*) die "unknown option '$1' (try --help)" ;;
     *) [ -z "$state_dir" ] || die "one STATE_DIR only (got '$state_dir' and '$1')"; state_dir=$1; shift ;;
   esac
 done
-[ -n "$state_dir" ] || die "usage: up.sh STATE_DIR [--name NAME] [--keep-state-on-failure]"
+[ -n "$state_dir" ] || die "usage: up.sh STATE_DIR [--name NAME] [--keep-state-on-failure] [--pod-readiness kwok|harness]"
+case "$pod_readiness" in
+  kwok | harness) ;;
+  *) die "--pod-readiness: 'kwok' or 'harness', not '$pod_readiness'" ;;
+esac
 
 # --- Preconditions, before anything is created -----------------------------------------
 [ "$(id -u)" = 0 ] || die "must run as root (it creates a network namespace)"
@@ -217,7 +228,7 @@ chmod 755 "$S/kubectl"
 for kv in "IBK8S_NETNS=$ns" "IBK8S_STATE_DIR=$S" "IBK8S_BIN=$BIN" "IBK8S_KUBECONFIG=$S/kubeconfig" \
   "IBK8S_KUBECTL=$S/kubectl" "IBK8S_API=https://127.0.0.1:$API_PORT" "IBK8S_CA=$P/ca.crt" \
   "IBK8S_ADVERTISE_IP=$ADVERTISE_IP" "IBK8S_LAB_RANGE=$LAB_RANGE" "IBK8S_POD_CIDR=$POD_CIDR" \
-  "IBK8S_SERVICE_CIDR=$SERVICE_CIDR" "IBK8S_NODE=$NODE_NAME"; do
+  "IBK8S_SERVICE_CIDR=$SERVICE_CIDR" "IBK8S_NODE=$NODE_NAME" "IBK8S_POD_READINESS=$pod_readiness"; do
   printf '%s=%q\n' "${kv%%=*}" "${kv#*=}"
 done >"$S/env"
 mark pki "certificates, tokens and kubeconfigs written"
@@ -328,7 +339,9 @@ start kube-scheduler "$BIN/kube-scheduler" \
   --authentication-kubeconfig="$S/kubeconfigs/scheduler" \
   --authorization-kubeconfig="$S/kubeconfigs/scheduler" \
   --bind-address=127.0.0.1 --leader-elect=false --profiling=false
-start kwok "$BIN/kwok" --kubeconfig="$S/kubeconfigs/kwok" --config="$S/kwok-stages.yaml" \
+# kwok-stages.yaml reads IBK8S_POD_READINESS (kwok's templates have sprig's env); set
+# here for kwok alone, whatever the caller's environment holds (`env` execs kwok).
+start kwok env IBK8S_POD_READINESS="$pod_readiness" "$BIN/kwok" --kubeconfig="$S/kubeconfigs/kwok" --config="$S/kwok-stages.yaml" \
   --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
   --node-lease-duration-seconds=40 \
   --cidr=$POD_CIDR --node-ip=$ADVERTISE_IP

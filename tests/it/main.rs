@@ -14,6 +14,7 @@ mod compare;
 mod contract;
 mod generators;
 mod k8s_platform;
+mod k8s_pods;
 mod lab_caddy;
 mod lab_envoy;
 mod lab_haproxy;

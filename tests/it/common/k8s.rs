@@ -14,6 +14,17 @@ pub struct TestCluster {
     state: PathBuf,
     _dir: tempfile::TempDir,
     netns: String,
+    pod_readiness: PodReadiness,
+}
+
+/// Who says a pod is Ready (`up.sh --pod-readiness`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodReadiness {
+    /// kwok, as soon as the pod runs (no process listens unless a harness starts one).
+    Kwok,
+    /// The pod harness ([`super::k8s_pods::PodRunner`]), once the pod's process
+    /// answers on its IP; until then kwok reports its containers not ready.
+    Harness,
 }
 
 fn script(name: &str) -> PathBuf {
@@ -23,8 +34,13 @@ fn script(name: &str) -> PathBuf {
 }
 
 impl TestCluster {
-    /// Brings a cluster up (about 10 s from built binaries).
+    /// Brings a cluster up (about 10 s from built binaries); kwok marks pods Ready.
     pub fn up() -> TestCluster {
+        TestCluster::up_with(PodReadiness::Kwok)
+    }
+
+    /// Brings a cluster up where `pod_readiness` marks pods Ready.
+    pub fn up_with(pod_readiness: PodReadiness) -> TestCluster {
         let check = Command::new(script("build.sh"))
             .arg("--check")
             .output()
@@ -39,6 +55,11 @@ impl TestCluster {
             .arg("180")
             .arg(script("up.sh"))
             .arg(&state)
+            .arg("--pod-readiness")
+            .arg(match pod_readiness {
+                PodReadiness::Kwok => "kwok",
+                PodReadiness::Harness => "harness",
+            })
             .output()
             .unwrap();
         assert!(
@@ -55,7 +76,23 @@ impl TestCluster {
             state,
             _dir: dir,
             netns,
+            pod_readiness,
         }
+    }
+
+    /// The cluster's network namespace (`ibk8s-...`).
+    pub fn netns(&self) -> &str {
+        &self.netns
+    }
+
+    /// up.sh's state directory (`env`, `pids/`, `logs/`, ...).
+    pub fn state_dir(&self) -> &Path {
+        &self.state
+    }
+
+    /// Who marks pods Ready in this cluster.
+    pub fn pod_readiness(&self) -> PodReadiness {
+        self.pod_readiness
     }
 
     /// The admin kubeconfig (server https://127.0.0.1:6443 inside the namespace).

@@ -2,8 +2,9 @@
 //! ([`run`], [`proc::Proc`]), the built-in backend ([`backend`]), load runs and their
 //! results ([`load`]), the machine's CPU ([`cpu`]), certificates and TLS clients
 //! ([`tls`]), a real nginx ([`nginx`]), servers that fail in one way each
-//! ([`servers`]), the lab's drivers ([`lab`]), and the report read by Chromium
-//! ([`chromium`], [`expect`], [`runs`]).
+//! ([`servers`]), the lab's drivers ([`lab`]), the report read by Chromium
+//! ([`chromium`], [`expect`], [`runs`]), and a real Kubernetes control plane
+//! ([`k8s`]) whose pods run as processes ([`k8s_pods`]).
 //!
 //! Tests that generate load or measure time take turns through [`exclusive`].
 
@@ -12,6 +13,7 @@ pub mod chromium;
 pub mod cpu;
 pub mod expect;
 pub mod k8s;
+pub mod k8s_pods;
 pub mod lab;
 pub mod load;
 pub mod nginx;
