@@ -15,6 +15,7 @@ mod contract;
 mod generators;
 mod k8s_platform;
 mod k8s_pods;
+mod k8s_run;
 mod lab_caddy;
 mod lab_envoy;
 mod lab_haproxy;
