@@ -114,10 +114,22 @@ pub struct LoadArgs {
     pub sync_clock: bool,
 }
 
-/// Runs a load and prints the summary.
-pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
+/// Checks the flags only `--generators` may set for its own processes, and which of
+/// the three ways the load runs: one part of a split run, the coordinator of one, or
+/// a single generator ([`run`]).
+pub enum Mode {
+    Part,
+    Coordinator,
+    Single,
+}
+
+/// Which way `args` asks the load to run.
+///
+/// # Errors
+/// A usage error when the internal flags are given without `--part`.
+pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
     if args.part.is_some() {
-        return super::generators::run_part(&args);
+        return Ok(Mode::Part);
     }
     if args.start_at.is_some()
         || args.result_out.is_some()
@@ -128,9 +140,15 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
             "--start-at, --result-out, --cpus and --sync-clock are set by --generators for its own processes (with --part)",
         ));
     }
-    if args.generators != 1 {
-        return super::generators::coordinate(&args);
-    }
+    Ok(if args.generators != 1 {
+        Mode::Coordinator
+    } else {
+        Mode::Single
+    })
+}
+
+/// Runs a load with one generator and prints the summary.
+pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let (plan, config, target) = resolve(&args)?;
     check_outputs(&args)?;
     let stop = stop_on_signals()?;

@@ -66,7 +66,12 @@ pub fn main() -> i32 {
         Err(e) => return clap_error(e),
     };
     let res = match cli.command {
-        Command::Load(args) => load::run(*args),
+        Command::Load(args) => match load::mode(&args) {
+            Ok(load::Mode::Part) => generators::run_part(&args),
+            Ok(load::Mode::Coordinator) => generators::coordinate(&args),
+            Ok(load::Mode::Single) => load::run(*args),
+            Err(e) => Err(e),
+        },
         Command::Backend(args) => backend::run(args),
         Command::Run(args) => run::run(args),
         Command::Validate(args) => run::validate(args),

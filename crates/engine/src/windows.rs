@@ -13,9 +13,9 @@
 //! totals) and are merged at the end like the rest. Nothing is allocated per request:
 //! a worker allocates a window's histogram once, for the first request it puts in it.
 
-use crate::stats::MAX_LATENCY_US;
 use hdrhistogram::Histogram;
 use results::clock::Nanos;
+use results::histogram::MAX_LATENCY_US;
 use results::ErrorKind;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
