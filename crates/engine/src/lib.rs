@@ -641,7 +641,7 @@ impl Outcome {
         }
         let b64 =
             |h: &Histogram<u64>| base64::engine::general_purpose::STANDARD.encode(serialize_v2(h));
-        RunResult {
+        let mut r = RunResult {
             schema: RESULT_SCHEMA.to_string(),
             partial: self.partial,
             target: target.to_string(),
@@ -726,24 +726,24 @@ impl Outcome {
             histogram: b64(&t.corrected),
             histogram_uncorrected: b64(&t.uncorrected),
             histogram_lag: b64(&t.lag),
-            generators: self
-                .slice
-                .as_ref()
-                .map(|s| self.own_part(s, &config, lag.p99)),
+            generators: None,
             lab: None,
             samples: self.samples(),
             machine: Some(crate::sysinfo::machine()),
             ingressbench_version: env!("CARGO_PKG_VERSION").to_string(),
             config,
-        }
+        };
+        r.generators = self.slice.as_ref().map(|s| self.own_part(s, &r));
+        r
     }
 }
 
 impl Outcome {
     /// A generator's own entry in its result: what only it knows (seed, CPUs, how late
     /// it started); the merge adds what the coordinator measured.
-    fn own_part(&self, s: &split::Slice, config: &LoadConfig, lag_p99: Option<f64>) -> Generators {
-        let t = &self.totals;
+    fn own_part(&self, s: &split::Slice, r: &RunResult) -> Generators {
+        // Read from the result it belongs to, so the part's figures are the run's.
+        let (config, g) = (&r.config, &r.generator);
         Generators {
             start_at: rfc3339(s.start_at_unix_ns),
             start_tolerance_ms: results::merge::START_TOLERANCE_MS,
@@ -753,21 +753,13 @@ impl Outcome {
                 threads: config.threads,
                 rate: config.rate,
                 seed: s.seed,
-                cpus: cpu_list(&self.cpus),
+                cpus: g.cpus.clone(),
                 error: None,
                 partial: self.partial,
-                requests: Requests {
-                    intended: t.intended,
-                    sent: t.sent,
-                    completed: t.completed,
-                    failed: t.failed,
-                    not_sent: t.not_sent,
-                    unfinished: t.unfinished,
-                },
-                overloaded: config.rate.is_some()
-                    && lag_p99.unwrap_or(0.0) * 1e6 > LAG_LIMIT_NS as f64,
-                lag_p99_ms: lag_p99.unwrap_or(0.0),
-                cpu_s: self.cpu_s,
+                requests: r.requests.clone(),
+                overloaded: g.overloaded,
+                lag_p99_ms: g.lag_p99_ms,
+                cpu_s: g.cpu_s,
                 start_offset_ms: self.start_offset_ns.map(|n| n as f64 / 1e6),
                 clock_offset_ms: None,
                 clock_offset_error_ms: None,
