@@ -379,14 +379,7 @@ impl Platform for Kubernetes {
         self.teardown();
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
-        let work = tempfile::Builder::new()
-            .prefix(&format!(
-                "{}{}-",
-                lab::local::SCRATCH_PREFIX,
-                std::process::id()
-            ))
-            .tempdir()
-            .map_err(LabError::io("create a temp folder"))?;
+        let work = lab::local::scratch_dir()?;
         let ns = self.create(spec)?;
         self.namespace = Some(ns.clone());
         self.watch(&ns)?;
@@ -513,7 +506,9 @@ impl Platform for Kubernetes {
             });
         }
         *self.book() = Book::default();
-        self.work = None;
+        if let Some(w) = self.work.take() {
+            lab::local::remove_scratch(w);
+        }
     }
 }
 

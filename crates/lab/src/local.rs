@@ -24,6 +24,28 @@ pub struct LocalProcesses {
 /// they are, so a later run can tell a dead run's leftovers from a live one's.
 pub const SCRATCH_PREFIX: &str = "ingressbench-run-";
 
+/// A run's scratch folder for one system, `<tmp>/ingressbench-run-<pid>-<random>`,
+/// registered with the watchdog so a killed run does not leave it (with its private
+/// key) behind. Every platform makes its scratch space here.
+///
+/// # Errors
+/// [`LabError::Io`] when the folder cannot be made.
+pub fn scratch_dir() -> Result<tempfile::TempDir, LabError> {
+    let work = tempfile::Builder::new()
+        .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
+        .tempdir()
+        .map_err(LabError::io("create a temp folder"))?;
+    crate::watchdog::watch_path(work.path());
+    Ok(work)
+}
+
+/// Removes a scratch folder made by [`scratch_dir`] and unregisters it.
+pub fn remove_scratch(w: tempfile::TempDir) {
+    let path = w.path().to_path_buf();
+    drop(w);
+    crate::watchdog::unwatch_path(&path);
+}
+
 /// Where everything listens: loopback only, so a mistake never leaves the machine.
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
@@ -49,11 +71,7 @@ impl Platform for LocalProcesses {
         sweep_leftovers(&std::env::temp_dir());
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
-        let work = tempfile::Builder::new()
-            .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(LabError::io("create a temp folder"))?;
-        crate::watchdog::watch_path(work.path());
+        let work = scratch_dir()?;
         let (cert, key) = certs::generate(work.path(), spec.tls.key)?;
         let p = ports::free_ports(2).map_err(LabError::io("choose free ports"))?;
         let mut ctx = DriverContext::with_s1_tuning(
@@ -144,9 +162,7 @@ impl Platform for LocalProcesses {
         }
         self.target = None;
         if let Some(w) = self.work.take() {
-            let path = w.path().to_path_buf();
-            drop(w);
-            crate::watchdog::unwatch_path(&path);
+            remove_scratch(w);
         }
     }
 }
