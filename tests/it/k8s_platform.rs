@@ -164,14 +164,7 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
         Duration::from_secs(60)
     ));
     // Nothing of ours remains in the cluster.
-    let (ok, list) = cluster.kubectl(&[
-        "get",
-        "namespaces",
-        "-l",
-        "app.kubernetes.io/managed-by=ingressbench",
-        "-o",
-        "name",
-    ]);
+    let (ok, list) = cluster.our_namespaces();
     assert!(ok, "{list}");
     assert!(
         list.trim().is_empty() || list.contains("No resources"),

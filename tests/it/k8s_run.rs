@@ -139,14 +139,7 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
     // The run's namespace goes when it ends.
     let t = Instant::now();
     loop {
-        let (ok, list) = cluster.kubectl(&[
-            "get",
-            "namespaces",
-            "-l",
-            "app.kubernetes.io/managed-by=ingressbench",
-            "-o",
-            "name",
-        ]);
+        let (ok, list) = cluster.our_namespaces();
         if ok && !list.contains("namespace/") {
             break;
         }

@@ -3,7 +3,7 @@
 //! and stopping leaves nothing behind.
 
 use crate::common::exclusive;
-use crate::common::lab::{self as labsupport, caddy::Caddy, ids_seen, Driver, DriverContext};
+use crate::common::lab::{self as labsupport, caddy::Caddy, ids_seen, Driver};
 use crate::common::lab::{Endpoint, Expect, Resp, Route};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
@@ -25,30 +25,6 @@ fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy)) {
         t.call,
         t.confirm.expect("settle confirms")
     );
-}
-
-/// The status code of a GET with curl and extra `flags` (a trailing `--cacert` gets
-/// the run's certificate).
-fn curl(flags: &[&str], ctx: &DriverContext, scheme: &str, port: u16) -> String {
-    let mut cmd = std::process::Command::new("curl");
-    cmd.args([
-        "-s",
-        "-o",
-        "/dev/null",
-        "-w",
-        "%{http_code}",
-        "--max-time",
-        "5",
-    ])
-    .args(flags);
-    if flags.last() == Some(&"--cacert") {
-        cmd.arg(&ctx.cert);
-    }
-    let out = cmd
-        .arg(format!("{scheme}://127.0.0.1:{port}/"))
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]
@@ -81,7 +57,7 @@ fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
         ["--tlsv1.3", "--tls-max", "1.3"],
     ] {
         assert_eq!(
-            curl(
+            labsupport::status(
                 &[&tls[..], &["--cacert"]].concat(),
                 &ctx,
                 "https",
@@ -90,7 +66,7 @@ fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
             "200"
         );
     }
-    assert_eq!(curl(&[], &ctx, "http", ctx.http_port), "200");
+    assert_eq!(labsupport::status(&[], &ctx, "http", ctx.http_port), "200");
 
     changed(&mut d, "endpoints", |d| {
         d.set_endpoints(&[ep(&b2), ep(&b3)]).unwrap()

@@ -92,37 +92,14 @@ fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backe
 
     // TLS 1.2 and 1.3 both terminate; plain HTTP serves too.
     for (min, max) in [("--tlsv1.2", "1.2"), ("--tlsv1.3", "1.3")] {
-        let out = std::process::Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "/dev/null",
-                "-w",
-                "%{http_code}",
-                "--max-time",
-                "5",
-            ])
-            .args([min, "--tls-max", max, "--cacert"])
-            .arg(&ctx.cert)
-            .arg(format!("https://127.0.0.1:{}/", ctx.https_port))
-            .output()
-            .unwrap();
-        assert_eq!(String::from_utf8_lossy(&out.stdout), "200", "TLS {max}");
+        let flags = [min, "--tls-max", max, "--cacert"];
+        assert_eq!(
+            labsupport::status(&flags, ctx, "https", ctx.https_port),
+            "200",
+            "TLS {max}"
+        );
     }
-    let out = std::process::Command::new("curl")
-        .args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            "--max-time",
-            "5",
-        ])
-        .arg(format!("http://127.0.0.1:{}/", ctx.http_port))
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "200");
+    assert_eq!(labsupport::status(&[], ctx, "http", ctx.http_port), "200");
 }
 
 fn backends() -> Vec<labsupport::Backend> {

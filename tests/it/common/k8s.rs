@@ -113,6 +113,19 @@ impl TestCluster {
         )
     }
 
+    /// The namespaces labelled as ingressbench's, as kubectl names them
+    /// (`namespace/<name>` lines): (success, output).
+    pub fn our_namespaces(&self) -> (bool, String) {
+        self.kubectl(&[
+            "get",
+            "namespaces",
+            "-l",
+            "app.kubernetes.io/managed-by=ingressbench",
+            "-o",
+            "name",
+        ])
+    }
+
     /// Runs `f` on a thread moved into the cluster's network namespace; threads it
     /// starts (a tokio runtime's) are born there too.
     pub fn inside<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {

@@ -86,6 +86,30 @@ pub fn get(ctx: &DriverContext, path: &str) -> Resp {
     }
 }
 
+/// The status code of a GET with curl and extra `flags` (a trailing `--cacert` gets
+/// the run's certificate).
+pub fn status(flags: &[&str], ctx: &DriverContext, scheme: &str, port: u16) -> String {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args([
+        "-s",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "--max-time",
+        "5",
+    ])
+    .args(flags);
+    if flags.last() == Some(&"--cacert") {
+        cmd.arg(&ctx.cert);
+    }
+    let out = cmd
+        .arg(format!("{scheme}://127.0.0.1:{port}/"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 /// The set of backend ids seen in `n` requests.
 pub fn ids_seen(ctx: &DriverContext, n: usize) -> std::collections::BTreeSet<String> {
     (0..n)
