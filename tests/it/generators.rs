@@ -6,7 +6,7 @@
 //! through `Load::spawn`).
 
 use crate::common::backend::Backend;
-use crate::common::load::{decode_histogram, run_load, Load, LoadOutput};
+use crate::common::load::{decode_histogram, may_retry_overloaded, run_load, Load, LoadOutput};
 use crate::common::{cpu, processes_with};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -149,8 +149,8 @@ fn two_generators_merge_into_the_sum_of_their_parts() {
 /// percentiles are the server's, well above the generators' own noise.
 ///
 /// An overloaded generator measures its own delay, not the server's: a pair of runs
-/// in which one was overloaded while other processes took the CPU is run again (up
-/// to 4 times, as `load::run_not_overloaded` does); on a free machine it fails.
+/// in which one was overloaded is run again as `common::load::may_retry_overloaded`
+/// allows, and fails if one is overloaded at every attempt.
 #[test]
 fn two_half_rate_generators_measure_what_one_does() {
     let b = Backend::start("b-half", &["--delay", "uniform:1ms-5ms"]);
@@ -165,26 +165,21 @@ fn two_half_rate_generators_measure_what_one_does() {
         out.assert_no_errors();
         out
     };
-    const ATTEMPTS: usize = 4;
-    let (one, two) = (1..=ATTEMPTS)
-        .find_map(|attempt| {
-            let one = measure(&["-t2"]);
-            let two = measure(&["--generators", "2"]);
-            let over = |o: &LoadOutput| o.result()["generator"]["overloaded"] == true;
-            let busy = |o: &LoadOutput| o.others_cpu.is_some_and(|c| c >= cpu::BUSY_CORES);
-            if !over(&one) && !over(&two) {
-                return Some((one, two));
-            }
-            assert!(
-                attempt < ATTEMPTS && (busy(&one) || busy(&two)),
-                "a generator was overloaded on a machine others left free\none:\n{}\ntwo:\n{}",
-                one.context(),
-                two.context()
-            );
-            eprintln!("attempt {attempt}: a generator was overloaded on a busy machine; again");
-            None
-        })
-        .expect("an attempt returns or fails");
+    let mut attempt = 1;
+    let (one, two) = loop {
+        let one = measure(&["-t2"]);
+        let two = measure(&["--generators", "2"]);
+        if !may_retry_overloaded(attempt, &[&one, &two]) {
+            break (one, two);
+        }
+        attempt += 1;
+    };
+    assert!(
+        !one.overloaded() && !two.overloaded(),
+        "a generator was overloaded on every attempt\none:\n{}\ntwo:\n{}",
+        one.context(),
+        two.context()
+    );
     assert_eq!(parts(&two).len(), 2);
     let mut table = String::new();
     let mut bad = Vec::new();

@@ -321,9 +321,12 @@ fn kwok_pods_run_as_backends_in_their_own_network_namespaces_and_leave_nothing()
         "{probe:?}"
     );
 
-    // IP reuse: a pod deleted at once (no grace) frees its IP, and the ReplicaSet's
-    // replacement gets it from kwok straight away (no other IP is free yet). The old
-    // pod's namespace must be gone before the new one is made.
+    // A pod deleted at once (no grace) and its replacement. kwok usually hands the
+    // freed IP to the replacement straight away, but not always: CI saw it give
+    // 198.18.64.3 when the ReplicaSet made the replacement before kwok had released
+    // .1. Either way the replacement answers as itself and the old namespace goes;
+    // when the IP is reused, the old pod's namespace must be gone before the new one
+    // is made (two namespaces cannot route one address).
     let (old_name, old_ip) = web[0].clone();
     let (ok, out) = c.kubectl(&[
         "-n",
@@ -344,14 +347,26 @@ fn kwok_pods_run_as_backends_in_their_own_network_namespaces_and_leave_nothing()
         }
         assert!(Instant::now() < deadline, "no replacement for {old_name}");
     };
-    assert_eq!(new_ip, old_ip, "kwok gave the replacement another IP");
+    let reused = new_ip == old_ip;
+    eprintln!("k8s_pods: replacement {new_name} got {new_ip} (reused: {reused})");
     let new_rec = answering(&new_name);
-    let old_rec = runner.record(NS, &old_name).unwrap();
+    // The runner tears a pod down when it leaves the API; without IP reuse nothing
+    // waited for that yet.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let old_rec = loop {
+        let r = runner.record(NS, &old_name).unwrap();
+        if r.torn_down.is_some() || Instant::now() > deadline {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     let old_clean = old_rec.torn_down.expect("the old pod torn down");
-    assert!(
-        old_clean <= new_rec.running + new_rec.netns_ready.unwrap(),
-        "the old pod's namespace was removed after the new one was made"
-    );
+    if reused {
+        assert!(
+            old_clean <= new_rec.running + new_rec.netns_ready.unwrap(),
+            "the old pod's namespace was removed after the new one with its IP was made"
+        );
+    }
     assert_eq!(
         c.inside(move || get(new_ip, Duration::from_secs(3))),
         Ok((200, new_name.clone()))

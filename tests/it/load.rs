@@ -7,7 +7,7 @@
 //! them never share the machine's cores.
 
 use crate::common::backend::Backend;
-use crate::common::load::{decode_histogram, run_load, Load, LoadOutput};
+use crate::common::load::{decode_histogram, may_retry_overloaded, run_load, Load, LoadOutput};
 use crate::common::nginx::{self, Nginx};
 use crate::common::proc::Proc;
 use crate::common::{cpu, exclusive, servers, tls};
@@ -38,33 +38,18 @@ fn assert_rate_within_1pct(out: &LoadOutput, target: f64) {
 }
 
 /// Runs a load whose generator must not be overloaded, on a machine free enough to
-/// tell.
-///
-/// `generator.overloaded` is the engine's honest verdict on its own send lag, and on a
-/// machine shared with other work that lag is real: 20 ms lag p99 at 20 req/s was seen
-/// while two `rustc` ran on the two cores. So each attempt first waits for a quiet
-/// second, and an overloaded run counts against the engine only if other processes
-/// left it the CPU (`common::cpu`); otherwise it is run again, up to 4 times. A
-/// generator that cannot hold the rate on a free machine fails at the first attempt.
-/// `before_each` runs before each attempt (to reset a server's log).
+/// tell: each attempt first waits for a quiet second, and an overloaded run is run
+/// again as `common::load::may_retry_overloaded` allows. `before_each` runs before
+/// each attempt (to reset a server's log).
 fn run_not_overloaded(args: &[&str], limit: Duration, mut before_each: impl FnMut()) -> LoadOutput {
-    const ATTEMPTS: usize = 4;
     let mut attempt = 1;
     loop {
         cpu::wait_for_quiet(Duration::from_secs(20));
         before_each();
         let out = run_load(args, limit);
-        let overloaded =
-            out.json.is_some() && out.result()["generator"]["overloaded"] == Value::Bool(true);
-        let busy = out.others_cpu.is_some_and(|c| c >= cpu::BUSY_CORES);
-        if !overloaded || !busy || attempt == ATTEMPTS {
+        if !may_retry_overloaded(attempt, &[&out]) {
             return out;
         }
-        eprintln!(
-            "attempt {attempt}: generator overloaded while other processes used {:.2} cores; \
-             running again",
-            out.others_cpu.unwrap_or_default()
-        );
         attempt += 1;
     }
 }
