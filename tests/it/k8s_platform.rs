@@ -39,7 +39,8 @@ fn site(out: &std::path::Path, replicas: u32) -> SiteSpec {
 fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() {
     let _alone = exclusive();
     let cluster = TestCluster::up();
-    let kubeconfig = cluster.kubeconfig();
+    // With the service account and rules users are given, not as admin.
+    let kubeconfig = cluster.kubeconfig_for("deploy/rbac.yaml", "ingressbench");
     let out = tempfile::tempdir().unwrap();
     let out_dir = out.path().join("traefik");
     let spec = ClusterSpec {
@@ -132,6 +133,24 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
         log.push(format!("abrupt {}", abrupt.expect("a pod stopping")));
         assert_eq!(p.endpoints().len(), 1);
 
+        // The result's view of the cluster: every pod the run saw, gone ones too,
+        // with the node it ran on and its IP.
+        let info = p
+            .cluster_info()
+            .expect("a cluster says where the run worked");
+        assert_eq!(info.namespace, ns);
+        assert!(info.pods.len() >= 3, "{:?}", info.pods);
+        for pod in &info.pods {
+            assert!(pod.name.starts_with("ib-backend-"), "{pod:?}");
+            assert_eq!(pod.node.as_deref(), Some("kwok-node-0"), "{pod:?}");
+            let ip: IpAddr = pod.ip.as_deref().expect("an IP").parse().unwrap();
+            assert!(in_pod_cidr(ip), "{pod:?}");
+        }
+        assert!(
+            info.pods.iter().any(|x| x.name == stopped[0]),
+            "gone pods kept"
+        );
+
         // Teardown deletes the namespace.
         p.teardown();
         (log, ns)
@@ -195,7 +214,7 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
     let ingress = |c: &TestCluster, jsonpath: &str| {
         c.kubectl(&[
             "-n",
-            "ingressbench-t3",
+            "bench",
             "get",
             "ingress",
             "ib-route",
@@ -204,18 +223,62 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
         ])
     };
     let c = &cluster;
-    let kubeconfig = cluster.kubeconfig();
+    // In a namespace the user gives (`--namespace bench`), with the namespaced rules
+    // users are given.
+    let (ok, out) = cluster.kubectl(&["create", "namespace", "bench"]);
+    assert!(ok, "{out}");
+    let kubeconfig = cluster.kubeconfig_for("deploy/rbac-namespaced.yaml", "bench");
     cluster.inside(move || {
         let out = tempfile::tempdir().unwrap();
         let mut p = Kubernetes::new(ClusterSpec {
             kubeconfig: Some(kubeconfig),
+            namespace: Some("bench".into()),
             run: "t3".into(),
-            gateway: Some(("ingressbench-t3".into(), "gw".into())),
+            gateway: Some(("bench".into(), "gw".into())),
             ..ClusterSpec::default()
         })
         .unwrap();
         let ctx = p.prepare(&site(&out.path().join("s"), 1)).expect("prepare");
         assert!(p.driver_for("nginx-reload").is_none(), "not a cluster profile");
+
+        // Which controller was measured, as the cluster says: an installation of
+        // Traefik (its chart's labels and image) gives the version; the Gateway's
+        // class names the implementation behind HTTPRoutes.
+        let installed = "apiVersion: v1\nkind: Namespace\nmetadata: {name: traefik}\n---\n\
+            apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: traefik, namespace: traefik}\n\
+            spec:\n  selector: {matchLabels: {app.kubernetes.io/name: traefik}}\n  template:\n\
+            \x20   metadata: {labels: {app.kubernetes.io/name: traefik}}\n\
+            \x20   spec: {containers: [{name: traefik, image: 'docker.io/traefik:v3.6.12'}]}\n---\n\
+            apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata: {name: test}\n\
+            spec: {controllerName: example.com/test}\n---\n\
+            apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\n\
+            metadata: {name: gw, namespace: bench}\n\
+            spec: {gatewayClassName: test, listeners: [{name: http, port: 80, protocol: HTTP}]}\n";
+        let file = out.path().join("installed.yaml");
+        std::fs::write(&file, installed).unwrap();
+        let (ok, o) = c.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+        assert!(ok, "{o}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let traefik = loop {
+            let v = p.driver_for("traefik").unwrap().unwrap().versions();
+            let t = v.iter().find(|(k, _)| k == "traefik").cloned();
+            if t.as_ref().is_some_and(|(_, x)| !x.starts_with("unknown")) || Instant::now() > deadline {
+                break (v, t);
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        };
+        let version = traefik.1.expect("a traefik entry").1;
+        assert!(
+            version.starts_with("v3.6.12 (image docker.io/traefik:v3.6.12, pod traefik/traefik-"),
+            "{:?}",
+            traefik.0
+        );
+        assert!(traefik.0.iter().any(|(k, v)| k == "kubernetes" && v == "v1.33.13"));
+        let v = p.driver_for("contour").unwrap().unwrap().versions();
+        let contour = v.iter().find(|(k, _)| k == "contour").unwrap();
+        assert!(contour.1.starts_with("unknown: no pod in the cluster is labelled"), "{v:?}");
+        let gwc = v.iter().find(|(k, _)| k == "gateway-controller").unwrap();
+        assert_eq!(gwc.1, "example.com/test (GatewayClass test)");
 
         let mut d = p.driver_for("ingress-nginx").unwrap().unwrap();
         assert!(!d.capabilities().push_endpoints && !d.capabilities().reload);
@@ -249,7 +312,7 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
         let route = |jsonpath: &str| {
             c.kubectl(&[
                 "-n",
-                "ingressbench-t3",
+                "bench",
                 "get",
                 "httproute",
                 "ib-route",
@@ -261,7 +324,7 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
         assert!(route("{.spec.rules[0].filters}").contains("x-custom"));
         let generation = route("{.metadata.generation}");
         let status = format!(
-            r#"{{"status":{{"parents":[{{"parentRef":{{"name":"gw","namespace":"ingressbench-t3"}},"controllerName":"example.com/test","conditions":[{{"type":"Accepted","status":"True","reason":"Accepted","message":"","observedGeneration":{generation},"lastTransitionTime":"2026-01-01T00:00:00Z"}}]}}]}}}}"#
+            r#"{{"status":{{"parents":[{{"parentRef":{{"name":"gw","namespace":"bench"}},"controllerName":"example.com/test","conditions":[{{"type":"Accepted","status":"True","reason":"Accepted","message":"","observedGeneration":{generation},"lastTransitionTime":"2026-01-01T00:00:00Z"}}]}}]}}}}"#
         );
         // Written a moment after settle starts waiting.
         std::thread::scope(|s| {
@@ -269,7 +332,7 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
                 std::thread::sleep(Duration::from_millis(500));
                 let (ok, out) = c.kubectl(&[
                     "-n",
-                    "ingressbench-t3",
+                    "bench",
                     "patch",
                     "httproute",
                     "ib-route",
@@ -288,4 +351,17 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
         g.stop().unwrap();
         p.teardown();
     });
+    // The given namespace stays; what the run made in it goes.
+    let (ok, left) = cluster.kubectl(&[
+        "-n",
+        "bench",
+        "get",
+        "deployments,services,configmaps,ingresses,httproutes",
+        "-l",
+        "ingressbench.io/run=t3",
+        "-o",
+        "name",
+    ]);
+    assert!(ok && left.trim().is_empty(), "{left}");
+    assert!(cluster.kubectl(&["get", "namespace", "bench"]).0);
 }

@@ -52,11 +52,21 @@ pub struct Book {
     /// Pods already reported ready, and stopping.
     reported_ready: BTreeSet<String>,
     reported_stopping: BTreeSet<String>,
+    /// Every pod ever seen, as last seen (kept after it is gone), for the result.
+    history: BTreeMap<String, PodSeen>,
 }
 
 impl Book {
     /// A pod was added or changed.
     pub fn pod(&mut self, pod: PodSeen) -> Vec<PlatformEvent> {
+        // A pod's last event may lack what an earlier one had (none does today, but
+        // a deleted pod's IP must not be lost to a partial update).
+        let mut kept = pod.clone();
+        if let Some(old) = self.history.get(&pod.name) {
+            kept.ip = kept.ip.or(old.ip);
+            kept.node = kept.node.or_else(|| old.node.clone());
+        }
+        self.history.insert(pod.name.clone(), kept);
         self.pods.insert(pod.name.clone(), pod);
         self.events()
     }
@@ -122,6 +132,13 @@ impl Book {
             }
         }
         out
+    }
+
+    /// Every pod the book has seen, gone ones included, oldest first.
+    pub fn history(&self) -> Vec<PodSeen> {
+        let mut v: Vec<PodSeen> = self.history.values().cloned().collect();
+        v.sort_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
+        v
     }
 
     /// Ready endpoints, oldest pod first (pods the book has not seen yet last).
@@ -262,5 +279,23 @@ mod tests {
         assert!(b.slice(slice("s1", vec![ep("a", 1, false)])).is_empty());
         assert!(b.endpoints().is_empty());
         assert_eq!(b.running(), 1);
+    }
+
+    #[test]
+    fn the_history_keeps_gone_pods_with_their_ip_and_node() {
+        let mut b = Book::default();
+        let mut a = pod("a", "2026-01-01T00:00:02Z", false);
+        a.ip = Some(IpAddr::from([198, 18, 64, 1]));
+        b.pod(a);
+        b.pod(pod("z", "2026-01-01T00:00:01Z", false));
+        // The last update before deletion lacks the IP; the history keeps it.
+        b.pod(pod("a", "2026-01-01T00:00:02Z", true));
+        b.pod_gone("a");
+        let h = b.history();
+        let names: Vec<&str> = h.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["z", "a"], "oldest first, gone ones kept");
+        assert_eq!(h[1].ip, Some(IpAddr::from([198, 18, 64, 1])));
+        assert_eq!(h[1].node.as_deref(), Some("kwok-node-0"));
+        assert!(h[1].terminating);
     }
 }

@@ -7,6 +7,7 @@
 //! shows is measured from responses.
 
 use crate::controllers::{self, Controller, Place};
+use crate::installed;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use lab::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
@@ -226,10 +227,21 @@ impl Driver for ControllerDriver {
     }
 
     fn versions(&self) -> Vec<(String, String)> {
-        self.rt
-            .block_on(self.client.apiserver_version())
-            .map(|v| vec![("kubernetes".to_string(), v.git_version)])
-            .unwrap_or_default()
+        self.rt.block_on(async {
+            let mut v: Vec<(String, String)> = match self.client.apiserver_version().await {
+                Ok(info) => vec![("kubernetes".to_string(), info.git_version)],
+                Err(_) => Vec::new(),
+            };
+            v.extend(
+                installed::describe(
+                    &self.client,
+                    self.controller.name,
+                    self.place.gateway.as_ref(),
+                )
+                .await,
+            );
+            v
+        })
     }
 }
 

@@ -16,7 +16,8 @@
 pub mod book;
 pub mod controllers;
 pub mod driver;
-mod objects;
+pub mod installed;
+pub mod objects;
 
 use book::{Book, PodSeen, SliceEndpoint, SliceSeen};
 use futures_util::StreamExt;
@@ -151,10 +152,14 @@ impl Kubernetes {
         let client = self.client()?;
         let run = self.spec.run.clone();
         let (ns, create) = (self.namespace_name(), self.spec.namespace.is_none());
-        let image = self.spec.image.clone();
+        let image = objects::BackendImage::from_setting(self.spec.image.as_deref());
         let replicas = spec.replicas;
-        let drain = spec.backends.drain_timeout;
         let body = spec.backends.body_size;
+        let args = objects::BackendArgs {
+            body_size: body,
+            delay: spec.backends.delay.clone(),
+            drain: spec.backends.drain_timeout,
+        };
         self.rt.block_on(async {
             let nss: Api<Namespace> = Api::all(client.clone());
             if create {
@@ -162,9 +167,14 @@ impl Kubernetes {
                     .await
                     .map_err(err(format!("create namespace {ns}")))?;
             } else {
-                nss.get(&ns)
-                    .await
-                    .map_err(err(format!("namespace {ns} (given with --namespace)")))?;
+                // Rules confined to the namespace (deploy/rbac-namespaced.yaml) cannot
+                // read the namespace object: then the first create says if it exists.
+                match nss.get(&ns).await {
+                    Err(kube::Error::Api(s)) if s.code == 403 => {}
+                    r => {
+                        r.map_err(err(format!("namespace {ns} (given with --namespace)")))?;
+                    }
+                }
             }
             let pp = PostParams::default();
             Api::<ConfigMap>::namespaced(client.clone(), &ns)
@@ -176,10 +186,7 @@ impl Kubernetes {
                 .await
                 .map_err(err("create the backends' Service"))?;
             Api::<Deployment>::namespaced(client.clone(), &ns)
-                .create(
-                    &pp,
-                    &objects::deployment(&run, replicas, drain, image.as_deref()),
-                )
+                .create(&pp, &objects::deployment(&run, replicas, &image, &args))
                 .await
                 .map_err(err("create the backends' Deployment"))?;
             Ok::<_, LabError>(())
@@ -480,6 +487,26 @@ impl Platform for Kubernetes {
                 place,
             )) as Box<dyn lab::Driver>
         }))
+    }
+
+    fn cluster_info(&self) -> Option<results::ClusterInfo> {
+        Some(results::ClusterInfo {
+            context: self.spec.context.clone(),
+            namespace: self
+                .namespace
+                .clone()
+                .unwrap_or_else(|| self.namespace_name()),
+            pods: self
+                .book()
+                .history()
+                .into_iter()
+                .map(|p| results::ClusterPod {
+                    name: p.name,
+                    node: p.node,
+                    ip: p.ip.map(|ip| ip.to_string()),
+                })
+                .collect(),
+        })
     }
 
     fn teardown(&mut self) {

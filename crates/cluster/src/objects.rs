@@ -7,8 +7,9 @@
 use super::{BACKEND, MANAGED_BY, RUN_LABEL};
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
-    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, HTTPGetAction, Namespace, PodSpec,
-    PodTemplateSpec, Probe, Service, ServicePort, ServiceSpec, Volume, VolumeMount,
+    ConfigMap, ConfigMapVolumeSource, Container, ContainerPort, EnvVar, EnvVarSource,
+    HTTPGetAction, Namespace, ObjectFieldSelector, PodSpec, PodTemplateSpec, Probe, Service,
+    ServicePort, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
@@ -99,9 +100,87 @@ pub fn service(run: &str) -> Service {
     }
 }
 
+/// What the backend pods run, from `kubernetes.image`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BackendImage {
+    /// No image given: the stock nginx image with our ConfigMap.
+    Nginx,
+    /// ingressbench's own image (`ingressbench`, or a reference whose repository is
+    /// named `ingressbench`): `ingressbench backend`, so a scenario's backend delay
+    /// and drain apply in the cluster too.
+    Ingressbench(String),
+    /// Any other image, run as it is: it must answer on port 8080 with `/healthz`.
+    Other(String),
+}
+
+impl BackendImage {
+    /// Reads `kubernetes.image`. A bare `ingressbench` is this version's image,
+    /// `ingressbench:<version>`, as `docker build -t` in docs/kubernetes.md names it.
+    pub fn from_setting(image: Option<&str>) -> BackendImage {
+        let Some(image) = image else {
+            return BackendImage::Nginx;
+        };
+        if image == "ingressbench" {
+            return BackendImage::Ingressbench(format!(
+                "ingressbench:{}",
+                env!("CARGO_PKG_VERSION")
+            ));
+        }
+        let name = image.split('@').next().unwrap_or(image);
+        let repo = name.rsplit('/').next().unwrap_or(name);
+        let repo = repo.split(':').next().unwrap_or(repo);
+        if repo == "ingressbench" {
+            BackendImage::Ingressbench(image.to_string())
+        } else {
+            BackendImage::Other(image.to_string())
+        }
+    }
+}
+
+/// How the backends answer: the scenario's `backends` settings a pod can honour.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BackendArgs {
+    pub body_size: usize,
+    /// `--delay` of `ingressbench backend` (e.g. `2ms`, `exp:2ms`).
+    pub delay: Option<String>,
+    pub drain: Duration,
+}
+
+/// The container command of the `ingressbench` backend image: the binary is
+/// `/ingressbench` on an empty (`scratch`) image (see `Dockerfile`), named after
+/// its pod as nginx's `$hostname` names it.
+pub fn ingressbench_command(args: &BackendArgs) -> Vec<String> {
+    let mut c: Vec<String> = [
+        "/ingressbench",
+        "backend",
+        "--listen",
+        &format!("0.0.0.0:{BACKEND_PORT}"),
+        "--id",
+        "$(POD_NAME)",
+        "--body-size",
+        &args.body_size.to_string(),
+        "--drain-timeout",
+        &format!("{}ms", args.drain.as_millis()),
+    ]
+    .iter()
+    .map(ToString::to_string)
+    .collect();
+    if let Some(d) = &args.delay {
+        c.push("--delay".into());
+        c.push(d.clone());
+    }
+    c
+}
+
 /// The backends' Deployment: `replicas` pods, a readiness probe every 3 s as in S1,
 /// and a grace period of the scenario's drain timeout.
-pub fn deployment(run: &str, replicas: u32, drain: Duration, image: Option<&str>) -> Deployment {
+pub fn deployment(
+    run: &str,
+    replicas: u32,
+    image: &BackendImage,
+    args: &BackendArgs,
+) -> Deployment {
+    let drain = args.drain;
     let probe = Probe {
         http_get: Some(HTTPGetAction {
             path: Some("/healthz".into()),
@@ -111,10 +190,31 @@ pub fn deployment(run: &str, replicas: u32, drain: Duration, image: Option<&str>
         period_seconds: Some(3),
         ..Probe::default()
     };
-    let custom = image.is_some();
+    let custom = *image != BackendImage::Nginx;
+    let (reference, command, env) = match image {
+        BackendImage::Nginx => (DEFAULT_IMAGE.to_string(), None, None),
+        BackendImage::Ingressbench(r) => (
+            r.clone(),
+            Some(ingressbench_command(args)),
+            Some(vec![EnvVar {
+                name: "POD_NAME".into(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: "metadata.name".into(),
+                        ..ObjectFieldSelector::default()
+                    }),
+                    ..EnvVarSource::default()
+                }),
+                ..EnvVar::default()
+            }]),
+        ),
+        BackendImage::Other(r) => (r.clone(), None, None),
+    };
     let container = Container {
         name: "backend".into(),
-        image: Some(image.unwrap_or(DEFAULT_IMAGE).into()),
+        image: Some(reference),
+        command,
+        env,
         ports: Some(vec![ContainerPort {
             container_port: BACKEND_PORT,
             name: Some("http".into()),
@@ -172,6 +272,14 @@ pub fn deployment(run: &str, replicas: u32, drain: Duration, image: Option<&str>
 mod tests {
     use super::*;
 
+    fn args(drain_s: u64) -> BackendArgs {
+        BackendArgs {
+            body_size: 1024,
+            delay: None,
+            drain: Duration::from_secs(drain_s),
+        }
+    }
+
     #[test]
     fn every_object_carries_the_run_and_the_service_selects_the_pods() {
         let run = "r1";
@@ -179,13 +287,13 @@ mod tests {
             namespace("ns", run).metadata,
             config_map(run, 1024).metadata,
             service(run).metadata,
-            deployment(run, 3, Duration::from_secs(5), None).metadata,
+            deployment(run, 3, &BackendImage::Nginx, &args(5)).metadata,
         ] {
             let l = m.labels.unwrap();
             assert_eq!(l[RUN_LABEL], run);
             assert_eq!(l[MANAGED_BY.0], MANAGED_BY.1);
         }
-        let d = deployment(run, 3, Duration::from_secs(5), None);
+        let d = deployment(run, 3, &BackendImage::Nginx, &args(5));
         let spec = d.spec.unwrap();
         assert_eq!(spec.replicas, Some(3));
         let pod = spec.template.metadata.unwrap().labels.unwrap();
@@ -207,10 +315,66 @@ mod tests {
         // About the body size asked for.
         let body = c.split("return 200 \"backend").nth(1).unwrap();
         assert!(body.len() > 900 && body.len() < 1100, "{}", body.len());
-        // A custom image gets no nginx config mounted.
-        let d = deployment("r", 1, Duration::from_secs(1), Some("ingressbench:dev"));
+        // Another image gets no nginx config mounted, and is run as it is.
+        let other = BackendImage::from_setting(Some("example.com/echo:1"));
+        let d = deployment("r", 1, &other, &args(1));
         let ps = d.spec.unwrap().template.spec.unwrap();
         assert!(ps.volumes.is_none());
-        assert_eq!(ps.containers[0].image.as_deref(), Some("ingressbench:dev"));
+        assert_eq!(
+            ps.containers[0].image.as_deref(),
+            Some("example.com/echo:1")
+        );
+        assert!(ps.containers[0].command.is_none());
+    }
+
+    #[test]
+    fn the_ingressbench_image_runs_its_backend_named_after_the_pod() {
+        use BackendImage::*;
+        assert_eq!(BackendImage::from_setting(None), Nginx);
+        assert_eq!(
+            BackendImage::from_setting(Some("ingressbench")),
+            Ingressbench(format!("ingressbench:{}", env!("CARGO_PKG_VERSION")))
+        );
+        for r in [
+            "ghcr.io/me/ingressbench:0.1.0",
+            "localhost:5000/ingressbench",
+            "ingressbench@sha256:abc",
+        ] {
+            assert_eq!(BackendImage::from_setting(Some(r)), Ingressbench(r.into()));
+        }
+        assert_eq!(
+            BackendImage::from_setting(Some("ingressbench-old/nginx")),
+            Other("ingressbench-old/nginx".into())
+        );
+        let mut a = args(7);
+        a.delay = Some("exp:2ms".into());
+        let d = deployment(
+            "r",
+            2,
+            &BackendImage::from_setting(Some("ib/ingressbench:1")),
+            &a,
+        );
+        let ps = d.spec.unwrap().template.spec.unwrap();
+        assert!(ps.volumes.is_none(), "no nginx config");
+        let c = &ps.containers[0];
+        assert_eq!(
+            c.command.as_ref().unwrap().join(" "),
+            "/ingressbench backend --listen 0.0.0.0:8080 --id $(POD_NAME) --body-size 1024 \
+             --drain-timeout 7000ms --delay exp:2ms"
+        );
+        let env = &c.env.as_ref().unwrap()[0];
+        assert_eq!(env.name, "POD_NAME");
+        assert_eq!(
+            env.value_from
+                .as_ref()
+                .unwrap()
+                .field_ref
+                .as_ref()
+                .unwrap()
+                .field_path,
+            "metadata.name"
+        );
+        // The backend drains within the pod's grace period.
+        assert_eq!(ps.termination_grace_period_seconds, Some(7));
     }
 }

@@ -216,6 +216,12 @@ pub trait Platform: Send {
         let _ = system;
         None
     }
+    /// What a cluster says of the run (its namespace, the pods and their nodes), for
+    /// the result; `None` on a platform that is not a cluster. Called before
+    /// `teardown`.
+    fn cluster_info(&self) -> Option<results::ClusterInfo> {
+        None
+    }
 }
 
 /// Every platform, by the name scenarios use.

@@ -189,6 +189,9 @@ fn header(input: &ReportInput) -> String {
     item("machine", machine(input));
     item("load", load_line(input));
     item("versions", versions(input));
+    if let Some(c) = cluster(input) {
+        item("cluster", c);
+    }
     h.push_str("</dl>\n");
     h
 }
@@ -262,6 +265,43 @@ fn load_line(input: &ReportInput) -> String {
         )
     }))
     .join(" | ")
+}
+
+/// Where each cluster series ran: its context and namespace, and its pods by node,
+/// so that a slow series can be traced to a node. `None` when no series ran on a
+/// cluster.
+fn cluster(input: &ReportInput) -> Option<String> {
+    let parts: Vec<String> = input
+        .series
+        .iter()
+        .filter_map(|s| {
+            let c = s.result.lab.as_ref()?.cluster.as_ref()?;
+            let mut by_node: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+            for p in &c.pods {
+                by_node
+                    .entry(p.node.as_deref().unwrap_or("unscheduled"))
+                    .or_default()
+                    .push(&p.name);
+            }
+            let nodes: Vec<String> = by_node
+                .iter()
+                .map(|(n, pods)| format!("{n}: {}", pods.join(", ")))
+                .collect();
+            Some(format!(
+                "{}: {}namespace {}, {} pod{} ({})",
+                s.name,
+                c.context
+                    .as_ref()
+                    .map(|x| format!("context {x}, "))
+                    .unwrap_or_default(),
+                c.namespace,
+                c.pods.len(),
+                if c.pods.len() == 1 { "" } else { "s" },
+                nodes.join("; ")
+            ))
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" · "))
 }
 
 fn versions(input: &ReportInput) -> String {
@@ -477,5 +517,34 @@ mod tests {
             hostname: String::new(),
         });
         assert_eq!(machine(&i), "AMD EPYC, 2 cores, kernel 6.1");
+    }
+
+    #[test]
+    fn a_cluster_series_says_where_its_pods_ran() {
+        let mut i = input(false);
+        assert_eq!(cluster(&i), None, "a local run has no cluster line");
+        let pod = |name: &str, node: Option<&str>| results::ClusterPod {
+            name: name.into(),
+            node: node.map(Into::into),
+            ip: None,
+        };
+        i.series[0].result.lab = Some(results::LabInfo {
+            cluster: Some(results::ClusterInfo {
+                context: Some("staging".into()),
+                namespace: "ingressbench-x".into(),
+                pods: vec![
+                    pod("p1", Some("n1")),
+                    pod("p2", Some("n2")),
+                    pod("p3", Some("n1")),
+                ],
+            }),
+            ..Default::default()
+        });
+        assert_eq!(
+            cluster(&i).unwrap(),
+            "a<b>: context staging, namespace ingressbench-x, 3 pods (n1: p1, p3; n2: p2)"
+        );
+        let page = render(&i, &[], "now");
+        assert!(page.contains("n1: p1, p3"), "shown on the page, escaped");
     }
 }

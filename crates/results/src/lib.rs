@@ -730,6 +730,29 @@ pub struct LabInfo {
     /// Which CPUs the generator, the proxy and the backends ran on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<PlacementInfo>,
+    /// On a cluster: where the run worked and which pods served it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterInfo>,
+}
+
+/// The cluster's view of a run (`platform: kubernetes`); the controller's version is
+/// in [`LabInfo::versions`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterInfo {
+    /// The kubeconfig context (`None`: its current one).
+    pub context: Option<String>,
+    pub namespace: String,
+    /// Every backend pod the run saw, oldest first, with where it ran.
+    pub pods: Vec<ClusterPod>,
+}
+
+/// One backend pod of a cluster run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClusterPod {
+    pub name: String,
+    /// `spec.nodeName`; `None` if it was never scheduled.
+    pub node: Option<String>,
+    pub ip: Option<String>,
 }
 
 /// The CPUs each part of a lab run used, as `0-3,6` lists, and the proxy's workers.

@@ -760,6 +760,21 @@ impl Scenario {
                 ));
             }
         }
+        let image = self.kubernetes.as_ref().and_then(|k| k.image.as_deref());
+        if kube
+            && self.backends.delay.is_some()
+            && !matches!(
+                cluster::objects::BackendImage::from_setting(image),
+                cluster::objects::BackendImage::Ingressbench(_)
+            )
+        {
+            return Err(Bad::new(
+                "backends.delay",
+                "backends.delay: only ingressbench's backend image can delay answers on a \
+                 cluster: set kubernetes.image: ingressbench (docs/kubernetes.md says how to \
+                 build it)",
+            ));
+        }
         if let Some(k) = &self.kubernetes {
             if !kube {
                 return Err(Bad::new(

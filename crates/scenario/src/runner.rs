@@ -338,6 +338,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         result.duration_s * 1000.0,
     );
     let propagation = propagation(&sys, &result);
+    let cluster = sys.platform.cluster_info();
     result.lab = Some(LabInfo {
         system: name.to_string(),
         scenario: scn.name.clone(),
@@ -353,6 +354,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
             backends: fmt_set(&placement.backends),
             proxy_workers: ctx.workers(),
         }),
+        cluster,
     });
     drop(sys);
     Ok(result)

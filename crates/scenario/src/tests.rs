@@ -208,3 +208,20 @@ fn names_are_one_safe_path_component() {
         );
     }
 }
+
+#[test]
+fn a_backend_delay_on_a_cluster_needs_ingressbench_s_image() {
+    let k8s = "name: k\nplatform: kubernetes\nsystems: [traefik]\n\
+               backends:\n  replicas: 2\n  delay: exp:2ms\n\
+               load:\n  rate: 10\n  duration: 5s\n";
+    let e = err(k8s);
+    assert!(
+        e.contains("backends.delay") && e.contains("kubernetes.image: ingressbench"),
+        "{e}"
+    );
+    assert!(e.contains("line 6"), "{e}");
+    let ok = format!("{k8s}kubernetes:\n  image: ghcr.io/me/ingressbench:0.1.0\n");
+    Scenario::parse(&ok, "k.yaml").expect("ingressbench's image can delay");
+    let other = format!("{k8s}kubernetes:\n  image: example.com/echo:1\n");
+    assert!(err(&other).contains("backends.delay"));
+}

@@ -100,6 +100,45 @@ impl TestCluster {
         self.state.join("kubeconfig")
     }
 
+    /// A kubeconfig for the service account `ingressbench` that `manifest` (one of
+    /// `deploy/rbac*.yaml`, with `namespace` where its account lives) binds, so that
+    /// a test runs ingressbench with exactly the rules the docs give users. Written
+    /// beside the admin kubeconfig; the token lasts an hour.
+    pub fn kubeconfig_for(&self, manifest: &str, namespace: &str) -> PathBuf {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest);
+        let (ok, out) = self.kubectl(&["apply", "-f", file.to_str().unwrap()]);
+        assert!(ok, "apply {manifest}: {out}");
+        let out = Command::new(self.state.join("kubectl"))
+            .args([
+                "-n",
+                namespace,
+                "create",
+                "token",
+                "ingressbench",
+                "--duration=1h",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        let token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        let admin = std::fs::read_to_string(self.kubeconfig()).unwrap();
+        let mut replaced = 0;
+        let kc: String = admin
+            .lines()
+            .map(|l| match l.split_once("token: ") {
+                Some((indent, _)) if indent.trim().is_empty() => {
+                    replaced += 1;
+                    format!("{indent}token: {token}\n")
+                }
+                _ => format!("{l}\n"),
+            })
+            .collect();
+        assert_eq!(replaced, 1, "one token in the admin kubeconfig:\n{admin}");
+        let path = self.state.join(format!("kubeconfig-{namespace}"));
+        std::fs::write(&path, kc).unwrap();
+        path
+    }
+
     /// kubectl inside the namespace, with the admin kubeconfig: (success, stdout).
     pub fn kubectl(&self, args: &[&str]) -> (bool, String) {
         let out = Command::new(self.state.join("kubectl"))
