@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Kubernetes test environment's binaries once, cached by version outside the
 # repository: kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, etcd,
-# kwok, Traefik and Contour, all from the Go module proxy, plus the Gateway API and
-# Contour CRDs. Idempotent: what is already built (and answers its version) is skipped.
+# kwok, Traefik and Contour, all from the Go module proxy, plus the Gateway API, Traefik
+# and Contour CRDs. A cache whose binaries are all there but whose CRDs are not (an
+# older cache, or CRDs added since) only re-runs the CRD stage: a module download, no build. Idempotent: what is already built (and answers its version) is skipped.
 #
 #   scripts/k8s-testenv/build.sh                 build what is missing, then drop Go's caches
 #   scripts/k8s-testenv/build.sh --keep-modcache keep the Go module cache (faster rebuilds)
@@ -20,6 +21,10 @@ KWOK_VERSION=v0.7.0
 TRAEFIK_VERSION=v3.6.12     # v3.7.x does not build from the module proxy
 CONTOUR_VERSION=v1.33.8
 GWAPI_VERSION=v1.4.0
+# Traefik's own CRDs (Middleware, IngressRoute, ... in traefik.io/v1alpha1), as its
+# documentation publishes them, from the module of the Traefik built here.
+TRAEFIK_CRDS=kubernetes-crd-definition-v1.yml
+TRAEFIK_CRDS_SRC=docs/content/reference/dynamic-configuration/$TRAEFIK_CRDS
 RECIPE=r1                   # bump when the way of building changes, to force a rebuild
 GO_MIN_MINOR=26             # Contour v1.33.8 declares go 1.26.0
 
@@ -84,7 +89,8 @@ check_binary() { # name [path]: true when the binary is there and reports its ve
 crds_present() {
   [ -f "$CRDS/gateway-api/standard/gateway.networking.k8s.io_httproutes.yaml" ] &&
     [ -f "$CRDS/gateway-api/experimental/gateway.networking.k8s.io_tcproutes.yaml" ] &&
-    [ -f "$CRDS/contour/01-crds.yaml" ]
+    [ -f "$CRDS/contour/01-crds.yaml" ] &&
+    [ -f "$CRDS/traefik/$TRAEFIK_CRDS" ]
 }
 
 missing=()
@@ -113,7 +119,7 @@ say "cache: $DIR"
 for b in "${ALL_BINARIES[@]}"; do
   if check_binary "$b"; then say "found $b: $(summary "$(version_output "$b" "$BIN/$b")")"; fi
 done
-[ $crds_ok = 1 ] && say "found CRDs: gateway-api $GWAPI_VERSION (standard, experimental), contour $CONTOUR_VERSION"
+[ $crds_ok = 1 ] && say "found CRDs: gateway-api $GWAPI_VERSION (standard, experimental), traefik $TRAEFIK_VERSION, contour $CONTOUR_VERSION"
 
 # --- The Go environment: everything under $ROOT ----------------------------------------
 command -v go >/dev/null || die "go not found on PATH (Go 1.$GO_MIN_MINOR or newer is needed)"
@@ -127,12 +133,16 @@ export GOFLAGS="-buildvcs=false -trimpath -modcacherw -p=${K8S_TESTENV_JOBS:-$(n
 unset GOBIN GOOS GOARCH
 
 built=()
-if [ ${#missing[@]} -gt 0 ] || [ $crds_ok = 0 ]; then
+if [ ${#missing[@]} -gt 0 ]; then
   avail_gb=$(df -Pk "$ROOT" | awk 'NR==2 { print int($4 / 1048576) }')
   [ "$avail_gb" -ge 14 ] ||
     die "only ${avail_gb} GB free under $ROOT; a cold build needs about 14 GB (module cache ~4.5 GB, build cache ~7 GB)"
+  # Only a missing binary unstamps the cache: while just the CRDs are restaged, the
+  # binaries stay usable (and --check fails on the CRDs by itself).
   rm -f "$STAMP"
-  say "to build: ${missing[*]:-}$([ $crds_ok = 0 ] && echo ' CRDs') (with $go_version, nice -n 19, one at a time; logs in $LOGS)"
+fi
+if [ ${#missing[@]} -gt 0 ] || [ $crds_ok = 0 ]; then
+  say "to build: $(echo "${missing[@]}" "$([ $crds_ok = 0 ] && echo CRDs)" | xargs) (with $go_version, nice -n 19, one at a time; logs in $LOGS)"
 fi
 
 WORK=$(mktemp -d "$ROOT/work.XXXXXX")
@@ -304,6 +314,7 @@ fi
 if [ $crds_ok = 0 ]; then
   gw_dir=$(module_field sigs.k8s.io/gateway-api "$GWAPI_VERSION" Dir)
   contour_dir=$(module_field github.com/projectcontour/contour "$CONTOUR_VERSION" Dir)
+  traefik_dir=$(module_field github.com/traefik/traefik/v3 "$TRAEFIK_VERSION" Dir)
   stage="$WORK/crds"
   for channel in standard experimental; do
     src="$gw_dir/config/crd/$channel"
@@ -316,12 +327,18 @@ if [ $crds_ok = 0 ]; then
     die "no examples/contour/01-crds.yaml in github.com/projectcontour/contour@$CONTOUR_VERSION"
   mkdir -p "$stage/contour"
   cp "$contour_dir/examples/contour/01-crds.yaml" "$stage/contour/"
-  printf 'gateway-api %s (sigs.k8s.io/gateway-api config/crd/{standard,experimental})\ncontour %s (examples/contour/01-crds.yaml)\n' \
-    "$GWAPI_VERSION" "$CONTOUR_VERSION" >"$stage/VERSIONS"
+  [ -f "$traefik_dir/$TRAEFIK_CRDS_SRC" ] ||
+    die "no $TRAEFIK_CRDS_SRC in github.com/traefik/traefik/v3@$TRAEFIK_VERSION"
+  grep -q '^  name: middlewares\.traefik\.io$' "$traefik_dir/$TRAEFIK_CRDS_SRC" ||
+    die "$TRAEFIK_CRDS_SRC in github.com/traefik/traefik/v3@$TRAEFIK_VERSION defines no middlewares.traefik.io"
+  mkdir -p "$stage/traefik"
+  cp "$traefik_dir/$TRAEFIK_CRDS_SRC" "$stage/traefik/"
+  printf 'gateway-api %s (sigs.k8s.io/gateway-api config/crd/{standard,experimental})\ntraefik %s (%s)\ncontour %s (examples/contour/01-crds.yaml)\n' \
+    "$GWAPI_VERSION" "$TRAEFIK_VERSION" "$TRAEFIK_CRDS_SRC" "$CONTOUR_VERSION" >"$stage/VERSIONS"
   chmod -R u+w "$stage"
   rm -rf "$CRDS.new" && mv "$stage" "$CRDS.new" && rm -rf "$CRDS" && mv "$CRDS.new" "$CRDS"
   crds_present || die "CRDs were copied but are not where expected under $CRDS"
-  say "copied CRDs: gateway-api $GWAPI_VERSION ($(ls "$CRDS/gateway-api/standard" | wc -l) standard, $(ls "$CRDS/gateway-api/experimental" | wc -l) experimental), contour $CONTOUR_VERSION"
+  say "copied CRDs: gateway-api $GWAPI_VERSION ($(ls "$CRDS/gateway-api/standard" | wc -l) standard, $(ls "$CRDS/gateway-api/experimental" | wc -l) experimental), traefik $TRAEFIK_VERSION ($(grep -c '^kind: CustomResourceDefinition' "$CRDS/traefik/$TRAEFIK_CRDS") definitions), contour $CONTOUR_VERSION"
 fi
 
 # --- Stamp, then drop Go's caches ------------------------------------------------------

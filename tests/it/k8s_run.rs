@@ -6,12 +6,11 @@
 
 use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_pods::PodRunner;
+use crate::common::k8s_traefik::{Providers, Traefik};
 use crate::common::proc::Proc;
 use crate::common::{exclusive, read_json, BIN};
 use std::process::Command;
 use std::time::{Duration, Instant};
-
-const TRAEFIK: &str = "198.18.0.1:8000";
 
 #[test]
 fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
@@ -21,50 +20,15 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
     let dir = tempfile::tempdir().unwrap();
     let state = cluster.state_dir().to_path_buf();
 
-    // Traefik's Ingress provider, as installed: an IngressClass naming it, and
-    // Traefik pointed at the API server with a token, no phoning home.
-    let class = dir.path().join("class.yaml");
-    std::fs::write(
-        &class,
-        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: traefik\n\
-         spec:\n  controller: traefik.io/ingress-controller\n",
-    )
-    .unwrap();
-    let (ok, out) = cluster.kubectl(&["apply", "-f", class.to_str().unwrap()]);
-    assert!(ok, "{out}");
-    let kubeconfig = std::fs::read_to_string(state.join("kubeconfig")).unwrap();
-    let token = kubeconfig
-        .lines()
-        .find_map(|l| l.trim().strip_prefix("token: "))
-        .expect("a token in the kubeconfig")
-        .trim_matches('"')
-        .to_string();
-    let bin = Command::new(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/build.sh"),
-    )
-    .arg("--print-dir")
-    .output()
-    .unwrap();
-    let traefik_bin = format!(
-        "{}/bin/traefik",
-        String::from_utf8_lossy(&bin.stdout).trim()
+    // Traefik's Ingress provider, as installed.
+    let traefik = Traefik::start(
+        &cluster,
+        Providers {
+            ingress: true,
+            gateway: false,
+        },
     );
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", cluster.netns(), &traefik_bin])
-        .arg("--providers.kubernetesingress=true")
-        .arg("--providers.kubernetesingress.endpoint=https://127.0.0.1:6443")
-        .arg(format!("--providers.kubernetesingress.token={token}"))
-        .arg(format!(
-            "--providers.kubernetesingress.certauthfilepath={}",
-            state.join("pki/ca.crt").display()
-        ))
-        .arg(format!("--entrypoints.web.address={TRAEFIK}"))
-        .args([
-            "--global.checknewversion=false",
-            "--global.sendanonymoususage=false",
-            "--log.level=INFO",
-        ]);
-    let traefik = Proc::spawn_group("traefik", &mut cmd, dir.path());
+    let url = traefik.url();
 
     let out = dir.path().join("out");
     let scn = dir.path().join("s.yaml");
@@ -72,7 +36,7 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         &scn,
         format!(
             "name: k8s\nplatform: kubernetes\nsystems: [traefik]\n\
-             kubernetes:\n  kubeconfig: {}\n  urls: {{traefik: \"http://{TRAEFIK}/\"}}\n\
+             kubernetes:\n  kubeconfig: {}\n  urls: {{traefik: \"{url}\"}}\n\
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
              tls:\n  enabled: false\n\
              load:\n  rate: 100\n  connections: 10\n  duration: 12s\n  warmup: 3s\n\

@@ -16,6 +16,7 @@ mod generators;
 mod k8s_platform;
 mod k8s_pods;
 mod k8s_run;
+mod k8s_traefik;
 mod lab_caddy;
 mod lab_envoy;
 mod lab_haproxy;

@@ -14,6 +14,7 @@ pub mod cpu;
 pub mod expect;
 pub mod k8s;
 pub mod k8s_pods;
+pub mod k8s_traefik;
 pub mod lab;
 pub mod load;
 pub mod nginx;
