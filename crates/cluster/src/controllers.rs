@@ -314,9 +314,12 @@ fn http_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
         }));
     }
     if route == Route::Rewrite {
+        // The match is the prefix `/`. Gateway API says replacing it with `/rewritten`
+        // turns `/x` into `/rewritten/x`, but Contour 1.33 replaces the characters
+        // (`/rewrittenx`, measured); with the trailing slash both readings agree.
         filters.push(json!({
             "type": "URLRewrite",
-            "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/rewritten"}},
+            "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/rewritten/"}},
         }));
     }
     let mut spec = json!({
@@ -429,7 +432,9 @@ mod tests {
         let rw = &objects(gw, &place(), Route::Rewrite).unwrap()[0];
         assert_eq!(
             rw["spec"]["rules"][0]["filters"][0]["urlRewrite"]["path"]["replacePrefixMatch"],
-            "/rewritten"
+            "/rewritten/",
+            "`/x` must reach the backend as `/rewritten/x` whether the prefix `/` is replaced \
+             as a path segment or as characters"
         );
     }
 

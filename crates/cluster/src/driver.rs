@@ -114,25 +114,41 @@ impl ControllerDriver {
 
 /// What an HTTPRoute's status says of `generation`: `Some("")` accepted by every
 /// parent, `Some(reason)` refused, `None` not decided yet.
+///
+/// Gateway API has a parent accept a route whose backend it cannot resolve
+/// (`Accepted: True` beside `ResolvedRefs: False`, and 500 answers for that backend):
+/// a `ResolvedRefs` condition of this generation that is not true refuses the change
+/// too.
 fn route_verdict(data: &Value, generation: i64) -> Option<String> {
     let parents = data["status"]["parents"].as_array()?;
     if parents.is_empty() {
         return None;
     }
+    let refused = |c: &Value, default: &str| {
+        format!(
+            "{}: {}",
+            c["reason"].as_str().unwrap_or(default),
+            c["message"].as_str().unwrap_or("")
+        )
+    };
+    let current = |c: &&Value| c["observedGeneration"].as_i64().unwrap_or(0) >= generation;
     for p in parents {
-        let cond = p["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == "Accepted")?;
-        if cond["observedGeneration"].as_i64().unwrap_or(0) < generation {
+        let conditions = p["conditions"].as_array()?;
+        let accepted = conditions.iter().find(|c| c["type"] == "Accepted")?;
+        if !current(&accepted) {
             return None;
         }
-        if cond["status"] != "True" {
-            return Some(format!(
-                "{}: {}",
-                cond["reason"].as_str().unwrap_or("NotAccepted"),
-                cond["message"].as_str().unwrap_or("")
-            ));
+        if accepted["status"] != "True" {
+            return Some(refused(accepted, "NotAccepted"));
+        }
+        if let Some(refs) = conditions
+            .iter()
+            .find(|c| c["type"] == "ResolvedRefs")
+            .filter(current)
+        {
+            if refs["status"] != "True" {
+                return Some(refused(refs, "RefNotResolved"));
+            }
         }
     }
     Some(String::new())
@@ -207,7 +223,9 @@ impl Driver for ControllerDriver {
                         controllers::ROUTE_NAME
                     )))
                 }
-                None => std::thread::sleep(Duration::from_millis(50)),
+                // Often: the settle time is reported beside what traffic shows, which
+                // for Contour is tens of ms, so the poll must not blur it.
+                None => std::thread::sleep(Duration::from_millis(10)),
             }
         }
     }
@@ -267,5 +285,23 @@ mod tests {
         assert_eq!(route_verdict(&status(2, "True"), 2).as_deref(), Some(""));
         let refused = route_verdict(&status(2, "False"), 2).unwrap();
         assert_eq!(refused, "NotAllowedByListeners: no listener");
+    }
+
+    #[test]
+    fn an_accepted_http_route_whose_backend_is_unresolved_is_refused() {
+        let status = |gen: i64, refs: &str| {
+            json!({"status": {"parents": [{"conditions": [
+                {"type": "ResolvedRefs", "status": refs, "observedGeneration": gen,
+                 "reason": "BackendNotFound", "message": "service \"ib-backend\" not found"},
+                {"type": "Accepted", "status": "True", "observedGeneration": 3},
+            ]}]}})
+        };
+        assert_eq!(
+            route_verdict(&status(3, "False"), 3).as_deref(),
+            Some("BackendNotFound: service \"ib-backend\" not found")
+        );
+        assert_eq!(route_verdict(&status(3, "True"), 3).as_deref(), Some(""));
+        // A verdict on refs of an older generation says nothing of this one.
+        assert_eq!(route_verdict(&status(2, "False"), 3).as_deref(), Some(""));
     }
 }

@@ -13,6 +13,7 @@ pub mod chromium;
 pub mod cpu;
 pub mod expect;
 pub mod k8s;
+pub mod k8s_contour;
 pub mod k8s_pods;
 pub mod k8s_traefik;
 pub mod lab;
