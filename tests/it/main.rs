@@ -13,6 +13,7 @@ mod bad_input;
 mod compare;
 mod contract;
 mod generators;
+mod k8s_generators;
 mod k8s_platform;
 mod k8s_pods;
 mod k8s_run;
