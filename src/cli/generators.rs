@@ -10,8 +10,13 @@
 //! at the end) and prints nothing. The coordinator waits for all of them, bounded in
 //! time: a child that fails or hangs is killed and named in the merged result.
 
+mod kubernetes;
+mod serve;
+
+pub use kubernetes::coordinate_kubernetes;
+
 use super::load::{self, LoadArgs};
-use super::usage;
+use super::{duration, usage};
 use anyhow::Context as _;
 use engine::split;
 use results::clock::{estimate_offset, ClockOffset, ClockProbe};
@@ -67,7 +72,10 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
         .context("temporary folder for the generators' results")?;
     // Time to start, answer the clock probes and open every connection before the
     // first request is due.
-    let lead = Duration::from_secs(1) + spec.connect_timeout;
+    let lead = match &args.lead {
+        Some(l) => duration::parse(l).map_err(|e| usage(format!("--lead: {e}")))?,
+        None => Duration::from_secs(1) + spec.connect_timeout,
+    };
     let start_at = split::start_instant(now_unix_ns(), lead);
     let passthrough: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
 
@@ -137,13 +145,25 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
     let interrupted = wait_all(&mut gens, deadline, &stop, args, window, lead);
 
     let parts: Vec<Part> = gens.into_iter().map(Generator::into_part).collect();
+    drop(dir);
+    finish(args, parts, start_at, spec.warmup, interrupted)
+}
+
+/// Merges the parts' results (`results::merge`, the same for every platform), prints
+/// and writes the merged result as a single `load` would, and says the exit code.
+fn finish(
+    args: &LoadArgs,
+    parts: Vec<Part>,
+    start_at: u128,
+    warmup: Duration,
+    interrupted: bool,
+) -> anyhow::Result<i32> {
     let failed = parts.iter().any(|p| p.result.is_none());
     let mut result =
         results::merge::merge(parts, start_at).context("merging the generators' results")?;
-    drop(dir);
     let seconds = result.take_second_histograms();
     let seconds: Vec<(u64, &[u8])> = seconds.iter().map(|(t, b)| (*t, b.as_slice())).collect();
-    let started = start_at + spec.warmup.as_nanos();
+    let started = start_at + warmup.as_nanos();
     if !load::emit(args, &result, &seconds, started) {
         return Ok(1);
     }
@@ -453,10 +473,10 @@ pub fn run_part(args: &LoadArgs) -> anyhow::Result<i32> {
         .ok_or_else(|| usage("--part needs --start-at"))?
         .parse()
         .map_err(|_| usage("--start-at: give Unix nanoseconds"))?;
-    let out = args
-        .result_out
-        .as_deref()
-        .ok_or_else(|| usage("--part needs --result-out"))?;
+    let out = args.result_out.as_deref();
+    if out.is_none() && args.serve.is_none() {
+        return Err(usage("--part needs --result-out or --serve"));
+    }
     let cpus = match args.cpus.as_deref() {
         None => Vec::new(),
         Some(c) => parse_cpus(c).ok_or_else(|| usage(format!("--cpus {c}: give 0,1,...")))?,
@@ -466,6 +486,10 @@ pub fn run_part(args: &LoadArgs) -> anyhow::Result<i32> {
     // Before the clock probes: an interrupt forwarded that early still ends in a
     // (partial) result rather than a dead child.
     let stop = load::stop_on_signals()?;
+    let served = match args.serve.as_deref() {
+        Some(addr) => Some(serve::Served::start(addr, stop.clone())?),
+        None => None,
+    };
     let mut p = split::part(&load::spec(args)?, index, count, start_at)
         .map_err(|e| usage(e.to_string()))?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -483,9 +507,24 @@ pub fn run_part(args: &LoadArgs) -> anyhow::Result<i32> {
     let result = outcome.to_result(&args.url, config);
     let mut bytes = serde_json::to_vec(&result)?;
     bytes.push(b'\n');
-    results::fsutil::write_atomic(out, &bytes)
-        .with_context(|| format!("--result-out {}", out.display()))?;
-    Ok(load::exit_code(&result))
+    if let Some(out) = out {
+        results::fsutil::write_atomic(out, &bytes)
+            .with_context(|| format!("--result-out {}", out.display()))?;
+    }
+    match served {
+        // A pod: its result is its product; how the run went is the coordinator's
+        // to say, so a collected result is a success (and the Job's completion).
+        Some(s) => Ok(if s.publish_and_wait(bytes, serve::COLLECT_LIMIT) {
+            0
+        } else {
+            eprintln!(
+                "ingressbench: no coordinator collected the result within {} s",
+                serve::COLLECT_LIMIT.as_secs()
+            );
+            1
+        }),
+        None => Ok(load::exit_code(&result)),
+    }
 }
 
 #[cfg(test)]

@@ -112,6 +112,43 @@ pub struct LoadArgs {
     /// Internal: answer the coordinator's clock probes on stdin/stdout first.
     #[arg(long, hide = true)]
     pub sync_clock: bool,
+    /// Internal, set by the Kubernetes Job: serve the clock probes and the result on
+    /// this address (through the API server's pod proxy) instead of stdin and a file.
+    #[arg(long, hide = true, value_name = "ADDR:PORT")]
+    pub serve: Option<String>,
+    /// Where the generators run: `local` (processes of this binary) or `kubernetes`
+    /// (an indexed Job, its pods running this program's image).
+    #[arg(long, default_value = "local")]
+    pub platform: String,
+    /// With --platform kubernetes: the kubeconfig file (default: KUBECONFIG, then
+    /// ~/.kube/config).
+    #[arg(long)]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// With --platform kubernetes: the kubeconfig context (default: the current one).
+    #[arg(long)]
+    pub context: Option<String>,
+    /// With --platform kubernetes: run the Job in this existing namespace (default: a
+    /// namespace of the run's own, deleted at the end).
+    #[arg(long)]
+    pub namespace: Option<String>,
+    /// With --platform kubernetes: the generators' image (default: `ingressbench`).
+    #[arg(long)]
+    pub image: Option<String>,
+    /// With --platform kubernetes: only on nodes with this label, KEY=VALUE
+    /// (repeatable).
+    #[arg(long = "node-selector", value_name = "KEY=VALUE")]
+    pub node_selector: Vec<String>,
+    /// With --platform kubernetes: at most one generator per node.
+    #[arg(long)]
+    pub spread: bool,
+    /// With --platform kubernetes: the generators use their node's network.
+    #[arg(long)]
+    pub host_network: bool,
+    /// Time from the start of the command to the generators' shared start instant
+    /// (default: 1 s plus --connect-timeout locally, 30 s on Kubernetes, where the
+    /// pods must be scheduled and their image pulled first).
+    #[arg(long, value_name = "DURATION")]
+    pub lead: Option<String>,
 }
 
 /// Checks the flags only `--generators` may set for its own processes, and which of
@@ -120,6 +157,8 @@ pub struct LoadArgs {
 pub enum Mode {
     Part,
     Coordinator,
+    /// The generators are the pods of an indexed Job (`--platform kubernetes`).
+    Kubernetes,
     Single,
 }
 
@@ -135,12 +174,41 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
         || args.result_out.is_some()
         || args.cpus.is_some()
         || args.sync_clock
+        || args.serve.is_some()
     {
         return Err(usage(
-            "--start-at, --result-out, --cpus and --sync-clock are set by --generators for its own processes (with --part)",
+            "--start-at, --result-out, --cpus, --sync-clock and --serve are set by --generators for its own processes (with --part)",
         ));
     }
-    Ok(if args.generators != 1 {
+    let kubernetes = match args.platform.as_str() {
+        "local" => false,
+        "kubernetes" => true,
+        other => {
+            return Err(usage(format!(
+                "--platform {other}: use local or kubernetes"
+            )))
+        }
+    };
+    if !kubernetes {
+        let given = [
+            (args.kubeconfig.is_some(), "--kubeconfig"),
+            (args.context.is_some(), "--context"),
+            (args.namespace.is_some(), "--namespace"),
+            (args.image.is_some(), "--image"),
+            (!args.node_selector.is_empty(), "--node-selector"),
+            (args.spread, "--spread"),
+            (args.host_network, "--host-network"),
+        ];
+        if let Some((_, flag)) = given.iter().find(|(g, _)| *g) {
+            return Err(usage(format!("{flag} needs --platform kubernetes")));
+        }
+    }
+    if kubernetes && args.generators == 0 {
+        return Err(usage("--generators 0: give at least 1"));
+    }
+    Ok(if kubernetes {
+        Mode::Kubernetes
+    } else if args.generators != 1 {
         Mode::Coordinator
     } else {
         Mode::Single

@@ -69,6 +69,7 @@ pub fn main() -> i32 {
         Command::Load(args) => match load::mode(&args) {
             Ok(load::Mode::Part) => generators::run_part(&args),
             Ok(load::Mode::Coordinator) => generators::coordinate(&args),
+            Ok(load::Mode::Kubernetes) => generators::coordinate_kubernetes(&args),
             Ok(load::Mode::Single) => load::run(*args),
             Err(e) => Err(e),
         },

@@ -81,7 +81,10 @@ pub fn cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
         );
     }
     for ns in gone {
-        println!("deleted namespace {ns}");
+        match ns.strip_prefix("job ") {
+            Some(job) => println!("deleted Job {job}"),
+            None => println!("deleted namespace {ns}"),
+        }
     }
     Ok(0)
 }

@@ -14,6 +14,7 @@ mod compare;
 mod contract;
 mod generators;
 mod k8s_contour;
+mod k8s_generators;
 mod k8s_platform;
 mod k8s_pods;
 mod k8s_run;

@@ -16,6 +16,7 @@
 pub mod book;
 pub mod controllers;
 pub mod driver;
+pub mod generators;
 pub mod installed;
 pub mod objects;
 
@@ -577,7 +578,7 @@ pub fn cleanup(spec: &ClusterSpec) -> Result<Vec<String>, LabError> {
         .map_err(LabError::io("start the Kubernetes client's runtime"))?;
     rt.block_on(async {
         let client = connect(spec).await?;
-        let nss: Api<Namespace> = Api::all(client);
+        let nss: Api<Namespace> = Api::all(client.clone());
         let lp = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
         let mut gone = Vec::new();
         for ns in nss.list(&lp).await.map_err(err("list namespaces"))? {
@@ -590,6 +591,10 @@ pub fn cleanup(spec: &ClusterSpec) -> Result<Vec<String>, LabError> {
                     .map_err(err(format!("delete namespace {name}")))?;
             }
             gone.push(name);
+        }
+        // Generator Jobs of runs that worked in a namespace they were given.
+        for job in generators::cleanup_jobs(&client, &gone).await? {
+            gone.push(format!("job {job}"));
         }
         Ok(gone)
     })

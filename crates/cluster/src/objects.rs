@@ -21,7 +21,7 @@ pub const BACKEND_PORT: i32 = 8080;
 /// The stock image the default backend runs.
 pub const DEFAULT_IMAGE: &str = "nginx:1.27";
 
-fn labels(run: &str) -> BTreeMap<String, String> {
+pub(crate) fn labels(run: &str) -> BTreeMap<String, String> {
     [
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
         (RUN_LABEL.to_string(), run.to_string()),

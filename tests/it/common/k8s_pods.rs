@@ -37,6 +37,19 @@
 //!
 //! Test knob: the pod annotation [`TEST_ARGS_ANNOTATION`] adds flags to the backend's
 //! command line (e.g. `--delay 30s --drain-timeout 60s`).
+//!
+//! Pods of our own image: a pod whose container command starts with `ingressbench` (the
+//! generators' indexed Job) runs that command with the test's binary instead of the
+//! backend, in the pod namespace, with a kubelet's environment: a clean one holding
+//! `HOSTNAME` and the container's `env` (plain values and the downward API's
+//! `fieldRef`s, which is how the Job controller gives `JOB_COMPLETION_INDEX` from the
+//! annotation `batch.kubernetes.io/job-completion-index`), and `$(VAR)` in its
+//! arguments expanded as a kubelet does. When it exits by itself the runner reports
+//! it as a kubelet would, through the status subresource: phase Succeeded (exit code
+//! 0) or Failed, its container terminated with the code, Ready False. kwok leaves that
+//! alone: its stages (kwok-stages.yaml) only act on a pod without an IP or with a
+//! deletion timestamp. Pods with `hostNetwork` are not run (they would hold the node's
+//! own address): the runner says so among its problems.
 
 use super::k8s::{PodReadiness, TestCluster};
 use futures_util::StreamExt;
@@ -153,8 +166,17 @@ struct Live {
     term_sent: bool,
     kill_at: Option<Instant>,
     killed: bool,
+    /// It runs our own command (a Job's pod), which ends by itself.
+    job: bool,
     /// The pod as last seen (its container statuses for the status patches).
     pod: Pod,
+}
+
+/// A pod whose process ended by itself, as [`Shared::tick`] saw it.
+struct Ended {
+    pod: Pod,
+    job: bool,
+    status: ExitStatus,
 }
 
 /// A probe's end, sent back to the watch loop.
@@ -377,6 +399,20 @@ impl Shared {
             return; // set up once already (and torn down since)
         }
         let running = Instant::now();
+        if pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.host_network)
+            .unwrap_or(false)
+        {
+            self.problem(
+                &mut st,
+                format!("{namespace}/{name}: hostNetwork pods are not run by the harness"),
+            );
+            st.records
+                .push(self.new_record(&pod, &uid, ip, running, preexisting));
+            return;
+        }
         // One live pod per IP: kwok hands a gone pod's IP to the next pod at once.
         if let Some(old) = st.by_ip.get(&ip).cloned() {
             self.note(
@@ -403,6 +439,7 @@ impl Shared {
                 term_sent: false,
                 kill_at: None,
                 killed: false,
+                job: is_ours(&pod),
                 pod: pod.clone(),
             },
         );
@@ -490,12 +527,16 @@ impl Shared {
             .map_err(|e| format!("create {}: {e}", log_path.display()))?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", netns])
-            .arg(&self.cfg.bin)
-            .args(["backend", "--listen", &format!("{ip}:{port}")])
-            .args(["--id", name, "--workers", "1"])
-            .args(&extra)
-            .stdin(Stdio::null())
+        cmd.args(["netns", "exec", netns]).arg(&self.cfg.bin);
+        if is_ours(pod) {
+            let (args, env) = kubelet_command(pod, ip);
+            cmd.args(args).env_clear().envs(env);
+        } else {
+            cmd.args(["backend", "--listen", &format!("{ip}:{port}")])
+                .args(["--id", name, "--workers", "1"])
+                .args(&extra);
+        }
+        cmd.stdin(Stdio::null())
             .stdout(log)
             .stderr(log2)
             // Its own group (as up.sh's components), for down.sh; `ip netns exec`
@@ -541,7 +582,7 @@ impl Shared {
 
     /// Reaps backends that ended and SIGKILLs those whose grace period is over;
     /// returns the pods whose backend ended by itself.
-    fn tick(&self, st: &mut State) -> Vec<Pod> {
+    fn tick(&self, st: &mut State) -> Vec<Ended> {
         enum Seen {
             Exited(ExitStatus, bool),
             Killed,
@@ -559,9 +600,13 @@ impl Shared {
                 Ok(Some(status)) => {
                     l.child = None;
                     remove_pid_file(&self.cfg.pids, &l.netns);
-                    seen.push((l.rec, who, Seen::Exited(status, l.term_sent)));
+                    seen.push((l.rec, who, Seen::Exited(status, l.term_sent || l.job)));
                     if !l.term_sent {
-                        died.push(l.pod.clone());
+                        died.push(Ended {
+                            pod: l.pod.clone(),
+                            job: l.job,
+                            status,
+                        });
                     }
                 }
                 Ok(None) => {
@@ -777,10 +822,21 @@ async fn watch_loop(
                     let mut st = shared.lock();
                     shared.tick(&mut st)
                 };
-                if shared.cfg.gated {
-                    for pod in died {
-                        let client = client.clone();
-                        let _ = set_ready(&client, &pod, false).await;
+                for e in died {
+                    if e.job {
+                        let res = set_finished(&client, &e.pod, e.status).await;
+                        let mut st = shared.lock();
+                        let who = format!(
+                            "{}/{}",
+                            e.pod.metadata.namespace.as_deref().unwrap_or_default(),
+                            e.pod.metadata.name.as_deref().unwrap_or_default()
+                        );
+                        match res {
+                            Ok(phase) => shared.note(&mut st, format!("{who}: reported {phase}")),
+                            Err(e) => shared.problem(&mut st, format!("{who}: reporting its end: {e}")),
+                        }
+                    } else if shared.cfg.gated {
+                        let _ = set_ready(&client, &e.pod, false).await;
                     }
                 }
             }
@@ -931,6 +987,160 @@ fn port_and_probe(pod: &Pod) -> (u16, String) {
         .and_then(|h| h.path.clone())
         .unwrap_or_else(|| "/healthz".into());
     (port, path)
+}
+
+/// Whether the pod runs our own program as its command (a generator Job's pod).
+fn is_ours(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.command.as_ref())
+        .and_then(|c| c.first())
+        .is_some_and(|c| c == "ingressbench" || c.ends_with("/ingressbench"))
+}
+
+/// The first container's arguments (after `ingressbench`) and environment, as a
+/// kubelet makes them: `env` values and `fieldRef`s resolved, `$(VAR)` expanded.
+fn kubelet_command(pod: &Pod, ip: Ipv4Addr) -> (Vec<String>, Vec<(String, String)>) {
+    let c = pod.spec.as_ref().and_then(|s| s.containers.first());
+    let mut env: Vec<(String, String)> = vec![
+        (
+            "PATH".into(),
+            "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin".into(),
+        ),
+        (
+            "HOSTNAME".into(),
+            pod.metadata.name.clone().unwrap_or_default(),
+        ),
+    ];
+    let field = |path: &str| -> Option<String> {
+        let m = &pod.metadata;
+        if let Some(key) = path
+            .strip_prefix("metadata.annotations['")
+            .and_then(|k| k.strip_suffix("']"))
+        {
+            return m.annotations.as_ref()?.get(key).cloned();
+        }
+        if let Some(key) = path
+            .strip_prefix("metadata.labels['")
+            .and_then(|k| k.strip_suffix("']"))
+        {
+            return m.labels.as_ref()?.get(key).cloned();
+        }
+        match path {
+            "metadata.name" => m.name.clone(),
+            "metadata.namespace" => m.namespace.clone(),
+            "metadata.uid" => m.uid.clone(),
+            "status.podIP" => Some(ip.to_string()),
+            "spec.nodeName" => pod.spec.as_ref()?.node_name.clone(),
+            _ => None,
+        }
+    };
+    for e in c.and_then(|c| c.env.as_ref()).into_iter().flatten() {
+        let value = match (&e.value, &e.value_from) {
+            (Some(v), _) => Some(expand(v, &env)),
+            (None, Some(from)) => from.field_ref.as_ref().and_then(|f| field(&f.field_path)),
+            (None, None) => Some(String::new()),
+        };
+        if let Some(v) = value {
+            env.push((e.name.clone(), v));
+        }
+    }
+    let args = c
+        .into_iter()
+        .flat_map(|c| {
+            let cmd = c.command.iter().flatten().skip(1);
+            cmd.chain(c.args.iter().flatten())
+        })
+        .map(|a| expand(a, &env))
+        .collect();
+    (args, env)
+}
+
+/// A kubelet's `$(VAR)` expansion: a defined variable is replaced, `$$` is `$`, and
+/// anything else stays as written.
+fn expand(s: &str, env: &[(String, String)]) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some((name, tail)) = after
+            .strip_prefix('(')
+            .and_then(|a| a.split_once(')'))
+            .filter(|(n, _)| !n.is_empty())
+        {
+            match env.iter().rev().find(|(k, _)| k == name) {
+                Some((_, v)) => out.push_str(v),
+                None => {
+                    out.push_str("$(");
+                    out.push_str(name);
+                    out.push(')');
+                }
+            }
+            rest = tail;
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Reports a pod's process ended, as a kubelet does for a `restartPolicy: Never` pod:
+/// phase Succeeded or Failed, its container terminated with the exit code, not Ready.
+async fn set_finished(
+    client: &kube::Client,
+    pod: &Pod,
+    status: ExitStatus,
+) -> Result<&'static str, String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let code = status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0));
+    let phase = if code == 0 { "Succeeded" } else { "Failed" };
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let cond = |t: &str| json!({"type": t, "status": "False", "lastTransitionTime": now, "reason": "PodCompleted", "message": null});
+    let statuses: Vec<Value> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.container_statuses.as_ref())
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let started = c
+                .state
+                .as_ref()
+                .and_then(|s| s.running.as_ref())
+                .and_then(|r| r.started_at.as_ref())
+                .map_or_else(|| now.clone(), |t| t.0.to_string());
+            let mut v = serde_json::to_value(c).expect("container status as JSON");
+            v["ready"] = json!(false);
+            v["started"] = json!(false);
+            v["state"] = json!({"running": null, "terminated": {
+                "exitCode": code,
+                "reason": if code == 0 { "Completed" } else { "Error" },
+                "startedAt": started,
+                "finishedAt": now,
+            }});
+            v
+        })
+        .collect();
+    let patch = json!({"status": {
+        "phase": phase,
+        "conditions": [cond("ContainersReady"), cond("Ready")],
+        "containerStatuses": statuses,
+    }});
+    api.patch_status(name, &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .map(|_| phase)
+        .map_err(|e| e.to_string())
 }
 
 /// `ibpod-<8 hex digits>`, from the cluster's namespace and the pod's uid.
@@ -1103,6 +1313,26 @@ pub fn pod_netns_on_machine() -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jobs_pod_gets_a_kubelets_command_line() {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "ib-generators-1-x", "namespace": "ns",
+                "annotations": {"batch.kubernetes.io/job-completion-index": "1"}},
+            "spec": {"containers": [{"name": "g", "image": "ingressbench",
+                "command": ["ingressbench"],
+                "args": ["load", "--part", "$(JOB_COMPLETION_INDEX)/2", "-H", "a: $$(X) $(NOPE)"],
+                "env": [{"name": "JOB_COMPLETION_INDEX", "valueFrom": {"fieldRef":
+                    {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}]}]}
+        }))
+        .unwrap();
+        assert!(is_ours(&pod));
+        let (args, env) = kubelet_command(&pod, Ipv4Addr::new(198, 18, 64, 9));
+        assert_eq!(args, ["load", "--part", "1/2", "-H", "a: $(X) $(NOPE)"]);
+        assert!(env.contains(&("JOB_COMPLETION_INDEX".into(), "1".into())));
+        assert!(env.contains(&("HOSTNAME".into(), "ib-generators-1-x".into())));
+        assert_eq!(expand("$a$(", &env), "$a$(");
+    }
 
     #[test]
     fn pod_namespace_and_veth_names_fit_the_kernel_limits() {

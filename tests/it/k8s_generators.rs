@@ -1,0 +1,129 @@
+//! `load --platform kubernetes --generators 2` end to end on a real API server: the
+//! generators are the pods of an indexed Job, made real by the pod harness (each
+//! `ingressbench load ... --part $(JOB_COMPLETION_INDEX)/2` in its own network
+//! namespace), their clocks probed and their results collected through the API
+//! server's pod proxy, and merged into one result. The coordinator runs inside the
+//! cluster's network namespace (no default route); the target is the built-in backend
+//! on the cluster's own address, which every pod reaches through its veth.
+
+use crate::common::k8s::{PodReadiness, TestCluster};
+use crate::common::k8s_pods::{pod_netns_on_machine, PodRunner};
+use crate::common::proc::Proc;
+use crate::common::{exclusive, processes_with, read_json, BIN};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The target: the cluster namespace's own address (API_IP in the harness).
+const TARGET: &str = "198.18.0.1:18080";
+
+#[test]
+fn two_generators_run_as_an_indexed_job_and_give_one_merged_result() {
+    let _alone = exclusive();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let runner = PodRunner::start(&cluster, BIN);
+    let dir = tempfile::tempdir().unwrap();
+    let mut b = Command::new("ip");
+    b.args(["netns", "exec", cluster.netns(), BIN, "backend"])
+        .args(["--listen", TARGET, "--id", "target", "--workers", "1"]);
+    let backend = Proc::spawn_group("target", &mut b, dir.path());
+
+    let out = dir.path().join("r.json");
+    let mut load = Command::new("ip");
+    load.args(["netns", "exec", cluster.netns(), BIN, "load"])
+        .arg(format!("http://{TARGET}/"))
+        .args(["--platform", "kubernetes", "--generators", "2"])
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .args(["--image", "ingressbench:test", "--lead", "6s"])
+        .args([
+            "-R", "200", "-c", "4", "-d", "4s", "--warmup", "1s", "--quiet",
+        ])
+        .arg("--json")
+        .arg(&out);
+    let t = Instant::now();
+    let done = Proc::spawn_group("load", &mut load, dir.path()).finish(Duration::from_secs(90));
+    let took = t.elapsed();
+    eprintln!(
+        "k8s generators: load took {took:.1?}\n{}\nrunner log:\n{}",
+        done.stdout,
+        runner.log().join("\n")
+    );
+    assert!(done.success(), "{}\n{}", done.stdout, done.stderr);
+    drop(backend);
+
+    let r = read_json(&out);
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let q = &r["requests"];
+    let parts = r["generators"]["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 2, "{}", r["generators"]);
+    // One merged result: the parts' requests add up to it, and each part did its half.
+    for k in ["intended", "completed", "failed"] {
+        let sum: u64 = parts.iter().map(|p| n(&p["requests"][k])).sum();
+        assert_eq!(sum, n(&q[k]), "{k}: {}", r["generators"]);
+    }
+    assert_eq!(
+        n(&q["intended"]),
+        n(&q["completed"]) + n(&q["failed"]) + n(&q["not_sent"]) + n(&q["unfinished"])
+    );
+    assert_eq!(n(&q["failed"]), 0, "{}", r["errors"]);
+    // 200 req/s for 4 s measured.
+    assert!((760..=840).contains(&n(&q["intended"])), "{q}");
+    for (i, p) in parts.iter().enumerate() {
+        assert_eq!(n(&p["index"]), i as u64, "{p}");
+        assert!(p["error"].is_null(), "{p}");
+        let half = n(&p["requests"]["intended"]) as f64 / n(&q["intended"]) as f64;
+        assert!(
+            (0.45..=0.55).contains(&half),
+            "part {i} had {half:.2} of the load: {p}"
+        );
+        // Measured through the pod proxy before the start: offset and its bound.
+        let err = p["clock_offset_error_ms"].as_f64().expect("clock measured");
+        let off = p["clock_offset_ms"].as_f64().unwrap();
+        eprintln!("k8s generators: part {i}: clock offset {off:.3} ms ± {err:.3} ms");
+        assert!(err < 50.0 && off.abs() < 50.0 + err, "{p}");
+    }
+    assert_eq!(
+        n(&r["backends"]["target"]),
+        n(&q["completed"]),
+        "{}",
+        r["backends"]
+    );
+
+    // Nothing left: the run's namespace (and its Job) goes, then the pods, their
+    // namespaces and processes.
+    let t = Instant::now();
+    loop {
+        let (ok, list) = cluster.our_namespaces();
+        if ok && !list.contains("namespace/") {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(60), "left: {list}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (ok, jobs) = cluster.kubectl(&["get", "jobs", "-A", "-o", "name"]);
+    assert!(ok && jobs.trim().is_empty(), "{jobs}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !runner.live_netns().is_empty() {
+        assert!(Instant::now() < deadline, "{:?}", runner.live_netns());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(runner.problems(), Vec::<String>::new());
+    let recs = runner.records();
+    assert_eq!(recs.len(), 2, "{recs:#?}");
+    for rec in &recs {
+        assert!(rec.name.starts_with("ib-generators-"), "{rec:?}");
+        // It ended by itself once collected: a kubelet's Succeeded.
+        let how = rec.exited.as_ref().map(|(_, h)| h.as_str());
+        assert_eq!(how, Some("exit code 0"), "{rec:?}");
+    }
+    assert!(runner
+        .log()
+        .iter()
+        .any(|l| l.contains("reported Succeeded")));
+    drop(runner);
+    let left = pod_netns_on_machine();
+    assert!(recs.iter().all(|r| !left.contains(&r.netns)), "{left:?}");
+    assert_eq!(processes_with("--serve 0.0.0.0:9090"), vec![]);
+    assert_eq!(processes_with(&format!("--listen {TARGET}")), vec![]);
+    eprintln!("k8s generators: whole test {:.1?}", t.elapsed() + took);
+}
