@@ -14,7 +14,6 @@ use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -139,11 +138,8 @@ fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server()
         ),
     )
     .unwrap();
-    let mut run = Command::new("ip");
-    run.args(["netns", "exec", cluster.netns(), BIN, "run"])
-        .arg(&scn)
-        .arg("--out")
-        .arg(&out);
+    let mut run = cluster.ingressbench();
+    run.arg("run").arg(&scn).arg("--out").arg(&out);
 
     // The run, and the prober beside it until the run ends.
     let stop = AtomicBool::new(false);
@@ -254,15 +250,7 @@ fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server()
     assert_eq!(tail.1, Shows::Base, "{tail:?}");
 
     // The run's namespace goes when it ends.
-    let t = Instant::now();
-    loop {
-        let (ok, list) = cluster.our_namespaces();
-        if ok && !list.contains("namespace/") {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "left: {list}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
     // And nothing else is left: Contour, Envoy, the pods, the cluster.
     let marker = contour.dir_text();
     drop(contour);

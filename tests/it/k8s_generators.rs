@@ -10,7 +10,6 @@ use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_pods::{pod_netns_on_machine, PodRunner};
 use crate::common::proc::Proc;
 use crate::common::{exclusive, processes_with, read_json, BIN};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// The target: the cluster namespace's own address (API_IP in the harness).
@@ -22,14 +21,14 @@ fn two_generators_run_as_an_indexed_job_and_give_one_merged_result() {
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let runner = PodRunner::start(&cluster, BIN);
     let dir = tempfile::tempdir().unwrap();
-    let mut b = Command::new("ip");
-    b.args(["netns", "exec", cluster.netns(), BIN, "backend"])
+    let mut b = cluster.ingressbench();
+    b.arg("backend")
         .args(["--listen", TARGET, "--id", "target", "--workers", "1"]);
     let backend = Proc::spawn_group("target", &mut b, dir.path());
 
     let out = dir.path().join("r.json");
-    let mut load = Command::new("ip");
-    load.args(["netns", "exec", cluster.netns(), BIN, "load"])
+    let mut load = cluster.ingressbench();
+    load.arg("load")
         .arg(format!("http://{TARGET}/"))
         .args(["--platform", "kubernetes", "--generators", "2"])
         .arg("--kubeconfig")
@@ -91,15 +90,7 @@ fn two_generators_run_as_an_indexed_job_and_give_one_merged_result() {
 
     // Nothing left: the run's namespace (and its Job) goes, then the pods, their
     // namespaces and processes.
-    let t = Instant::now();
-    loop {
-        let (ok, list) = cluster.our_namespaces();
-        if ok && !list.contains("namespace/") {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "left: {list}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
     let (ok, jobs) = cluster.kubectl(&["get", "jobs", "-A", "-o", "name"]);
     assert!(ok && jobs.trim().is_empty(), "{jobs}");
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -9,7 +9,6 @@ use crate::common::k8s_pods::PodRunner;
 use crate::common::k8s_traefik::{Providers, Traefik};
 use crate::common::proc::Proc;
 use crate::common::{exclusive, read_json, BIN};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -45,11 +44,8 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         ),
     )
     .unwrap();
-    let mut run = Command::new("ip");
-    run.args(["netns", "exec", cluster.netns(), BIN, "run"])
-        .arg(&scn)
-        .arg("--out")
-        .arg(&out);
+    let mut run = cluster.ingressbench();
+    run.arg("run").arg(&scn).arg("--out").arg(&out);
     let t = Instant::now();
     let done = Proc::spawn_group("run", &mut run, dir.path()).finish(Duration::from_secs(180));
     eprintln!("k8s run took {:.1?}\n{}", t.elapsed(), done.stdout);
@@ -101,13 +97,5 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         r["lab"]["versions"]
     );
     // The run's namespace goes when it ends.
-    let t = Instant::now();
-    loop {
-        let (ok, list) = cluster.our_namespaces();
-        if ok && !list.contains("namespace/") {
-            break;
-        }
-        assert!(t.elapsed() < Duration::from_secs(60), "left: {list}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
 }

@@ -13,7 +13,6 @@ use crate::common::{exclusive, read_json, BIN};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -127,11 +126,8 @@ fn s3_route_changes_reach_traffic_through_traefiks_ingress_and_gateway_providers
                 seen
             })
         });
-        let mut run = Command::new("ip");
-        run.args(["netns", "exec", cluster.netns(), BIN, "run"])
-            .arg(&scn)
-            .arg("--out")
-            .arg(&out);
+        let mut run = cluster.ingressbench();
+        run.arg("run").arg(&scn).arg("--out").arg(&out);
         let t = Instant::now();
         let done = Proc::spawn_group("run", &mut run, dir.path()).finish(Duration::from_secs(240));
         eprintln!("k8s traefik run took {:.1?}\n{}", t.elapsed(), done.stdout);

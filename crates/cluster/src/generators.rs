@@ -211,12 +211,7 @@ impl GeneratorJob {
     /// # Errors
     /// [`LabError::Other`] when the cluster cannot be reached or refuses an object.
     pub fn start(cluster: &ClusterSpec, plan: &JobPlan) -> Result<GeneratorJob, LabError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("kube")
-            .enable_all()
-            .build()
-            .map_err(LabError::io("start the Kubernetes client's runtime"))?;
+        let rt = super::runtime()?;
         let client = rt.block_on(connect(cluster))?;
         let (namespace, create) = match &cluster.namespace {
             Some(ns) => (ns.clone(), false),

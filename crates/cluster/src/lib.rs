@@ -81,6 +81,17 @@ pub struct Kubernetes {
     work: Option<tempfile::TempDir>,
 }
 
+/// The runtime the platform's and the generator Job's clients run on: one worker
+/// thread, as the blocking callers wait on it anyway.
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, LabError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("kube")
+        .enable_all()
+        .build()
+        .map_err(LabError::io("start the Kubernetes client's runtime"))
+}
+
 fn err(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> LabError {
     let what = what.to_string();
     move |e| LabError::Other(format!("kubernetes: {what}: {}", describe(&e)))
@@ -100,12 +111,7 @@ impl Kubernetes {
     /// # Errors
     /// [`LabError::Io`] when the runtime cannot start.
     pub fn new(spec: ClusterSpec) -> Result<Self, LabError> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("kube")
-            .enable_all()
-            .build()
-            .map_err(LabError::io("start the Kubernetes client's runtime"))?;
+        let rt = runtime()?;
         Ok(Kubernetes {
             spec,
             rt: Arc::new(rt),

@@ -165,6 +165,31 @@ impl TestCluster {
         ])
     }
 
+    /// Waits until no namespace labelled as ingressbench's is left (a deleted one
+    /// is Terminating for a while), up to `limit`.
+    ///
+    /// # Panics
+    /// When some are still there at `limit`, naming them.
+    pub fn wait_until_our_namespaces_are_gone(&self, limit: Duration) {
+        let t = std::time::Instant::now();
+        loop {
+            let (ok, list) = self.our_namespaces();
+            if ok && !list.contains("namespace/") {
+                return;
+            }
+            assert!(t.elapsed() < limit, "left: {list}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// `ingressbench` (the tests' binary) run inside the cluster's network
+    /// namespace, which has no default route: add its arguments.
+    pub fn ingressbench(&self) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.netns, super::BIN]);
+        c
+    }
+
     /// Runs `f` on a thread moved into the cluster's network namespace; threads it
     /// starts (a tokio runtime's) are born there too.
     pub fn inside<T: Send>(&self, f: impl FnOnce() -> T + Send) -> T {
