@@ -387,6 +387,7 @@ pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
             resume: a.tls_resume,
         },
         backend_header: a.backend_header.clone(),
+        markers: Vec::new(),
         sample: a.sample,
         cpus: Vec::new(),
     };

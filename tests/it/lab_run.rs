@@ -220,6 +220,25 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
             let b = b.as_i64().unwrap();
             (-1..ids).contains(&b)
         }));
+        // Each route change is seen in traffic, after it was asked for.
+        let rp = &r["lab"]["route_propagation"]["changes"];
+        let routes: Vec<&str> = rp
+            .as_array()
+            .unwrap_or_else(|| panic!("{system}: no route propagation: {}", r["lab"]))
+            .iter()
+            .map(|c| c["route"].as_str().unwrap())
+            .collect();
+        assert_eq!(routes, ["header", "base"], "{system}");
+        for c in rp.as_array().unwrap() {
+            let seen = c["seen_ms"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{system}: a route never seen: {c}"));
+            assert!(u(&c["responses_new"]) > 0, "{system}: {c}");
+            assert!(
+                seen > 0.0 && seen < f(&c["applied_ms"]) + 1000.0,
+                "{system}: {c}"
+            );
+        }
         // One impact window per change asked for inside the measured window.
         let windows = r["lab"]["windows"].as_array().unwrap();
         assert_eq!(windows.len(), 4, "{system}: {windows:?}");
@@ -240,7 +259,68 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
     }
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(summary.contains("haproxy-runtime") && summary.contains("Endpoint propagation"));
+    assert!(summary.contains("Route propagation"), "{summary}");
     assert!(out.join("scenario.yaml").is_file());
+    assert_nothing_left(dir.path());
+}
+
+/// Route propagation has a known lower bound: with every backend answering 150 ms late,
+/// no response to a request sent after a change can arrive sooner, whatever the proxy.
+/// Every S3 route is seen, each for what it is (the rewritten path in the body, a
+/// header), and the report shows the table.
+#[test]
+fn route_changes_are_seen_no_sooner_than_the_backend_can_answer() {
+    let _alone = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let text = [
+        "name: t",
+        "systems: [envoy-xds, haproxy-reload]",
+        "backends: {replicas: 2, delay: 150ms}",
+        "tls: {enabled: false}",
+        "load: {rate: 200, connections: 60, duration: 7s}",
+        "changes:",
+        "  - wait: 1s",
+        "  - route: rewrite",
+        "  - wait: 1s",
+        "  - route: cors",
+        "  - wait: 1s",
+        "  - route: header",
+        "  - wait: 1s",
+        "  - route: base",
+        "",
+    ]
+    .join("\n");
+    let scn = dir.path().join("s.yaml");
+    std::fs::write(&scn, text).unwrap();
+    let (code, text) = finish(start(&scn, &out), Duration::from_secs(120));
+    assert_eq!(code, 0, "{text}");
+    for system in ["envoy-xds", "haproxy-reload"] {
+        let r = result(&out, system);
+        let changes = r["lab"]["route_propagation"]["changes"].as_array().unwrap();
+        let routes: Vec<&str> = changes
+            .iter()
+            .map(|c| c["route"].as_str().unwrap())
+            .collect();
+        assert_eq!(routes, ["rewrite", "cors", "header", "base"], "{system}");
+        for c in changes {
+            let seen = f(&c["seen_ms"]);
+            assert!(
+                seen >= 150.0,
+                "{system}: seen before the backend could answer: {c}"
+            );
+            assert!(
+                seen < f(&c["applied_ms"]) + 150.0 + 1000.0,
+                "{system}: seen long after it was applied: {c}"
+            );
+            if let Some(old) = c["last_old_ms"].as_f64() {
+                assert!(old >= 150.0, "{system}: {c}");
+            }
+            assert!(u(&c["responses_new"]) > 50, "{system}: {c}");
+        }
+    }
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(page.contains("<table id=\"table-routes\""));
     assert_nothing_left(dir.path());
 }
 

@@ -68,6 +68,8 @@ pub struct Plan {
     pub new_connection: bool,
     pub backend_header: String,
     pub head_request: bool,
+    /// What each response is scanned for, counted per change window.
+    pub markers: Vec<http1::Marker>,
     /// Fraction of requests kept individually (0: none).
     pub sample: f64,
     /// The CPUs the worker threads run on (empty: any).
@@ -98,6 +100,10 @@ pub struct LoadSpec {
     pub new_connection: bool,
     pub tls: tls::TlsOptions,
     pub backend_header: String,
+    /// Headers or body strings to note per response (at most
+    /// [`http1::marker::MAX_MARKERS`]), counted per change window: how a scenario
+    /// sees a route change in traffic. Empty for a plain load.
+    pub markers: Vec<http1::Marker>,
     /// Fraction of requests to keep individually (`--sample`), 0 for none.
     pub sample: f64,
     /// The CPUs the generator's threads run on (empty: any).
@@ -214,6 +220,19 @@ impl LoadSpec {
                 " must be a header name such as x-backend",
             ));
         }
+        if self.markers.len() > http1::marker::MAX_MARKERS {
+            return Err(SpecError::new(
+                S::Markers,
+                format!(
+                    "response markers: at most {}, not {}",
+                    http1::marker::MAX_MARKERS,
+                    self.markers.len()
+                ),
+            ));
+        }
+        if let Some(e) = self.markers.iter().find_map(|m| m.check().err()) {
+            return Err(SpecError::new(S::Markers, format!("response marker: {e}")));
+        }
         if !(self.sample.is_finite() && (0.0..=1.0).contains(&self.sample)) {
             return Err(
                 SpecError::new(S::Sample, ": give a fraction of requests from 0 to 1")
@@ -236,6 +255,7 @@ impl LoadSpec {
             new_connection: self.new_connection,
             backend_header: self.backend_header.clone(),
             head_request: self.method.eq_ignore_ascii_case("HEAD"),
+            markers: self.markers.clone(),
             sample: self.sample,
             cpus: self.cpus.clone(),
             slice: None,
@@ -418,6 +438,7 @@ pub fn run_marked(
         new_connection: plan.new_connection,
         backend_header: plan.backend_header.clone(),
         head_request: plan.head_request,
+        markers: plan.markers.clone().into_boxed_slice(),
         model: plan.model,
         rate: plan.rate,
         workers: plan.threads,
@@ -891,6 +912,7 @@ mod tests {
             new_connection: false,
             tls: tls::TlsOptions::default(),
             backend_header: "x-backend".into(),
+            markers: Vec::new(),
             sample: 0.0,
             cpus: Vec::new(),
         }

@@ -25,13 +25,15 @@ pub enum Setting {
     CaCert,
     TlsVersion,
     TlsResume,
+    /// Response markers (set by the scenario runner, not by a user).
+    Markers,
 }
 
 impl Setting {
     /// The flag of `ingressbench load` (empty: the message names it already).
     pub fn flag(self) -> &'static str {
         match self {
-            Setting::Url | Setting::Request | Setting::Tls => "",
+            Setting::Url | Setting::Request | Setting::Tls | Setting::Markers => "",
             Setting::Duration => "--duration",
             Setting::Timeout => "--timeout",
             Setting::ConnectTimeout => "--connect-timeout",
@@ -53,7 +55,7 @@ impl Setting {
     /// scenario cannot set (the runner fills them) keep their flag.
     pub fn key(self) -> &'static str {
         match self {
-            Setting::Url | Setting::Request | Setting::Tls => "",
+            Setting::Url | Setting::Request | Setting::Tls | Setting::Markers => "",
             Setting::Duration => "load.duration",
             Setting::Timeout => "load.timeout",
             Setting::ConnectTimeout => "load.connect_timeout",

@@ -189,6 +189,7 @@ mod tests {
             new_connection: false,
             tls: TlsOptions::default(),
             backend_header: "x-backend".into(),
+            markers: Vec::new(),
             sample: 0.1,
             cpus: Vec::new(),
         }

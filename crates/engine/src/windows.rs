@@ -81,6 +81,44 @@ impl Default for Marks {
     }
 }
 
+/// Marker patterns a window tells apart: every bit set of [`http1::marker::MAX_MARKERS`].
+pub const PATTERNS: usize = 1 << http1::marker::MAX_MARKERS;
+
+/// The successful responses of a window that carried one marker pattern exactly.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    pub responses: u64,
+    /// Clock time the first and last of them arrived (`first` is `Nanos::MAX` and
+    /// `last` 0 while there is none).
+    pub first: Nanos,
+    pub last: Nanos,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen {
+            responses: 0,
+            first: Nanos::MAX,
+            last: 0,
+        }
+    }
+}
+
+impl Seen {
+    fn note(&mut self, at: Nanos) {
+        self.responses += 1;
+        self.first = self.first.min(at);
+        self.last = self.last.max(at);
+    }
+
+    /// Adds another count of the same pattern.
+    pub fn merge(&mut self, o: &Seen) {
+        self.responses += o.responses;
+        self.first = self.first.min(o.first);
+        self.last = self.last.max(o.last);
+    }
+}
+
 /// The requests of one window that ended.
 #[derive(Debug, Clone)]
 pub struct WindowCounts {
@@ -94,6 +132,9 @@ pub struct WindowCounts {
     pub latency: Histogram<u64>,
     /// The exact highest corrected latency, µs.
     pub max_us: u64,
+    /// Successful responses by the markers they carried (index: the bit set), when
+    /// the run looks for markers: how a route change shows in traffic.
+    pub markers: [Seen; PATTERNS],
 }
 
 impl WindowCounts {
@@ -104,6 +145,7 @@ impl WindowCounts {
             latency: Histogram::new_with_bounds(1, MAX_LATENCY_US, 2)
                 .expect("static bounds are valid"),
             max_us: 0,
+            markers: [Seen::default(); PATTERNS],
         }
     }
 
@@ -143,6 +185,13 @@ impl Tally {
         }
     }
 
+    /// A successful response of window `w` that carried the markers `bits`, arrived
+    /// at clock time `at`.
+    #[inline]
+    pub fn marked(&mut self, w: usize, bits: u8, at: Nanos) {
+        self.at(w).markers[usize::from(bits) % PATTERNS].note(at);
+    }
+
     /// A request of window `w` that failed.
     #[inline]
     pub fn error(&mut self, w: usize, kind: ErrorKind) {
@@ -159,6 +208,9 @@ impl Tally {
             }
             let _ = c.latency.add(&oc.latency);
             c.max_us = c.max_us.max(oc.max_us);
+            for (a, b) in c.markers.iter_mut().zip(oc.markers.iter()) {
+                a.merge(b);
+            }
         }
     }
 }
@@ -218,6 +270,30 @@ mod tests {
             "errors without a response have no latency"
         );
         assert_eq!(all.windows[3].max_us, 30_000);
+    }
+
+    #[test]
+    fn marker_patterns_keep_their_count_and_first_and_last_arrival_across_workers() {
+        let (mut a, mut b) = (Tally::default(), Tally::default());
+        a.marked(1, 0b10, 500);
+        a.marked(1, 0b00, 400);
+        b.marked(1, 0b10, 300);
+        b.marked(1, 0b10, 900);
+        b.marked(2, 0b01, 1_000);
+        a.merge(&b);
+        let w1 = &a.windows[1].markers;
+        assert_eq!(
+            w1[0b10],
+            Seen {
+                responses: 3,
+                first: 300,
+                last: 900
+            }
+        );
+        assert_eq!(w1[0].responses, 1);
+        assert_eq!(w1[0b01], Seen::default(), "nothing seen keeps no time");
+        assert_eq!(a.windows[2].markers[0b01].first, 1_000);
+        assert_eq!(a.windows[0].markers, [Seen::default(); PATTERNS]);
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct Shared {
     pub failure: std::sync::Mutex<Option<String>>,
     /// Change windows to count requests by, when the run is marked.
     pub marks: Option<Arc<crate::windows::Marks>>,
+    /// What each response is scanned for, counted per window (empty: nothing).
+    pub markers: Box<[http1::Marker]>,
     /// This generator's place in a split run (`None`: the whole run).
     pub slice: Option<crate::split::Slice>,
 }
@@ -271,7 +273,8 @@ impl Worker {
                     &shared.backend_header,
                     shared.head_request,
                     Strictness::Lenient,
-                ),
+                )
+                .with_markers(&shared.markers),
             })
             .collect();
         Ok(Worker {
@@ -664,10 +667,11 @@ impl Worker {
             );
             if let Some(m) = &self.shared.marks {
                 let w = m.window_of(c.intended);
-                self.rec
-                    .totals
-                    .windows
-                    .response(w, now - c.intended, resp.status);
+                let windows = &mut self.rec.totals.windows;
+                windows.response(w, now - c.intended, resp.status);
+                if resp.status < 400 && !self.shared.markers.is_empty() {
+                    windows.marked(w, c.parser.markers(), now);
+                }
             }
             if resp.status >= 400 {
                 let t = &mut self.rec.totals;

@@ -52,6 +52,7 @@
 //! - [`chunked`]: the chunked state machine and the [`BodyDecoder`] on top of it.
 //! - [`response`]: the engine's incremental, allocation-free [`ResponseParser`].
 //! - [`request`]: the backend's [`RequestReader`].
+//! - [`marker`]: which of a few headers or body strings a response carried.
 //! - [`target`]: the engine's target URL and request encoding.
 //! - [`client`]: a blocking client for the lab's admin calls and probes.
 
@@ -59,6 +60,7 @@ pub mod chunked;
 pub mod client;
 mod error;
 pub mod framing;
+pub mod marker;
 pub mod request;
 pub mod response;
 pub mod target;
@@ -66,6 +68,7 @@ pub mod target;
 pub use chunked::{BodyDecoder, ChunkedDecoder, Progress};
 pub use error::Error;
 pub use framing::{Framing, Scan, Strictness};
+pub use marker::Marker;
 pub use request::{Feed, RequestReader};
 pub use response::ResponseParser;
 pub use target::{encode_request, Target};

@@ -12,6 +12,7 @@
 
 use crate::chunked::BodyDecoder;
 use crate::framing::{self, Framing, Scan, Strictness};
+use crate::marker::{Marker, MarkerScan};
 use crate::Error;
 
 /// Largest response head accepted; more is [`Error::HeadTooLarge`].
@@ -47,6 +48,8 @@ pub struct ResponseParser {
     /// The request was HEAD: no body whatever the headers say.
     head_request: bool,
     strictness: Strictness,
+    /// Which of the caller's markers each response carries (none by default).
+    markers: MarkerScan,
 }
 
 impl ResponseParser {
@@ -72,7 +75,21 @@ impl ResponseParser {
             capture_len: 0,
             head_request,
             strictness,
+            markers: MarkerScan::default(),
         }
+    }
+
+    /// Also notes which of `markers` each response carries ([`Self::markers`]).
+    pub fn with_markers(mut self, markers: &[Marker]) -> Self {
+        self.markers = MarkerScan::new(markers);
+        self
+    }
+
+    /// The markers the last full response carried: bit `i` for marker `i` given to
+    /// [`Self::with_markers`].
+    #[inline]
+    pub fn markers(&self) -> u8 {
+        self.markers.seen()
     }
 
     /// Forgets any partial response, for a fresh connection.
@@ -82,6 +99,7 @@ impl ResponseParser {
         self.status = 0;
         self.close = false;
         self.capture_len = 0;
+        self.markers.reset();
     }
 
     /// Whether some of a response has been seen (so an EOF now is a truncation).
@@ -121,7 +139,12 @@ impl ResponseParser {
                     }
                 }
             };
-            let progress = body.feed(input, |_| {})?;
+            let markers = &mut self.markers;
+            let progress = if markers.is_empty() {
+                body.feed(input, |_| {})?
+            } else {
+                body.feed(input, |d| markers.body(d))?
+            };
             input = &input[progress.consumed..];
             if !progress.done {
                 return Ok(None);
@@ -129,6 +152,7 @@ impl ResponseParser {
             if !input.is_empty() {
                 return Err(Error::TrailingBytes);
             }
+            self.markers.done();
             self.body = None;
             return Ok(Some(Response {
                 status: self.status,
@@ -145,6 +169,7 @@ impl ResponseParser {
         match &self.body {
             Some(b) if b.until_close() => {
                 self.body = None;
+                self.markers.done();
                 Ok(Some(Response {
                     status: self.status,
                     close: true,
@@ -214,6 +239,9 @@ impl ResponseParser {
             }
         }
         self.capture_len = capture_len;
+        if !self.markers.is_empty() {
+            self.markers.head(resp.headers);
+        }
         self.status = code;
         self.close = !scan.persistent() || scan.ambiguous() || framing == Framing::UntilClose;
         self.body = Some(BodyDecoder::new(framing, self.strictness));

@@ -96,6 +96,29 @@ impl Route {
             _ => None,
         }
     }
+
+    /// What the routes leave in a response, as markers for the engine to look for:
+    /// a CORS header, the custom header, and the rewritten path in the backend's
+    /// `uri:` line (both backends, the built-in one and the cluster's nginx, echo
+    /// the path they received there). Bit `i` of [`Route::shows`] is marker `i`.
+    pub fn markers() -> Vec<http1::Marker> {
+        vec![
+            http1::Marker::Header("access-control-allow-origin".into()),
+            http1::Marker::Header("x-custom".into()),
+            http1::Marker::Body(b"uri: /rewritten/".to_vec()),
+        ]
+    }
+
+    /// The markers a response carries when this route is the one in force: exactly
+    /// one for each change route, none for `base`.
+    pub fn shows(self) -> u8 {
+        match self {
+            Route::Base => 0,
+            Route::Cors => 0b001,
+            Route::Header => 0b010,
+            Route::Rewrite => 0b100,
+        }
+    }
 }
 
 /// Where and how a driver runs.

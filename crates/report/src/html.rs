@@ -84,6 +84,10 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
     if let Some(t) = table("table-propagation") {
         table_html(&mut h, input, t);
     }
+    if let Some(t) = table("table-routes").filter(|t| !t.rows.is_empty()) {
+        section(&mut h, "routes", "Route propagation");
+        table_html(&mut h, input, t);
+    }
 
     section(&mut h, "settings", "Load settings and versions");
     if let Some(t) = table("table-settings") {

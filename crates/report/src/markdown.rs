@@ -76,6 +76,9 @@ pub fn render(input: &ReportInput) -> String {
         s.push('\n');
     }
     for t in tables::all(input) {
+        if t.id == "table-routes" && t.rows.is_empty() {
+            continue;
+        }
         s.push_str(&table(&t));
         s.push('\n');
     }

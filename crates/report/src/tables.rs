@@ -48,6 +48,7 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
         errors(input),
         changes(input),
         propagation(input),
+        routes(input),
         throughput(input),
         settings(input),
     ]
@@ -236,6 +237,56 @@ pub fn propagation(input: &ReportInput) -> Table {
             ("removed_median", "median"),
             ("removed_max", "max"),
             ("removed_errors", "errors between"),
+        ]),
+        rows,
+    }
+}
+
+/// Each route change per series: when the system said it was applied beside when
+/// traffic showed it (the first response with the new route, the last without it).
+/// No rows when no series changed a route.
+pub fn routes(input: &ReportInput) -> Table {
+    let mut rows = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        let Some(p) = s
+            .result
+            .lab
+            .as_ref()
+            .and_then(|l| l.route_propagation.as_ref())
+        else {
+            continue;
+        };
+        for c in &p.changes {
+            rows.push(Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    c.route.clone(),
+                    format!("{:.1}", c.at_ms / 1000.0),
+                    fmt_opt_ms1(c.applied_ms),
+                    fmt_opt_ms1(c.seen_ms),
+                    fmt_opt_ms1(c.last_old_ms),
+                    c.responses_new.to_string(),
+                    c.responses_old.to_string(),
+                    c.errors.to_string(),
+                ],
+            });
+        }
+    }
+    Table {
+        id: "table-routes",
+        title: "Route propagation",
+        note: "Per route change, in milliseconds from the request for it: until the system said it was applied (an ACK, a finished reload, the controller's status), until the first response that showed the new route, and until the last response that did not (old and new served side by side until then). Responses and errors are those of the requests sent from the change until the next route change.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("route", "route"),
+            ("at_s", "at (s)"),
+            ("applied", "applied"),
+            ("seen", "first seen"),
+            ("last_old", "last old"),
+            ("new", "new responses"),
+            ("old", "old responses"),
+            ("errors", "errors"),
         ]),
         rows,
     }
@@ -487,6 +538,45 @@ mod tests {
                 },
             ],
         }
+    }
+
+    #[test]
+    fn route_changes_have_a_row_each_with_the_result_figures() {
+        let mut i = input();
+        assert!(routes(&i).rows.is_empty(), "no route changed: no row");
+        let lab = i.series[0].result.lab.as_mut().unwrap();
+        lab.route_propagation = Some(results::RoutePropagation::of(vec![
+            results::RouteChange {
+                route: "cors".into(),
+                at_ms: 30_000.0,
+                applied_ms: Some(4.26),
+                seen_ms: Some(12.5),
+                last_old_ms: None,
+                responses_new: 900,
+                responses_old: 0,
+                errors: 0,
+            },
+            results::RouteChange {
+                route: "base".into(),
+                at_ms: 60_000.0,
+                applied_ms: None,
+                seen_ms: None,
+                last_old_ms: Some(29_000.0),
+                responses_new: 0,
+                responses_old: 1000,
+                errors: 7,
+            },
+        ]));
+        let t = routes(&i);
+        assert_eq!(t.rows.len(), 2);
+        assert_eq!(t.cell(0, "series"), Some("nginx-reload"));
+        assert_eq!(t.cell(0, "at_s"), Some("30.0"));
+        assert_eq!(t.cell(0, "applied"), Some("4.3"));
+        assert_eq!(t.cell(0, "seen"), Some("12.5"));
+        assert_eq!(t.cell(0, "last_old"), Some(MISSING));
+        assert_eq!(t.cell(1, "route"), Some("base"));
+        assert_eq!(t.cell(1, "seen"), Some(MISSING));
+        assert_eq!(t.cell(1, "errors"), Some("7"));
     }
 
     #[test]

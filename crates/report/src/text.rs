@@ -341,6 +341,45 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
                 );
             }
         }
+        if results.iter().any(|r| {
+            r.lab
+                .as_ref()
+                .is_some_and(|l| l.route_propagation.is_some())
+        }) {
+            let _ = writeln!(
+                s,
+                "\nRoute propagation (ms from the request, median / max; applied: the system said so, seen: first response showing it, last old: last response not showing it)"
+            );
+            let _ = writeln!(
+                s,
+                "  {:<w$} {:>8} {:>20} {:>20} {:>20} {:>8}",
+                "system", "changes", "applied", "seen", "last old", "errors"
+            );
+            let two = |sp: &results::Spread| match (sp.median, sp.max) {
+                (Some(m), Some(x)) => format!("{m:.0} / {x:.0}"),
+                _ => "-".to_string(),
+            };
+            for (n, r) in names.iter().zip(results) {
+                let Some(p) = r.lab.as_ref().and_then(|l| l.route_propagation.as_ref()) else {
+                    continue;
+                };
+                let unseen = p.changes.iter().filter(|c| c.seen_ms.is_none()).count();
+                let _ = writeln!(
+                    s,
+                    "  {n:<w$} {:>8} {:>20} {:>20} {:>20} {:>8}{}",
+                    p.changes.len(),
+                    two(&p.applied_ms),
+                    two(&p.seen_ms),
+                    two(&p.last_old_ms),
+                    p.changes.iter().map(|c| c.errors).sum::<u64>(),
+                    if unseen > 0 {
+                        format!("  ({unseen} never seen in traffic)")
+                    } else {
+                        String::new()
+                    }
+                );
+            }
+        }
         let _ = writeln!(
             s,
             "\nWorst change per system (by max latency in its window)"

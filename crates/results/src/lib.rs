@@ -709,6 +709,57 @@ pub struct Propagation {
     pub removed_ms: Spread,
 }
 
+/// How one route change showed in traffic. Times are ms from the request for the
+/// change; the responses counted are those of requests intended from the request
+/// until the next route change (its windows), so the previous change's stragglers
+/// are not taken for this one's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RouteChange {
+    /// The route asked for: `base`, `cors`, `header` or `rewrite`.
+    pub route: String,
+    /// When it was asked for, ms from the start of the measured window.
+    pub at_ms: f64,
+    /// Until the driver or controller said it was applied (`route_applied`: an
+    /// ACK, a reload done, an HTTPRoute `Accepted`); `null` when it never did.
+    pub applied_ms: Option<f64>,
+    /// Until the first response that showed it; `null` when none did.
+    pub seen_ms: Option<f64>,
+    /// Until the last response that did not show it yet (old and new served side
+    /// by side until then); `null` when every response showed it.
+    pub last_old_ms: Option<f64>,
+    /// Responses that showed the new route, and that did not.
+    pub responses_new: u64,
+    pub responses_old: u64,
+    /// Errors of the requests counted (every kind, status >= 400 included).
+    pub errors: u64,
+}
+
+/// Route propagation of a run: each route change as traffic saw it, beside what the
+/// system under test reported.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RoutePropagation {
+    pub changes: Vec<RouteChange>,
+    /// Spread of `applied_ms`, `seen_ms` and `last_old_ms` over the changes.
+    pub applied_ms: Spread,
+    pub seen_ms: Spread,
+    pub last_old_ms: Spread,
+}
+
+impl RoutePropagation {
+    /// The changes with their spreads.
+    pub fn of(changes: Vec<RouteChange>) -> Self {
+        let spread = |f: fn(&RouteChange) -> Option<f64>| {
+            Spread::of(&changes.iter().filter_map(f).collect::<Vec<_>>())
+        };
+        RoutePropagation {
+            applied_ms: spread(|c| c.applied_ms),
+            seen_ms: spread(|c| c.seen_ms),
+            last_old_ms: spread(|c| c.last_old_ms),
+            changes,
+        }
+    }
+}
+
 /// What a lab run adds to a result.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LabInfo {
@@ -725,6 +776,10 @@ pub struct LabInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub before_changes: Option<EventWindow>,
     pub propagation: Propagation,
+    /// Route changes as traffic saw them; absent when the run changed no route (and
+    /// in results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_propagation: Option<RoutePropagation>,
     /// The proxy process died during the run.
     pub proxy_died: bool,
     /// Which CPUs the generator, the proxy and the backends ran on.

@@ -18,7 +18,7 @@ use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
 use results::{
     Event, EventKind, EventWindow, LabInfo, PlacementInfo, Propagation, PropagationEntry,
-    RunResult, Spread,
+    RouteChange, RoutePropagation, RunResult, Spread,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -338,6 +338,12 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         result.duration_s * 1000.0,
     );
     let propagation = propagation(&sys, &result);
+    let route_propagation = route_propagation(
+        &events,
+        &sys.events.opened,
+        &outcome.totals.windows,
+        sys.events.origin,
+    );
     let cluster = sys.platform.cluster_info();
     result.lab = Some(LabInfo {
         system: name.to_string(),
@@ -347,6 +353,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         windows,
         before_changes: Some(before_changes),
         propagation,
+        route_propagation,
         proxy_died: sys.proxy_died,
         placement: Some(PlacementInfo {
             generator: fmt_set(&placement.generator),
@@ -389,6 +396,12 @@ pub(crate) fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> L
             resume: false,
         },
         backend_header: "x-backend".into(),
+        // Only a scenario that changes routes pays for looking at every response.
+        markers: if has_routes(&scn.changes) {
+            lab::Route::markers()
+        } else {
+            Vec::new()
+        },
         sample: load.sample,
         cpus: Vec::new(),
     }
@@ -624,6 +637,82 @@ fn windows(
     (before, out)
 }
 
+/// Whether any step, repeated ones included, changes a route.
+fn has_routes(steps: &[Step]) -> bool {
+    steps.iter().any(|s| match s {
+        Step::Route(_) => true,
+        Step::Repeat(r) => has_routes(&r.steps),
+        _ => false,
+    })
+}
+
+/// Each route change as traffic saw it: from the engine's per-window marker counts,
+/// the first response showing the new route and the last one not showing it yet,
+/// beside when the driver said it was applied. A change's responses are those of the
+/// windows from its request until the next route change, so a scale step in between
+/// does not cut it short. `None` when the run changed no route.
+fn route_propagation(
+    events: &[Event],
+    opened: &[usize],
+    tally: &Tally,
+    origin: Nanos,
+) -> Option<RoutePropagation> {
+    let routes: Vec<(usize, usize)> = opened
+        .iter()
+        .enumerate()
+        .filter(|(_, &e)| events[e].kind == EventKind::RouteRequested)
+        .map(|(i, &e)| (i + 1, e))
+        .collect();
+    if routes.is_empty() {
+        return None;
+    }
+    let mut changes = Vec::new();
+    for (k, &(w, e)) in routes.iter().enumerate() {
+        let asked = &events[e];
+        let Some(route) = lab::Route::parse(&asked.detail) else {
+            continue;
+        };
+        let until = routes.get(k + 1).map_or(usize::MAX, |r| r.0);
+        let mut seen = [engine::windows::Seen::default(); engine::windows::PATTERNS];
+        let mut errors = 0;
+        for c in tally.windows.iter().take(until).skip(w) {
+            for (a, b) in seen.iter_mut().zip(c.markers.iter()) {
+                a.merge(b);
+            }
+            errors += c.failed();
+        }
+        let expected = usize::from(route.shows());
+        let mut old = engine::windows::Seen::default();
+        for (p, s) in seen.iter().enumerate() {
+            if p != expected {
+                old.merge(s);
+            }
+        }
+        let new = seen[expected];
+        let since = |t: Nanos| ((t.saturating_sub(origin)) as f64 / 1e6 - asked.t_ms).max(0.0);
+        // The first outcome logged after the request for this change.
+        let applied = events[e + 1..]
+            .iter()
+            .find(|x| {
+                (x.kind == EventKind::RouteApplied && x.detail == asked.detail)
+                    || (x.kind == EventKind::ChangeFailed && x.detail.starts_with(&asked.detail))
+            })
+            .filter(|x| x.kind == EventKind::RouteApplied)
+            .map(|x| (x.t_ms - asked.t_ms).max(0.0));
+        changes.push(RouteChange {
+            route: route.name().to_string(),
+            at_ms: asked.t_ms,
+            applied_ms: applied,
+            seen_ms: (new.responses > 0).then(|| since(new.first)),
+            last_old_ms: (old.responses > 0).then(|| since(old.last)),
+            responses_new: new.responses,
+            responses_old: old.responses,
+            errors,
+        });
+    }
+    Some(RoutePropagation::of(changes))
+}
+
 /// Propagation of added and removed backends, from when each response arrived.
 fn propagation(sys: &System, r: &RunResult) -> Propagation {
     let rel = |t: Nanos| (t as f64 - sys.events.origin as f64) / 1e6;
@@ -741,5 +830,60 @@ mod tests {
             "{:?}",
             w[0]
         );
+    }
+
+    /// Two route changes with a scale between: each change's responses come from its
+    /// windows until the next route change, the old route's stragglers are the last
+    /// old response, a change never seen has no `seen_ms`, and `applied_ms` comes
+    /// from the driver's own event (none when it failed).
+    #[test]
+    fn route_changes_are_timed_from_the_responses_that_show_them() {
+        let ev = |t_ms: f64, kind: EventKind, detail: &str| Event {
+            t_ms,
+            kind,
+            detail: detail.into(),
+            took_ms: None,
+        };
+        let events = [
+            ev(1000.0, EventKind::RouteRequested, "header"),
+            ev(1010.0, EventKind::RouteApplied, "header"),
+            ev(1500.0, EventKind::ScaleRequested, "2 -> 3"),
+            ev(3000.0, EventKind::RouteRequested, "base"),
+            ev(3100.0, EventKind::ChangeFailed, "base: timed out"),
+        ];
+        let origin: Nanos = 5_000_000_000;
+        let at = |ms: u64| origin + ms * 1_000_000;
+        let mut tally = Tally::default();
+        // Window 1 (header asked at 1000 ms): old responses until 1040, new from 1025.
+        tally.marked(1, 0, at(1005));
+        tally.marked(1, 0, at(1040));
+        tally.marked(1, 0b010, at(1025));
+        tally.error(1, results::ErrorKind::Read);
+        // Window 2 (the scale) still belongs to the header change.
+        tally.marked(2, 0b010, at(1600));
+        tally.marked(2, 0b011, at(1700));
+        // Window 3 (base at 3000 ms): nothing shows it.
+        tally.marked(3, 0b010, at(3050));
+        tally.marked(0, 0, at(10));
+        let p = route_propagation(&events, &[0, 2, 3], &tally, origin).unwrap();
+        let c = &p.changes;
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].route, "header");
+        assert_eq!(c[0].applied_ms, Some(10.0));
+        assert_eq!(c[0].seen_ms, Some(25.0));
+        assert_eq!(
+            c[0].last_old_ms,
+            Some(700.0),
+            "the 0b011 response is not the header route"
+        );
+        assert_eq!(
+            (c[0].responses_new, c[0].responses_old, c[0].errors),
+            (2, 3, 1)
+        );
+        assert_eq!(c[1].route, "base");
+        assert_eq!((c[1].applied_ms, c[1].seen_ms), (None, None));
+        assert_eq!(c[1].last_old_ms, Some(50.0));
+        assert_eq!(p.seen_ms.n, 1);
+        assert!(route_propagation(&events[2..3], &[0], &tally, origin).is_none());
     }
 }

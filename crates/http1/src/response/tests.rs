@@ -335,3 +335,34 @@ fn reset_forgets_a_partial_response() {
         }))
     );
 }
+
+/// Markers are read from real framings: a header in the head, a body string split
+/// across reads and across chunks, and a read-until-close body; each response
+/// reports only its own.
+#[test]
+fn markers_follow_each_response_whatever_its_framing() {
+    use crate::Marker;
+    let mut p = parser().with_markers(&[
+        Marker::Header("x-custom".into()),
+        Marker::Body(b"/rewritten/".to_vec()),
+    ]);
+    let with_header = b"HTTP/1.1 200 OK\r\nX-Custom: 1\r\nContent-Length: 7\r\n\r\nuri: /x";
+    assert!(p.feed(with_header).unwrap().is_some());
+    assert_eq!(p.markers(), 0b01);
+    let chunked = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n8\r\nuri: /re\r\n9\r\nwritten/x\r\n0\r\n\r\n";
+    let (a, b) = chunked.split_at(50);
+    assert_eq!(p.feed(a), Ok(None));
+    assert!(p.feed(b).unwrap().is_some());
+    assert_eq!(p.markers(), 0b10);
+    let plain = b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nuri: /x";
+    assert!(p.feed(plain).unwrap().is_some());
+    assert_eq!(p.markers(), 0);
+    assert_eq!(
+        p.feed(b"HTTP/1.0 200 OK\r\nX-CUSTOM: 1\r\n\r\nuri: /rewritten/"),
+        Ok(None)
+    );
+    assert!(p.eof().unwrap().is_some());
+    assert_eq!(p.markers(), 0b11);
+    p.reset();
+    assert_eq!(p.markers(), 0);
+}
