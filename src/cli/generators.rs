@@ -11,9 +11,11 @@
 //! time: a child that fails or hangs is killed and named in the merged result.
 
 mod kubernetes;
+mod scenario;
 mod serve;
 
 pub use kubernetes::coordinate_kubernetes;
+pub use scenario::{whole, LocalGenerators};
 
 use super::load::{self, LoadArgs};
 use super::{duration, usage};
@@ -128,7 +130,7 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
             rx.recv_timeout(left)
                 .unwrap_or_else(|_| Err("did not answer the clock probes in time".into()))
         }) {
-            Ok(o) => {
+            Ok((o, _stdin)) => {
                 g.planned.clock_offset_ms = Some(o.offset_ns as f64 / 1e6);
                 g.planned.clock_offset_error_ms = Some(o.error_ns as f64 / 1e6);
             }
@@ -142,7 +144,8 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
         + window
         + spec.timeout
         + FINISH_GRACE;
-    let interrupted = wait_all(&mut gens, deadline, &stop, args, window, lead);
+    let live = !args.quiet && std::io::stderr().is_terminal();
+    let interrupted = wait_all(&mut gens, deadline, &stop, live, window, lead);
 
     let parts: Vec<Part> = gens.into_iter().map(Generator::into_part).collect();
     drop(dir);
@@ -184,11 +187,10 @@ fn wait_all(
     gens: &mut [Generator],
     mut deadline: Instant,
     stop: &AtomicBool,
-    args: &LoadArgs,
+    live: bool,
     window: Duration,
     lead: Duration,
 ) -> bool {
-    let live = !args.quiet && std::io::stderr().is_terminal();
     let began = Instant::now();
     let mut forwarded = false;
     loop {
@@ -278,8 +280,12 @@ impl Generator {
     }
 
     /// Starts measuring its clock on a thread (a child that hangs must not hang the
-    /// coordinator); the answer arrives on the returned channel.
-    fn start_probes(&mut self) -> Result<mpsc::Receiver<Result<ClockOffset, String>>, String> {
+    /// coordinator); the answer arrives on the returned channel, with the child's
+    /// stdin for whatever the coordinator sends next.
+    #[allow(clippy::type_complexity)]
+    fn start_probes(
+        &mut self,
+    ) -> Result<mpsc::Receiver<Result<(ClockOffset, ChildStdin), String>>, String> {
         let (Some(stdin), Some(stdout)) = (self.child.stdin.take(), self.child.stdout.take())
         else {
             return Err("its pipes are gone".into());
@@ -382,8 +388,11 @@ impl Generator {
 }
 
 /// The coordinator's side of the clock probes: `ping`, answered by `pong <unix ns>`,
-/// [`PROBES`] times, then `go`.
-fn probe_clock(mut stdin: ChildStdin, stdout: ChildStdout) -> Result<ClockOffset, String> {
+/// [`PROBES`] times, then `go`. Gives stdin back: a scenario's changes follow on it.
+fn probe_clock(
+    mut stdin: ChildStdin,
+    stdout: ChildStdout,
+) -> Result<(ClockOffset, ChildStdin), String> {
     let mut lines = BufReader::new(stdout);
     let mut probes = Vec::with_capacity(PROBES);
     let mut line = String::new();
@@ -411,7 +420,8 @@ fn probe_clock(mut stdin: ChildStdin, stdout: ChildStdout) -> Result<ClockOffset
         });
     }
     let _ = stdin.write_all(b"go\n").and_then(|_| stdin.flush());
-    estimate_offset(&probes).ok_or_else(|| "no usable clock probe".into())
+    let offset = estimate_offset(&probes).ok_or("no usable clock probe")?;
+    Ok((offset, stdin))
 }
 
 /// The generator's side of the clock probes, on stdin and stdout, until `go` or the
@@ -429,6 +439,27 @@ fn answer_clock_probes() -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A scenario run's changes, as the coordinator forwards them on stdin (`mark <unix
+/// ns>`, in time order), marked on this generator's clock by a thread of their own
+/// until stdin ends. Each arrives a pipe's latency (tens of µs) after the change:
+/// well within the shortest round trip, so a request intended after a change is
+/// still counted in its window (see engine::windows).
+fn read_marks(marks: Arc<engine::windows::Marks>, clock: results::clock::Clock) {
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines().map_while(Result::ok) {
+            let Some(unix) = line
+                .trim()
+                .strip_prefix("mark ")
+                .and_then(|v| v.parse::<u128>().ok())
+            else {
+                continue;
+            };
+            let t = unix.saturating_sub(clock.wall_epoch_ns());
+            marks.mark(u64::try_from(t).unwrap_or(u64::MAX));
+        }
+    });
 }
 
 /// The CPUs this process may run on, in order.
@@ -503,7 +534,13 @@ pub fn run_part(args: &LoadArgs) -> anyhow::Result<i32> {
     if args.sync_clock {
         answer_clock_probes().context("clock probes")?;
     }
-    let outcome = engine::run(&plan, stop, |_| {})?;
+    let clock = results::clock::Clock::start();
+    let marks = args.marks.then(|| {
+        let marks = Arc::new(engine::windows::Marks::new());
+        read_marks(marks.clone(), clock);
+        marks
+    });
+    let outcome = engine::run_marked(&plan, clock, stop, marks, |_| {}, |_| {})?;
     let result = outcome.to_result(&args.url, config);
     let mut bytes = serde_json::to_vec(&result)?;
     bytes.push(b'\n');

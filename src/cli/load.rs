@@ -112,6 +112,14 @@ pub struct LoadArgs {
     /// Internal: answer the coordinator's clock probes on stdin/stdout first.
     #[arg(long, hide = true)]
     pub sync_clock: bool,
+    /// Internal, set by `run --generators`: note which responses carry this marker,
+    /// `header:NAME` or `body:TEXT` (repeatable), per change window.
+    #[arg(long = "marker", hide = true, value_name = "KIND:WHAT")]
+    pub markers: Vec<String>,
+    /// Internal, set by `run --generators`: after the clock probes, read the change
+    /// marks (`mark <unix ns>`) on stdin and count requests by window.
+    #[arg(long, hide = true)]
+    pub marks: bool,
     /// Internal, set by the Kubernetes Job: serve the clock probes and the result on
     /// this address (through the API server's pod proxy) instead of stdin and a file.
     #[arg(long, hide = true, value_name = "ADDR:PORT")]
@@ -175,9 +183,11 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
         || args.cpus.is_some()
         || args.sync_clock
         || args.serve.is_some()
+        || args.marks
+        || !args.markers.is_empty()
     {
         return Err(usage(
-            "--start-at, --result-out, --cpus, --sync-clock and --serve are set by --generators for its own processes (with --part)",
+            "--start-at, --result-out, --cpus, --sync-clock, --serve, --marks and --marker are set by --generators for its own processes (with --part)",
         ));
     }
     let kubernetes = match args.platform.as_str() {
@@ -387,11 +397,34 @@ pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
             resume: a.tls_resume,
         },
         backend_header: a.backend_header.clone(),
-        markers: Vec::new(),
+        markers: a
+            .markers
+            .iter()
+            .map(|m| parse_marker(m))
+            .collect::<anyhow::Result<_>>()?,
         sample: a.sample,
         cpus: Vec::new(),
     };
     Ok(spec)
+}
+
+/// `header:NAME` or `body:TEXT`, as `run --generators` passes a route marker on.
+fn parse_marker(m: &str) -> anyhow::Result<engine::Marker> {
+    match m.split_once(':') {
+        Some(("header", n)) => Ok(engine::Marker::Header(n.to_string())),
+        Some(("body", b)) => Ok(engine::Marker::Body(b.as_bytes().to_vec())),
+        _ => Err(usage(format!(
+            "--marker {m}: give header:NAME or body:TEXT"
+        ))),
+    }
+}
+
+/// The flag form of a marker ([`parse_marker`] reads it back).
+pub(super) fn marker_flag(m: &engine::Marker) -> String {
+    match m {
+        engine::Marker::Header(n) => format!("header:{n}"),
+        engine::Marker::Body(b) => format!("body:{}", String::from_utf8_lossy(b)),
+    }
 }
 
 #[cfg(test)]

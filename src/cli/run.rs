@@ -45,6 +45,11 @@ pub struct RunArgs {
     /// Keep the run's namespaces afterwards, for inspection.
     #[arg(long)]
     pub keep: bool,
+    /// Split each system's load over this many generator processes on this machine
+    /// (each pinned to a CPU of the scenario's generator set when there are enough),
+    /// merged into one result, as `load --generators` does.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub generators: usize,
 }
 
 /// Flags of `ingressbench cleanup`.
@@ -160,6 +165,26 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             )));
         }
     }
+    if a.generators == 0 {
+        return Err(usage("--generators 0: give at least 1"));
+    }
+    if a.generators > 1 {
+        if s.platform == "kubernetes" {
+            return Err(usage(
+                "--generators with platform kubernetes: not yet; the scenario's generators run on this machine only (a plain load can use load --platform kubernetes --generators N)",
+            ));
+        }
+        // The same split the run will make, checked before anything starts.
+        let spec = runner::load_spec(&s, "http://127.0.0.1:1/", None);
+        let whole = super::generators::whole(&spec, a.generators);
+        engine::split::split(&whole, a.generators, 0).map_err(|e| match e {
+            // The scenario's key, not `load`'s flag.
+            engine::split::SplitError::Connections { count, connections } => usage(format!(
+                "--generators {count} needs at least {count} connections, not load.connections: {connections}: each generator needs one"
+            )),
+            e => usage(e.to_string()),
+        })?;
+    }
     let out = a.out.unwrap_or_else(|| runner::default_out_dir(&s.name));
     // One run per folder, and no silent overwrite: held until this function returns.
     let _lock = results::folder::RunFolder::new(&out)
@@ -180,6 +205,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         exe,
         stop,
         progress: Box::new(|line| eprintln!("ingressbench: {line}")),
+        load: (a.generators > 1).then(|| {
+            Arc::new(super::generators::LocalGenerators {
+                count: a.generators,
+            }) as Arc<dyn runner::LoadRunner>
+        }),
         system_done: Box::new(|r| {
             eprintln!(
                 "ingressbench: {}: done: p99 {} max {}, {} errors",

@@ -84,6 +84,15 @@ fn run_refuses_bad_cluster_flags() {
             vec!["--platform", "kubernetes", "--system", "traefik=198.18.0.1"],
             "kubernetes.urls: traefik: `198.18.0.1` is not an http:// or https:// URL",
         ),
+        (vec!["--generators", "0"], "--generators 0: give at least 1"),
+        (
+            vec!["--generators", "100000"],
+            "--generators 100000 needs at least 100000 connections",
+        ),
+        (
+            vec!["--generators", "2", "--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/"],
+            "--generators with platform kubernetes: not yet",
+        ),
     ] {
         let mut args = vec!["run", path, "--out", out.to_str().unwrap()];
         args.extend(flags.iter().copied());

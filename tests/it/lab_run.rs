@@ -42,6 +42,11 @@ fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf
 /// leaves behind can be told apart from other runs on the machine. If the test ends
 /// first, the run is interrupted, so that it stops its proxies and backends.
 fn start(scn: &Path, out: &Path) -> Proc {
+    start_with(scn, out, &[])
+}
+
+/// [`start`] with more flags for `run`.
+fn start_with(scn: &Path, out: &Path, flags: &[&str]) -> Proc {
     let dir = scn.parent().unwrap();
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
@@ -50,7 +55,8 @@ fn start(scn: &Path, out: &Path) -> Proc {
         .arg("run")
         .arg(scn)
         .arg("--out")
-        .arg(out);
+        .arg(out)
+        .args(flags);
     Proc::spawn_group("run", &mut cmd, dir).stop_with(Signal::INT, Duration::from_secs(20))
 }
 
@@ -322,6 +328,68 @@ fn route_changes_are_seen_no_sooner_than_the_backend_can_answer() {
     let page = std::fs::read_to_string(out.join("report.html")).unwrap();
     assert!(page.contains("<table id=\"table-routes\""));
     assert_nothing_left(dir.path());
+}
+
+/// `run --generators 2`: the scenario's load over two processes, one merged result
+/// that keeps everything a single generator's has: the windows of each change (the
+/// changes reach both generators), endpoint propagation from the merged per-backend
+/// arrivals, route propagation from the added-up markers; no generator left.
+#[test]
+fn a_scenario_split_over_two_generators_keeps_its_change_windows() {
+    let _alone = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = scenario(
+        dir.path(),
+        "[envoy-xds, nginx-reload]",
+        "6s",
+        "  - wait: 1s\n  - scale: 3\n  - wait: 1s\n  - route: header\n  - wait: 1s\n  - scale: 2\n  - wait: 1s\n  - route: base\n",
+    );
+    let (code, text) = finish(
+        start_with(&scn, &out, &["--generators", "2"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 0, "{text}");
+    for system in ["envoy-xds", "nginx-reload"] {
+        let r = result(&out, system);
+        let parts = r["generators"]["parts"].as_array().unwrap();
+        assert_eq!(parts.len(), 2, "{system}");
+        for p in parts {
+            assert!(p["error"].is_null(), "{system}: {p}");
+        }
+        assert!(
+            r.get("windows_part").is_none(),
+            "only the parts carry their windows"
+        );
+        assert_balanced(&r);
+        // 200 req/s for 6 s, split in two.
+        assert_eq!(u(&r["requests"]["intended"]), 1200, "{system}");
+        let windows = r["lab"]["windows"].as_array().unwrap();
+        assert_eq!(windows.len(), 4, "{system}: {windows:?}");
+        assert_windows_add_up(&r, system);
+        assert!(
+            windows.iter().all(|w| u(&w["completed"]) > 0),
+            "{system}: {windows:?}"
+        );
+        let added = &r["lab"]["propagation"]["added"][0];
+        assert_eq!(added["backend"], "b3");
+        assert!(
+            added["propagation_ms"].as_f64().is_some(),
+            "{system}: {added}"
+        );
+        let changes = r["lab"]["route_propagation"]["changes"].as_array().unwrap();
+        assert_eq!(changes.len(), 2, "{system}");
+        for c in changes {
+            assert!(c["seen_ms"].as_f64().is_some(), "{system}: {c}");
+            assert!(u(&c["responses_new"]) > 0, "{system}: {c}");
+        }
+    }
+    assert_nothing_left(dir.path());
+    let generators: Vec<_> = processes_with("--part")
+        .into_iter()
+        .filter(|(_, c)| c.contains("--marks"))
+        .collect();
+    assert!(generators.is_empty(), "left: {generators:?}");
 }
 
 /// Each request is in exactly one window, by its intended send time: the part before

@@ -18,6 +18,9 @@ pub mod windows;
 pub mod worker;
 
 use hdrhistogram::Histogram;
+/// What a response may carry that tells which configuration served it (see
+/// [`LoadSpec::markers`]).
+pub use http1::Marker;
 use results::clock::{Clock, Nanos};
 use results::histogram::{percentiles, serialize_v2};
 use results::time::rfc3339;
@@ -749,6 +752,12 @@ impl Outcome {
             histogram_lag: b64(&t.lag),
             generators: None,
             lab: None,
+            // A generator of a split scenario run hands its change windows over.
+            windows_part: if self.slice.is_some() {
+                t.windows.to_parts(self.measure_start)
+            } else {
+                Vec::new()
+            },
             samples: self.samples(),
             machine: Some(crate::sysinfo::machine()),
             ingressbench_version: env!("CARGO_PKG_VERSION").to_string(),

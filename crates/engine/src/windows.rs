@@ -215,6 +215,75 @@ impl Tally {
     }
 }
 
+impl Tally {
+    /// This generator's windows as they cross a process: marker times in ms from
+    /// `measure_start`, the clock time its measured window started.
+    pub fn to_parts(&self, measure_start: Nanos) -> Vec<results::WindowPart> {
+        let ms = |t: Nanos| (t as f64 - measure_start as f64) / 1e6;
+        self.windows
+            .iter()
+            .map(|c| results::WindowPart {
+                completed: c.completed,
+                errors: ErrorKind::ALL
+                    .iter()
+                    .filter(|k| c.errors[k.index()] > 0)
+                    .map(|k| (k.name().to_string(), c.errors[k.index()]))
+                    .collect(),
+                latency: results::histogram::encode_base64(&c.latency),
+                max_us: c.max_us,
+                markers: c
+                    .markers
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.responses > 0)
+                    .map(|(p, m)| results::MarkerPart {
+                        pattern: p as u8,
+                        responses: m.responses,
+                        first_ms: ms(m.first),
+                        last_ms: ms(m.last),
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// Adds one generator's windows ([`Tally::to_parts`]), placing its marker times on
+    /// this clock, whose measured window started at `measure_start`.
+    ///
+    /// # Errors
+    /// A window's latency histogram that cannot be decoded, or an unknown error kind.
+    pub fn add_parts(
+        &mut self,
+        parts: &[results::WindowPart],
+        measure_start: Nanos,
+    ) -> Result<(), String> {
+        let at = |ms: f64| (measure_start as f64 + ms * 1e6).max(0.0) as Nanos;
+        for (w, p) in parts.iter().enumerate() {
+            let latency = results::histogram::decode_base64(&p.latency)
+                .map_err(|e| format!("window {w}: {e}"))?;
+            let c = self.at(w);
+            c.completed += p.completed;
+            for (name, n) in &p.errors {
+                let k = ErrorKind::ALL
+                    .iter()
+                    .find(|k| k.name() == name)
+                    .ok_or_else(|| format!("window {w}: unknown error kind {name}"))?;
+                c.errors[k.index()] += n;
+            }
+            let _ = c.latency.add(&latency);
+            c.max_us = c.max_us.max(p.max_us);
+            for m in &p.markers {
+                c.markers[usize::from(m.pattern) % PATTERNS].merge(&Seen {
+                    responses: m.responses,
+                    first: at(m.first_ms),
+                    last: at(m.last_ms),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,6 +363,52 @@ mod tests {
         assert_eq!(w1[0b01], Seen::default(), "nothing seen keeps no time");
         assert_eq!(a.windows[2].markers[0b01].first, 1_000);
         assert_eq!(a.windows[0].markers, [Seen::default(); PATTERNS]);
+    }
+
+    /// Two generators' windows cross a process and add up to what one tally of both
+    /// would hold, marker times placed on the coordinator's clock.
+    #[test]
+    fn windows_cross_a_process_and_add_up() {
+        let (mut a, mut b, mut both) = (Tally::default(), Tally::default(), Tally::default());
+        for t in [&mut a, &mut both] {
+            t.response(1, 3_000_000, 200);
+            t.marked(1, 0b01, 5_000_000_000);
+            t.error(2, ErrorKind::Timeout);
+        }
+        for t in [&mut b, &mut both] {
+            t.response(1, 9_000_000, 503);
+            t.marked(1, 0b01, 5_500_000_000);
+            t.response(0, 1_000_000, 200);
+        }
+        // Generator clocks started at 1 s and 2 s; the coordinator's at 7 s.
+        let mut merged = Tally::default();
+        merged
+            .add_parts(&a.to_parts(1_000_000_000), 7_000_000_000)
+            .unwrap();
+        merged
+            .add_parts(&b.to_parts(2_000_000_000), 7_000_000_000)
+            .unwrap();
+        assert_eq!(merged.windows.len(), 3);
+        for (m, o) in merged.windows.iter().zip(&both.windows) {
+            assert_eq!(
+                (m.completed, m.errors, m.max_us),
+                (o.completed, o.errors, o.max_us)
+            );
+            assert_eq!(m.latency.len(), o.latency.len());
+        }
+        assert_eq!(
+            merged.windows[1].markers[0b01],
+            Seen {
+                responses: 2,
+                first: 10_500_000_000,
+                last: 11_000_000_000
+            }
+        );
+        let bad = [results::WindowPart {
+            latency: "x".into(),
+            ..Default::default()
+        }];
+        assert!(merged.add_parts(&bad, 0).is_err());
     }
 
     #[test]

@@ -458,6 +458,10 @@ pub struct RunResult {
     /// What a lab run adds: the system, its events, their impact, propagation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lab: Option<LabInfo>,
+    /// A generator of a split scenario run: its counts per change window, for the
+    /// coordinator to add up (never in a merged or single result).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub windows_part: Vec<WindowPart>,
     /// A sample of individual requests (`--sample FRACTION`), for scatter charts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<Samples>,
@@ -657,6 +661,34 @@ pub struct EventWindow {
     pub errors: BTreeMap<String, u64>,
     pub p99_ms: f64,
     pub max_ms: f64,
+}
+
+/// One change window as one generator of a split scenario run counted it (written
+/// in the generator's result, added up by the coordinator, absent elsewhere): the
+/// same figures the engine keeps per window, in a form that crosses a process.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WindowPart {
+    pub completed: u64,
+    /// Errors by kind name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub errors: BTreeMap<String, u64>,
+    /// Corrected latency (µs, 2 significant digits), HdrHistogram V2 deflate, base64.
+    pub latency: String,
+    pub max_us: u64,
+    /// Successful responses by the route markers they carried (only patterns seen).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub markers: Vec<MarkerPart>,
+}
+
+/// The responses of a window that carried one marker pattern, with when the first
+/// and last arrived in ms from the start of the measured window (the shared instant
+/// every generator starts from, so the coordinator can place them on its clock).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MarkerPart {
+    pub pattern: u8,
+    pub responses: u64,
+    pub first_ms: f64,
+    pub last_ms: f64,
 }
 
 /// How long one backend took to start or stop receiving traffic.

@@ -45,6 +45,33 @@ pub enum RunError {
     },
 }
 
+/// Runs a system's load elsewhere than on this process's engine: over several
+/// generator processes (`run --generators N`). The binary provides it (it owns
+/// processes and the merge of their results); the runner hands over the engine's
+/// settings and each change as it is marked, and gets back one result and the
+/// requests counted per change window.
+pub trait LoadRunner: Send + std::marker::Sync {
+    /// # Errors
+    /// Why the load could not run at all (generators that fail are named in the
+    /// merged result instead).
+    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String>;
+}
+
+/// What a [`LoadRunner`] gets for one system.
+pub struct LoadRun {
+    /// The engine's settings, as the runner resolved them (`cpus`: the generator's
+    /// CPU set from `placement`).
+    pub spec: LoadSpec,
+    /// The run's clock: the event log's times, and what `on_start` and the windows'
+    /// marker times are on.
+    pub clock: Clock,
+    /// Each change that opens a window, its clock time, in order, as it is marked.
+    pub marks: mpsc::Receiver<Nanos>,
+    pub stop: Arc<AtomicBool>,
+    /// Called with the clock time at which the measured window starts, once fixed.
+    pub on_start: Box<dyn FnOnce(Nanos) + Send>,
+}
+
 /// How to run a scenario.
 pub struct RunOptions {
     /// Results folder (created).
@@ -60,6 +87,8 @@ pub struct RunOptions {
     /// Called with each system's result once it is on disk: the binary renders the
     /// line (the runner knows no report formatting).
     pub system_done: Box<dyn FnMut(&RunResult)>,
+    /// Where the load runs instead of this process's engine (`None`: here).
+    pub load: Option<Arc<dyn LoadRunner>>,
 }
 
 /// What a scenario run produced.
@@ -132,6 +161,8 @@ struct Events {
     marks: Arc<Marks>,
     /// The event that opened each marked window, by index into `list`.
     opened: Vec<usize>,
+    /// Where each mark also goes, when the load runs elsewhere ([`LoadRunner`]).
+    forward: Option<mpsc::Sender<Nanos>>,
 }
 
 impl Events {
@@ -145,6 +176,9 @@ impl Events {
             && self.marks.mark(t).is_some()
         {
             self.opened.push(self.list.len());
+            if let Some(f) = &self.forward {
+                let _ = f.send(t);
+            }
         }
         self.list.push((
             t,
@@ -266,6 +300,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
             list: Vec::new(),
             marks: Arc::new(Marks::new()),
             opened: Vec::new(),
+            forward: None,
         },
         stop_mode: scn.backends.stop.into(),
         stop: opts.stop.clone(),
@@ -289,24 +324,39 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     spec.cpus = placement.generator.clone();
     let (plan, config) = spec.resolve().map_err(|e| RunError::Setup(e.scenario()))?;
 
-    // The load runs on its own thread; this one applies the changes.
+    // The load runs on its own thread (or elsewhere, through it); this one applies
+    // the changes.
     let engine_stop = Arc::new(AtomicBool::new(false));
     let (start_tx, start_rx) = mpsc::channel();
     let es = engine_stop.clone();
     let marks = sys.events.marks.clone();
+    let elsewhere = opts.load.clone().map(|runner| {
+        let (tx, rx) = mpsc::channel();
+        sys.events.forward = Some(tx);
+        (runner, rx)
+    });
+    let load_url = url.clone();
     let handle = std::thread::Builder::new()
         .name("ib-load".into())
-        .spawn(move || {
-            engine::run_marked(
-                &plan,
-                clock,
-                es,
-                Some(marks),
-                move |t| {
-                    let _ = start_tx.send(t);
-                },
-                |_| {},
-            )
+        .spawn(move || -> Result<(RunResult, Tally), String> {
+            let on_start = move |t| {
+                let _ = start_tx.send(t);
+            };
+            match elsewhere {
+                None => {
+                    let mut o = engine::run_marked(&plan, clock, es, Some(marks), on_start, |_| {})
+                        .map_err(|e| e.to_string())?;
+                    let tally = std::mem::take(&mut o.totals.windows);
+                    Ok((o.to_result(&load_url, config), tally))
+                }
+                Some((runner, rx)) => runner.run(LoadRun {
+                    spec,
+                    clock,
+                    marks: rx,
+                    stop: es,
+                    on_start: Box::new(on_start),
+                }),
+            }
         })
         .map_err(|source| RunError::Io {
             what: "start the load".into(),
@@ -323,27 +373,24 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     if interrupted {
         engine_stop.store(true, Ordering::Relaxed);
     }
-    let outcome = match handle.join() {
+    // No more marks: a runner forwarding them sees the end.
+    sys.events.forward = None;
+    let (mut result, tally) = match handle.join() {
         Ok(Ok(o)) => o,
-        Ok(Err(e)) => return Err(RunError::Setup(e.to_string())),
+        Ok(Err(e)) => return Err(RunError::Setup(e)),
         Err(_) => return Err(RunError::Setup("the load thread panicked".into())),
     };
-    let mut result = outcome.to_result(&url, config);
     result.partial |= interrupted;
     let events = sys.events.to_events();
     let (before_changes, windows) = windows(
         &events,
         &sys.events.opened,
-        &outcome.totals.windows,
+        &tally,
         result.duration_s * 1000.0,
     );
     let propagation = propagation(&sys, &result);
-    let route_propagation = route_propagation(
-        &events,
-        &sys.events.opened,
-        &outcome.totals.windows,
-        sys.events.origin,
-    );
+    let route_propagation =
+        route_propagation(&events, &sys.events.opened, &tally, sys.events.origin);
     let cluster = sys.platform.cluster_info();
     result.lab = Some(LabInfo {
         system: name.to_string(),
@@ -370,7 +417,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
 /// The engine's settings for a scenario's load against `url`. [`Scenario::parse`]
 /// resolves the same spec for a placeholder target, so a scenario that validates is
 /// one the engine accepts.
-pub(crate) fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec {
+pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec {
     let load = &scn.load;
     LoadSpec {
         url: url.to_string(),

@@ -1,0 +1,298 @@
+//! `run --generators N`: a scenario's load over N processes of this binary, while the
+//! runner changes the system under test.
+//!
+//! The same children as `load --generators` (same split, shared start instant, clock
+//! probes, bounded wait and merge), with two additions a scenario needs: each change
+//! the runner marks is forwarded to every child on its stdin, so each counts its
+//! requests by the same change windows, and each child writes those windows (counts,
+//! latency histogram, route markers) into its result, added up here. Per-backend
+//! first and last responses, which endpoint propagation is computed from, are merged
+//! by `results::merge` like everything else.
+
+use super::{available_cpus, now_unix_ns, wait_all, Generator, FINISH_GRACE};
+use engine::split;
+use engine::windows::Tally;
+use engine::LoadSpec;
+use results::merge::Part;
+use results::{GeneratorPart, RunResult};
+use scenario::runner::{LoadRun, LoadRunner};
+use std::io::Write;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The load of every system of a scenario run, split over `count` local processes.
+pub struct LocalGenerators {
+    pub count: usize,
+}
+
+/// The whole load that `n` generators split: the scenario's, with at least one
+/// thread per generator (scenarios default to `load.threads: 1`, meant for one
+/// generator).
+pub fn whole(spec: &LoadSpec, n: usize) -> LoadSpec {
+    let mut s = spec.clone();
+    s.threads = s.threads.map(|t| t.max(n));
+    s
+}
+
+impl LoadRunner for LocalGenerators {
+    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String> {
+        let n = self.count;
+        let spec = &whole(&load.spec, n);
+        let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
+        let flags = load_flags(spec)?;
+        // The scenario's generator CPUs (placement), one per child when there are
+        // enough; otherwise the children share them.
+        let cpus = if spec.cpus.is_empty() {
+            available_cpus()
+        } else {
+            spec.cpus.clone()
+        };
+        let pinned = cpus.len() >= n;
+        let dir = tempfile::Builder::new()
+            .prefix("ingressbench-generators-")
+            .tempdir()
+            .map_err(|e| format!("temporary folder for the generators' results: {e}"))?;
+        let lead = Duration::from_secs(1) + spec.connect_timeout;
+        let start_at = split::start_instant(now_unix_ns(), lead);
+        let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
+
+        let mut gens: Vec<Generator> = Vec::with_capacity(n);
+        for (i, p) in plan.iter().enumerate() {
+            let cpu = pinned.then(|| cpus[i]);
+            let out = dir.path().join(format!("part-{i}.json"));
+            let mut cmd = Command::new(&exe);
+            cmd.arg("load")
+                .args(&flags)
+                .arg("--part")
+                .arg(format!("{i}/{n}"))
+                .arg("--start-at")
+                .arg(start_at.to_string())
+                .arg("--result-out")
+                .arg(&out)
+                .args(["--sync-clock", "--marks", "--quiet"]);
+            if let Some(c) = cpu {
+                cmd.arg("--cpus").arg(c.to_string());
+            }
+            let threads = p.spec.threads.unwrap_or_else(|| {
+                split::default_threads(usize::from(pinned), cpus.len(), n, p.spec.connections)
+            });
+            let planned = GeneratorPart {
+                index: i,
+                connections: p.spec.connections,
+                threads,
+                rate: p.spec.rate,
+                seed: p.slice.seed,
+                cpus: cpu.map(|c| c.to_string()).unwrap_or_default(),
+                ..Default::default()
+            };
+            match Generator::spawn(&mut cmd, planned, out) {
+                Ok(g) => gens.push(g),
+                Err(e) => {
+                    for g in &mut gens {
+                        g.kill();
+                    }
+                    return Err(format!("starting generator {i}/{n}: {e}"));
+                }
+            }
+        }
+
+        let sync_deadline = Instant::now() + lead;
+        let probes: Vec<_> = gens.iter_mut().map(|g| g.start_probes()).collect();
+        let mut stdins = Vec::with_capacity(n);
+        for (g, rx) in gens.iter_mut().zip(probes) {
+            let left = sync_deadline.saturating_duration_since(Instant::now());
+            match rx.and_then(|rx| {
+                rx.recv_timeout(left)
+                    .unwrap_or_else(|_| Err("did not answer the clock probes in time".into()))
+            }) {
+                Ok((o, stdin)) => {
+                    g.planned.clock_offset_ms = Some(o.offset_ns as f64 / 1e6);
+                    g.planned.clock_offset_error_ms = Some(o.error_ns as f64 / 1e6);
+                    stdins.push(stdin);
+                }
+                Err(e) => g.fail(e),
+            }
+        }
+
+        // The measured window starts at the shared instant plus the warm-up, for
+        // every child; on the run's clock that is the origin of the event log.
+        let clock = load.clock;
+        let epoch = clock.wall_epoch_ns();
+        let measured_at = start_at + spec.warmup.as_nanos();
+        let origin = u64::try_from(measured_at.saturating_sub(epoch)).unwrap_or(u64::MAX);
+        (load.on_start)(origin);
+        // Each change to every child as soon as it is marked, until the runner is
+        // done (its sender dropped); then their stdin closes.
+        let marks = load.marks;
+        let forward = std::thread::spawn(move || {
+            for t in marks {
+                let line = format!("mark {}\n", epoch + u128::from(t));
+                for s in &mut stdins {
+                    let _ = s.write_all(line.as_bytes()).and_then(|_| s.flush());
+                }
+            }
+        });
+
+        let window = spec.warmup + spec.duration;
+        let deadline = Instant::now()
+            + Duration::from_nanos(start_at.saturating_sub(now_unix_ns()) as u64)
+            + window
+            + spec.timeout
+            + FINISH_GRACE;
+        wait_all(&mut gens, deadline, &load.stop, false, window, lead);
+        let parts: Vec<Part> = gens.into_iter().map(Generator::into_part).collect();
+        drop(dir);
+        let _ = forward.join();
+
+        let mut tally = Tally::default();
+        for p in &parts {
+            if let Some(r) = &p.result {
+                tally
+                    .add_parts(&r.windows_part, origin)
+                    .map_err(|e| format!("generator {}: {e}", p.planned.index))?;
+            }
+        }
+        let mut merged = results::merge::merge(parts, start_at)
+            .map_err(|e| format!("merging the generators' results: {e}"))?;
+        // The per-second histograms served the merge; the result keeps the timeline.
+        merged.take_second_histograms();
+        Ok((merged, tally))
+    }
+}
+
+/// The flags of `ingressbench load` that make each child compute its share of
+/// `spec` (every child splits the same whole load, as with `load --generators`).
+fn load_flags(s: &LoadSpec) -> Result<Vec<String>, String> {
+    let d = |d: Duration| format!("{}us", d.as_micros());
+    let mut f = vec![
+        s.url.clone(),
+        "--method".into(),
+        s.method.clone(),
+        "-c".into(),
+        s.connections.to_string(),
+        "-d".into(),
+        d(s.duration),
+        "--warmup".into(),
+        d(s.warmup),
+        "--timeout".into(),
+        d(s.timeout),
+        "--connect-timeout".into(),
+        d(s.connect_timeout),
+        "--schedule".into(),
+        s.schedule.clone(),
+        "--backend-header".into(),
+        s.backend_header.clone(),
+        "--sample".into(),
+        s.sample.to_string(),
+    ];
+    if let Some(t) = s.threads {
+        f.extend(["-t".into(), t.to_string()]);
+    }
+    match s.rate {
+        Some(r) => f.extend(["-R".into(), r.to_string()]),
+        None => f.push("--max".into()),
+    }
+    for h in &s.headers {
+        f.extend(["-H".into(), h.clone()]);
+    }
+    if !s.body.is_empty() {
+        let body = String::from_utf8(s.body.clone())
+            .map_err(|_| "--generators: a request body that is not UTF-8 cannot be passed on")?;
+        f.extend(["--body".into(), body]);
+    }
+    if s.new_connection {
+        f.push("--new-connection".into());
+    }
+    if s.tls.insecure {
+        f.push("-k".into());
+    }
+    if let Some(c) = &s.tls.cacert {
+        f.extend(["--cacert".into(), c.display().to_string()]);
+    }
+    if let Some(v) = &s.tls.version {
+        f.extend(["--tls-version".into(), v.clone()]);
+    }
+    if s.tls.resume {
+        f.push("--tls-resume".into());
+    }
+    for m in &s.markers {
+        f.extend(["--marker".into(), super::load::marker_flag(m)]);
+    }
+    Ok(f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        load: super::super::LoadArgs,
+    }
+
+    /// The flags read back by `load` give the same settings: what each child splits
+    /// is the load the runner resolved.
+    #[test]
+    fn a_spec_survives_the_trip_through_flags() {
+        let spec = LoadSpec {
+            url: "https://127.0.0.1:8443/x".into(),
+            method: "GET".into(),
+            headers: vec!["x-a: 1".into()],
+            body: Vec::new(),
+            threads: Some(2),
+            connections: 50,
+            rate: Some(1234.5),
+            schedule: "shared".into(),
+            duration: Duration::from_millis(10_500),
+            warmup: Duration::from_secs(2),
+            timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_millis(1500),
+            new_connection: true,
+            tls: engine::tls::TlsOptions {
+                insecure: false,
+                cacert: Some("/tmp/ca.pem".into()),
+                version: Some("1.3".into()),
+                resume: false,
+            },
+            backend_header: "x-backend".into(),
+            markers: vec![
+                engine::Marker::Header("x-custom".into()),
+                engine::Marker::Body(b"uri: /rewritten/".to_vec()),
+            ],
+            sample: 0.1,
+            cpus: Vec::new(),
+        };
+        let mut argv = vec!["ib".to_string()];
+        argv.extend(load_flags(&spec).unwrap());
+        let args = Cli::try_parse_from(argv).unwrap().load;
+        let back = super::super::load::spec(&args).unwrap();
+        assert_eq!(back.url, spec.url);
+        assert_eq!(back.headers, spec.headers);
+        assert_eq!(
+            (back.threads, back.connections, back.rate),
+            (spec.threads, 50, Some(1234.5))
+        );
+        assert_eq!(back.schedule, "shared");
+        assert_eq!(
+            (
+                back.duration,
+                back.warmup,
+                back.timeout,
+                back.connect_timeout
+            ),
+            (
+                spec.duration,
+                spec.warmup,
+                spec.timeout,
+                spec.connect_timeout
+            )
+        );
+        assert!(back.new_connection);
+        assert_eq!(back.tls.cacert, spec.tls.cacert);
+        assert_eq!(back.tls.version.as_deref(), Some("1.3"));
+        assert_eq!(back.markers, spec.markers);
+        assert_eq!(back.sample, 0.1);
+    }
+}
