@@ -50,6 +50,12 @@ pub struct RunArgs {
     /// merged into one result, as `load --generators` does.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub generators: usize,
+    /// Exit 1 when a system crosses a limit, METRIC>LIMIT, comma-separated or
+    /// repeated: `errors>0`, `errors.timeout>5`, `p99>50ms`, `max>1s`,
+    /// `propagation>500ms`, `route_propagation>1s` (the metrics of compare
+    /// --max-regression, as absolute limits).
+    #[arg(long = "fail-on", value_name = "METRIC>LIMIT")]
+    pub fail_on: Vec<String>,
 }
 
 /// Flags of `ingressbench cleanup`.
@@ -165,6 +171,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             )));
         }
     }
+    let gates = ::report::gate::parse_gates(&a.fail_on).map_err(|e| usage(e.to_string()))?;
     if a.generators == 0 {
         return Err(usage("--generators 0: give at least 1"));
     }
@@ -224,6 +231,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let page = out.join(results::folder::REPORT);
     // The summary is drawn from the results in hand, so it is written even when no
     // system finished and the folder holds no result to read back.
+    let crossed = ::report::gate::check(&r.results, &gates);
     let done = ::report::input::ReportInput::lab_run(&out, &s.name, r.results);
     ::report::files::write(&done, &page, &[&::report::text::Summary])?;
     print!("{}", ::report::text::Summary::text(&done));
@@ -241,5 +249,14 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    Ok(if r.partial { 130 } else { 0 })
+    for line in &crossed {
+        eprintln!("ingressbench: {line}");
+    }
+    Ok(if r.partial {
+        130
+    } else if !crossed.is_empty() {
+        1
+    } else {
+        0
+    })
 }

@@ -86,6 +86,10 @@ fn run_refuses_bad_cluster_flags() {
         ),
         (vec!["--generators", "0"], "--generators 0: give at least 1"),
         (
+            vec!["--fail-on", "p99>50"],
+            "--fail-on 'p99>50': a time limit needs a unit, e.g. 50ms or 1s",
+        ),
+        (
             vec!["--generators", "100000"],
             "--generators 100000 needs at least 100000 connections",
         ),

@@ -299,8 +299,25 @@ fn route_changes_are_seen_no_sooner_than_the_backend_can_answer() {
     .join("\n");
     let scn = dir.path().join("s.yaml");
     std::fs::write(&scn, text).unwrap();
-    let (code, text) = finish(start(&scn, &out), Duration::from_secs(120));
-    assert_eq!(code, 0, "{text}");
+    // A gate no route change can pass: none is seen sooner than 150 ms.
+    let (code, text) = finish(
+        start_with(
+            &scn,
+            &out,
+            &["--fail-on", "errors>100000,route_propagation>100ms"],
+        ),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 1, "{text}");
+    for system in ["envoy-xds", "haproxy-reload"] {
+        assert!(
+            text.contains(&format!(
+                "ingressbench: FAIL: {system}: route_propagation max "
+            )),
+            "{text}"
+        );
+    }
+    assert!(!text.contains(": errors "), "the errors gate holds: {text}");
     for system in ["envoy-xds", "haproxy-reload"] {
         let r = result(&out, system);
         let changes = r["lab"]["route_propagation"]["changes"].as_array().unwrap();
@@ -345,11 +362,24 @@ fn a_scenario_split_over_two_generators_keeps_its_change_windows() {
         "6s",
         "  - wait: 1s\n  - scale: 3\n  - wait: 1s\n  - route: header\n  - wait: 1s\n  - scale: 2\n  - wait: 1s\n  - route: base\n",
     );
+    // With limits it holds: the gate passes.
     let (code, text) = finish(
-        start_with(&scn, &out, &["--generators", "2"]),
+        start_with(
+            &scn,
+            &out,
+            &[
+                "--generators",
+                "2",
+                "--fail-on",
+                "errors>1000",
+                "--fail-on",
+                "route_propagation>10s",
+            ],
+        ),
         Duration::from_secs(120),
     );
     assert_eq!(code, 0, "{text}");
+    assert!(!text.contains("FAIL"), "{text}");
     for system in ["envoy-xds", "nginx-reload"] {
         let r = result(&out, system);
         let parts = r["generators"]["parts"].as_array().unwrap();

@@ -6,13 +6,15 @@
 //! HTML shell built on them; [`input`] loads runs; [`charts`] and [`tables`] prepare
 //! what is shown; each output is one [`Report`] renderer ([`html`], [`markdown`],
 //! [`csv`], [`hgrm`], [`png`], [`text`]) drawing from a [`Rendering`] of the loaded
-//! input; [`files`] writes what the renderers made. [`compare`] stands beside them.
+//! input; [`files`] writes what the renderers made. [`compare`] stands beside them,
+//! and [`gate`] (the `run --fail-on` limits) beside it, on its metric names.
 
 pub mod charts;
 pub mod compare;
 pub mod csv;
 pub mod files;
 pub mod fmt;
+pub mod gate;
 pub mod hdr;
 pub mod hgrm;
 pub mod html;

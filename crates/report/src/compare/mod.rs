@@ -16,8 +16,8 @@ pub use model::{
 };
 pub use rendering::{flags, html, tables, tables_in, text, Row, Table, Trend};
 pub use thresholds::{
-    evaluate, evaluate_in, parse_threshold, parse_thresholds, Crossing, Direction, Limit, Metric,
-    SpecError, Threshold,
+    evaluate, evaluate_in, parse_metric, parse_threshold, parse_thresholds, Crossing, Direction,
+    Limit, Metric, SpecError, Threshold,
 };
 
 /// Runs the comparison's tests are made of.

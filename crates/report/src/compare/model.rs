@@ -120,6 +120,8 @@ pub struct SystemDelta {
     pub added_max: OptDelta,
     pub removed_median: OptDelta,
     pub removed_max: OptDelta,
+    /// Route propagation in ms: the median time until traffic showed a route change.
+    pub route_seen_median: OptDelta,
     /// Requests started per second.
     pub rate: Delta,
     /// Why the base run, or the new one, measured no working system
@@ -177,6 +179,13 @@ fn propagation(r: &RunResult) -> (Spread, Spread) {
         .unwrap_or_default()
 }
 
+fn route_seen(r: &RunResult) -> Option<f64> {
+    r.lab
+        .as_ref()
+        .and_then(|l| l.route_propagation.as_ref())
+        .and_then(|p| p.seen_ms.median)
+}
+
 /// The deltas of one system.
 pub fn system_delta(system: &str, base: &RunResult, new: &RunResult) -> SystemDelta {
     let (bl, nl) = (
@@ -209,6 +218,7 @@ pub fn system_delta(system: &str, base: &RunResult, new: &RunResult) -> SystemDe
         added_max: od(ba.max, na.max),
         removed_median: od(br.median, nr.median),
         removed_max: od(br.max, nr.max),
+        route_seen_median: od(route_seen(base), route_seen(new)),
         rate: d(base.rate.achieved, new.rate.achieved),
         base_failed: base.failure(),
         new_failed: new.failure(),

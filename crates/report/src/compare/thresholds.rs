@@ -15,6 +15,8 @@ pub enum Metric {
     Errors(Option<ErrorKind>),
     /// Median endpoint propagation: of added backends, removed ones, or both.
     Propagation(Option<Direction>),
+    /// Route propagation: until the first response showing each route change.
+    RoutePropagation,
 }
 
 /// Which way a backend's propagation went.
@@ -52,7 +54,44 @@ pub struct SpecError {
     pub reason: String,
 }
 
-const METRICS_HELP: &str = "use p50, p75, p90, p99, p99.9, p99.99, p99.999, p99.9999, max, errors, errors.KIND, propagation, propagation.added or propagation.removed";
+const METRICS_HELP: &str = "use p50, p75, p90, p99, p99.9, p99.99, p99.999, p99.9999, max, errors, errors.KIND, propagation, propagation.added, propagation.removed or route_propagation";
+
+/// The metric a threshold names (`p99`, `errors.timeout`, `route_propagation`...), as
+/// `--max-regression` and `run --fail-on` both read it.
+///
+/// # Errors
+/// What is wrong with the name, and what is accepted.
+pub fn parse_metric(name: &str) -> Result<Metric, String> {
+    let name = name.trim().to_ascii_lowercase();
+    Ok(
+        if let Some(i) = LATENCY_METRICS.iter().position(|m| *m == name) {
+            Metric::Latency(i)
+        } else if name == "errors" {
+            Metric::Errors(None)
+        } else if let Some(k) = name.strip_prefix("errors.") {
+            match ErrorKind::ALL.iter().find(|e| e.name() == k) {
+                Some(e) => Metric::Errors(Some(*e)),
+                None => {
+                    let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|e| e.name()).collect();
+                    return Err(format!(
+                        "unknown error kind '{k}': use one of {}",
+                        kinds.join(", ")
+                    ));
+                }
+            }
+        } else if name == "propagation" {
+            Metric::Propagation(None)
+        } else if name == "propagation.added" {
+            Metric::Propagation(Some(Direction::Added))
+        } else if name == "propagation.removed" {
+            Metric::Propagation(Some(Direction::Removed))
+        } else if name == "route_propagation" {
+            Metric::RoutePropagation
+        } else {
+            return Err(format!("unknown metric '{name}': {METRICS_HELP}"));
+        },
+    )
+}
 
 /// Parses specs as given to `--max-regression` (each may hold several, comma-separated).
 ///
@@ -87,31 +126,8 @@ pub fn parse_threshold(spec: &str) -> Result<Threshold, SpecError> {
     let Some((name, value)) = t.split_once('=') else {
         return Err(err("not METRIC=LIMIT, e.g. p99=10% or errors=0"));
     };
-    let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
-    let metric = if let Some(i) = LATENCY_METRICS.iter().position(|m| *m == name) {
-        Metric::Latency(i)
-    } else if name == "errors" {
-        Metric::Errors(None)
-    } else if let Some(k) = name.strip_prefix("errors.") {
-        match ErrorKind::ALL.iter().find(|e| e.name() == k) {
-            Some(e) => Metric::Errors(Some(*e)),
-            None => {
-                let kinds: Vec<&str> = ErrorKind::ALL.iter().map(|e| e.name()).collect();
-                return Err(err(&format!(
-                    "unknown error kind '{k}': use one of {}",
-                    kinds.join(", ")
-                )));
-            }
-        }
-    } else if name == "propagation" {
-        Metric::Propagation(None)
-    } else if name == "propagation.added" {
-        Metric::Propagation(Some(Direction::Added))
-    } else if name == "propagation.removed" {
-        Metric::Propagation(Some(Direction::Removed))
-    } else {
-        return Err(err(&format!("unknown metric '{name}': {METRICS_HELP}")));
-    };
+    let value = value.trim();
+    let metric = parse_metric(name).map_err(|e| err(&e))?;
     let limit = if let Some(p) = value.strip_suffix('%') {
         match p.trim().parse::<f64>() {
             Ok(x) if x.is_finite() && x >= 0.0 => Limit::Percent(x),
@@ -267,6 +283,21 @@ pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<
                     let (a, lim) = allowed(v.base, t.limit, &fmt_count);
                     if v.new > a {
                         cross(&name, fmt_count(v.base), fmt_count(v.new), lim);
+                    }
+                }
+                Metric::RoutePropagation => {
+                    let Some(b) = s.route_seen_median.base else {
+                        continue;
+                    };
+                    let (a, lim) = allowed(b, t.limit, &fmt_ms);
+                    match s.route_seen_median.new {
+                        Some(n) if n <= a => {}
+                        n => cross(
+                            "route_propagation median",
+                            fmt_ms(b),
+                            n.map_or_else(|| "none seen".to_string(), fmt_ms),
+                            lim,
+                        ),
                     }
                 }
                 Metric::Propagation(dir) => {

@@ -1,0 +1,277 @@
+//! `run --fail-on`: absolute limits on each system's own result, so a platform team
+//! can put "this controller upgrade drops no request and shows a route change within
+//! a second" into CI without a base run to compare with.
+//!
+//! The metrics are those of `compare --max-regression` ([`parse_metric`]), written
+//! `METRIC>LIMIT` (or `METRIC=LIMIT`): latency and propagation take a duration with
+//! its unit, errors a count. Endpoint and route propagation are judged by their worst
+//! case (the max over the run's changes), since one slow change is the outage a gate
+//! exists for; a route change never seen in traffic, or an added backend that never
+//! answered, crosses any limit.
+
+use crate::compare::{parse_metric, Direction, Metric, LATENCY_METRICS};
+use crate::fmt::fmt_opt_ms;
+use results::RunResult;
+
+/// One `--fail-on` spec, parsed.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Gate {
+    /// As written, for messages.
+    pub spec: String,
+    pub metric: Metric,
+    /// Milliseconds for latency and propagation, a count for errors.
+    pub limit: f64,
+}
+
+/// A spec that cannot be parsed.
+#[derive(Debug, PartialEq, thiserror::Error)]
+#[error("--fail-on '{spec}': {reason}")]
+pub struct GateError {
+    pub spec: String,
+    pub reason: String,
+}
+
+/// Parses `--fail-on` specs (each may hold several, comma-separated).
+///
+/// # Errors
+/// The first spec that is not `METRIC>LIMIT` with a known metric and a limit of the
+/// metric's kind.
+pub fn parse_gates<S: AsRef<str>>(specs: &[S]) -> Result<Vec<Gate>, GateError> {
+    specs
+        .iter()
+        .flat_map(|s| s.as_ref().split(','))
+        .map(parse_gate)
+        .collect()
+}
+
+fn parse_gate(spec: &str) -> Result<Gate, GateError> {
+    let t = spec.trim();
+    let err = |reason: String| GateError {
+        spec: t.to_string(),
+        reason,
+    };
+    let Some((name, value)) = t.split_once('>').or_else(|| t.split_once('=')) else {
+        return Err(err(
+            "not METRIC>LIMIT, e.g. errors>0, p99>50ms or route_propagation>1s".into(),
+        ));
+    };
+    let metric = parse_metric(name).map_err(err)?;
+    let value = value.trim();
+    let limit = match metric {
+        Metric::Errors(_) => value
+            .parse::<u64>()
+            .map(|n| n as f64)
+            .map_err(|_| err("errors take a count, e.g. errors>0".into()))?,
+        _ if value.ends_with('%') => {
+            return Err(err(
+                "a percentage needs a base run: use compare --max-regression, or give a time, e.g. 50ms".into(),
+            ))
+        }
+        _ if value.is_empty() || value.chars().all(|c| c.is_ascii_digit() || c == '.') => {
+            return Err(err("a time limit needs a unit, e.g. 50ms or 1s".into()))
+        }
+        _ => results::duration::parse(value)
+            .map_err(err)?
+            .as_secs_f64()
+            * 1000.0,
+    };
+    Ok(Gate {
+        spec: t.to_string(),
+        metric,
+        limit,
+    })
+}
+
+/// Every gate each result crosses, one line each: `FAIL: system: what (--fail-on spec)`.
+/// A run that failed (no response, or most requests failed) crosses every gate.
+pub fn check(results: &[RunResult], gates: &[Gate]) -> Vec<String> {
+    let mut out = Vec::new();
+    if gates.is_empty() {
+        return out;
+    }
+    for r in results {
+        let system = r.lab.as_ref().map_or("load", |l| l.system.as_str());
+        if let Some(why) = r.failure() {
+            let specs: Vec<&str> = gates.iter().map(|g| g.spec.as_str()).collect();
+            out.push(format!(
+                "FAIL: {system}: the run failed, no limit can hold: {why} (--fail-on {})",
+                specs.join(",")
+            ));
+            continue;
+        }
+        for g in gates {
+            if let Some(what) = crossed(r, g) {
+                out.push(format!("FAIL: {system}: {what} (--fail-on {})", g.spec));
+            }
+        }
+    }
+    out
+}
+
+/// What `r` shows beyond `g`'s limit, if anything.
+fn crossed(r: &RunResult, g: &Gate) -> Option<String> {
+    let ms = |v: f64| fmt_opt_ms(Some(v));
+    let over =
+        |name: &str, v: f64| (v > g.limit).then(|| format!("{name} {} > {}", ms(v), ms(g.limit)));
+    match g.metric {
+        Metric::Latency(i) => {
+            let p = &r.latency_ms.corrected;
+            let v = if i == 8 { p.max } else { p.values()[i] };
+            over(LATENCY_METRICS[i], v?)
+        }
+        Metric::Errors(kind) => {
+            let (name, n) = match kind {
+                Some(k) => (format!("errors.{}", k.name()), r.errors.get(k)),
+                None => ("errors".to_string(), r.errors.total()),
+            };
+            (n as f64 > g.limit).then(|| format!("{name} {n} > {}", g.limit))
+        }
+        Metric::Propagation(dir) => {
+            let p = &r.lab.as_ref()?.propagation;
+            let mut worst: Vec<String> = Vec::new();
+            for (d, name, entries) in [
+                (Direction::Added, "propagation.added", &p.added),
+                (Direction::Removed, "propagation.removed", &p.removed),
+            ] {
+                if dir.is_some_and(|x| x != d) {
+                    continue;
+                }
+                if let Some(e) = entries
+                    .iter()
+                    .find(|e| e.propagation_ms.is_none() && d == Direction::Added)
+                {
+                    worst.push(format!("{name}: {} never answered", e.backend));
+                } else if let Some(m) = entries
+                    .iter()
+                    .filter_map(|e| e.propagation_ms)
+                    .reduce(f64::max)
+                {
+                    worst.extend(over(&format!("{name} max"), m));
+                }
+            }
+            (!worst.is_empty()).then(|| worst.join("; "))
+        }
+        Metric::RoutePropagation => {
+            let p = r.lab.as_ref()?.route_propagation.as_ref()?;
+            if let Some(c) = p.changes.iter().find(|c| c.seen_ms.is_none()) {
+                return Some(format!(
+                    "route_propagation: the change to {} at {:.1} s was never seen in traffic",
+                    c.route,
+                    c.at_ms / 1000.0
+                ));
+            }
+            over("route_propagation max", p.seen_ms.max?)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use results::{LabInfo, PropagationEntry, RouteChange, RoutePropagation};
+
+    fn ok_run() -> RunResult {
+        let mut r = RunResult::default();
+        r.requests.intended = 100;
+        r.requests.sent = 100;
+        r.requests.completed = 100;
+        r.latency_ms.corrected.p99 = Some(20.0);
+        r.latency_ms.corrected.max = Some(80.0);
+        let mut lab = LabInfo {
+            system: "envoy-xds".into(),
+            ..Default::default()
+        };
+        lab.propagation.added.push(PropagationEntry {
+            backend: "b3".into(),
+            at_ms: 1.0,
+            propagation_ms: Some(300.0),
+            errors_between: 0,
+        });
+        lab.route_propagation = Some(RoutePropagation::of(vec![RouteChange {
+            route: "cors".into(),
+            at_ms: 2000.0,
+            seen_ms: Some(700.0),
+            ..Default::default()
+        }]));
+        r.lab = Some(lab);
+        r
+    }
+
+    fn gates(s: &str) -> Vec<Gate> {
+        parse_gates(&[s]).unwrap()
+    }
+
+    #[test]
+    fn a_run_within_its_limits_passes_and_one_beyond_fails_naming_each() {
+        let r = ok_run();
+        let all = gates("errors>0,p99>50ms,route_propagation>1s,propagation.added>500ms");
+        assert!(check(std::slice::from_ref(&r), &all).is_empty());
+        let tight = gates("p99>10ms,max>1s,route_propagation>500ms,propagation>250ms");
+        let fails = check(std::slice::from_ref(&r), &tight);
+        assert_eq!(fails.len(), 3, "{fails:?}");
+        assert!(
+            fails[0].starts_with("FAIL: envoy-xds: p99 20.00ms > 10.00ms (--fail-on p99>10ms)"),
+            "{fails:?}"
+        );
+        assert!(
+            fails[1].contains("route_propagation max 700.00ms > 500.00ms"),
+            "{fails:?}"
+        );
+        assert!(
+            fails[2].contains("propagation.added max 300.00ms > 250.00ms"),
+            "{fails:?}"
+        );
+        let mut errs = r.clone();
+        errs.errors.timeout = 2;
+        errs.requests.completed = 98;
+        errs.requests.failed = 2;
+        assert_eq!(
+            check(&[errs], &gates("errors.timeout>1")),
+            ["FAIL: envoy-xds: errors.timeout 2 > 1 (--fail-on errors.timeout>1)"]
+        );
+    }
+
+    #[test]
+    fn never_seen_and_failed_runs_cross_every_limit() {
+        let mut r = ok_run();
+        let lab = r.lab.as_mut().unwrap();
+        lab.route_propagation = Some(RoutePropagation::of(vec![RouteChange {
+            route: "rewrite".into(),
+            at_ms: 3000.0,
+            seen_ms: None,
+            ..Default::default()
+        }]));
+        lab.propagation.added[0].propagation_ms = None;
+        let f = check(&[r], &gates("route_propagation>1h,propagation.added>1h"));
+        assert!(
+            f[0].contains("the change to rewrite at 3.0 s was never seen"),
+            "{f:?}"
+        );
+        assert!(f[1].contains("b3 never answered"), "{f:?}");
+        let dead = RunResult {
+            lab: ok_run().lab,
+            ..Default::default()
+        };
+        let f = check(&[dead], &gates("p99>1s,errors>0"));
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert!(f[0].contains("the run failed") && f[0].ends_with("(--fail-on p99>1s,errors>0)"));
+    }
+
+    #[test]
+    fn bad_specs_are_one_line_naming_the_spec() {
+        for (spec, want) in [
+            ("p99", "not METRIC>LIMIT"),
+            ("p98>1s", "unknown metric 'p98'"),
+            ("p99>50", "needs a unit"),
+            ("p99>10%", "a percentage needs a base"),
+            ("errors>x", "errors take a count"),
+            ("errors.oops>0", "unknown error kind 'oops'"),
+        ] {
+            let e = parse_gates(&[spec]).unwrap_err().to_string();
+            assert!(e.starts_with(&format!("--fail-on '{spec}': ")), "{e}");
+            assert!(e.contains(want), "{spec}: {e}");
+        }
+        assert_eq!(gates("errors=0")[0].limit, 0.0);
+        assert_eq!(gates("max>2s")[0].limit, 2000.0);
+    }
+}
