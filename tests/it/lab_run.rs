@@ -107,7 +107,9 @@ fn assert_nothing_left(dir: &Path) {
             .flatten()
             .flatten()
             .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("ingressbench-run-"))
+            .filter(|n| {
+                n.starts_with("ingressbench-run-") || n.starts_with("ingressbench-generators-")
+            })
             .collect();
         if leftovers.is_empty() && dirs.is_empty() {
             return;
@@ -451,7 +453,7 @@ fn assert_windows_add_up(r: &Value, system: &str) {
 }
 
 /// A 30 s run of `system` scaling 2 -> 3 -> 2 every second, results in `dir/out`.
-fn churning_run(dir: &Path, system: &str) -> (Proc, PathBuf) {
+fn churning_run(dir: &Path, system: &str, flags: &[&str]) -> (Proc, PathBuf) {
     let out = dir.join("out");
     let scn = scenario(
         dir,
@@ -459,13 +461,17 @@ fn churning_run(dir: &Path, system: &str) -> (Proc, PathBuf) {
         "30s",
         "  - repeat:\n      steps:\n        - scale: 3\n        - wait: 1s\n        - scale: 2\n        - wait: 1s\n",
     );
-    (start(&scn, &out), out)
+    (start_with(&scn, &out, flags), out)
 }
 
 fn interrupted_run(signal: &str, system: &str) {
+    interrupted_run_with(signal, system, &[]);
+}
+
+fn interrupted_run_with(signal: &str, system: &str, flags: &[&str]) {
     let shm = envoy_shared_memory();
     let dir = tempfile::tempdir().unwrap();
-    let (child, out) = churning_run(dir.path(), system);
+    let (child, out) = churning_run(dir.path(), system, flags);
     // Let the load start and a change or two happen.
     let t = Instant::now();
     while t.elapsed() < Duration::from_secs(4) {
@@ -515,9 +521,13 @@ fn sigterm_writes_a_partial_result_and_leaves_nothing() {
 /// SIGKILL runs none of ingressbench's code: its watchdog must stop the proxy and
 /// the backends and remove the scratch folder (with its private key) on its own.
 fn killed_run_leaves_nothing(system: &str) {
+    killed_run_leaves_nothing_with(system, &[]);
+}
+
+fn killed_run_leaves_nothing_with(system: &str, flags: &[&str]) {
     let shm = envoy_shared_memory();
     let dir = tempfile::tempdir().unwrap();
-    let (child, _) = churning_run(dir.path(), system);
+    let (child, _) = churning_run(dir.path(), system, flags);
     let pid = child.id().to_string();
     // Wait until the proxy and the backends run (they name the run's folders).
     let t = Instant::now();
@@ -559,6 +569,23 @@ fn sigkill_leaves_no_process_and_no_scratch_folder() {
     let _alone = exclusive();
     killed_run_leaves_nothing("caddy-api");
     killed_run_leaves_nothing("envoy-hot-restart");
+    killed_run_leaves_nothing("envoy-xds");
+    // The generators of `run --generators` go with the run (they ask the kernel for
+    // SIGKILL when their parent dies).
+    killed_run_leaves_nothing_with("nginx-reload", &["--generators", "2"]);
+    let left: Vec<_> = processes_with("--marks")
+        .into_iter()
+        .filter(|(_, c)| c.contains("--part"))
+        .collect();
+    assert!(left.is_empty(), "generators left: {left:?}");
+}
+
+/// Ctrl-C of a run split over generators: every generator stops and writes what it
+/// measured; the merged result is partial and balanced.
+#[test]
+fn sigint_of_a_split_run_writes_a_merged_partial_result() {
+    let _alone = exclusive();
+    interrupted_run_with("-INT", "haproxy-runtime", &["--generators", "2"]);
 }
 
 #[test]

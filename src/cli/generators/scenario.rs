@@ -52,6 +52,9 @@ impl LoadRunner for LocalGenerators {
             .prefix("ingressbench-generators-")
             .tempdir()
             .map_err(|e| format!("temporary folder for the generators' results: {e}"))?;
+        // A run killed outright (SIGKILL) runs none of this: its watchdog removes the
+        // folder and stops the children (which also die with their parent).
+        lab::watchdog::watch_path(dir.path());
         let lead = Duration::from_secs(1) + spec.connect_timeout;
         let start_at = split::start_instant(now_unix_ns(), lead);
         let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
@@ -86,7 +89,10 @@ impl LoadRunner for LocalGenerators {
                 ..Default::default()
             };
             match Generator::spawn(&mut cmd, planned, out) {
-                Ok(g) => gens.push(g),
+                Ok(g) => {
+                    lab::watchdog::watch_group(g.child.id());
+                    gens.push(g);
+                }
                 Err(e) => {
                     for g in &mut gens {
                         g.kill();
@@ -140,7 +146,12 @@ impl LoadRunner for LocalGenerators {
             + spec.timeout
             + FINISH_GRACE;
         wait_all(&mut gens, deadline, &load.stop, false, window, lead);
+        let pgids: Vec<u32> = gens.iter().map(|g| g.child.id()).collect();
         let parts: Vec<Part> = gens.into_iter().map(Generator::into_part).collect();
+        for p in pgids {
+            lab::watchdog::unwatch_group(p);
+        }
+        lab::watchdog::unwatch_path(dir.path());
         drop(dir);
         let _ = forward.join();
 
