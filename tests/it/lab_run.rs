@@ -247,6 +247,21 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
                 "{system}: {c}"
             );
         }
+        // What the proxy itself spent, read about once a second of the 7 s window.
+        let res = &r["lab"]["resources"];
+        let samples = res["samples"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{system}: {res}"));
+        assert!((5..=8).contains(&samples.len()), "{system}: {res}");
+        assert!(
+            samples.iter().all(|s| u(&s["processes"]) >= 1),
+            "{system}: {res}"
+        );
+        assert!(f(&res["rss_max_mib"]) > 1.0, "{system}: {res}");
+        assert!(
+            f(&res["cpu_mean"]) > 0.0,
+            "{system}: a proxy that served 200 req/s used no CPU: {res}"
+        );
         // One impact window per change asked for inside the measured window.
         let windows = r["lab"]["windows"].as_array().unwrap();
         assert_eq!(windows.len(), 4, "{system}: {windows:?}");
@@ -268,6 +283,7 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
     let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(summary.contains("haproxy-runtime") && summary.contains("Endpoint propagation"));
     assert!(summary.contains("Route propagation"), "{summary}");
+    assert!(summary.contains("own CPU and memory"), "{summary}");
     assert!(out.join("scenario.yaml").is_file());
     assert_nothing_left(dir.path());
 }

@@ -277,4 +277,11 @@ pub trait Driver: Send {
     fn stop(&mut self) -> Result<(), LabError>;
     /// Versions of what runs, e.g. `[("nginx", "1.22.1")]`.
     fn versions(&self) -> Vec<(String, String)>;
+    /// The process groups of what runs on this machine (each proxy process started
+    /// in a group of its own, its workers with it), so the runner can read what the
+    /// system spends in CPU and memory ([`crate::usage`]). Empty when nothing of it
+    /// runs here (a cluster's controller).
+    fn process_groups(&self) -> Vec<u32> {
+        Vec::new()
+    }
 }

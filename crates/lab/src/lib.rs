@@ -17,6 +17,7 @@ pub mod platform;
 pub mod ports;
 pub mod proc;
 pub mod profiles;
+pub mod usage;
 pub mod watchdog;
 
 pub use driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};

@@ -88,6 +88,14 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
         section(&mut h, "routes", "Route propagation");
         table_html(&mut h, input, t);
     }
+    if let Some(t) = table("table-resources").filter(|t| !t.rows.is_empty()) {
+        section(
+            &mut h,
+            "resources",
+            "CPU and memory of the system under test",
+        );
+        table_html(&mut h, input, t);
+    }
 
     section(&mut h, "settings", "Load settings and versions");
     if let Some(t) = table("table-settings") {

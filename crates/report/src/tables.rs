@@ -49,6 +49,7 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
         changes(input),
         propagation(input),
         routes(input),
+        resources(input),
         throughput(input),
         settings(input),
     ]
@@ -287,6 +288,48 @@ pub fn routes(input: &ReportInput) -> Table {
             ("new", "new responses"),
             ("old", "old responses"),
             ("errors", "errors"),
+        ]),
+        rows,
+    }
+}
+
+/// What each system under test spent in CPU and memory (its own processes, read
+/// every second); no rows when none ran on the measuring machine.
+pub fn resources(input: &ReportInput) -> Table {
+    let mut rows = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        let Some(r) = s.result.lab.as_ref().and_then(|l| l.resources.as_ref()) else {
+            continue;
+        };
+        rows.push(Row {
+            series: Some(i),
+            cells: vec![
+                s.name.clone(),
+                format!("{:.2}", r.cpu_mean),
+                format!("{:.2}", r.cpu_max),
+                format!("{:.1}", r.rss_max_mib),
+                r.cpu_ms_per_1000
+                    .map_or_else(|| MISSING.to_string(), |v| format!("{v:.1}")),
+                r.samples
+                    .iter()
+                    .map(|x| x.processes)
+                    .max()
+                    .unwrap_or(0)
+                    .to_string(),
+            ],
+        });
+    }
+    Table {
+        id: "table-resources",
+        title: "What the system under test spent",
+        note: "CPU (user + system) in cores and resident memory of every process of the system under test (master, workers, old workers draining, every epoch), read from /proc about once a second during the measured window; CPU per 1,000 completed requests in milliseconds.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("cpu_mean", "CPU mean (cores)"),
+            ("cpu_max", "CPU max (cores)"),
+            ("rss_max", "RSS max (MiB)"),
+            ("cpu_per_1000", "CPU ms / 1000 requests"),
+            ("processes_max", "processes max"),
         ]),
         rows,
     }

@@ -380,6 +380,34 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
                 );
             }
         }
+        if results
+            .iter()
+            .any(|r| r.lab.as_ref().is_some_and(|l| l.resources.is_some()))
+        {
+            let _ = writeln!(
+                s,
+                "\nSystem under test's own CPU and memory (its processes, read every second)"
+            );
+            let _ = writeln!(
+                s,
+                "  {:<w$} {:>10} {:>10} {:>14} {:>16}",
+                "system", "CPU mean", "CPU max", "RSS max", "CPU per 1000 req"
+            );
+            for (n, r) in names.iter().zip(results) {
+                let Some(u) = r.lab.as_ref().and_then(|l| l.resources.as_ref()) else {
+                    continue;
+                };
+                let _ = writeln!(
+                    s,
+                    "  {n:<w$} {:>10} {:>10} {:>14} {:>16}",
+                    format!("{:.2} cores", u.cpu_mean),
+                    format!("{:.2} cores", u.cpu_max),
+                    format!("{:.1} MiB", u.rss_max_mib),
+                    u.cpu_ms_per_1000
+                        .map_or_else(|| "-".to_string(), |v| format!("{v:.1} ms")),
+                );
+            }
+        }
         let _ = writeln!(
             s,
             "\nWorst change per system (by max latency in its window)"

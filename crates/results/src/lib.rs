@@ -792,6 +792,54 @@ impl RoutePropagation {
     }
 }
 
+/// One second of what the system under test spent (its processes on this machine).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceSample {
+    /// When it was read, seconds from the start of the measured window (about once a
+    /// second; later while a change was being applied).
+    pub t_s: f64,
+    /// CPU (user + system) used since the previous reading, in cores: 1.0 is a whole
+    /// core busy.
+    pub cpu: f64,
+    /// Resident memory at the end of the second, MiB.
+    pub rss_mib: f64,
+    /// Processes alive then (a reload's old workers included).
+    pub processes: u32,
+}
+
+/// What the system under test spent over the measured window, read every second from
+/// `/proc` for every process of its process groups.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    pub samples: Vec<ResourceSample>,
+    /// CPU cores used on average and in the busiest second.
+    pub cpu_mean: f64,
+    pub cpu_max: f64,
+    /// Largest resident memory seen, MiB.
+    pub rss_max_mib: f64,
+    /// CPU milliseconds per 1,000 completed requests.
+    pub cpu_ms_per_1000: Option<f64>,
+}
+
+impl Resources {
+    /// The samples with their summary; `completed`: the run's completed requests.
+    pub fn of(samples: Vec<ResourceSample>, completed: u64) -> Self {
+        let mut prev = 0.0;
+        let mut total = 0.0;
+        for s in &samples {
+            total += s.cpu * (s.t_s - prev).max(0.0);
+            prev = s.t_s;
+        }
+        Resources {
+            cpu_mean: if prev > 0.0 { total / prev } else { 0.0 },
+            cpu_max: samples.iter().map(|s| s.cpu).fold(0.0, f64::max),
+            rss_max_mib: samples.iter().map(|s| s.rss_mib).fold(0.0, f64::max),
+            cpu_ms_per_1000: (completed > 0).then(|| total * 1000.0 / completed as f64 * 1000.0),
+            samples,
+        }
+    }
+}
+
 /// What a lab run adds to a result.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct LabInfo {
@@ -812,6 +860,10 @@ pub struct LabInfo {
     /// in results written before it existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_propagation: Option<RoutePropagation>,
+    /// What the system under test spent, per second (absent when none of it ran on
+    /// this machine, and in results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
     /// The proxy process died during the run.
     pub proxy_died: bool,
     /// Which CPUs the generator, the proxy and the backends ran on.
@@ -855,6 +907,26 @@ pub struct PlacementInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// CPU is weighted by each reading's interval (a reading delayed by a change
+    /// covers more time), memory is the largest seen.
+    #[test]
+    fn resources_sum_up_readings_by_their_interval() {
+        let at = |t_s: f64, cpu: f64, rss_mib: f64| ResourceSample {
+            t_s,
+            cpu,
+            rss_mib,
+            processes: 2,
+        };
+        let r = Resources::of(
+            vec![at(1.0, 0.5, 20.0), at(3.0, 1.0, 40.0), at(4.0, 0.0, 30.0)],
+            5000,
+        );
+        assert!((r.cpu_mean - 0.625).abs() < 1e-9, "{r:?}"); // (0.5 + 2.0 + 0) / 4 s
+        assert_eq!((r.cpu_max, r.rss_max_mib), (1.0, 40.0));
+        assert!((r.cpu_ms_per_1000.unwrap() - 500.0).abs() < 1e-9); // 2.5 s / 5000 req
+        assert_eq!(Resources::of(Vec::new(), 0).cpu_ms_per_1000, None);
+    }
 
     #[test]
     fn percentile_keys_are_the_nines() {

@@ -18,7 +18,7 @@ use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
 use results::{
     Event, EventKind, EventWindow, LabInfo, PlacementInfo, Propagation, PropagationEntry,
-    RouteChange, RoutePropagation, RunResult, Spread,
+    ResourceSample, Resources, RouteChange, RoutePropagation, RunResult, Spread,
 };
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -216,6 +216,12 @@ struct System {
     added: Vec<(String, Nanos)>,
     removed: Vec<(String, Nanos)>,
     settle_timeout: Duration,
+    /// What the system under test spends, read once a second on the load's clock.
+    usage: lab::usage::Usage,
+    resources: Vec<ResourceSample>,
+    /// Clock time of the next reading; time and CPU total of the last one.
+    next_reading: Nanos,
+    last_reading: (Nanos, f64),
 }
 
 impl Drop for System {
@@ -309,6 +315,10 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         added: Vec::new(),
         removed: Vec::new(),
         settle_timeout: Duration::from_secs(10),
+        usage: lab::usage::Usage::default(),
+        resources: Vec::new(),
+        next_reading: 0,
+        last_reading: (0, 0.0),
     };
     let ctx = sys.platform.prepare(&site).map_err(lab)?;
     let endpoints = sys.platform.endpoints();
@@ -401,6 +411,12 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         before_changes: Some(before_changes),
         propagation,
         route_propagation,
+        resources: (!sys.resources.is_empty()).then(|| {
+            Resources::of(
+                std::mem::take(&mut sys.resources),
+                result.requests.completed,
+            )
+        }),
         proxy_died: sys.proxy_died,
         placement: Some(PlacementInfo {
             generator: fmt_set(&placement.generator),
@@ -472,8 +488,36 @@ impl System {
         }
     }
 
+    /// Reads what the system under test spent, once a second of the measured window
+    /// (the first reading, at its start, is the baseline).
+    fn read_usage(&mut self) {
+        let origin = self.events.origin;
+        let now = self.events.clock.now();
+        if origin == 0 || now < self.next_reading || now > self.end {
+            return;
+        }
+        let groups = self.driver.process_groups();
+        if groups.is_empty() {
+            return;
+        }
+        let r = self.usage.read(&groups);
+        let (t0, cpu0) = self.last_reading;
+        if self.next_reading != 0 && now > t0 {
+            self.resources.push(ResourceSample {
+                t_s: (now - origin) as f64 / 1e9,
+                cpu: (r.cpu_s - cpu0).max(0.0) / ((now - t0) as f64 / 1e9),
+                rss_mib: r.rss_bytes as f64 / (1u64 << 20) as f64,
+                processes: r.processes,
+            });
+        }
+        self.last_reading = (now, r.cpu_s);
+        let second = 1_000_000_000;
+        self.next_reading = origin.max(self.next_reading) + second;
+    }
+
     /// Notices a proxy that died (once) and reaps drained backends.
     fn watch(&mut self) {
+        self.read_usage();
         if !self.proxy_died && !self.driver.alive() {
             self.proxy_died = true;
             self.events

@@ -214,6 +214,10 @@ fn free_port_except(taken: &[u16]) -> Result<u16, LabError> {
 }
 
 impl Driver for Caddy {
+    fn process_groups(&self) -> Vec<u32> {
+        self.pid().into_iter().collect()
+    }
+
     fn name(&self) -> &'static str {
         "caddy-api"
     }

@@ -187,6 +187,15 @@ impl EnvoyHotRestart {
 }
 
 impl Driver for EnvoyHotRestart {
+    /// Every epoch still running: the newest and those draining.
+    fn process_groups(&self) -> Vec<u32> {
+        self.current
+            .iter()
+            .chain(&self.draining)
+            .filter_map(Guard::pid)
+            .collect()
+    }
+
     fn name(&self) -> &'static str {
         "envoy-hot-restart"
     }

@@ -167,6 +167,10 @@ fn nack(e: XdsError) -> LabError {
 }
 
 impl Driver for EnvoyXds {
+    fn process_groups(&self) -> Vec<u32> {
+        self.pid().into_iter().collect()
+    }
+
     fn name(&self) -> &'static str {
         "envoy-xds"
     }

@@ -175,6 +175,14 @@ impl Haproxy {
 }
 
 impl Driver for Haproxy {
+    fn process_groups(&self) -> Vec<u32> {
+        self.guard
+            .as_ref()
+            .and_then(Guard::pid)
+            .into_iter()
+            .collect()
+    }
+
     fn name(&self) -> &'static str {
         match self.mode {
             Mode::Reload => "haproxy-reload",

@@ -143,6 +143,10 @@ impl Nginx {
 }
 
 impl Driver for Nginx {
+    fn process_groups(&self) -> Vec<u32> {
+        self.master_pid().into_iter().collect()
+    }
+
     fn name(&self) -> &'static str {
         match self.mode {
             Mode::Reload => "nginx-reload",
