@@ -235,6 +235,27 @@ fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server()
              first response showing it {traffic:.0} ms after (uri {})",
             first.2
         );
+        // The run's own load saw the same: its route propagation says when the
+        // controller reported it done and when traffic showed it, beside each other.
+        let change = r["lab"]["route_propagation"]["changes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no route propagation: {}", r["lab"]))
+            .iter()
+            .find(|c| c["route"] == route && (c["at_ms"].as_f64().unwrap() - asked).abs() < 1.0)
+            .unwrap_or_else(|| panic!("no route propagation entry for {route}"))
+            .clone();
+        let by_load = change["seen_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("the load never saw {route}: {change}"));
+        eprintln!(
+            "contour: route {route}: ingressbench's load saw it {by_load:.0} ms after the request (applied {} ms)",
+            change["applied_ms"]
+        );
+        assert!(change["applied_ms"].as_f64().is_some(), "{change}");
+        assert!(
+            (by_load - traffic).abs() < 500.0,
+            "route {route}: the load saw it at {by_load} ms, the prober at {traffic} ms"
+        );
         assert!(traffic < 10_000.0, "route {route}: {traffic} ms");
         assert!(
             first.0 >= last_seen,

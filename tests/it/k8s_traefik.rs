@@ -200,6 +200,23 @@ fn s3_route_changes_reach_traffic_through_traefiks_ingress_and_gateway_providers
             !events.iter().any(|e| e["kind"] == "change_failed"),
             "{system}: {events:?}"
         );
+        // The report's side by side: when Traefik said the route was in, and when the
+        // run's own traffic showed it.
+        let changes = r["lab"]["route_propagation"]["changes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{system}: no route propagation: {}", r["lab"]));
+        assert!(changes.len() >= 4, "{system}: {changes:?}");
+        for c in changes {
+            let seen = c["seen_ms"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{system}: a route never seen in traffic: {c}"));
+            eprintln!(
+                "{system}: route {}: applied {} ms, seen in traffic {seen:.0} ms after the request",
+                c["route"], c["applied_ms"]
+            );
+            assert!(c["applied_ms"].as_f64().is_some(), "{system}: {c}");
+            assert!(seen < 10_000.0, "{system}: {c}");
+        }
         // Every pod the run's namespace had served, by its name.
         let backends = r["backends"].as_object().unwrap();
         let ns_suffix = format!("-{system}");
