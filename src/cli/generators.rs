@@ -81,19 +81,50 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
     let start_at = split::start_instant(now_unix_ns(), lead);
     let passthrough: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
 
+    let mut gens = spawn_all(&plan, &cpus, start_at, dir.path(), &passthrough, &[])
+        .map_err(|e| anyhow::anyhow!(e))?;
+    probe_all(&mut gens, lead);
+
+    let live = !args.quiet && std::io::stderr().is_terminal();
+    let interrupted = wait_all(&mut gens, &spec, start_at, &stop, live, lead);
+
+    let parts: Vec<Part> = gens.into_iter().map(Generator::into_part).collect();
+    drop(dir);
+    finish(args, parts, start_at, spec.warmup, interrupted)
+}
+
+/// Starts one child of this program per part of `plan`: `args` (the command and its
+/// flags, which every child splits the same way), the part's internal flags and
+/// `extra`; each pinned to a CPU of its own when `cpus` has one per part. A child
+/// that cannot start stops those already started.
+///
+/// # Errors
+/// Which generator could not start, and why.
+fn spawn_all(
+    plan: &[split::PartSpec],
+    cpus: &[usize],
+    start_at: u128,
+    dir: &std::path::Path,
+    args: &[std::ffi::OsString],
+    extra: &[&str],
+) -> Result<Vec<Generator>, String> {
+    let n = plan.len();
+    let pinned = cpus.len() >= n;
+    let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
     let mut gens: Vec<Generator> = Vec::with_capacity(n);
     for (i, p) in plan.iter().enumerate() {
         let cpu = pinned.then(|| cpus[i]);
-        let out = dir.path().join(format!("part-{i}.json"));
-        let mut cmd = Command::new(std::env::current_exe().context("this program's path")?);
-        cmd.args(&passthrough)
+        let out = dir.join(format!("part-{i}.json"));
+        let mut cmd = Command::new(&exe);
+        cmd.args(args)
             .arg("--part")
             .arg(format!("{i}/{n}"))
             .arg("--start-at")
             .arg(start_at.to_string())
             .arg("--result-out")
             .arg(&out)
-            .arg("--sync-clock");
+            .arg("--sync-clock")
+            .args(extra);
         if let Some(c) = cpu {
             cmd.arg("--cpus").arg(c.to_string());
         }
@@ -115,41 +146,36 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
                 for g in &mut gens {
                     g.kill();
                 }
-                return Err(e).context(format!("starting generator {i}/{n}"));
+                return Err(format!("starting generator {i}/{n}: {e}"));
             }
         }
     }
+    Ok(gens)
+}
 
-    // The clock probes, one generator after the other (each takes well under a
-    // millisecond once the child is up), all before the shared instant.
+/// The clock probes, one generator after the other (each takes well under a
+/// millisecond once the child is up), all within `lead`: each child's offset goes
+/// into its entry, a child that does not answer is failed. Returns the stdin of each
+/// child that answered, in order, for what the coordinator sends next.
+fn probe_all(gens: &mut [Generator], lead: Duration) -> Vec<ChildStdin> {
     let sync_deadline = Instant::now() + lead;
     let probes: Vec<_> = gens.iter_mut().map(|g| g.start_probes()).collect();
+    let mut stdins = Vec::with_capacity(gens.len());
     for (g, rx) in gens.iter_mut().zip(probes) {
         let left = sync_deadline.saturating_duration_since(Instant::now());
         match rx.and_then(|rx| {
             rx.recv_timeout(left)
                 .unwrap_or_else(|_| Err("did not answer the clock probes in time".into()))
         }) {
-            Ok((o, _stdin)) => {
+            Ok((o, stdin)) => {
                 g.planned.clock_offset_ms = Some(o.offset_ns as f64 / 1e6);
                 g.planned.clock_offset_error_ms = Some(o.error_ns as f64 / 1e6);
+                stdins.push(stdin);
             }
             Err(e) => g.fail(e),
         }
     }
-
-    let window = spec.warmup + spec.duration;
-    let deadline = Instant::now()
-        + Duration::from_nanos(start_at.saturating_sub(now_unix_ns()) as u64)
-        + window
-        + spec.timeout
-        + FINISH_GRACE;
-    let live = !args.quiet && std::io::stderr().is_terminal();
-    let interrupted = wait_all(&mut gens, deadline, &stop, live, window, lead);
-
-    let parts: Vec<Part> = gens.into_iter().map(Generator::into_part).collect();
-    drop(dir);
-    finish(args, parts, start_at, spec.warmup, interrupted)
+    stdins
 }
 
 /// Merges the parts' results (`results::merge`, the same for every platform), prints
@@ -180,17 +206,24 @@ fn finish(
     })
 }
 
-/// Waits for every generator until `deadline`, forwarding an interrupt once (each
-/// child then stops, drains and writes what it measured), and kills whatever is still
-/// running at the deadline. Returns whether the run was interrupted.
+/// Waits for every generator of `spec`'s load started at `start_at` until its window,
+/// the request timeout and [`FINISH_GRACE`] have passed, forwarding an interrupt once
+/// (each child then stops, drains and writes what it measured), and kills whatever is
+/// still running then. Returns whether the run was interrupted.
 fn wait_all(
     gens: &mut [Generator],
-    mut deadline: Instant,
+    spec: &engine::LoadSpec,
+    start_at: u128,
     stop: &AtomicBool,
     live: bool,
-    window: Duration,
     lead: Duration,
 ) -> bool {
+    let window = spec.warmup + spec.duration;
+    let mut deadline = Instant::now()
+        + Duration::from_nanos(start_at.saturating_sub(now_unix_ns()) as u64)
+        + window
+        + spec.timeout
+        + FINISH_GRACE;
     let began = Instant::now();
     let mut forwarded = false;
     loop {

@@ -869,14 +869,17 @@ pub fn default_out_dir(scenario: &str) -> PathBuf {
 mod tests {
     use super::*;
 
-    #[test]
-    fn windows_follow_the_marked_changes_and_add_up() {
-        let ev = |t_ms: f64, kind: EventKind, detail: &str| Event {
+    fn ev(t_ms: f64, kind: EventKind, detail: &str) -> Event {
+        Event {
             t_ms,
             kind,
             detail: detail.into(),
             took_ms: None,
-        };
+        }
+    }
+
+    #[test]
+    fn windows_follow_the_marked_changes_and_add_up() {
         let events = [
             ev(1000.0, EventKind::ScaleRequested, "2 -> 3"),
             ev(1300.0, EventKind::BackendReady, "b3"),
@@ -929,12 +932,6 @@ mod tests {
     /// from the driver's own event (none when it failed).
     #[test]
     fn route_changes_are_timed_from_the_responses_that_show_them() {
-        let ev = |t_ms: f64, kind: EventKind, detail: &str| Event {
-            t_ms,
-            kind,
-            detail: detail.into(),
-            took_ms: None,
-        };
         let events = [
             ev(1000.0, EventKind::RouteRequested, "header"),
             ev(1010.0, EventKind::RouteApplied, "header"),

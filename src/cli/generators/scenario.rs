@@ -9,16 +9,15 @@
 //! first and last responses, which endpoint propagation is computed from, are merged
 //! by `results::merge` like everything else.
 
-use super::{available_cpus, now_unix_ns, wait_all, Generator, FINISH_GRACE};
+use super::{available_cpus, now_unix_ns, probe_all, spawn_all, wait_all, Generator};
 use engine::split;
 use engine::windows::Tally;
 use engine::LoadSpec;
 use results::merge::Part;
-use results::{GeneratorPart, RunResult};
+use results::RunResult;
 use scenario::runner::{LoadRun, LoadRunner};
 use std::io::Write;
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The load of every system of a scenario run, split over `count` local processes.
 pub struct LocalGenerators {
@@ -47,7 +46,6 @@ impl LoadRunner for LocalGenerators {
         } else {
             spec.cpus.clone()
         };
-        let pinned = cpus.len() >= n;
         let dir = tempfile::Builder::new()
             .prefix("ingressbench-generators-")
             .tempdir()
@@ -57,68 +55,20 @@ impl LoadRunner for LocalGenerators {
         lab::watchdog::watch_path(dir.path());
         let lead = Duration::from_secs(1) + spec.connect_timeout;
         let start_at = split::start_instant(now_unix_ns(), lead);
-        let exe = std::env::current_exe().map_err(|e| format!("this program's path: {e}"))?;
-
-        let mut gens: Vec<Generator> = Vec::with_capacity(n);
-        for (i, p) in plan.iter().enumerate() {
-            let cpu = pinned.then(|| cpus[i]);
-            let out = dir.path().join(format!("part-{i}.json"));
-            let mut cmd = Command::new(&exe);
-            cmd.arg("load")
-                .args(&flags)
-                .arg("--part")
-                .arg(format!("{i}/{n}"))
-                .arg("--start-at")
-                .arg(start_at.to_string())
-                .arg("--result-out")
-                .arg(&out)
-                .args(["--sync-clock", "--marks", "--quiet"]);
-            if let Some(c) = cpu {
-                cmd.arg("--cpus").arg(c.to_string());
-            }
-            let threads = p.spec.threads.unwrap_or_else(|| {
-                split::default_threads(usize::from(pinned), cpus.len(), n, p.spec.connections)
-            });
-            let planned = GeneratorPart {
-                index: i,
-                connections: p.spec.connections,
-                threads,
-                rate: p.spec.rate,
-                seed: p.slice.seed,
-                cpus: cpu.map(|c| c.to_string()).unwrap_or_default(),
-                ..Default::default()
-            };
-            match Generator::spawn(&mut cmd, planned, out) {
-                Ok(g) => {
-                    lab::watchdog::watch_group(g.child.id());
-                    gens.push(g);
-                }
-                Err(e) => {
-                    for g in &mut gens {
-                        g.kill();
-                    }
-                    return Err(format!("starting generator {i}/{n}: {e}"));
-                }
-            }
+        let mut args: Vec<std::ffi::OsString> = vec!["load".into()];
+        args.extend(flags.into_iter().map(Into::into));
+        let mut gens = spawn_all(
+            &plan,
+            &cpus,
+            start_at,
+            dir.path(),
+            &args,
+            &["--marks", "--quiet"],
+        )?;
+        for g in &gens {
+            lab::watchdog::watch_group(g.child.id());
         }
-
-        let sync_deadline = Instant::now() + lead;
-        let probes: Vec<_> = gens.iter_mut().map(|g| g.start_probes()).collect();
-        let mut stdins = Vec::with_capacity(n);
-        for (g, rx) in gens.iter_mut().zip(probes) {
-            let left = sync_deadline.saturating_duration_since(Instant::now());
-            match rx.and_then(|rx| {
-                rx.recv_timeout(left)
-                    .unwrap_or_else(|_| Err("did not answer the clock probes in time".into()))
-            }) {
-                Ok((o, stdin)) => {
-                    g.planned.clock_offset_ms = Some(o.offset_ns as f64 / 1e6);
-                    g.planned.clock_offset_error_ms = Some(o.error_ns as f64 / 1e6);
-                    stdins.push(stdin);
-                }
-                Err(e) => g.fail(e),
-            }
-        }
+        let mut stdins = probe_all(&mut gens, lead);
 
         // The measured window starts at the shared instant plus the warm-up, for
         // every child; on the run's clock that is the origin of the event log.
@@ -139,13 +89,7 @@ impl LoadRunner for LocalGenerators {
             }
         });
 
-        let window = spec.warmup + spec.duration;
-        let deadline = Instant::now()
-            + Duration::from_nanos(start_at.saturating_sub(now_unix_ns()) as u64)
-            + window
-            + spec.timeout
-            + FINISH_GRACE;
-        wait_all(&mut gens, deadline, &load.stop, false, window, lead);
+        wait_all(&mut gens, spec, start_at, &load.stop, false, lead);
         let pgids: Vec<u32> = gens.iter().map(|g| g.child.id()).collect();
         let parts: Vec<Part> = gens.into_iter().map(Generator::into_part).collect();
         for p in pgids {
