@@ -149,6 +149,19 @@ impl WindowCounts {
         }
     }
 
+    /// Adds another count of the same window (another worker's, or generator's).
+    fn add(&mut self, o: &WindowCounts) {
+        self.completed += o.completed;
+        for (a, b) in self.errors.iter_mut().zip(o.errors.iter()) {
+            *a += b;
+        }
+        let _ = self.latency.add(&o.latency);
+        self.max_us = self.max_us.max(o.max_us);
+        for (a, b) in self.markers.iter_mut().zip(o.markers.iter()) {
+            a.merge(b);
+        }
+    }
+
     /// Errors of every kind.
     pub fn failed(&self) -> u64 {
         self.errors.iter().sum()
@@ -201,16 +214,7 @@ impl Tally {
     /// Adds another worker's counts.
     pub fn merge(&mut self, o: &Tally) {
         for (w, oc) in o.windows.iter().enumerate() {
-            let c = self.at(w);
-            c.completed += oc.completed;
-            for (a, b) in c.errors.iter_mut().zip(oc.errors.iter()) {
-                *a += b;
-            }
-            let _ = c.latency.add(&oc.latency);
-            c.max_us = c.max_us.max(oc.max_us);
-            for (a, b) in c.markers.iter_mut().zip(oc.markers.iter()) {
-                a.merge(b);
-            }
+            self.at(w).add(oc);
         }
     }
 }
@@ -259,10 +263,12 @@ impl Tally {
     ) -> Result<(), String> {
         let at = |ms: f64| (measure_start as f64 + ms * 1e6).max(0.0) as Nanos;
         for (w, p) in parts.iter().enumerate() {
-            let latency = results::histogram::decode_base64(&p.latency)
+            // The part as a window of this process, added like another worker's.
+            let mut c = WindowCounts::new();
+            c.latency = results::histogram::decode_base64(&p.latency)
                 .map_err(|e| format!("window {w}: {e}"))?;
-            let c = self.at(w);
-            c.completed += p.completed;
+            c.completed = p.completed;
+            c.max_us = p.max_us;
             for (name, n) in &p.errors {
                 let k = ErrorKind::ALL
                     .iter()
@@ -270,15 +276,14 @@ impl Tally {
                     .ok_or_else(|| format!("window {w}: unknown error kind {name}"))?;
                 c.errors[k.index()] += n;
             }
-            let _ = c.latency.add(&latency);
-            c.max_us = c.max_us.max(p.max_us);
             for m in &p.markers {
-                c.markers[usize::from(m.pattern) % PATTERNS].merge(&Seen {
+                c.markers[usize::from(m.pattern) % PATTERNS] = Seen {
                     responses: m.responses,
                     first: at(m.first_ms),
                     last: at(m.last_ms),
-                });
+                };
             }
+            self.at(w).add(&c);
         }
         Ok(())
     }
