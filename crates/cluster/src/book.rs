@@ -89,6 +89,21 @@ impl Book {
         self.events()
     }
 
+    /// A re-list of the pods ended (the watcher's `InitDone`): `present` are the pods
+    /// it listed. A pod deleted while the watch was down gets no `Delete` event, so
+    /// every pod the book holds and the list lacks is gone now.
+    pub fn pods_relisted(&mut self, present: &BTreeSet<String>) -> Vec<PlatformEvent> {
+        self.pods.retain(|name, _| present.contains(name));
+        self.events()
+    }
+
+    /// A re-list of the EndpointSlices ended: as [`Book::pods_relisted`], for slices
+    /// (a slice deleted meanwhile would otherwise keep its endpoints ready forever).
+    pub fn slices_relisted(&mut self, present: &BTreeSet<String>) -> Vec<PlatformEvent> {
+        self.slices.retain(|name, _| present.contains(name));
+        self.events()
+    }
+
     /// Ready endpoints by pod name (a pod listed in two slices counts once).
     fn ready(&self) -> BTreeMap<&str, SocketAddr> {
         self.slices
@@ -279,6 +294,35 @@ mod tests {
         assert!(b.slice(slice("s1", vec![ep("a", 1, false)])).is_empty());
         assert!(b.endpoints().is_empty());
         assert_eq!(b.running(), 1);
+    }
+
+    #[test]
+    fn a_relist_drops_what_was_deleted_while_the_watch_was_down() {
+        let mut b = Book::default();
+        b.pod(pod("a", "2026-01-01T00:00:01Z", false));
+        b.pod(pod("b", "2026-01-01T00:00:02Z", false));
+        b.slice(slice("s1", vec![ep("a", 1, true)]));
+        b.slice(slice("s2", vec![ep("b", 2, true)]));
+        assert_eq!((b.running(), b.endpoints().len()), (2, 2));
+        // The watch reconnects; b and its slice were deleted meanwhile, a new pod c
+        // appeared. The re-list shows a and c only, and never deletes b by event.
+        b.pod(pod("a", "2026-01-01T00:00:01Z", false));
+        let ev = b.pod(pod("c", "2026-01-01T00:00:03Z", false));
+        assert!(ev.is_empty());
+        let present: BTreeSet<String> = ["a", "c"].map(String::from).into();
+        assert!(b.pods_relisted(&present).is_empty());
+        assert_eq!(b.running(), 2, "b is gone, c counts");
+        // b's slice is still in the book until the slices' re-list ends.
+        assert_eq!(b.endpoints().len(), 2);
+        b.slice(slice("s1", vec![ep("a", 1, true)]));
+        let ev = b.slice(slice("s3", vec![ep("c", 3, true)]));
+        assert_eq!(ids(&ev), ["ready c"]);
+        let present: BTreeSet<String> = ["s1", "s3"].map(String::from).into();
+        assert!(b.slices_relisted(&present).is_empty());
+        let eps: Vec<String> = b.endpoints().into_iter().map(|e| e.id).collect();
+        assert_eq!(eps, ["a", "c"]);
+        // The history still knows b.
+        assert!(b.history().iter().any(|p| p.name == "b"));
     }
 
     #[test]

@@ -65,6 +65,9 @@ pub struct ClusterSpec {
     pub gateway: Option<(String, String)>,
     /// The host routes match (`None`: every host).
     pub host: Option<String>,
+    /// The CA (PEM) of the controllers' serving certificates, for `https://` URLs
+    /// that no public CA signed.
+    pub cacert: Option<std::path::PathBuf>,
 }
 
 /// The platform.
@@ -215,15 +218,20 @@ impl Kubernetes {
         let (book, tx2) = (self.book.clone(), tx.clone());
         let t1 = self.rt.spawn(async move {
             let mut s = watcher(pods, pod_cfg).boxed();
+            let mut listed = Relist::default();
             while let Some(ev) = s.next().await {
                 let out = match ev {
-                    Ok(watcher::Event::Apply(p) | watcher::Event::InitApply(p)) => {
+                    Ok(watcher::Event::Apply(p)) => lock(&book).pod(pod_seen(&p)),
+                    Ok(watcher::Event::InitApply(p)) => {
+                        listed.saw(&p.metadata.name);
                         lock(&book).pod(pod_seen(&p))
                     }
                     Ok(watcher::Event::Delete(p)) => {
                         lock(&book).pod_gone(p.metadata.name.as_deref().unwrap_or(""))
                     }
-                    _ => Vec::new(),
+                    Ok(watcher::Event::Init) => listed.start(),
+                    Ok(watcher::Event::InitDone) => lock(&book).pods_relisted(&listed.done()),
+                    Err(_) => Vec::new(),
                 };
                 for e in out {
                     let _ = tx2.send(e);
@@ -233,15 +241,20 @@ impl Kubernetes {
         let book = self.book.clone();
         let t2 = self.rt.spawn(async move {
             let mut s = watcher(slices, slice_cfg).boxed();
+            let mut listed = Relist::default();
             while let Some(ev) = s.next().await {
                 let out = match ev {
-                    Ok(watcher::Event::Apply(es) | watcher::Event::InitApply(es)) => {
+                    Ok(watcher::Event::Apply(es)) => lock(&book).slice(slice_seen(&es)),
+                    Ok(watcher::Event::InitApply(es)) => {
+                        listed.saw(&es.metadata.name);
                         lock(&book).slice(slice_seen(&es))
                     }
                     Ok(watcher::Event::Delete(es)) => {
                         lock(&book).slice_gone(es.metadata.name.as_deref().unwrap_or(""))
                     }
-                    _ => Vec::new(),
+                    Ok(watcher::Event::Init) => listed.start(),
+                    Ok(watcher::Event::InitDone) => lock(&book).slices_relisted(&listed.done()),
+                    Err(_) => Vec::new(),
                 };
                 for e in out {
                     let _ = tx.send(e);
@@ -309,6 +322,29 @@ impl Kubernetes {
         let _ = self
             .rt
             .block_on(Api::<Pod>::namespaced(client, &ns).delete(pod, &dp));
+    }
+}
+
+/// The names a watcher's (re-)list shows between its `Init` and `InitDone`: a watch
+/// that reconnects lists everything again instead of replaying the deletions it
+/// missed, so what the list lacks is gone ([`Book::pods_relisted`]).
+#[derive(Default)]
+struct Relist(std::collections::BTreeSet<String>);
+
+impl Relist {
+    fn start(&mut self) -> Vec<PlatformEvent> {
+        self.0.clear();
+        Vec::new()
+    }
+
+    fn saw(&mut self, name: &Option<String>) {
+        if let Some(n) = name {
+            self.0.insert(n.clone());
+        }
+    }
+
+    fn done(&mut self) -> std::collections::BTreeSet<String> {
+        std::mem::take(&mut self.0)
     }
 }
 
@@ -411,7 +447,7 @@ impl Platform for Kubernetes {
             .unwrap_or_default();
         self.target = Some(Target {
             url,
-            cacert: None,
+            cacert: self.spec.cacert.clone(),
             reachable: Vec::new(),
         });
         let ctx = DriverContext::with_s1_tuning(
