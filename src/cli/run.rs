@@ -45,6 +45,14 @@ pub struct RunArgs {
     /// Keep the run's namespaces afterwards, for inspection.
     #[arg(long)]
     pub keep: bool,
+    /// The Gateway the HTTPRoutes attach to, as NAMESPACE/NAME for every system or
+    /// SYSTEM=NAMESPACE/NAME for one (repeatable; kubernetes.gateway and .gateways).
+    #[arg(long = "gateway", value_name = "[SYSTEM=]NS/NAME")]
+    pub gateway: Vec<String>,
+    /// The CA certificate (PEM) of the controllers' https:// addresses, when no
+    /// public CA signed them (kubernetes.cacert).
+    #[arg(long, value_name = "FILE")]
+    pub cacert: Option<PathBuf>,
     /// Split each system's load over this many generator processes on this machine
     /// (each pinned to a CPU of the scenario's generator set when there are enough),
     /// merged into one result, as `load --generators` does.
@@ -151,6 +159,15 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         namespace: a.namespace.clone(),
         keep: a.keep,
         systems,
+        gateways: a
+            .gateway
+            .iter()
+            .map(|g| match g.split_once('=') {
+                Some((sys, gw)) => (Some(sys.to_string()), gw.to_string()),
+                None => (None, g.clone()),
+            })
+            .collect(),
+        cacert: a.cacert.clone(),
     })
     .map_err(usage)?;
     for o in &a.only {

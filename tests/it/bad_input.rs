@@ -70,7 +70,11 @@ fn run_refuses_bad_cluster_flags() {
         ),
         (
             vec!["--context", "staging"],
-            "--system, --kubeconfig, --context, --namespace and --keep are for --platform kubernetes",
+            "--system, --kubeconfig, --context, --namespace, --keep, --gateway and --cacert are for --platform kubernetes",
+        ),
+        (
+            vec!["--platform", "kubernetes", "--system", "contour=https://198.18.0.1/", "--gateway", "contour"],
+            "--gateway contour: write it as [SYSTEM=]NAMESPACE/NAME",
         ),
         (
             vec!["--platform", "kubernetes", "--system", "trafik=https://198.18.0.1/"],

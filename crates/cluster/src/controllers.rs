@@ -36,6 +36,10 @@ pub enum Style {
     HaproxyOrg,
     /// Traefik: a Middleware (traefik.io/v1alpha1) referenced from the Ingress.
     Traefik,
+    /// Contour: its Ingress annotations set timeouts, retries and TLS, but no response
+    /// header and no rewrite (those are HTTPProxy or HTTPRoute features), so only
+    /// `base` can be expressed: S1's and S5's scale churn, not S3's route steps.
+    Contour,
 }
 
 /// One installed controller profile.
@@ -84,6 +88,14 @@ pub const CONTROLLERS: &[Controller] = &[
         name: "contour",
         stands_for: "Contour (Envoy) through Gateway API",
         routing: Routing::HttpRoute,
+    },
+    Controller {
+        name: "contour-ingress",
+        stands_for: "Contour (Envoy) through Ingress (class contour): scale churn only",
+        routing: Routing::Ingress {
+            class: "contour",
+            style: Style::Contour,
+        },
     },
     Controller {
         name: "envoy-gateway",
@@ -164,14 +176,41 @@ pub struct Unsupported {
     pub why: String,
 }
 
+/// Whether `c` can express `route` at all, whatever the place: the scenario asks
+/// this of every route step before a run starts, so a change a controller cannot make
+/// is refused up front instead of failing minutes into a run.
+///
+/// # Errors
+/// [`Unsupported`] naming the controller, the change and what to use instead.
+pub fn check(c: &Controller, route: Route) -> Result<(), Unsupported> {
+    match (c.routing, route) {
+        (_, Route::Base) => Ok(()),
+        (
+            Routing::Ingress {
+                style: Style::Contour,
+                ..
+            },
+            _,
+        ) => Err(Unsupported {
+            controller: c.name,
+            route: route.name(),
+            why: "Contour's Ingress annotations set no response header and no rewrite: \
+                  use the profile `contour` (HTTPRoute) for route changes"
+                .into(),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// The objects that route the backends' Service through `c` with `route` in force.
 /// Applying them (and deleting any earlier object of the run not among them) is the
 /// whole change.
 ///
 /// # Errors
-/// [`Unsupported`] when an HTTPRoute has no Gateway to attach to (every profile
-/// expresses all four of S3's changes).
+/// [`Unsupported`] when [`check`] refuses the change, or an HTTPRoute has no Gateway
+/// to attach to.
 pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>, Unsupported> {
+    check(c, route)?;
     match c.routing {
         Routing::Ingress { class, style } => Ok(ingress(class, style, place, route)),
         Routing::HttpRoute => {
@@ -256,6 +295,8 @@ fn ingress(class: &str, style: Style, place: &Place, route: Route) -> Vec<Value>
             Route::Header => put("haproxy.org/response-set-header", "x-custom 1".into()),
             Route::Rewrite => put("haproxy.org/path-rewrite", "(.*) /rewritten\\1".into()),
         },
+        // `check` let only `base` through.
+        Style::Contour => {}
         Style::Traefik => {
             let middleware = match route {
                 Route::Base => None,
@@ -387,9 +428,13 @@ mod tests {
     const ROUTES: [Route; 4] = [Route::Base, Route::Cors, Route::Header, Route::Rewrite];
 
     #[test]
-    fn every_profile_expresses_every_route_with_labelled_objects_to_the_backends() {
+    fn every_profile_expresses_every_route_it_accepts_with_labelled_objects_to_the_backends() {
         for c in CONTROLLERS {
             for r in ROUTES {
+                if check(c, r).is_err() {
+                    assert!(objects(c, &place(), r).is_err(), "{} {r:?}", c.name);
+                    continue;
+                }
                 let objs = objects(c, &place(), r).unwrap_or_else(|e| panic!("{e}"));
                 assert!(!objs.is_empty(), "{} {r:?}", c.name);
                 for o in &objs {
@@ -454,6 +499,32 @@ mod tests {
             cors[1]["metadata"]["annotations"]["traefik.ingress.kubernetes.io/router.middlewares"],
             "ingressbench-r1-ib-route@kubernetescrd"
         );
+    }
+
+    #[test]
+    fn contour_through_ingress_routes_base_and_refuses_the_rest_by_name() {
+        let c = controller("contour-ingress").unwrap();
+        let base = objects(c, &place(), Route::Base).unwrap();
+        assert_eq!(base.len(), 1);
+        assert_eq!(base[0]["spec"]["ingressClassName"], "contour");
+        assert_eq!(base[0]["metadata"]["annotations"], json!({}));
+        for r in [Route::Cors, Route::Header, Route::Rewrite] {
+            let e = check(c, r).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!(
+                    "contour-ingress cannot express the route change `{}`",
+                    r.name()
+                )),
+                "{e}"
+            );
+            assert!(e.contains("use the profile `contour`"), "{e}");
+        }
+        // Every other profile expresses all four.
+        for c in CONTROLLERS.iter().filter(|c| c.name != "contour-ingress") {
+            for r in ROUTES {
+                assert!(check(c, r).is_ok(), "{} {r:?}", c.name);
+            }
+        }
     }
 
     #[test]

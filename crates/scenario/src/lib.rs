@@ -439,6 +439,15 @@ pub struct KubernetesSection {
     /// The Gateway HTTPRoutes attach to, `namespace/name`.
     #[serde(default)]
     pub gateway: Option<String>,
+    /// A Gateway per system, `namespace/name` by system name, for runs that compare
+    /// two Gateway API implementations (each watches only its own GatewayClass);
+    /// a system not named here uses `gateway`.
+    #[serde(default)]
+    pub gateways: BTreeMap<String, String>,
+    /// The CA certificate (PEM) that signed the controllers' serving certificates,
+    /// for an `https://` URL whose certificate no public CA signed (a lab cluster's).
+    #[serde(default)]
+    pub cacert: Option<PathBuf>,
     /// The host the routes match (default: every host).
     #[serde(default)]
     pub host: Option<String>,
@@ -450,8 +459,34 @@ pub struct KubernetesSection {
 impl KubernetesSection {
     /// `kubernetes.gateway` as (namespace, name).
     pub fn gateway(&self) -> Option<(String, String)> {
-        let (ns, name) = self.gateway.as_deref()?.split_once('/')?;
-        Some((ns.to_string(), name.to_string()))
+        split_gateway(self.gateway.as_deref()?)
+    }
+
+    /// The Gateway `system`'s HTTPRoutes attach to: its own in `gateways`, else
+    /// `gateway`.
+    pub fn gateway_for(&self, system: &str) -> Option<(String, String)> {
+        match self.gateways.get(system) {
+            Some(g) => split_gateway(g),
+            None => self.gateway(),
+        }
+    }
+}
+
+/// `namespace/name` as its two parts, neither empty.
+fn split_gateway(s: &str) -> Option<(String, String)> {
+    let (ns, name) = s.split_once('/')?;
+    (!ns.is_empty() && !name.is_empty() && !name.contains('/'))
+        .then(|| (ns.to_string(), name.to_string()))
+}
+
+/// Every route a list of steps changes to, repeats included.
+fn routes_in(steps: &[Step], out: &mut Vec<RouteName>) {
+    for s in steps {
+        match s {
+            Step::Route(r) if !out.contains(r) => out.push(*r),
+            Step::Repeat(r) => routes_in(&r.steps, out),
+            _ => {}
+        }
     }
 }
 
@@ -465,6 +500,10 @@ pub struct ClusterFlags {
     pub keep: bool,
     /// `--system NAME=URL`, in order.
     pub systems: Vec<(String, String)>,
+    /// `--gateway [SYSTEM=]NAMESPACE/NAME`: without a system, every system's.
+    pub gateways: Vec<(Option<String>, String)>,
+    /// `--cacert FILE`: the CA of the controllers' serving certificates.
+    pub cacert: Option<PathBuf>,
 }
 
 /// Longest scenario name (it names a folder, with a timestamp appended).
@@ -690,10 +729,12 @@ impl Scenario {
             || o.kubeconfig.is_some()
             || o.context.is_some()
             || o.namespace.is_some()
-            || o.keep;
+            || o.keep
+            || !o.gateways.is_empty()
+            || o.cacert.is_some();
         if cluster_flags && self.platform != "kubernetes" {
             return Err(
-                "--system, --kubeconfig, --context, --namespace and --keep are for --platform kubernetes"
+                "--system, --kubeconfig, --context, --namespace, --keep, --gateway and --cacert are for --platform kubernetes"
                     .into(),
             );
         }
@@ -707,6 +748,20 @@ impl Scenario {
         k.context = o.context.or(k.context.take());
         k.namespace = o.namespace.or(k.namespace.take());
         k.keep |= o.keep;
+        k.cacert = o.cacert.or(k.cacert.take());
+        for (system, gw) in o.gateways {
+            if split_gateway(&gw).is_none() {
+                return Err(format!(
+                    "--gateway {gw}: write it as [SYSTEM=]NAMESPACE/NAME, e.g. infra/public-gw"
+                ));
+            }
+            match system {
+                Some(sys) => {
+                    k.gateways.insert(sys, gw);
+                }
+                None => k.gateway = Some(gw),
+            }
+        }
         if !o.systems.is_empty() {
             let mut systems = Vec::new();
             for (name, url) in o.systems {
@@ -788,6 +843,20 @@ impl Scenario {
                     "kubernetes.gateway: write it as namespace/name",
                 ));
             }
+            for (name, gw) in &k.gateways {
+                if !self.systems.iter().any(|p| p.name() == name) {
+                    return Err(Bad::new(
+                        "kubernetes.gateways",
+                        format!("kubernetes.gateways: {name} is not among the systems"),
+                    ));
+                }
+                if split_gateway(gw).is_none() {
+                    return Err(Bad::new(
+                        "kubernetes.gateways",
+                        format!("kubernetes.gateways: {name}: write `{gw}` as namespace/name"),
+                    ));
+                }
+            }
             for (name, url) in &k.urls {
                 if !self.systems.iter().any(|p| p.name() == name) {
                     return Err(Bad::new(
@@ -802,6 +871,29 @@ impl Scenario {
                             "kubernetes.urls: {name}: `{url}` is not an http:// or https:// URL"
                         ),
                     ));
+                }
+                if self.tls.enabled && url.starts_with("http://") {
+                    return Err(Bad::new(
+                        "kubernetes.urls",
+                        format!(
+                            "kubernetes.urls: {name}: `{url}` is plain HTTP but the scenario loads over TLS: \
+                             give the controller's https:// address, or set tls.enabled: false"
+                        ),
+                    ));
+                }
+            }
+        }
+        if kube {
+            // A change a controller cannot make is refused before anything starts.
+            let mut routes = Vec::new();
+            routes_in(&self.changes, &mut routes);
+            for p in &self.systems {
+                let Some(c) = cluster::controllers::controller(p.name()) else {
+                    continue;
+                };
+                for r in &routes {
+                    cluster::controllers::check(c, r.route())
+                        .map_err(|e| Bad::new("changes", format!("changes: {e}")))?;
                 }
             }
         }

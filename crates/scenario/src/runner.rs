@@ -250,7 +250,8 @@ fn make_platform(scn: &Scenario, system: &str, exe: &Path) -> Result<Box<dyn Pla
     let run = format!("{stamp:x}-{system}");
     let run: String = run.chars().take(40).collect();
     let spec = cluster::ClusterSpec {
-        gateway: k.gateway(),
+        gateway: k.gateway_for(system),
+        cacert: k.cacert.clone(),
         kubeconfig: k.kubeconfig,
         context: k.context,
         namespace: k.namespace,

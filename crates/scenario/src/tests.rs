@@ -225,3 +225,103 @@ fn a_backend_delay_on_a_cluster_needs_ingressbench_s_image() {
     let other = format!("{k8s}kubernetes:\n  image: example.com/echo:1\n");
     assert!(err(&other).contains("backends.delay"));
 }
+
+#[test]
+fn a_route_step_a_controller_cannot_express_is_refused_before_the_run() {
+    let k8s = "name: k\nplatform: kubernetes\nsystems: [traefik, contour-ingress]\n\
+               tls:\n  enabled: false\n\
+               load:\n  rate: 10\n  duration: 5s\n\
+               changes:\n  - scale: 3\n  - wait: 1s\n  - repeat:\n      times: 2\n      steps:\n        - route: header\n        - wait: 1s\n";
+    let e = err(k8s);
+    assert!(
+        e.contains("contour-ingress cannot express the route change `header`")
+            && e.contains("use the profile `contour`"),
+        "{e}"
+    );
+    assert!(e.contains("line 9: changes:"), "at `changes`: {e}");
+    // Scale churn alone (S1, S5) runs through Contour's Ingress.
+    let scale_only = k8s.replace("        - route: header\n", "        - scale: 2\n");
+    Scenario::parse(&scale_only, "k.yaml").expect("scale steps need no route change");
+    // `base` is always expressible.
+    Scenario::parse(&k8s.replace("route: header", "route: base"), "k.yaml")
+        .expect("base is every profile's own route");
+}
+
+#[test]
+fn each_gateway_api_system_can_attach_to_its_own_gateway() {
+    let k8s = "name: k\nplatform: kubernetes\nsystems: [contour, gateway-api]\n\
+               tls:\n  enabled: false\n\
+               load:\n  rate: 10\n  duration: 5s\n\
+               kubernetes:\n  gateway: infra/shared\n  gateways:\n    contour: projectcontour/contour\n";
+    let s = Scenario::parse(k8s, "k.yaml").unwrap();
+    let k = s.kubernetes.as_ref().unwrap();
+    assert_eq!(
+        k.gateway_for("contour"),
+        Some(("projectcontour".into(), "contour".into()))
+    );
+    assert_eq!(
+        k.gateway_for("gateway-api"),
+        Some(("infra".into(), "shared".into()))
+    );
+    let e = err(&k8s.replace("contour: projectcontour/contour", "traefik: a/b"));
+    assert!(
+        e.contains("kubernetes.gateways: traefik is not among the systems")
+            && e.contains("line 11"),
+        "{e}"
+    );
+    let e = err(&k8s.replace("projectcontour/contour", "projectcontour"));
+    assert!(
+        e.contains("write `projectcontour` as namespace/name"),
+        "{e}"
+    );
+
+    // The flags: --gateway NS/NAME for all, --gateway SYSTEM=NS/NAME for one.
+    let mut s = Scenario::parse(k8s, "k.yaml").unwrap();
+    s.override_cluster(ClusterFlags {
+        gateways: vec![
+            (None, "infra/other".into()),
+            (Some("gateway-api".into()), "t/gw".into()),
+        ],
+        systems: vec![
+            ("contour".into(), "http://198.18.0.1:8080/".into()),
+            ("gateway-api".into(), "http://198.18.0.1:8000/".into()),
+        ],
+        ..ClusterFlags::default()
+    })
+    .unwrap();
+    let k = s.kubernetes.as_ref().unwrap();
+    assert_eq!(
+        k.gateway_for("gateway-api"),
+        Some(("t".into(), "gw".into()))
+    );
+    assert_eq!(
+        k.gateway_for("contour"),
+        Some(("projectcontour".into(), "contour".into())),
+        "the file's own entry for a system stays"
+    );
+    assert_eq!(k.gateway(), Some(("infra".into(), "other".into())));
+    let mut s = Scenario::parse(k8s, "k.yaml").unwrap();
+    let e = s
+        .override_cluster(ClusterFlags {
+            gateways: vec![(None, "nogateway".into())],
+            ..ClusterFlags::default()
+        })
+        .unwrap_err();
+    assert!(e.starts_with("--gateway nogateway: write it as"), "{e}");
+}
+
+#[test]
+fn a_tls_scenario_against_a_plain_http_url_is_refused_with_the_fix() {
+    let k8s = "name: k\nplatform: kubernetes\nsystems: [traefik]\n\
+               load:\n  rate: 10\n  duration: 5s\n\
+               kubernetes:\n  urls:\n    traefik: http://198.18.0.1:8000/\n";
+    let e = err(k8s);
+    assert!(
+        e.contains(
+            "traefik: `http://198.18.0.1:8000/` is plain HTTP but the scenario loads over TLS"
+        ) && e.contains("tls.enabled: false"),
+        "{e}"
+    );
+    let https = k8s.replace("http://", "https://");
+    Scenario::parse(&https, "k.yaml").expect("an https URL for a TLS scenario");
+}
