@@ -10,6 +10,7 @@ pub use results::duration;
 mod load;
 mod report;
 mod run;
+mod search;
 
 use clap::{Parser, Subcommand};
 
@@ -42,6 +43,8 @@ enum Command {
     Backend(backend::BackendArgs),
     /// Run a scenario: real proxies, changed while the load runs, side by side.
     Run(run::RunArgs),
+    /// Find the highest constant rate a server holds within a p99 and an error bound.
+    Search(Box<search::SearchArgs>),
     /// Check a scenario file without running it.
     Validate(run::ValidateArgs),
     /// Remove what interrupted or killed runs left in a cluster (their namespaces).
@@ -75,6 +78,7 @@ pub fn main() -> i32 {
         },
         Command::Backend(args) => backend::run(args),
         Command::Run(args) => run::run(args),
+        Command::Search(args) => search::run(*args),
         Command::Validate(args) => run::validate(args),
         Command::Cleanup(args) => run::cleanup(args),
         Command::Compare(args) => compare::run(args),

@@ -9,6 +9,7 @@
 
 pub mod failure;
 pub mod schedule;
+pub mod search;
 pub mod spec;
 pub mod split;
 pub mod stats;

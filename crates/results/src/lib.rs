@@ -10,6 +10,7 @@ pub mod folder;
 pub mod fsutil;
 pub mod histogram;
 pub mod merge;
+pub mod search;
 pub mod time;
 
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,383 @@
+//! `ingressbench search`: the highest constant rate a server sustains within a
+//! latency and an error bound (study S2's maximum, which its runs at 30-50 % are
+//! fractions of). A closed-loop probe gives the ceiling, then a bisection over short
+//! open-loop runs (`engine::search` decides, this file runs the steps and prints).
+
+use super::{duration, load, usage};
+use clap::Args;
+use engine::search::{judge, verdict, Bisection};
+use engine::{tls, LoadSpec};
+use results::search::{Miss, SearchBounds, SearchResult, SearchStep, SEARCH_SCHEMA};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// Flags of `ingressbench search`.
+#[derive(Args, Debug)]
+pub struct SearchArgs {
+    /// Target URL (http:// or https://).
+    pub url: String,
+    /// Connections kept open, as in `load` (the ceiling depends on them).
+    #[arg(short = 'c', long, default_value_t = 10)]
+    pub connections: usize,
+    /// Worker threads (default: as `load` chooses).
+    #[arg(short = 't', long)]
+    pub threads: Option<usize>,
+    /// The corrected p99 a rate must keep, e.g. 5ms.
+    #[arg(long, value_name = "DURATION")]
+    pub p99: String,
+    /// The share of failed requests a rate may have, e.g. 0.1% (or 0.001).
+    #[arg(long, default_value = "0.1%", value_name = "PERCENT")]
+    pub errors: String,
+    /// Length of each step's measured window.
+    #[arg(short = 'd', long, default_value = "5s")]
+    pub duration: String,
+    /// Warm-up before each step's window (not measured).
+    #[arg(long, default_value = "1s")]
+    pub warmup: String,
+    /// Length of the closed-loop probe that finds the ceiling.
+    #[arg(long, default_value = "3s")]
+    pub probe: String,
+    /// Runs of each rate; it passes when more than half pass.
+    #[arg(long, default_value_t = 1)]
+    pub trials: usize,
+    /// Stop when the highest pass and the lowest failure are this close, as a share
+    /// of the ceiling.
+    #[arg(long, default_value = "2%", value_name = "PERCENT")]
+    pub precision: String,
+    /// Request header (repeatable), as in `load`.
+    #[arg(short = 'H', long = "header")]
+    pub headers: Vec<String>,
+    /// Request timeout.
+    #[arg(long, default_value = "10s")]
+    pub timeout: String,
+    /// Connect (and TLS handshake) timeout.
+    #[arg(long, default_value = "2s")]
+    pub connect_timeout: String,
+    /// Do not verify the server's certificate.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// Trust this CA certificate (PEM).
+    #[arg(long)]
+    pub cacert: Option<PathBuf>,
+    /// TLS version: 1.2 or 1.3.
+    #[arg(long)]
+    pub tls_version: Option<String>,
+    /// A new connection (and TLS handshake) per request: handshakes per second.
+    #[arg(long)]
+    pub new_connection: bool,
+    /// Write the search (every step) as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Print only the result.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// `0.1%` or `0.001` as a ratio in 0..=1.
+fn ratio(flag: &str, s: &str) -> anyhow::Result<f64> {
+    let bad = || usage(format!("--{flag} {s}: give a share such as 0.1% or 0.001"));
+    let v = match s.trim().strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map_err(|_| bad())? / 100.0,
+        None => s.trim().parse::<f64>().map_err(|_| bad())?,
+    };
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(bad())
+    }
+}
+
+/// The search as checked input: the load of one step (its rate set per step) and the
+/// bounds.
+struct Plan {
+    spec: LoadSpec,
+    probe: Duration,
+    bounds: SearchBounds,
+    precision: f64,
+}
+
+fn plan(a: &SearchArgs) -> anyhow::Result<Plan> {
+    let dur = |flag: &str, v: &str| duration::parse(v).map_err(|e| usage(format!("--{flag}: {e}")));
+    let p99 = dur("p99", &a.p99)?;
+    if p99.is_zero() {
+        return Err(usage("--p99 0s: give a bound above zero, e.g. 5ms"));
+    }
+    let probe = dur("probe", &a.probe)?;
+    if probe < Duration::from_millis(500) {
+        return Err(usage(format!(
+            "--probe {}: give at least 500ms, enough for a ceiling to show",
+            a.probe
+        )));
+    }
+    if a.trials == 0 || a.trials > 9 {
+        return Err(usage(format!("--trials {}: give 1 to 9", a.trials)));
+    }
+    let precision = ratio("precision", &a.precision)?;
+    if !(0.001..=0.5).contains(&precision) {
+        return Err(usage(format!(
+            "--precision {}: give 0.1% to 50%",
+            a.precision
+        )));
+    }
+    let spec = LoadSpec {
+        url: a.url.clone(),
+        method: "GET".into(),
+        headers: a.headers.clone(),
+        body: Vec::new(),
+        threads: a.threads,
+        connections: a.connections,
+        rate: Some(1.0),
+        schedule: "connection".into(),
+        duration: dur("duration", &a.duration)?,
+        warmup: dur("warmup", &a.warmup)?,
+        timeout: dur("timeout", &a.timeout)?,
+        connect_timeout: dur("connect-timeout", &a.connect_timeout)?,
+        new_connection: a.new_connection,
+        tls: tls::TlsOptions {
+            insecure: a.insecure,
+            cacert: a.cacert.clone(),
+            version: a.tls_version.clone(),
+            resume: false,
+        },
+        backend_header: "x-backend".into(),
+        markers: Vec::new(),
+        sample: 0.0,
+        cpus: Vec::new(),
+    };
+    // Every step is this load at another rate: one that resolves, all do.
+    spec.resolve().map_err(|e| usage(e.to_string()))?;
+    Ok(Plan {
+        spec,
+        probe,
+        bounds: SearchBounds {
+            p99_ms: p99.as_secs_f64() * 1e3,
+            error_ratio: ratio("errors", &a.errors)?,
+            min_achieved: 0.99,
+        },
+        precision,
+    })
+}
+
+/// One step: the load at `rate` (`None`: closed loop for the probe's length).
+fn step(
+    p: &Plan,
+    rate: Option<f64>,
+    trial: usize,
+    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> anyhow::Result<(SearchStep, results::RunResult)> {
+    let mut spec = p.spec.clone();
+    spec.rate = rate;
+    if rate.is_none() {
+        spec.duration = p.probe;
+    }
+    let (plan, config) = spec.resolve().map_err(|e| usage(e.to_string()))?;
+    let outcome = engine::run(&plan, stop.clone(), |_| {})?;
+    let r = outcome.to_result(&spec.url, config);
+    let q = &r.requests;
+    let mut s = SearchStep {
+        target: rate,
+        trial,
+        achieved: if rate.is_some() {
+            r.rate.achieved
+        } else {
+            r.rate.completed_per_s
+        },
+        p50_ms: r.latency_ms.corrected.p50,
+        p99_ms: r.latency_ms.corrected.p99,
+        error_ratio: if q.intended == 0 {
+            0.0
+        } else {
+            q.failed as f64 / q.intended as f64
+        },
+        lag_p99_ms: r.generator.lag_p99_ms,
+        missed: Vec::new(),
+    };
+    judge(&mut s, &p.bounds, r.generator.overloaded);
+    Ok((s, r))
+}
+
+fn ms(v: Option<f64>) -> String {
+    v.map_or("-".into(), |v| format!("{v:.2} ms"))
+}
+
+fn line(s: &SearchStep) -> String {
+    let what = match s.target {
+        None => "probe (closed loop)".to_string(),
+        Some(t) => format!("{t:>8.0} req/s #{}", s.trial),
+    };
+    let judged = if s.target.is_none() {
+        String::new()
+    } else if s.passed() {
+        "  pass".into()
+    } else {
+        let why: Vec<&str> = s
+            .missed
+            .iter()
+            .map(|m| match m {
+                Miss::P99 => "p99",
+                Miss::Errors => "errors",
+                Miss::Rate => "rate not held",
+                Miss::Generator => "generator late",
+            })
+            .collect();
+        format!("  FAIL ({})", why.join(", "))
+    };
+    format!(
+        "  {what}: {:>9.1}/s  p50 {:>10}  p99 {:>10}  errors {:.3}%  lag p99 {:.3} ms{judged}",
+        s.achieved,
+        ms(s.p50_ms),
+        ms(s.p99_ms),
+        s.error_ratio * 100.0,
+        s.lag_p99_ms
+    )
+}
+
+/// Runs the search, prints every step and the maximum, writes `--json`.
+///
+/// # Errors
+/// A usage error (exit 2) for bad flags, before any load; an error when a step cannot
+/// run or the probe gets no response.
+pub fn run(a: SearchArgs) -> anyhow::Result<i32> {
+    let p = plan(&a)?;
+    if let Some(j) = &a.json {
+        results::fsutil::check_writable(j).map_err(|e| usage(format!("--json {e}")))?;
+    }
+    let stop = load::stop_on_signals()?;
+    let mut out = SearchResult {
+        schema: SEARCH_SCHEMA.into(),
+        target: a.url.clone(),
+        connections: a.connections,
+        bounds: p.bounds.clone(),
+        ..SearchResult::default()
+    };
+    let say = |s: &SearchStep| {
+        if !a.quiet {
+            println!("{}", line(s));
+        }
+    };
+    if !a.quiet {
+        println!(
+            "search {}: {} connections, p99 <= {:.2} ms, errors <= {:.3}%, {} per step",
+            a.url,
+            a.connections,
+            p.bounds.p99_ms,
+            p.bounds.error_ratio * 100.0,
+            a.duration
+        );
+    }
+    let (probe, r) = step(&p, None, 1, &stop)?;
+    say(&probe);
+    out.ceiling = probe.achieved;
+    out.steps.push(probe);
+    if out.ceiling < 1.0 && !stop.load(Ordering::Relaxed) {
+        let why = r
+            .errors
+            .first
+            .values()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| "no response".into());
+        write(&a, &out)?;
+        anyhow::bail!(
+            "the closed-loop probe completed {:.1} requests/s against {}: {why}",
+            out.ceiling,
+            a.url
+        );
+    }
+    let mut b = Bisection::new(out.ceiling, p.precision);
+    while let Some(rate) = b.next_rate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut trials = Vec::new();
+        for t in 1..=a.trials {
+            std::thread::sleep(Duration::from_millis(300));
+            let (s, _) = step(&p, Some(rate), t, &stop)?;
+            say(&s);
+            trials.push(s);
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            out.steps.extend(trials);
+            break;
+        }
+        b.record(rate, verdict(&trials));
+        out.steps.extend(trials);
+    }
+    out.partial = stop.load(Ordering::Relaxed);
+    out.max_rate = b.max_rate();
+    out.generator_limit = b.generator_limit();
+    write(&a, &out)?;
+    let best = |rate: f64| {
+        out.steps
+            .iter()
+            .filter(|s| s.target == Some(rate) && s.passed())
+            .max_by(|x, y| x.achieved.total_cmp(&y.achieved))
+    };
+    if out.partial {
+        println!("interrupted: the steps so far are written, no maximum is claimed");
+        return Ok(130);
+    }
+    match out.max_rate {
+        Some(m) => {
+            let s = best(m);
+            println!(
+                "maximum: {m:.0} req/s with p99 {} and {:.3}% errors over {} connections (closed-loop ceiling {:.0} req/s)",
+                ms(s.and_then(|s| s.p99_ms)),
+                s.map_or(0.0, |s| s.error_ratio * 100.0),
+                a.connections,
+                out.ceiling
+            );
+            if let Some(g) = out.generator_limit {
+                println!(
+                    "WARNING: the generator could not hold {g:.0} req/s: the server's maximum may be higher than the generator's (use more threads or cores)"
+                );
+            }
+            Ok(0)
+        }
+        None => {
+            println!(
+                "no rate held p99 <= {:.2} ms and errors <= {:.3}% (the lowest tried: {:.0} req/s)",
+                p.bounds.p99_ms,
+                p.bounds.error_ratio * 100.0,
+                out.steps
+                    .iter()
+                    .filter_map(|s| s.target)
+                    .fold(f64::INFINITY, f64::min)
+            );
+            Ok(1)
+        }
+    }
+}
+
+fn write(a: &SearchArgs, out: &SearchResult) -> anyhow::Result<()> {
+    if let Some(j) = &a.json {
+        let mut bytes = serde_json::to_vec_pretty(out)?;
+        bytes.push(b'\n');
+        results::fsutil::write_atomic(j, &bytes)
+            .map_err(|e| anyhow::anyhow!("--json {}: {e}", j.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_parse_as_percent_or_ratio_and_bad_ones_say_how() {
+        assert_eq!(ratio("errors", "0.1%").unwrap(), 0.001);
+        assert_eq!(ratio("errors", "0.02").unwrap(), 0.02);
+        assert_eq!(ratio("errors", "0%").unwrap(), 0.0);
+        for bad in ["x", "150%", "-1", "2"] {
+            let e = ratio("errors", bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("--errors {bad}: give a share")),
+                "{e}"
+            );
+        }
+    }
+}
