@@ -519,7 +519,9 @@ pub fn run_marked(
     }
     let stopped = clock.now();
     let planned_end = measure_start + shared.duration_ns;
-    let partial = stop.load(Ordering::Relaxed) && stopped < planned_end;
+    // An interrupt during the drain after the window leaves requests unsent or
+    // unfinished too: the run is partial although its window was whole.
+    let partial = totals.interrupted || (stop.load(Ordering::Relaxed) && stopped < planned_end);
     let measured_ns = if partial {
         // Interrupted: the window ended when sending stopped (the drain excluded).
         let at = shared.stopped_at.load(Ordering::Acquire);
@@ -650,8 +652,10 @@ impl Outcome {
     pub fn to_result(&self, target: &str, config: LoadConfig) -> RunResult {
         use base64::Engine as _;
         let t = &self.totals;
+        // What went out in the window: requests due in it but started in the drain
+        // after it are measured, yet did not reach the server within the window.
         let achieved = if self.duration_s > 0.0 {
-            t.sent as f64 / self.duration_s
+            t.sent_in_window as f64 / self.duration_s
         } else {
             0.0
         };
@@ -682,6 +686,7 @@ impl Outcome {
                 // Nothing was due in a window that never began (an interrupt during
                 // start-up): no shortfall to report.
                 reached: rate_target.is_none_or(|r| t.intended == 0 || achieved >= 0.99 * r),
+                shortfall: t.shortfall.clone(),
             },
             requests: Requests {
                 intended: t.intended,
@@ -690,6 +695,7 @@ impl Outcome {
                 failed: t.failed,
                 not_sent: t.not_sent,
                 unfinished: t.unfinished,
+                timed_out_unsent: t.timed_out_unsent,
             },
             errors: Errors {
                 first: t.first_errors.to_map(),
@@ -870,6 +876,9 @@ fn raise_open_files_limit(connections: usize) {
 }
 
 #[cfg(test)]
+mod drain_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -904,7 +913,7 @@ mod tests {
         assert!(m.complete().is_empty());
     }
 
-    fn spec(url: &str) -> LoadSpec {
+    pub(super) fn spec(url: &str) -> LoadSpec {
         LoadSpec {
             url: url.into(),
             method: "GET".into(),
