@@ -198,3 +198,28 @@ fn an_interrupt_during_the_drain_stops_it() {
     assert!(elapsed < Duration::from_millis(3500), "{ctx}");
     assert!((r.duration_s - 1.0).abs() < 0.01, "{ctx}");
 }
+
+#[test]
+fn a_run_without_a_response_records_no_censored_latency() {
+    // A server that never answers: the drain's cut-offs would be the run's only
+    // latencies, bounds on answers that never came. They are plain timeouts.
+    let server = stall_server(Duration::ZERO, Duration::from_secs(30));
+    let (plan, config) = plan(&server.url, Duration::from_millis(300));
+    let o = run(&plan, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+    let r = o.to_result(&server.url, config);
+    let q = &r.requests;
+    let ctx = format!("{q:?} {:?}", r.errors);
+    assert_eq!(
+        (q.intended, q.failed, r.errors.timeout),
+        (200, 200, 200),
+        "{ctx}"
+    );
+    assert!(q.timed_out_unsent > 0 && q.balanced(), "{ctx}");
+    assert_eq!(o.totals.corrected.len(), 0, "{ctx}");
+    assert_eq!(r.latency_ms.corrected.max, None, "{ctx}");
+    assert!(
+        r.failure()
+            .is_some_and(|f| f.starts_with("no response was received")),
+        "{ctx}"
+    );
+}

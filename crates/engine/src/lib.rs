@@ -455,6 +455,7 @@ pub fn run_marked(
         sample: plan.sample,
         cpus: plan.cpus.clone(),
         priority_raised: AtomicBool::new(false),
+        answered: AtomicBool::new(false),
         failure: std::sync::Mutex::new(None),
         marks,
         slice: plan.slice.clone(),

@@ -89,6 +89,10 @@ pub struct Shared {
     pub cpus: Vec<usize>,
     /// Set by a worker that could raise its scheduling priority.
     pub priority_raised: AtomicBool,
+    /// Set when any worker receives its first measured response: the drain's deadline
+    /// records censored latencies only in a run that received one (see
+    /// [`Worker::censor`]).
+    pub answered: AtomicBool,
     /// Why a worker failed, if one did (the run then ends with this error).
     pub failure: std::sync::Mutex<Option<String>>,
     /// Change windows to count requests by, when the run is marked.
@@ -260,6 +264,8 @@ struct Worker {
     end: Nanos,
     /// xorshift state for sampling decisions.
     rng: u64,
+    /// This worker has received a measured response (and said so in `Shared`).
+    answered: bool,
     /// Negotiated TLS version, also when connections were opened before the window.
     tls_version: Option<&'static str>,
 }
@@ -313,6 +319,7 @@ impl Worker {
             measure_start: 0,
             end: 0,
             rng: sampling_seed(id, shared.slice.as_ref().map_or(0, |s| s.seed)),
+            answered: false,
             tls_version: None,
             shared,
         }
@@ -697,12 +704,28 @@ impl Worker {
 
     /// One request cut short by the drain's deadline `at` (see [`Worker::cut_drain`]);
     /// `uncorrected_ns`: how long since it was started, if it was.
+    ///
+    /// Its latency is recorded only if the run has received a response: a lower
+    /// bound on an answer is worth keeping from a server that answers, but from one
+    /// that never did it would be the only latency of the run, made of nothing but
+    /// the drain's cut-offs. A run that received no response keeps no latency at all
+    /// (docs/results.md), and the request is a plain `timeout`.
     fn censor(&mut self, intended: Nanos, uncorrected_ns: Option<u64>, sampled: bool, at: Nanos) {
         let latency = at.saturating_sub(intended);
-        self.rec.censored(latency, uncorrected_ns);
+        let record = self.answered || self.shared.answered.load(Ordering::Relaxed);
+        if record {
+            self.rec.censored(latency, uncorrected_ns);
+        } else {
+            self.rec.error(ErrorKind::Timeout);
+        }
         let t = &mut self.rec.totals;
         if let Some(m) = &self.shared.marks {
-            t.windows.censored(m.window_of(intended), latency);
+            let w = m.window_of(intended);
+            if record {
+                t.windows.censored(w, latency);
+            } else {
+                t.windows.error(w, ErrorKind::Timeout);
+            }
         }
         t.first_errors.note(
             ErrorKind::Timeout,
@@ -841,6 +864,10 @@ impl Worker {
         let now = self.shared.clock.now();
         let c = &mut self.conns[ci];
         if c.measured {
+            if !self.answered {
+                self.answered = true;
+                self.shared.answered.store(true, Ordering::Relaxed);
+            }
             let backend = self.rec.response(
                 now,
                 now - c.intended,
