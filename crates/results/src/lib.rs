@@ -207,7 +207,9 @@ pub struct Requests {
     /// Requests that ended in an error of any kind (status >= 400 included).
     pub failed: u64,
     /// Intended requests never started because the run was interrupted (always 0
-    /// at a normal end: what is due is sent in the drain after the window).
+    /// at a normal end: what is due is sent in the drain after the window). Still
+    /// written, so readers of older files find it where it always was.
+    #[serde(default)]
     pub not_sent: u64,
     /// Requests still in flight when an interrupted run gave up waiting for them.
     pub unfinished: u64,
