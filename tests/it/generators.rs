@@ -90,6 +90,7 @@ fn two_generators_merge_into_the_sum_of_their_parts() {
         "failed",
         "not_sent",
         "unfinished",
+        "timed_out_unsent",
     ] {
         let sum: u64 = ps.iter().map(|p| p["requests"][k].as_u64().unwrap()).sum();
         assert_eq!(

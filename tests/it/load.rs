@@ -671,6 +671,103 @@ fn stall_shows_in_corrected_latency_only() {
     assert_schedule_kept(&out, 1000.0, 10.0);
 }
 
+#[test]
+fn a_stall_across_the_end_of_the_window_is_measured_not_dropped() {
+    // The backend stalls for the first 1 s of every 5 s since it started. A 4.3 s load
+    // started 1.2 s after it ends at 5.5 s, halfway through the second stall: the
+    // ~500 requests due from 5.0 s to the end wait for the stall's end at 6.0 s, the
+    // last of them 0.5 s (the stall left after the end). They must be sent after the
+    // window and measured from their intended times, not dropped: hundreds of
+    // latencies of 0.45 s and more, where dropping them leaves one per connection (the
+    // one in flight when the stall began). The rate falls short in the window, and the
+    // summary must say it was the server's doing, not the generator's.
+    let mut attempt = 1;
+    let out = loop {
+        cpu::wait_for_quiet(Duration::from_secs(20));
+        let lock = exclusive();
+        let launched = Instant::now();
+        let b = Backend::start("b-stall-end", &["--stall", "1s/5s"]);
+        std::thread::sleep(
+            (launched + Duration::from_millis(1200)).saturating_duration_since(Instant::now()),
+        );
+        let out = Load::spawn_exclusive(&["-t1", "-c10", "-R1000", "-d4300ms", &b.url()], lock)
+            .finish(limit(5));
+        if !may_retry_overloaded(attempt, &[&out]) {
+            break out;
+        }
+        attempt += 1;
+    };
+    out.ok();
+    out.assert_no_errors();
+    assert_eq!(out.result()["partial"], Value::Bool(false));
+    // Every intended request was sent and answered: none left out.
+    let intended = out.u("/requests/intended");
+    assert!(
+        (4257..=4343).contains(&intended),
+        "1000 req/s for 4.3 s is 4300 intended, not {intended}\n{}",
+        out.context()
+    );
+    assert_eq!(out.u("/requests/completed"), intended, "{}", out.context());
+    assert_eq!(out.u("/requests/sent"), intended, "{}", out.context());
+    assert_eq!(out.u("/requests/not_sent"), 0, "{}", out.context());
+    assert_eq!(out.u("/requests/unfinished"), 0, "{}", out.context());
+    // Each in the histogram, from its intended time.
+    let h = decode_histogram(out.result()["histogram"].as_str().unwrap()).unwrap();
+    assert_eq!(h.len(), intended, "{}", out.context());
+    let held = h.count_between(450_000, h.max());
+    assert!(
+        held >= 350,
+        "{held} latencies of 0.45 s or more: the requests due in the stall's part of \
+         the window were not measured\n{}",
+        out.context()
+    );
+    let max = out.f("/latency_ms/corrected/max");
+    assert!(
+        (900.0..=1300.0).contains(&max),
+        "corrected max {max} ms, the first request due in the stall waits about 1 s\n{}",
+        out.context()
+    );
+    // The drain's answers count in the last second of the timeline.
+    let timeline = out.result()["timeline"].as_array().unwrap();
+    let done: u64 = timeline
+        .iter()
+        .map(|e| e["completed"].as_u64().unwrap())
+        .sum();
+    assert_eq!(done, intended, "{}", out.context());
+    // Why the rate fell short in the window: requests behind connections the server
+    // kept busy.
+    let busy = out.u("/rate/shortfall/connections_busy");
+    assert!(busy >= 350, "{}", out.context());
+    assert_eq!(
+        out.u("/rate/shortfall/connections_failed"),
+        0,
+        "{}",
+        out.context()
+    );
+    let late = out.u("/rate/shortfall/generator_late");
+    assert!(late * 100 <= busy, "{}", out.context());
+    assert_eq!(out.result()["rate"]["reached"], Value::Bool(false));
+    let warning = out
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("WARNING: the target rate was not reached"))
+        .unwrap_or_else(|| panic!("no rate warning\n{}", out.context()));
+    assert!(
+        warning.contains(&format!(
+            "{busy} waited for connections the server kept busy with slow responses"
+        )) && warning.contains("not a fault of the generator"),
+        "{warning}"
+    );
+    if late == 0 {
+        assert!(!warning.contains("generator was late"), "{warning}");
+    }
+    assert!(
+        !out.stdout.contains("generator was overloaded"),
+        "{}",
+        out.context()
+    );
+}
+
 // ---------------------------------------------------------------------------------
 // 7. Which backend answered.
 

@@ -46,6 +46,9 @@ pub enum Cause {
     ConnectDeadline { after: Nanos, tls: bool },
     /// No full response within the request timeout (ns).
     ResponseDeadline { after: Nanos },
+    /// Still waiting (for a connection or a response) when the drain after the
+    /// window ended, the request timeout (ns) after the window's end.
+    DrainDeadline { after: Nanos },
     /// A response with this status (>= 400).
     Status(u16),
 }
@@ -76,6 +79,10 @@ impl Cause {
             Cause::ResponseDeadline { after } => {
                 format!("no full response within the timeout ({})", secs(*after))
             }
+            Cause::DrainDeadline { after } => format!(
+                "no full response by the end of the drain, the timeout ({}) after the window: recorded at its latency so far",
+                secs(*after)
+            ),
             Cause::Status(code) => format!("HTTP status {code}"),
         }
     }

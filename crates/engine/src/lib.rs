@@ -456,6 +456,7 @@ pub fn run_marked(
         sample: plan.sample,
         cpus: plan.cpus.clone(),
         priority_raised: AtomicBool::new(false),
+        answered: AtomicBool::new(false),
         failure: std::sync::Mutex::new(None),
         marks,
         slice: plan.slice.clone(),
@@ -520,7 +521,9 @@ pub fn run_marked(
     }
     let stopped = clock.now();
     let planned_end = measure_start + shared.duration_ns;
-    let partial = stop.load(Ordering::Relaxed) && stopped < planned_end;
+    // An interrupt during the drain after the window leaves requests unsent or
+    // unfinished too: the run is partial although its window was whole.
+    let partial = totals.interrupted || (stop.load(Ordering::Relaxed) && stopped < planned_end);
     let measured_ns = if partial {
         // Interrupted: the window ended when sending stopped (the drain excluded).
         let at = shared.stopped_at.load(Ordering::Acquire);
@@ -651,8 +654,10 @@ impl Outcome {
     pub fn to_result(&self, target: &str, config: LoadConfig) -> RunResult {
         use base64::Engine as _;
         let t = &self.totals;
+        // What went out in the window: requests due in it but started in the drain
+        // after it are measured, yet did not reach the server within the window.
         let achieved = if self.duration_s > 0.0 {
-            t.sent as f64 / self.duration_s
+            t.sent_in_window as f64 / self.duration_s
         } else {
             0.0
         };
@@ -683,6 +688,7 @@ impl Outcome {
                 // Nothing was due in a window that never began (an interrupt during
                 // start-up): no shortfall to report.
                 reached: rate_target.is_none_or(|r| t.intended == 0 || achieved >= 0.99 * r),
+                shortfall: t.shortfall.clone(),
             },
             requests: Requests {
                 intended: t.intended,
@@ -691,6 +697,7 @@ impl Outcome {
                 failed: t.failed,
                 not_sent: t.not_sent,
                 unfinished: t.unfinished,
+                timed_out_unsent: t.timed_out_unsent,
             },
             errors: Errors {
                 first: t.first_errors.to_map(),
@@ -871,6 +878,9 @@ fn raise_open_files_limit(connections: usize) {
 }
 
 #[cfg(test)]
+mod drain_tests;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
@@ -905,7 +915,7 @@ mod tests {
         assert!(m.complete().is_empty());
     }
 
-    fn spec(url: &str) -> LoadSpec {
+    pub(super) fn spec(url: &str) -> LoadSpec {
         LoadSpec {
             url: url.into(),
             method: "GET".into(),

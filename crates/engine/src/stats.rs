@@ -142,6 +142,15 @@ pub struct Totals {
     pub failed: u64,
     pub not_sent: u64,
     pub unfinished: u64,
+    /// Of `failed`: requests still waiting for a connection when the drain ended.
+    pub timed_out_unsent: u64,
+    /// Measured requests started before the window ended (`sent` also counts those
+    /// started in the drain after it).
+    pub sent_in_window: u64,
+    /// Why the requests due in the window but not started by its end were behind.
+    pub shortfall: results::Shortfall,
+    /// An interrupt cut the run short (during the window or the drain after it).
+    pub interrupted: bool,
     pub errors: [u64; 7],
     /// Responses by status code (index = code), for codes >= 400.
     pub status: Box<[u64; 600]>,
@@ -185,6 +194,10 @@ impl Totals {
             failed: 0,
             not_sent: 0,
             unfinished: 0,
+            timed_out_unsent: 0,
+            sent_in_window: 0,
+            shortfall: results::Shortfall::default(),
+            interrupted: false,
             errors: [0; 7],
             status: Box::new([0; 600]),
             backends: BackendTally::default(),
@@ -209,6 +222,10 @@ impl Totals {
         self.failed += o.failed;
         self.not_sent += o.not_sent;
         self.unfinished += o.unfinished;
+        self.timed_out_unsent += o.timed_out_unsent;
+        self.sent_in_window += o.sent_in_window;
+        self.shortfall.add(&o.shortfall);
+        self.interrupted |= o.interrupted;
         for (a, b) in self.errors.iter_mut().zip(o.errors.iter()) {
             *a += b;
         }
@@ -359,6 +376,21 @@ impl Recorder {
         index
     }
 
+    /// A request the drain's deadline cut short: a `timeout` whose latency is known
+    /// only to be at least `corrected_ns` from its intended time (and `uncorrected_ns`
+    /// from its start, when it had been started). It is recorded at that lower bound,
+    /// so the tail the end of the run caused stays in the percentiles.
+    pub fn censored(&mut self, corrected_ns: u64, uncorrected_ns: Option<u64>) {
+        let c = (corrected_ns / 1000).clamp(1, MAX_LATENCY_US);
+        self.totals.corrected.saturating_record(c);
+        self.interval.corrected.saturating_record(c);
+        if let Some(u) = uncorrected_ns {
+            let u = (u / 1000).clamp(1, MAX_LATENCY_US);
+            self.totals.uncorrected.saturating_record(u);
+        }
+        self.error(ErrorKind::Timeout);
+    }
+
     /// A request that failed.
     #[inline]
     pub fn error(&mut self, kind: ErrorKind) {
@@ -423,6 +455,27 @@ mod tests {
         assert_eq!(t.corrected.len(), 2, "status errors still have a latency");
         assert_eq!(t.corrected.max(), t.corrected.highest_equivalent(3000));
         assert_eq!(t.backends.to_map().len(), 2);
+    }
+
+    #[test]
+    fn a_censored_request_is_a_timeout_with_its_lower_bound_recorded() {
+        let mut r = Recorder::new(0);
+        // Never sent: only the corrected latency exists.
+        r.censored(1_500_000_000, None);
+        // Sent 0.2 s after its intended time.
+        r.censored(1_200_000_000, Some(1_000_000_000));
+        let t = &r.totals;
+        assert_eq!((t.completed, t.failed), (0, 2));
+        assert_eq!(t.errors[ErrorKind::Timeout.index()], 2);
+        assert_eq!(t.corrected.len(), 2);
+        assert_eq!(t.uncorrected.len(), 1, "no send, no uncorrected latency");
+        assert_eq!(t.corrected.max(), t.corrected.highest_equivalent(1_500_000));
+        assert_eq!(
+            r.interval.corrected.len(),
+            2,
+            "and in the second's histogram"
+        );
+        assert_eq!(r.interval.errors[ErrorKind::Timeout.index()], 2);
     }
 
     #[test]

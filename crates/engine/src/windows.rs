@@ -126,7 +126,8 @@ pub struct WindowCounts {
     pub completed: u64,
     /// Errors by [`ErrorKind::index`] (status >= 400 included).
     pub errors: [u64; 7],
-    /// Corrected latency of every response (status >= 400 included), µs, to 2
+    /// Corrected latency of every response (status >= 400 included) and of every
+    /// request the drain's deadline cut short (at its lower bound), µs, to 2
     /// significant digits: a window ranks changes, and 26 KB per window and worker
     /// keeps hundreds of windows cheap (3 digits would take 188 KB each).
     pub latency: Histogram<u64>,
@@ -209,6 +210,17 @@ impl Tally {
     #[inline]
     pub fn error(&mut self, w: usize, kind: ErrorKind) {
         self.at(w).errors[kind.index()] += 1;
+    }
+
+    /// A request of window `w` cut short by the drain's deadline: a `timeout` whose
+    /// latency, at least `corrected_ns`, is recorded at that bound as in the run's
+    /// histogram ([`crate::stats::Recorder::censored`]).
+    pub fn censored(&mut self, w: usize, corrected_ns: u64) {
+        let c = self.at(w);
+        let us = (corrected_ns / 1000).clamp(1, MAX_LATENCY_US);
+        c.latency.saturating_record(us);
+        c.max_us = c.max_us.max(us);
+        c.errors[ErrorKind::Timeout.index()] += 1;
     }
 
     /// Adds another worker's counts.

@@ -11,6 +11,15 @@
 //! connection of the lane takes it (opening the connection first if it is closed),
 //! the response completes it or an error fails it, and the connection returns to its
 //! lane. Errors close the connection; the next request reopens it.
+//!
+//! The end of the window stops the schedule, not the measurement: no request is due
+//! after it, but every request due in it is still sent (as soon as a connection of
+//! its lane is free) and answered, measured from its intended time like any other,
+//! for up to `--timeout` after the end (the *drain*). Leaving them out would drop
+//! exactly the tail a server that is slow at the end causes. What is still waiting
+//! at the drain's deadline is a `timeout`, recorded at its latency so far (a lower
+//! bound). Only an interrupt stops sending at once (`not_sent`) and abandons what is
+//! in flight after a short wait (`unfinished`).
 
 use crate::failure::{Cause, Failure};
 use crate::schedule::{lanes_for_worker, Lane, Model, Share};
@@ -34,6 +43,19 @@ use std::sync::{Arc, Barrier};
 const SWEEP_NS: Nanos = 5_000_000;
 /// After an interrupt, how long requests in flight may still finish.
 const INTERRUPT_DRAIN_NS: Nanos = 1_000_000_000;
+
+/// Where the main loop is in the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    /// Warm-up and measured window: requests are sent as they come due.
+    Window,
+    /// After a normal end: nothing new comes due, but what was due in the window is
+    /// still sent and answered until `deadline` (the window's end plus `--timeout`).
+    Drain { deadline: Nanos },
+    /// After an interrupt: nothing more is sent; requests in flight may finish until
+    /// `until`.
+    Interrupted { until: Nanos },
+}
 
 /// What every worker of a run shares, read-only.
 pub struct Shared {
@@ -67,6 +89,10 @@ pub struct Shared {
     pub cpus: Vec<usize>,
     /// Set by a worker that could raise its scheduling priority.
     pub priority_raised: AtomicBool,
+    /// Set when any worker receives its first measured response: the drain's deadline
+    /// records censored latencies only in a run that received one (see
+    /// [`Worker::censor`]).
+    pub answered: AtomicBool,
     /// Why a worker failed, if one did (the run then ends with this error).
     pub failure: std::sync::Mutex<Option<String>>,
     /// Change windows to count requests by, when the run is marked.
@@ -238,6 +264,8 @@ struct Worker {
     end: Nanos,
     /// xorshift state for sampling decisions.
     rng: u64,
+    /// This worker has received a measured response (and said so in `Shared`).
+    answered: bool,
     /// Negotiated TLS version, also when connections were opened before the window.
     tls_version: Option<&'static str>,
 }
@@ -291,6 +319,7 @@ impl Worker {
             measure_start: 0,
             end: 0,
             rng: sampling_seed(id, shared.slice.as_ref().map_or(0, |s| s.seed)),
+            answered: false,
             tls_version: None,
             shared,
         }
@@ -415,59 +444,83 @@ impl Worker {
 
     fn main_loop(&mut self) -> io::Result<()> {
         let clock = self.shared.clock;
-        let mut stopped_at: Option<Nanos> = None;
-        let mut interrupted = false;
+        let mut stage = Stage::Window;
+        // When the window ended (its planned end, or the interrupt).
+        let mut closed_at: Option<Nanos> = None;
         let mut next_sweep = 0;
         loop {
             let now = clock.now();
             if let Some(iv) = self.rec.roll(now) {
                 let _ = self.tx.send(Msg::Interval(self.id, Box::new(iv)));
             }
-            if stopped_at.is_none() {
-                let stop = self.shared.stop.load(Ordering::Relaxed);
-                if stop || now >= self.end {
-                    interrupted = stop && now < self.end;
-                    let at = now.min(self.end);
-                    stopped_at = Some(at);
-                    let _ = self.shared.stopped_at.compare_exchange(
-                        0,
-                        at,
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                    );
-                    self.close_schedule(at);
-                    self.rec.end_window(at);
-                } else {
-                    self.dispatch_due(now);
-                }
+            let stop = self.shared.stop.load(Ordering::Relaxed);
+            if stage == Stage::Window && (stop || now >= self.end) {
+                let at = now.min(self.end);
+                closed_at = Some(at);
+                let _ = self.shared.stopped_at.compare_exchange(
+                    0,
+                    at,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                );
+                self.rec.end_window(at);
+                self.close_window(at, now);
+                stage = Stage::Drain {
+                    deadline: self.end + self.shared.timeout_ns,
+                };
             }
-            if let Some(at) = stopped_at {
-                if self.busy == 0 {
-                    break;
+            if matches!(stage, Stage::Drain { .. }) && stop {
+                stage = self.stop_sending(now);
+            }
+            if !matches!(stage, Stage::Interrupted { .. }) {
+                self.dispatch_due(now);
+            }
+            match stage {
+                Stage::Window => {}
+                Stage::Drain { deadline } => {
+                    // Done when nothing is in flight and nothing due is left (a lane
+                    // with requests left is on the heap, or blocked behind a busy
+                    // connection).
+                    if self.busy == 0 && self.heap.is_empty() {
+                        break;
+                    }
+                    if now >= deadline {
+                        // Requests that reached their own timeout are timeouts as
+                        // always; only what remains is cut short by the deadline.
+                        self.sweep(now);
+                        self.cut_drain(deadline);
+                        break;
+                    }
                 }
-                if interrupted && now >= at + INTERRUPT_DRAIN_NS {
-                    self.abandon_in_flight();
-                    break;
+                Stage::Interrupted { until } => {
+                    if self.busy == 0 {
+                        break;
+                    }
+                    if now >= until {
+                        self.abandon_in_flight();
+                        break;
+                    }
                 }
             }
             if now >= next_sweep {
                 self.sweep(now);
                 next_sweep = now + SWEEP_NS;
             }
-            let mut wake = next_sweep.min(self.rec.next_roll());
-            if stopped_at.is_none() {
-                wake = wake.min(self.end);
-                if let Some(Reverse((due, _))) = self.heap.peek() {
-                    wake = wake.min(*due);
-                }
-            } else if interrupted {
-                wake = wake.min(stopped_at.unwrap_or(now) + INTERRUPT_DRAIN_NS);
+            let limit = match stage {
+                Stage::Window => self.end,
+                Stage::Drain { deadline } => deadline,
+                Stage::Interrupted { until } => until,
+            };
+            let mut wake = next_sweep.min(self.rec.next_roll()).min(limit);
+            // (Empty after an interrupt.)
+            if let Some(Reverse((due, _))) = self.heap.peek() {
+                wake = wake.min(*due);
             }
             self.wait_and_handle(now, wake)?;
         }
         // The last second of the window, with what completed during the drain; none
         // when the run was stopped before its window began.
-        if stopped_at.is_some_and(|at| self.rec.window_started(at)) {
+        if closed_at.is_some_and(|at| self.rec.window_started(at)) {
             let iv = self.rec.take_interval();
             let _ = self.tx.send(Msg::Interval(self.id, Box::new(iv)));
         }
@@ -488,6 +541,9 @@ impl Worker {
             }
             self.heap.pop();
             let lane = &mut self.lanes[li as usize];
+            if lane.finished {
+                continue;
+            }
             if lane.open_loop() && due >= self.end {
                 lane.finished = true;
                 continue;
@@ -504,10 +560,15 @@ impl Worker {
                 None
             };
             lane.advance();
-            if lane.idle.is_empty() {
+            let next = lane.due(now);
+            if open_loop && next >= self.end {
+                // Nothing more of this lane is due in the window: it is done, and is
+                // not kept on the heap to be woken for at a time past the end.
+                lane.finished = true;
+            } else if lane.idle.is_empty() {
                 lane.blocked = true;
             } else {
-                self.heap.push(Reverse((lane.due(now), li)));
+                self.heap.push(Reverse((next, li)));
             }
             if measured {
                 self.rec.sent(lag);
@@ -519,23 +580,168 @@ impl Worker {
         }
     }
 
-    /// The run's end (or an interrupt): no more sends; count what was due but unsent.
-    fn close_schedule(&mut self, at: Nanos) {
-        self.heap.clear();
-        let mut intended = 0;
-        for l in &mut self.lanes {
-            l.finished = true;
-            if l.open_loop() {
-                intended += l.due_between(self.measure_start, at);
+    /// The window ends at `at` (its planned end, or an interrupt), noticed at `now`:
+    /// counts what was due in it and what had been started, says why the rest was
+    /// behind ([`results::Shortfall`]), and leaves on the heap only the lanes that
+    /// still have requests due in the window, for the drain. Once per run.
+    fn close_window(&mut self, at: Nanos, now: Nanos) {
+        let t = &mut self.rec.totals;
+        t.sent_in_window = t.sent;
+        if !self.lanes.iter().all(|l| l.open_loop()) {
+            // Closed loop: a request is intended when it is sent, and none is after
+            // the end; nothing was behind.
+            t.intended = t.sent;
+            for l in &mut self.lanes {
+                l.finished = true;
+            }
+            self.heap.clear();
+            return;
+        }
+        // Per lane, its busy connections still opening and those awaiting a response.
+        let mut busy = vec![(0u64, 0u64); self.lanes.len()];
+        for c in self.conns.iter().filter(|c| c.busy) {
+            let (opening, answering) = &mut busy[c.lane as usize];
+            match c.phase {
+                Phase::Active => *answering += 1,
+                _ => *opening += 1,
             }
         }
-        let t = &mut self.rec.totals;
-        if self.lanes.iter().all(|l| l.open_loop()) {
-            t.intended = intended;
-        } else {
-            t.intended = t.sent;
+        let mut intended = 0;
+        for (l, (opening, answering)) in self.lanes.iter().zip(busy) {
+            intended += l.due_between(self.measure_start, at);
+            let first = l.first_at_or_after(self.measure_start).max(l.next_index());
+            let last = l.first_at_or_after(at);
+            if first >= last {
+                continue;
+            }
+            if !l.idle.is_empty() {
+                // A connection is free: the end fell between their due time (or the
+                // moment the connection came free) and this turn of the loop. Within
+                // the lag limit that is the loop's ordinary wake-up: they count as
+                // started in the window, at its edge (they go out in this turn, or
+                // after an interrupt are `not_sent` like any other). Beyond the
+                // limit the generator was late.
+                for k in first..last {
+                    let lag = now.saturating_sub(l.due_at(k).max(l.unblocked_at));
+                    if lag <= crate::LAG_LIMIT_NS {
+                        t.sent_in_window += 1;
+                    } else {
+                        t.shortfall.generator_late += 1;
+                    }
+                }
+            } else if opening > answering {
+                t.shortfall.connections_failed += last - first;
+            } else {
+                t.shortfall.connections_busy += last - first;
+            }
         }
-        t.not_sent = t.intended - t.sent;
+        t.intended = intended;
+        for l in &mut self.lanes {
+            if l.due(now) >= at {
+                l.finished = true;
+            }
+        }
+        self.heap.retain(|Reverse((due, _))| *due < at);
+    }
+
+    /// An interrupt (in the window or during the drain): nothing more is sent, and
+    /// what was due but never started is `not_sent`. Returns the stage that waits a
+    /// moment for the requests in flight.
+    fn stop_sending(&mut self, now: Nanos) -> Stage {
+        self.heap.clear();
+        for l in &mut self.lanes {
+            l.finished = true;
+        }
+        let t = &mut self.rec.totals;
+        t.interrupted = true;
+        t.not_sent = t.intended.saturating_sub(t.sent);
+        Stage::Interrupted {
+            until: now + INTERRUPT_DRAIN_NS,
+        }
+    }
+
+    /// The drain's deadline has come: every measured request still waiting, for a
+    /// connection or for its response, is a `timeout`, recorded at its latency so far
+    /// (from its intended time to `deadline`): a lower bound, and the tail stays in
+    /// the percentiles instead of vanishing from them.
+    fn cut_drain(&mut self, deadline: Nanos) {
+        for ci in 0..self.conns.len() {
+            let c = &self.conns[ci];
+            if !c.busy {
+                continue;
+            }
+            if c.measured {
+                let (intended, dispatched, sampled) = (c.intended, c.dispatched, c.sampled);
+                self.censor(
+                    intended,
+                    Some(deadline.saturating_sub(dispatched)),
+                    sampled,
+                    deadline,
+                );
+            }
+            self.conns[ci].busy = false;
+            self.busy -= 1;
+            self.close(ci);
+        }
+        for li in 0..self.lanes.len() {
+            let l = &self.lanes[li];
+            let first = l.first_at_or_after(self.measure_start).max(l.next_index());
+            let last = if l.open_loop() {
+                l.first_at_or_after(self.end)
+            } else {
+                first
+            };
+            for k in first..last {
+                let intended = self.lanes[li].due_at(k);
+                let sampled = self.sample_next();
+                self.censor(intended, None, sampled, deadline);
+                self.rec.totals.timed_out_unsent += 1;
+            }
+            self.lanes[li].finished = true;
+        }
+        self.heap.clear();
+    }
+
+    /// One request cut short by the drain's deadline `at` (see [`Worker::cut_drain`]);
+    /// `uncorrected_ns`: how long since it was started, if it was.
+    ///
+    /// Its latency is recorded only if the run has received a response: a lower
+    /// bound on an answer is worth keeping from a server that answers, but from one
+    /// that never did it would be the only latency of the run, made of nothing but
+    /// the drain's cut-offs. A run that received no response keeps no latency at all
+    /// (docs/results.md), and the request is a plain `timeout`.
+    fn censor(&mut self, intended: Nanos, uncorrected_ns: Option<u64>, sampled: bool, at: Nanos) {
+        let latency = at.saturating_sub(intended);
+        let record = self.answered || self.shared.answered.load(Ordering::Relaxed);
+        if record {
+            self.rec.censored(latency, uncorrected_ns);
+        } else {
+            self.rec.error(ErrorKind::Timeout);
+        }
+        let t = &mut self.rec.totals;
+        if let Some(m) = &self.shared.marks {
+            let w = m.window_of(intended);
+            if record {
+                t.windows.censored(w, latency);
+            } else {
+                t.windows.error(w, ErrorKind::Timeout);
+            }
+        }
+        t.first_errors.note(
+            ErrorKind::Timeout,
+            &Cause::DrainDeadline {
+                after: self.shared.timeout_ns,
+            },
+        );
+        if sampled {
+            t.samples.push(RawSample {
+                intended,
+                latency_ns: latency,
+                status: 0,
+                error: 1 + ErrorKind::Timeout.index() as u8,
+                backend: -1,
+            });
+        }
     }
 
     fn abandon_in_flight(&mut self) {
@@ -658,6 +864,10 @@ impl Worker {
         let now = self.shared.clock.now();
         let c = &mut self.conns[ci];
         if c.measured {
+            if !self.answered {
+                self.answered = true;
+                self.shared.answered.store(true, Ordering::Relaxed);
+            }
             let backend = self.rec.response(
                 now,
                 now - c.intended,

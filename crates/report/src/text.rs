@@ -38,16 +38,65 @@ pub fn warnings(r: &RunResult) -> Vec<String> {
     let missing = parts.iter().any(|p| p.error.is_some());
     if let Some(t) = r.rate.target.filter(|_| !missing) {
         if !r.rate.reached {
-            w.push(format!(
-                "the target rate was not reached: {:.1} of {:.1} requests/s were sent ({} not sent: connections were busy)",
-                r.rate.achieved, t, r.requests.not_sent
-            ));
+            w.push(rate_missed(r, t));
         }
     }
     if !r.requests.balanced() {
         w.push("the request balance does not add up: this is a bug in ingressbench".to_string());
     }
     w
+}
+
+/// Why the target rate was missed, naming whose doing it was. Each cause has its own
+/// words: a server that kept every connection busy (its latency, already in the
+/// corrected figures: not the generator's fault), connections that could not be
+/// opened (see the errors), or a generator that was late (its own delay, which also
+/// marks it overloaded when its lag says so).
+fn rate_missed(r: &RunResult, target: f64) -> String {
+    let mut s = format!(
+        "the target rate was not reached: {:.1} of {:.1} requests/s were sent during the window",
+        r.rate.achieved, target
+    );
+    let sf = &r.rate.shortfall;
+    if sf.total() == 0 {
+        // A file written before the causes were recorded.
+        if r.requests.not_sent > 0 {
+            let _ = write!(s, " ({} not sent)", r.requests.not_sent);
+        }
+        return s;
+    }
+    let mut why = Vec::new();
+    if sf.connections_busy > 0 {
+        why.push(format!(
+            "{} waited for connections the server kept busy with slow responses (the server's latency, in the corrected figures: not a fault of the generator)",
+            sf.connections_busy
+        ));
+    }
+    if sf.connections_failed > 0 {
+        why.push(format!(
+            "{} waited for connections still being opened (connects or TLS handshakes failing or slow: see the errors)",
+            sf.connections_failed
+        ));
+    }
+    if sf.generator_late > 0 {
+        why.push(format!(
+            "{} had a free connection but the generator was late sending them (its own delay: lag p99 {})",
+            sf.generator_late,
+            fmt_ms(r.generator.lag_p99_ms)
+        ));
+    }
+    let then = if r.requests.not_sent > 0 {
+        "the interrupt left them unsent"
+    } else {
+        "they were sent after it and are measured from their intended times"
+    };
+    let _ = write!(
+        s,
+        "; of the {} due in it but not started by its end ({then}), {}",
+        sf.total(),
+        why.join("; ")
+    );
+    s
 }
 
 /// One line on the generators of a split run: each one's CPU, lag p99 and start
@@ -182,10 +231,18 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     }
     let _ = writeln!(
         s,
-        "  Requests: intended {} = completed {} + failed {} + not sent {}{}",
+        "  Requests: intended {} = completed {} + failed {}{} + not sent {}{}",
         q.intended,
         q.completed,
         q.failed,
+        if q.timed_out_unsent > 0 {
+            format!(
+                " ({} of them timed out unsent, still waiting when the drain ended)",
+                q.timed_out_unsent
+            )
+        } else {
+            String::new()
+        },
         q.not_sent,
         if q.unfinished > 0 {
             format!(" + unfinished {}", q.unfinished)
@@ -474,8 +531,71 @@ mod tests {
         let s = summary(&r, false);
         assert_eq!(s.matches("WARNING:").count(), 3);
         assert!(s.contains("intended 100 = completed 90 + failed 0 + not sent 10"));
+        assert!(
+            w.iter().any(|w| w
+                .ends_with("90.0 of 100.0 requests/s were sent during the window (10 not sent)")),
+            "a file without the shortfall's causes: {w:?}"
+        );
         r.requests.completed = 89;
         assert!(warnings(&r).iter().any(|w| w.contains("bug")));
+    }
+
+    #[test]
+    fn a_missed_rate_says_whose_doing_it_was() {
+        use results::Shortfall;
+        let mut r = RunResult {
+            requests: Requests {
+                intended: 15750,
+                sent: 15750,
+                completed: 15750,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        r.latency_ms.corrected.count = 15750;
+        r.rate.target = Some(1500.0);
+        r.rate.achieved = 1433.3;
+        r.rate.reached = false;
+        r.generator.lag_p99_ms = 0.116;
+        r.rate.shortfall = Shortfall {
+            connections_busy: 700,
+            ..Default::default()
+        };
+        let w = warnings(&r);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(
+            w[0],
+            "the target rate was not reached: 1433.3 of 1500.0 requests/s were sent during the window; of the 700 due in it but not started by its end (they were sent after it and are measured from their intended times), 700 waited for connections the server kept busy with slow responses (the server's latency, in the corrected figures: not a fault of the generator)"
+        );
+        r.rate.shortfall = Shortfall {
+            connections_failed: 700,
+            ..Default::default()
+        };
+        let w = warnings(&r);
+        assert!(
+            w[0].contains("700 waited for connections still being opened")
+                && !w[0].contains("server kept busy")
+                && !w[0].contains("generator was late"),
+            "{w:?}"
+        );
+        r.rate.shortfall = Shortfall {
+            generator_late: 650,
+            connections_busy: 50,
+            ..Default::default()
+        };
+        r.generator.lag_p99_ms = 12.0;
+        let w = warnings(&r);
+        assert!(
+            w[0].contains("; 650 had a free connection but the generator was late sending them (its own delay: lag p99 12.00ms)")
+                && w[0].contains("of the 700 due in it")
+                && w[0].contains("50 waited for connections the server kept busy"),
+            "{w:?}"
+        );
+        // After an interrupt they were never sent.
+        r.requests.not_sent = 700;
+        r.requests.sent = 15050;
+        r.requests.completed = 15050;
+        assert!(warnings(&r)[0].contains("(the interrupt left them unsent)"));
     }
 
     #[test]

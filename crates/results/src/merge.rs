@@ -64,9 +64,10 @@ pub enum MergeError {
 /// Merges the parts of a run whose schedules all started at `start_at_unix_ns`.
 ///
 /// Every part with a result must balance (`intended = completed + failed + not_sent
-/// + unfinished`, `sent = completed + failed + unfinished`) and must have run the
-/// same load (URL, method, schedule, window); a part without a result makes the
-/// merged run `partial` and is named in [`Generators::warnings`]. Timeline `p50` and
+/// + unfinished`, `sent + timed_out_unsent = completed + failed + unfinished`) and
+/// must have run the same load (URL, method, schedule, window); a part without a
+/// result makes the merged run `partial` and is named in [`Generators::warnings`].
+/// The rate's shortfall is summed by cause. Timeline `p50` and
 /// `p99` are exact when every part wrote its per-second histogram (generators do), and
 /// otherwise the largest of the parts' values, an upper bound; the lag percentiles
 /// likewise without `histogram_lag` (files written before it existed).
@@ -140,6 +141,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         failed: sum(&|r| r.requests.failed),
         not_sent: sum(&|r| r.requests.not_sent),
         unfinished: sum(&|r| r.requests.unfinished),
+        timed_out_unsent: sum(&|r| r.requests.timed_out_unsent),
     };
     let entries: Vec<GeneratorPart> = parts.iter().map(part_entry).collect();
 
@@ -183,6 +185,10 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
             reached: config
                 .rate
                 .is_none_or(|t| requests.intended == 0 || achieved >= 0.99 * t),
+            shortfall: results.iter().fold(Default::default(), |mut s, r| {
+                s.add(&r.rate.shortfall);
+                s
+            }),
         },
         errors: merge_errors(&results),
         latency_ms: Latency {
@@ -266,8 +272,8 @@ fn check_part(
         return Err(MergeError::Balance {
             generator: name(i),
             detail: format!(
-                "intended {} against completed {} + failed {} + not_sent {} + unfinished {}, sent {}",
-                q.intended, q.completed, q.failed, q.not_sent, q.unfinished, q.sent
+                "intended {} against completed {} + failed {} + not_sent {} + unfinished {}, sent {} + timed_out_unsent {}",
+                q.intended, q.completed, q.failed, q.not_sent, q.unfinished, q.sent, q.timed_out_unsent
             ),
         });
     }

@@ -110,7 +110,7 @@ pub fn distrust(r: &Value) -> Vec<&'static str> {
         why.push("most failed");
     }
     if n("intended") != n("completed") + n("failed") + n("not_sent") + n("unfinished")
-        || n("sent") != n("completed") + n("failed") + n("unfinished")
+        || n("sent") + n("timed_out_unsent") != n("completed") + n("failed") + n("unfinished")
     {
         why.push("unbalanced");
     }

@@ -356,21 +356,40 @@ pub fn check_result(v: &Value) -> Result<(), String> {
         "failed",
         "not_sent",
         "unfinished",
+        "timed_out_unsent",
     ]
     .iter()
     .map(|k| count(&format!("/requests/{k}")))
     .collect::<Result<_, _>>()?;
-    let (intended, sent, completed, failed, not_sent, unfinished) =
-        (r[0], r[1], r[2], r[3], r[4], r[5]);
+    let (intended, sent, completed, failed, not_sent, unfinished, timed_out_unsent) =
+        (r[0], r[1], r[2], r[3], r[4], r[5], r[6]);
     if intended != completed + failed + not_sent + unfinished {
         return Err(format!(
             "balance: intended {intended} != completed {completed} + failed {failed} \
              + not_sent {not_sent} + unfinished {unfinished}"
         ));
     }
-    if sent != completed + failed + unfinished {
+    if sent + timed_out_unsent != completed + failed + unfinished {
         return Err(format!(
-            "balance: sent {sent} != completed {completed} + failed {failed} + unfinished {unfinished}"
+            "balance: sent {sent} + timed_out_unsent {timed_out_unsent} != completed {completed} \
+             + failed {failed} + unfinished {unfinished}"
+        ));
+    }
+    // Only an interrupt leaves due requests unsent or unfinished.
+    if get("/partial")? == &Value::Bool(false) && not_sent + unfinished > 0 {
+        return Err(format!(
+            "not_sent {not_sent} and unfinished {unfinished} in a run that was not interrupted"
+        ));
+    }
+    // Why the requests behind at the window's end were: the causes add up to the
+    // intended requests not started in the window.
+    let behind: u64 = ["generator_late", "connections_busy", "connections_failed"]
+        .iter()
+        .map(|k| count(&format!("/rate/shortfall/{k}")))
+        .sum::<Result<_, _>>()?;
+    if behind > intended {
+        return Err(format!(
+            "rate.shortfall adds up to {behind}, more than the {intended} intended"
         ));
     }
 

@@ -39,6 +39,7 @@ fn part(index: usize, count: usize, seconds: &[&[u64]]) -> RunResult {
             achieved: n as f64 / seconds.len() as f64,
             completed_per_s: n as f64 / seconds.len() as f64,
             reached: true,
+            ..Default::default()
         },
         requests: Requests {
             intended: n + 1,
@@ -209,11 +210,16 @@ fn counts_and_errors_are_summed_and_first_messages_kept() {
     a.requests.intended += 2;
     a.errors.status = 2;
     a.errors.status_codes.insert("503".into(), 2);
+    // b: one of its timeouts was still queued when its drain ended, never sent.
     b.requests.failed = 4;
-    b.requests.sent += 4;
+    b.requests.sent += 3;
+    b.requests.timed_out_unsent = 1;
     b.requests.intended += 4;
     b.errors.status = 1;
     b.errors.timeout = 3;
+    a.rate.shortfall.connections_busy = 5;
+    b.rate.shortfall.connections_busy = 2;
+    b.rate.shortfall.connections_failed = 1;
     b.errors.status_codes.insert("503".into(), 1);
     b.errors
         .first
@@ -225,7 +231,17 @@ fn counts_and_errors_are_summed_and_first_messages_kept() {
     let m = merge(vec![done(a, 0), done(b, 1)], START).unwrap();
     assert_eq!(m.requests.failed, 6);
     assert_eq!(m.requests.completed, (A0.len() + B0.len()) as u64);
+    assert_eq!(m.requests.timed_out_unsent, 1);
     assert!(m.requests.balanced(), "{:?}", m.requests);
+    let sf = &m.rate.shortfall;
+    assert_eq!(
+        (
+            sf.generator_late,
+            sf.connections_busy,
+            sf.connections_failed
+        ),
+        (0, 7, 1)
+    );
     assert_eq!((m.errors.status, m.errors.timeout), (3, 3));
     assert_eq!(m.errors.status_codes["503"], 3);
     assert_eq!(
