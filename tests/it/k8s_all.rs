@@ -1,0 +1,359 @@
+//! Studies S1 and S3, the bundled scenario files themselves, run with `--platform
+//! kubernetes` against every real controller of the test environment at once, each a
+//! system of one run: Traefik v3.6 through its Ingress provider (`traefik`) and its
+//! Gateway API provider (`gateway-api`), Contour v1.33 + Envoy 1.40 through Gateway
+//! API (`contour`) and through Ingress (`contour-ingress`, S1 only: Contour's Ingress
+//! cannot express S3's route changes, and that run is refused before it starts). Both
+//! controllers run side by side in one cluster, each on its own Gateway. Then a run
+//! killed with SIGKILL leaves its namespace behind, and `ingressbench cleanup`
+//! removes it.
+//!
+//! The studies terminated TLS at the controller; here the controllers listen on plain
+//! HTTP (their TLS set-up is not what is being tested), so the files' `tls:` section
+//! is switched off and nothing else of them changes.
+
+use crate::common::k8s::{PodReadiness, TestCluster};
+use crate::common::k8s_contour::Contour;
+use crate::common::k8s_pods::PodRunner;
+use crate::common::k8s_traefik::{Providers, Traefik};
+use crate::common::proc::Proc;
+use crate::common::{exclusive, processes_with, read_json, BIN};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// A bundled scenario with its `tls:` section turned off, written into `dir`.
+fn plain_http(bundled: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scenarios")
+        .join(bundled);
+    let text = std::fs::read_to_string(&src).unwrap();
+    let tls = "tls:\n  version: \"1.2\"\n  key: rsa2048\n";
+    assert!(text.contains(tls), "{bundled} changed its tls section");
+    let out = dir.join(bundled);
+    std::fs::write(&out, text.replace(tls, "tls:\n  enabled: false\n")).unwrap();
+    out
+}
+
+fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap_or(0)
+}
+
+/// What every system's result must show: the request balance, a load that mostly
+/// got through, and responses from the run's own pods only. The errors themselves
+/// are the controllers' (S1's finding: some controllers fail requests while
+/// endpoints churn, Traefik among them here) and are reported, not judged.
+fn check_load(system: &str, r: &Value, min_completed: u64) {
+    let q = &r["requests"];
+    assert_eq!(
+        n(&q["intended"]),
+        n(&q["completed"]) + n(&q["failed"]) + n(&q["not_sent"]) + n(&q["unfinished"]),
+        "{system}: {q}"
+    );
+    assert!(n(&q["completed"]) >= min_completed, "{system}: {q}");
+    assert!(
+        n(&q["failed"]) * 4 < n(&q["intended"]),
+        "{system}: {} failed: {}",
+        n(&q["failed"]),
+        r["errors"]
+    );
+    eprintln!(
+        "k8s all: {system}: {} of {} failed: {}",
+        n(&q["failed"]),
+        n(&q["intended"]),
+        r["errors"]
+    );
+    let backends = r["backends"].as_object().unwrap();
+    assert!(
+        backends.keys().all(|k| k.starts_with("ib-backend-")),
+        "{system}: {backends:?}"
+    );
+}
+
+#[test]
+fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned_up() {
+    let _alone = exclusive();
+    let t0 = Instant::now();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    // Traefik first: Contour then installs the experimental Gateway API CRDs over the
+    // standard ones, a superset both accept.
+    let traefik = Traefik::start(
+        &cluster,
+        Providers {
+            ingress: true,
+            gateway: true,
+        },
+    );
+    traefik.gateway(&cluster, "ib-gateway", "traefik");
+    let contour = Contour::start(&cluster);
+    eprintln!(
+        "k8s all: cluster and both controllers up in {:.1?}",
+        t0.elapsed()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = cluster.kubeconfig();
+    let run = |file: &Path, out: &Path, systems: &[(&str, String)], limit: u64| {
+        let mut cmd = cluster.ingressbench();
+        cmd.arg("run")
+            .arg(file)
+            .arg("--quick")
+            .args(["--platform", "kubernetes", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .arg("--out")
+            .arg(out);
+        for (name, url) in systems {
+            cmd.arg("--system").arg(format!("{name}={url}"));
+            // Each Gateway API system on its own controller's Gateway.
+            match *name {
+                "gateway-api" => cmd.args(["--gateway", "gateway-api=ib-gateway/traefik"]),
+                "contour" => cmd
+                    .arg("--gateway")
+                    .arg(format!("contour={}", contour.gateway())),
+                _ => &mut cmd,
+            };
+        }
+        let t = Instant::now();
+        let done =
+            Proc::spawn_group("run", &mut cmd, dir.path()).finish(Duration::from_secs(limit));
+        eprintln!(
+            "k8s all: {} took {:.1?}\n{}",
+            file.display(),
+            t.elapsed(),
+            done.stdout
+        );
+        done
+    };
+    let succeeded = |done: &crate::common::proc::Output| {
+        assert!(
+            done.success(),
+            "{}\n{}\n{}\ntraefik:\n{}",
+            done.stdout,
+            done.stderr,
+            contour.logs(),
+            traefik.log()
+        );
+    };
+    let all = [
+        ("traefik", traefik.url()),
+        ("gateway-api", traefik.url()),
+        ("contour", contour.url()),
+        ("contour-ingress", contour.url()),
+    ];
+
+    // S1: 5 <-> 7 backends, every controller.
+    let s1 = plain_http("dynamic-endpoints.yaml", dir.path());
+    let out1 = dir.path().join("s1");
+    succeeded(&run(&s1, &out1, &all, 420));
+    for (system, _) in &all {
+        let r = read_json(&out1.join(system).join("result.json"));
+        check_load(system, &r, 4000);
+        // More than the first five pods served: the scaled-up ones got traffic, each
+        // within 10 s of being ready in the EndpointSlice, and the removed ones
+        // stopped getting it.
+        let backends = r["backends"].as_object().unwrap();
+        assert!(backends.len() >= 7, "{system}: {backends:?}");
+        let p = &r["lab"]["propagation"];
+        let added = p["added"].as_array().unwrap();
+        assert!(added.len() >= 2, "{system}: {p}");
+        // A pod ready in the last seconds of the window may get its first request
+        // after the window: only those with 3 s to go must have been seen.
+        let window_ms = r["duration_s"].as_f64().unwrap() * 1e3;
+        let mut seen = 0;
+        for a in added {
+            match a["propagation_ms"].as_f64() {
+                Some(ms) => {
+                    assert!(ms < 10_000.0, "{system}: {a}");
+                    seen += 1;
+                }
+                None => assert!(
+                    a["at_ms"].as_f64().unwrap() > window_ms - 3000.0,
+                    "{system}: a new pod never got traffic: {a}"
+                ),
+            }
+        }
+        assert!(seen >= 1, "{system}: {p}");
+        assert!(
+            !p["removed"].as_array().unwrap().is_empty(),
+            "{system}: {p}"
+        );
+        eprintln!(
+            "k8s all: S1 {system}: new pod's first response median {} ms, removed pod's last {} ms, {} failed",
+            p["added_ms"]["median"], p["removed_ms"]["median"], r["requests"]["failed"]
+        );
+    }
+    let summary = std::fs::read_to_string(out1.join("summary.txt")).unwrap();
+    for (system, _) in &all {
+        assert!(
+            summary.contains(system),
+            "{system} not compared:\n{summary}"
+        );
+    }
+
+    // S3: scale 3 <-> 4, then the route changes, through the three controllers that
+    // can express them; with Contour's Ingress the run is refused up front.
+    let s3 = plain_http("route-changes-100.yaml", dir.path());
+    let refused = run(
+        &s3,
+        &dir.path().join("refused"),
+        &[("contour-ingress", contour.url())],
+        30,
+    );
+    assert_eq!(
+        refused.code,
+        Some(2),
+        "{}\n{}",
+        refused.stdout,
+        refused.stderr
+    );
+    assert!(
+        refused
+            .stderr
+            .contains("contour-ingress cannot express the route change `cors`"),
+        "{}",
+        refused.stderr
+    );
+    let (ok, left) = cluster.our_namespaces();
+    assert!(
+        ok && !left.contains("namespace/"),
+        "a refused run created {left}"
+    );
+
+    let out3 = dir.path().join("s3");
+    let routed = &all[..3];
+    succeeded(&run(&s3, &out3, routed, 420));
+    for (system, _) in routed {
+        let r = read_json(&out3.join(system).join("result.json"));
+        check_load(system, &r, 2000);
+        let changes = r["lab"]["route_propagation"]["changes"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{system}: no route propagation: {}", r["lab"]));
+        for route in ["cors", "header", "rewrite"] {
+            let c = changes
+                .iter()
+                .find(|c| c["route"] == route)
+                .unwrap_or_else(|| panic!("{system}: {route} never changed: {changes:?}"));
+            let seen = c["seen_ms"]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{system}: {route} never seen in traffic: {c}"));
+            assert!(seen < 10_000.0, "{system}: {c}");
+            eprintln!(
+                "k8s all: S3 {system}: {route} applied {} ms, first seen {seen:.0} ms, last old {} ms",
+                c["applied_ms"], c["last_old_ms"]
+            );
+        }
+        assert!(
+            !r["lab"]["propagation"]["added"]
+                .as_array()
+                .unwrap()
+                .is_empty(),
+            "{system}: {}",
+            r["lab"]["propagation"]
+        );
+    }
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+
+    // Interrupted (Ctrl-C) and killed (SIGKILL) in the middle of a run.
+    let start_s1 = |name: &str| {
+        let mut cmd = cluster.ingressbench();
+        cmd.arg("run")
+            .arg(&s1)
+            .arg("--quick")
+            .args(["--platform", "kubernetes", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .arg("--system")
+            .arg(format!("traefik={}", traefik.url()))
+            .arg("--out")
+            .arg(dir.path().join(name));
+        Proc::spawn_group(name, &mut cmd, dir.path())
+    };
+    let under_way = |p: &Proc| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (_, names) = cluster.our_namespaces();
+            let ours = names
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("namespace/"));
+            if let Some(ns) = ours {
+                // Its pods run and the load has begun.
+                let (_, running) = cluster.kubectl(&[
+                    "get",
+                    "pods",
+                    "-n",
+                    ns,
+                    "--field-selector=status.phase=Running",
+                    "-o",
+                    "name",
+                ]);
+                if running.lines().count() >= 5 {
+                    std::thread::sleep(Duration::from_secs(3));
+                    return ns.to_string();
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the run never started:\n{}",
+                p.stderr_so_far()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+
+    // Ctrl-C: the run stops, writes what it measured marked partial, and removes its
+    // namespace itself.
+    let interrupted = start_s1("interrupted");
+    let ns = under_way(&interrupted);
+    interrupted.signal(rustix::process::Signal::INT);
+    let done = interrupted.finish(Duration::from_secs(90));
+    assert_eq!(done.code, Some(130), "{}\n{}", done.stdout, done.stderr);
+    let r = read_json(&dir.path().join("interrupted/traefik/result.json"));
+    assert_eq!(r["partial"], true, "{}", r["requests"]);
+    assert!(n(&r["requests"]["completed"]) > 0, "{}", r["requests"]);
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    eprintln!("k8s all: interrupted run removed {ns} itself");
+
+    // SIGKILL: nothing of the run can clean up then, so the namespace it created (and
+    // its pods) stays, labelled; `ingressbench cleanup` removes it.
+    let mut killed = start_s1("killed");
+    let ns = under_way(&killed);
+    // The run's process alone, as `kill -9 <pid>` would: its watchdog (its own
+    // child) must still remove what it can on this machine.
+    let pid = killed.id().to_string();
+    std::process::Command::new("kill")
+        .args(["-KILL", &pid])
+        .status()
+        .unwrap();
+    let _ = killed.wait_timeout(Duration::from_secs(10));
+    let (_, still) = cluster.our_namespaces();
+    assert!(
+        still.contains(&ns),
+        "{ns} should outlive a SIGKILL: {still}"
+    );
+    let mut cmd = cluster.ingressbench();
+    cmd.args(["cleanup", "--platform", "kubernetes", "--kubeconfig"])
+        .arg(&kubeconfig);
+    let clean = Proc::spawn_group("cleanup", &mut cmd, dir.path()).finish(Duration::from_secs(60));
+    assert!(clean.success(), "{}\n{}", clean.stdout, clean.stderr);
+    assert!(
+        clean.stdout.contains(&format!("deleted namespace {ns}")),
+        "{}",
+        clean.stdout
+    );
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    // Its pods went with it: their processes and network namespaces too.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !pods.live_netns().is_empty() {
+        assert!(Instant::now() < deadline, "{:?}", pods.live_netns());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(pods.problems(), Vec::<String>::new());
+    let marker = s1.display().to_string();
+    assert_eq!(
+        processes_with(&marker),
+        vec![],
+        "the killed run left processes"
+    );
+    drop(contour);
+    drop(traefik);
+    eprintln!("k8s all: whole test {:.1?}", t0.elapsed());
+}
