@@ -182,6 +182,9 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
             p["added_ms"]["median"], p["removed_ms"]["median"], r["requests"]["failed"]
         );
     }
+    // Each system's namespace is deleted as its run ends, asynchronously: gone
+    // before the next check counts what a run created.
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
     let summary = std::fs::read_to_string(out1.join("summary.txt")).unwrap();
     for (system, _) in &all {
         assert!(
