@@ -14,7 +14,7 @@ mod kubernetes;
 mod scenario;
 mod serve;
 
-pub use kubernetes::coordinate_kubernetes;
+pub use kubernetes::{coordinate_kubernetes, lead, KubernetesGenerators, Pods};
 pub use scenario::{whole, LocalGenerators};
 
 use super::load::{self, LoadArgs};
@@ -568,9 +568,13 @@ pub fn run_part(args: &LoadArgs) -> anyhow::Result<i32> {
         answer_clock_probes().context("clock probes")?;
     }
     let clock = results::clock::Clock::start();
+    // A pod takes the marks at its endpoint; a local child on its stdin.
     let marks = args.marks.then(|| {
         let marks = Arc::new(engine::windows::Marks::new());
-        read_marks(marks.clone(), clock);
+        match &served {
+            Some(s) => s.take_marks(marks.clone(), clock),
+            None => read_marks(marks.clone(), clock),
+        }
         marks
     });
     let outcome = engine::run_marked(&plan, clock, stop, marks, |_| {}, |_| {})?;

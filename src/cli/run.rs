@@ -53,11 +53,20 @@ pub struct RunArgs {
     /// public CA signed them (kubernetes.cacert).
     #[arg(long, value_name = "FILE")]
     pub cacert: Option<PathBuf>,
-    /// Split each system's load over this many generator processes on this machine
-    /// (each pinned to a CPU of the scenario's generator set when there are enough),
-    /// merged into one result, as `load --generators` does.
-    #[arg(long, default_value_t = 1, value_name = "N")]
-    pub generators: usize,
+    /// Split each system's load over this many generators, merged into one result
+    /// as `load --generators` does: processes on this machine (each pinned to a CPU
+    /// of the scenario's generator set when there are enough), or with platform
+    /// kubernetes the pods of an indexed Job (kubernetes.generators places them).
+    #[arg(long, value_name = "N")]
+    pub generators: Option<usize>,
+    /// With platform kubernetes and --generators: the generator pods' image
+    /// (kubernetes.generators.image; default `ingressbench`).
+    #[arg(long, value_name = "IMAGE")]
+    pub generator_image: Option<String>,
+    /// With platform kubernetes and --generators: the pods' head start before the
+    /// load (kubernetes.generators.lead; default 30 s plus the connect timeout).
+    #[arg(long, value_name = "DURATION")]
+    pub lead: Option<String>,
     /// Exit 1 when a system crosses a limit, METRIC>LIMIT, comma-separated or
     /// repeated: `errors>0`, `errors.timeout>5`, `p99>50ms`, `max>1s`,
     /// `propagation>500ms`, `route_propagation>1s` (the metrics of compare
@@ -189,19 +198,26 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }
     }
     let gates = ::report::gate::parse_gates(&a.fail_on).map_err(|e| usage(e.to_string()))?;
-    if a.generators == 0 {
+    let on_cluster = s.platform == "kubernetes";
+    let pods = s
+        .kubernetes
+        .as_ref()
+        .map(|k| k.generators.clone())
+        .unwrap_or_default();
+    let generators = a.generators.or(pods.count).unwrap_or(1);
+    if generators == 0 {
         return Err(usage("--generators 0: give at least 1"));
     }
-    if a.generators > 1 {
-        if s.platform == "kubernetes" {
-            return Err(usage(
-                "--generators with platform kubernetes: not yet; the scenario's generators run on this machine only (a plain load can use load --platform kubernetes --generators N)",
-            ));
-        }
-        // The same split the run will make, checked before anything starts.
-        let spec = runner::load_spec(&s, "http://127.0.0.1:1/", None);
-        let whole = super::generators::whole(&spec, a.generators);
-        engine::split::split(&whole, a.generators, 0).map_err(|e| match e {
+    if !on_cluster && (a.generator_image.is_some() || a.lead.is_some()) {
+        return Err(usage(
+            "--generator-image and --lead are for generator pods: use them with platform kubernetes and --generators N",
+        ));
+    }
+    // The same split the run will make, checked before anything starts.
+    let spec = runner::load_spec(&s, "http://127.0.0.1:1/", None);
+    if generators > 1 {
+        let whole = super::generators::whole(&spec, generators);
+        engine::split::split(&whole, generators, 0).map_err(|e| match e {
             // The scenario's key, not `load`'s flag.
             engine::split::SplitError::Connections { count, connections } => usage(format!(
                 "--generators {count} needs at least {count} connections, not load.connections: {connections}: each generator needs one"
@@ -209,6 +225,42 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             e => usage(e.to_string()),
         })?;
     }
+    let load: Option<Arc<dyn runner::LoadRunner>> = match (generators > 1, on_cluster) {
+        (false, _) => None,
+        (true, false) => Some(Arc::new(super::generators::LocalGenerators {
+            count: generators,
+        })),
+        (true, true) => {
+            let k = s.kubernetes.clone().unwrap_or_default();
+            if k.cacert.is_some() {
+                return Err(usage(
+                    "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read: leave it out and set tls.insecure: true, or run the load here (no --generators)",
+                ));
+            }
+            let lead = match (&a.lead, &pods.lead) {
+                (Some(l), _) => Some(l.clone()),
+                (None, Some(d)) => Some(format!("{}ms", d.0.as_millis())),
+                (None, None) => None,
+            };
+            Some(Arc::new(super::generators::KubernetesGenerators {
+                count: generators,
+                pods: super::generators::Pods {
+                    cluster: cluster::ClusterSpec {
+                        kubeconfig: k.kubeconfig.clone(),
+                        context: k.context.clone(),
+                        namespace: k.namespace.clone(),
+                        ..cluster::ClusterSpec::default()
+                    },
+                    image: a.generator_image.clone().or(pods.image.clone()),
+                    node_selector: pods.node_selector.clone(),
+                    spread: pods.spread,
+                    host_network: pods.host_network,
+                    lead: super::generators::lead(lead.as_deref(), &spec)?,
+                    quiet: false,
+                },
+            }))
+        }
+    };
     let out = a.out.unwrap_or_else(|| runner::default_out_dir(&s.name));
     // One run per folder, and no silent overwrite: held until this function returns.
     let _lock = results::folder::RunFolder::new(&out)
@@ -229,11 +281,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         exe,
         stop,
         progress: Box::new(|line| eprintln!("ingressbench: {line}")),
-        load: (a.generators > 1).then(|| {
-            Arc::new(super::generators::LocalGenerators {
-                count: a.generators,
-            }) as Arc<dyn runner::LoadRunner>
-        }),
+        load,
         system_done: Box::new(|r| {
             eprintln!(
                 "ingressbench: {}: done: p99 {} max {}, {} errors",

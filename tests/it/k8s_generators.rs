@@ -118,3 +118,129 @@ fn two_generators_run_as_an_indexed_job_and_give_one_merged_result() {
     assert_eq!(processes_with(&format!("--listen {TARGET}")), vec![]);
     eprintln!("k8s generators: whole test {:.1?}", t.elapsed() + took);
 }
+
+/// `run --platform kubernetes --generators 2`: a scenario's load from two generator
+/// pods through Traefik (its Ingress provider) to the run's pods, while the run
+/// scales them and changes a route. Each change is announced to both pods ahead of
+/// its time, through the pod proxy, so both count their requests by the same change
+/// windows; the merged result has the windows, the new pod's propagation and the
+/// route change seen in traffic, like a run whose load ran here.
+#[test]
+fn a_scenario_runs_its_load_from_two_generator_pods_through_traefik() {
+    use crate::common::k8s_traefik::{Providers, Traefik};
+    let _alone = exclusive();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let runner = PodRunner::start(&cluster, BIN);
+    let traefik = Traefik::start(
+        &cluster,
+        Providers {
+            ingress: true,
+            gateway: false,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = dir.path().join("s.yaml");
+    std::fs::write(
+        &scn,
+        format!(
+            "name: k8s-generators\nplatform: kubernetes\nsystems: [traefik]\n\
+             kubernetes:\n  kubeconfig: {}\n  urls: {{traefik: \"{}\"}}\n\
+             \x20 generators: {{image: \"ingressbench:test\", lead: 6s}}\n\
+             backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+             tls:\n  enabled: false\n\
+             load:\n  rate: 200\n  connections: 10\n  duration: 14s\n  warmup: 2s\n\
+             changes:\n  - wait: 1s\n  - scale: 3\n  - wait: 3s\n  - route: header\n  - wait: 3s\n  - route: base\n",
+            cluster.kubeconfig().display(),
+            traefik.url()
+        ),
+    )
+    .unwrap();
+    let mut run = cluster.ingressbench();
+    run.arg("run")
+        .arg(&scn)
+        .args(["--generators", "2", "--out"])
+        .arg(&out);
+    let t = Instant::now();
+    let done = Proc::spawn_group("run", &mut run, dir.path()).finish(Duration::from_secs(240));
+    eprintln!(
+        "k8s generators run: took {:.1?}\n{}\nrunner log:\n{}",
+        t.elapsed(),
+        done.stdout,
+        runner.log().join("\n")
+    );
+    assert!(done.success(), "{}\n{}", done.stdout, done.stderr);
+    drop(traefik);
+
+    let r = read_json(&out.join("traefik/result.json"));
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let q = &r["requests"];
+    assert_eq!(
+        n(&q["intended"]),
+        n(&q["completed"]) + n(&q["failed"]) + n(&q["not_sent"]) + n(&q["unfinished"])
+    );
+    // 200 req/s for 14 s measured, from both pods, each with every change mark in
+    // time on its own clock.
+    assert!((2660..=2940).contains(&n(&q["intended"])), "{q}");
+    let parts = r["generators"]["parts"].as_array().expect("parts");
+    assert_eq!(parts.len(), 2, "{}", r["generators"]);
+    let changes = r["lab"]["windows"].as_array().expect("windows").len() as u64;
+    for p in parts {
+        assert!(p["error"].is_null(), "{p}");
+        let m = &p["marks"];
+        assert_eq!(n(&m["sent"]), changes, "{p}");
+        assert_eq!(n(&m["missed"]), 0, "{p}");
+        let late = m["late_max_ms"].as_f64().unwrap();
+        eprintln!(
+            "k8s generators run: part {}: marks late by up to {late:.1} ms",
+            p["index"]
+        );
+        assert!(late < 300.0, "{p}");
+    }
+    // The windows are the whole run's: they add up to its completed requests.
+    let before = n(&r["lab"]["before_changes"]["completed"]);
+    let in_windows: u64 = r["lab"]["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| n(&w["completed"]))
+        .sum();
+    assert_eq!(
+        before + in_windows,
+        n(&q["completed"]),
+        "{}",
+        r["lab"]["windows"]
+    );
+    // The scaled-up pod got traffic from the pods' load.
+    let backends = r["backends"].as_object().unwrap();
+    assert_eq!(backends.len(), 3, "{backends:?}");
+    let added = &r["lab"]["propagation"]["added"][0];
+    let prop = added["propagation_ms"]
+        .as_f64()
+        .expect("the new pod got traffic");
+    assert!(prop < 10_000.0, "{added}");
+    // Each route change seen in traffic, in order, by the merged windows.
+    let rp = r["lab"]["route_propagation"]["changes"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no route propagation: {}", r["lab"]));
+    let routes: Vec<&str> = rp.iter().map(|c| c["route"].as_str().unwrap()).collect();
+    assert_eq!(routes, ["header", "base"]);
+    for c in rp {
+        let seen = c["seen_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("a route never seen: {c}"));
+        eprintln!(
+            "k8s generators run: {} applied {} ms, seen {seen:.0} ms",
+            c["route"], c["applied_ms"]
+        );
+        assert!(n(&c["responses_new"]) > 0 && seen < 3000.0, "{c}");
+    }
+    assert!(n(&q["failed"]) * 20 < n(&q["intended"]), "{}", r["errors"]);
+    // Nothing left: the system's namespace and the generators' Job and namespace.
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    let (ok, jobs) = cluster.kubectl(&["get", "jobs", "-A", "-o", "name"]);
+    assert!(ok && jobs.trim().is_empty(), "{jobs}");
+    assert_eq!(runner.problems(), Vec::<String>::new());
+    drop(runner);
+    assert_eq!(processes_with("--serve 0.0.0.0:9090"), vec![]);
+}

@@ -801,6 +801,7 @@ impl Outcome {
                 start_offset_ms: self.start_offset_ns.map(|n| n as f64 / 1e6),
                 clock_offset_ms: None,
                 clock_offset_error_ms: None,
+                marks: None,
             }],
         }
     }

@@ -366,6 +366,26 @@ pub struct GeneratorPart {
     /// The uncertainty of that measure (half its round trip), in ms.
     #[serde(default)]
     pub clock_offset_error_ms: Option<f64>,
+    /// A scenario run's changes that reached it (each announced ahead, to take
+    /// effect at a time on its own clock), `null` when none was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marks: Option<MarksReceived>,
+}
+
+/// How a generator elsewhere (a pod) received the change marks of a scenario run.
+/// Each is sent ahead of the change, to open its window at a set time on the
+/// generator's clock; one that arrives after that time leaves the requests between
+/// the two in the window before.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MarksReceived {
+    /// Marks sent to it.
+    pub sent: u64,
+    /// Of those, how many it never acknowledged: its windows are wrong from the
+    /// first of them on.
+    pub missed: u64,
+    /// The latest any mark arrived after its time, by its own clock, in ms (0: every
+    /// mark was on time).
+    pub late_max_ms: f64,
 }
 
 impl GeneratorPart {
@@ -406,6 +426,20 @@ impl Generators {
                 w.push(format!(
                     "{name}'s clock is {off:+.1} ms off the coordinator's (tolerance {tol} ms): its seconds on the timeline are shifted by that much"
                 ));
+            }
+            if let Some(m) = &p.marks {
+                if m.missed > 0 {
+                    w.push(format!(
+                        "{name} missed {} of {} change marks: its requests are left out of the change windows (and of the route propagation drawn from them)",
+                        m.missed, m.sent
+                    ));
+                }
+                if m.late_max_ms > 0.0 {
+                    w.push(format!(
+                        "{name} received a change mark up to {:.1} ms after its time: requests intended in that gap are counted in the window before the change",
+                        m.late_max_ms
+                    ));
+                }
             }
         }
         w

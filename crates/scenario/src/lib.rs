@@ -454,6 +454,35 @@ pub struct KubernetesSection {
     /// The URL each system's data plane listens on, by system name.
     #[serde(default)]
     pub urls: BTreeMap<String, String>,
+    /// Where the load generators run when they are pods (`run --generators N`).
+    #[serde(default)]
+    pub generators: GeneratorPods,
+}
+
+/// `kubernetes.generators`: the load split over the pods of an indexed Job, placed
+/// as a study placed its load generator (S3 gave it a node pool of its own).
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct GeneratorPods {
+    /// How many pods (`run --generators N` overrides it; 1: the load runs here).
+    #[serde(default)]
+    pub count: Option<usize>,
+    /// Their image: this program's (default: `ingressbench`, see docs/kubernetes.md).
+    #[serde(default)]
+    pub image: Option<String>,
+    /// Only on nodes with these labels.
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// At most one per node.
+    #[serde(default)]
+    pub spread: bool,
+    /// In the node's own network namespace.
+    #[serde(default)]
+    pub host_network: bool,
+    /// Their head start before the load begins: scheduling and an image pull
+    /// (default: 30 s plus the connect timeout).
+    #[serde(default)]
+    pub lead: Option<Dur>,
 }
 
 impl KubernetesSection {

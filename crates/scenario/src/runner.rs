@@ -55,6 +55,14 @@ pub trait LoadRunner: Send + std::marker::Sync {
     /// Why the load could not run at all (generators that fail are named in the
     /// merged result instead).
     fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String>;
+
+    /// How far ahead of each change its mark is sent: a generator reached through a
+    /// network (a pod behind the API server) must have it before the change's time,
+    /// or the requests in between are counted in the window before. The runner marks
+    /// each change at `now + lead`, forwards it, and makes the change only then.
+    fn mark_lead(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 /// What a [`LoadRunner`] gets for one system.
@@ -163,21 +171,28 @@ struct Events {
     opened: Vec<usize>,
     /// Where each mark also goes, when the load runs elsewhere ([`LoadRunner`]).
     forward: Option<mpsc::Sender<Nanos>>,
+    /// [`LoadRunner::mark_lead`], when the load runs elsewhere.
+    lead: Nanos,
 }
 
 impl Events {
     fn log(&mut self, kind: EventKind, detail: impl Into<String>, took: Option<Duration>) -> Nanos {
-        let t = self.clock.now();
-        // Marked as soon as the time is read: the requests intended from `t` on
+        let mut t = self.clock.now();
+        let opens = kind.change().is_some() && self.origin != 0 && t >= self.origin;
+        if opens && self.forward.is_some() {
+            // Announced ahead, so that a generator elsewhere has the mark by then.
+            t += self.lead;
+        }
+        // Marked as soon as the time is fixed: the requests intended from `t` on
         // belong to this change.
-        if kind.change().is_some()
-            && self.origin != 0
-            && t >= self.origin
-            && self.marks.mark(t).is_some()
-        {
+        if opens && self.marks.mark(t).is_some() {
             self.opened.push(self.list.len());
             if let Some(f) = &self.forward {
                 let _ = f.send(t);
+            }
+            // The change itself is made at its time, not before.
+            while self.clock.now() < t {
+                std::thread::sleep(Duration::from_nanos(t.saturating_sub(self.clock.now())));
             }
         }
         self.list.push((
@@ -308,6 +323,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
             marks: Arc::new(Marks::new()),
             opened: Vec::new(),
             forward: None,
+            lead: 0,
         },
         stop_mode: scn.backends.stop.into(),
         stop: opts.stop.clone(),
@@ -344,6 +360,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     let elsewhere = opts.load.clone().map(|runner| {
         let (tx, rx) = mpsc::channel();
         sys.events.forward = Some(tx);
+        sys.events.lead = Nanos::try_from(runner.mark_lead().as_nanos()).unwrap_or(Nanos::MAX);
         (runner, rx)
     });
     let load_url = url.clone();
@@ -877,6 +894,39 @@ mod tests {
             detail: detail.into(),
             took_ms: None,
         }
+    }
+
+    /// A load elsewhere gets each change's mark ahead of it: the window opens at
+    /// `now + lead`, the mark goes out at once, and the change (the return of `log`)
+    /// is made only at that time. A step inside a change opens no window.
+    #[test]
+    fn a_change_is_announced_ahead_when_the_load_runs_elsewhere() {
+        let clock = Clock::start();
+        let (tx, rx) = mpsc::channel();
+        let lead = Duration::from_millis(80);
+        let mut ev = Events {
+            clock,
+            origin: 1,
+            list: Vec::new(),
+            marks: Arc::new(Marks::new()),
+            opened: Vec::new(),
+            forward: Some(tx),
+            lead: lead.as_nanos() as Nanos,
+        };
+        let asked = clock.now();
+        let t = ev.log(EventKind::RouteRequested, "cors", None);
+        let made = clock.now();
+        let sent = rx.try_recv().expect("forwarded before the change");
+        assert_eq!(sent, t);
+        assert!(t >= asked + lead.as_nanos() as Nanos, "{t} {asked}");
+        assert!(made >= t, "the change was made before its mark's time");
+        assert_eq!(ev.marks.len(), 1);
+        assert_eq!(ev.marks.window_of(t - 1), 0);
+        assert_eq!(ev.marks.window_of(t), 1);
+        assert_eq!(ev.list[0].0, t);
+        ev.log(EventKind::RouteApplied, "cors", None);
+        assert!(rx.try_recv().is_err());
+        assert_eq!(ev.marks.len(), 1);
     }
 
     #[test]

@@ -10,11 +10,15 @@ use crate::cli::load::{self, LoadArgs};
 use crate::cli::{duration, usage};
 use cluster::generators::{GeneratorJob, GeneratorPod, JobPlan, PORT};
 use engine::split;
+use engine::windows::Tally;
+use results::clock::Nanos;
 use results::clock::{estimate_offset, ClockProbe};
 use results::merge::Part;
-use results::{GeneratorPart, RunResult};
+use results::{GeneratorPart, MarksReceived, RunResult};
+use scenario::runner::{LoadRun, LoadRunner};
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Time the parts have after the end of their window (beyond the request timeout and
@@ -61,10 +65,7 @@ pub(super) fn part_args(a: &LoadArgs, count: usize, start_at: u128) -> Vec<Strin
     }
     flag("--backend-header", esc(&a.backend_header));
     flag("--sample", a.sample.to_string());
-    flag("--generators", count.to_string());
-    flag("--part", format!("$(JOB_COMPLETION_INDEX)/{count}"));
-    flag("--start-at", start_at.to_string());
-    flag("--serve", format!("0.0.0.0:{PORT}"));
+    internal_flags(&mut v, count, start_at);
     for (on, f) in [
         (a.max, "--max"),
         (a.insecure, "--insecure"),
@@ -81,8 +82,23 @@ pub(super) fn part_args(a: &LoadArgs, count: usize, start_at: u128) -> Vec<Strin
     v
 }
 
+/// A pod's own flags: its part (the index Kubernetes sets), the shared start instant,
+/// and the endpoint the coordinator reaches it at.
+fn internal_flags(v: &mut Vec<String>, count: usize, start_at: u128) {
+    v.extend([
+        "--generators".into(),
+        count.to_string(),
+        "--part".into(),
+        format!("$(JOB_COMPLETION_INDEX)/{count}"),
+        "--start-at".into(),
+        start_at.to_string(),
+        "--serve".into(),
+        format!("0.0.0.0:{PORT}"),
+    ]);
+}
+
 /// `KEY=VALUE` flags as a map.
-fn node_selector(flags: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+pub fn node_selector(flags: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     flags
         .iter()
         .map(|f| match f.split_once('=') {
@@ -97,13 +113,219 @@ fn run_id() -> String {
     format!("g{:x}", (now_unix_ns() / 1_000_000) & 0xff_ffff_ffff)
 }
 
+/// Where the generator pods run and how: the same for `load` and `run`.
+#[derive(Clone, Debug)]
+pub struct Pods {
+    /// The cluster (kubeconfig, context, a namespace to use instead of one per run).
+    pub cluster: cluster::ClusterSpec,
+    pub image: Option<String>,
+    pub node_selector: BTreeMap<String, String>,
+    pub spread: bool,
+    pub host_network: bool,
+    /// The pods' head start before the shared start instant.
+    pub lead: Duration,
+    pub quiet: bool,
+}
+
 /// What the coordinator learns of one part.
 struct Gen {
     planned: GeneratorPart,
     pod: Option<String>,
     clocked: bool,
+    /// The pod's clock minus ours, once measured.
+    offset_ns: i128,
     stopped: bool,
     result: Option<RunResult>,
+}
+
+/// What a Job run gave: one entry per part, and whether it was interrupted.
+struct JobOutcome {
+    parts: Vec<Part>,
+    interrupted: bool,
+}
+
+/// A scenario run's change marks for the parts: each is a time on the coordinator's
+/// clock (`epoch` + the mark, Unix ns), sent to every pod on its own clock.
+struct MarkFeed {
+    rx: mpsc::Receiver<Nanos>,
+    epoch: u128,
+}
+
+/// Runs `plan` as an indexed Job whose pods run `args` (the whole load's flags with
+/// the internal ones of a part), from the shared instant `start_at` for `window`:
+/// finds the pods and measures their clocks before the start, forwards each change
+/// mark while the load runs, and collects each result after it. `None`: interrupted
+/// before the start, with nothing measured (the Job is removed).
+fn run_job(
+    pods: &Pods,
+    plan: &[split::PartSpec],
+    args: Vec<String>,
+    spec: &engine::LoadSpec,
+    start_at: u128,
+    stop: &AtomicBool,
+    mut marks: Option<MarkFeed>,
+) -> anyhow::Result<Option<JobOutcome>> {
+    let n = plan.len();
+    let window = spec.warmup + spec.duration;
+    let run = run_id();
+    let job_plan = JobPlan {
+        run: run.clone(),
+        count: n,
+        image: pods.image.clone(),
+        args,
+        node_selector: pods.node_selector.clone(),
+        spread: pods.spread,
+        host_network: pods.host_network,
+        deadline: pods.lead
+            + window
+            + spec.timeout
+            + FINISH_GRACE
+            + super::serve::COLLECT_LIMIT.min(Duration::from_secs(60)),
+    };
+    let cluster = cluster::ClusterSpec {
+        run,
+        ..pods.cluster.clone()
+    };
+    let job = GeneratorJob::start(&cluster, &job_plan).map_err(anyhow::Error::from)?;
+    if !pods.quiet {
+        eprintln!(
+            "ingressbench: {n} generators as Job {}/{}, starting in {:.0?}",
+            job.namespace(),
+            cluster::generators::JOB,
+            Duration::from_nanos(start_at.saturating_sub(now_unix_ns()) as u64)
+        );
+    }
+    let mut gens: Vec<Gen> = plan
+        .iter()
+        .enumerate()
+        .map(|(i, p)| Gen {
+            planned: GeneratorPart {
+                index: i,
+                connections: p.spec.connections,
+                threads: p.spec.threads.unwrap_or(0),
+                rate: p.spec.rate,
+                seed: p.slice.seed,
+                ..Default::default()
+            },
+            pod: None,
+            clocked: false,
+            offset_ns: 0,
+            stopped: false,
+            result: None,
+        })
+        .collect();
+
+    let begun = Instant::now();
+    let until = |at: u128| Duration::from_nanos(at.saturating_sub(now_unix_ns()) as u64);
+    let start_in = until(start_at);
+    let end = begun + start_in + window;
+    let mut collect_by = end + spec.timeout + FINISH_GRACE;
+    let mut interrupted = false;
+    // Before the start instant: find the pods and measure their clocks. During the
+    // window: forward the marks and watch for an interrupt (and measure a late pod's
+    // clock). After it: collect.
+    loop {
+        let now = Instant::now();
+        if stop.load(Ordering::Relaxed) && !interrupted {
+            interrupted = true;
+            collect_by = collect_by.min(now + INTERRUPT_GRACE);
+            if now < begun + start_in {
+                // Nothing measured yet: no result to wait for.
+                eprintln!("ingressbench: interrupted before the start: removing the Job");
+                return Ok(None);
+            }
+        }
+        if now >= collect_by {
+            break;
+        }
+        let listed = match job.pods() {
+            Ok(p) => p,
+            Err(e) => {
+                if !pods.quiet {
+                    eprintln!("ingressbench: {e} (retrying)");
+                }
+                std::thread::sleep(POLL);
+                continue;
+            }
+        };
+        for g in &mut gens {
+            let Some(pod) = listed.iter().rev().find(|p| p.index == g.planned.index) else {
+                continue;
+            };
+            g.pod = Some(pod.name.clone());
+            step(&job, g, pod, interrupted, now >= end);
+        }
+        if gens
+            .iter()
+            .all(|g| g.result.is_some() || g.planned.error.is_some())
+        {
+            break;
+        }
+        // Waiting, marks are forwarded as they come; without any, it is a sleep.
+        match &marks {
+            Some(feed) => match feed.rx.recv_timeout(POLL) {
+                Ok(t) => {
+                    let unix = feed.epoch + u128::from(t);
+                    for g in &mut gens {
+                        forward_mark(&job, g, unix, &listed);
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => marks = None,
+            },
+            None => std::thread::sleep(POLL),
+        }
+    }
+    let waited = begun.elapsed().as_secs();
+    let parts: Vec<Part> = gens
+        .into_iter()
+        .map(|mut g| {
+            if g.result.is_none() && g.planned.error.is_none() {
+                g.planned.error = Some(match &g.pod {
+                    Some(p) => format!("pod {p} offered no result within {waited} s"),
+                    None => format!("its pod did not run within {waited} s"),
+                });
+            }
+            Part {
+                planned: g.planned,
+                result: g.result,
+            }
+        })
+        .collect();
+    drop(job);
+    Ok(Some(JobOutcome { parts, interrupted }))
+}
+
+/// Sends one change mark (Unix ns on our clock) to a part, on its own clock, and
+/// notes whether it arrived in time: retried while there is time before the mark,
+/// and counted as missed otherwise.
+fn forward_mark(job: &GeneratorJob, g: &mut Gen, unix: u128, listed: &[GeneratorPod]) {
+    let m = g.planned.marks.get_or_insert_with(MarksReceived::default);
+    m.sent += 1;
+    if g.result.is_some() || g.planned.error.is_some() {
+        return;
+    }
+    let running = listed
+        .iter()
+        .any(|p| p.index == g.planned.index && p.running);
+    let t = u128::try_from(i128::try_from(unix).unwrap_or(i128::MAX) + g.offset_ns).unwrap_or(0);
+    let path = format!("/mark/{t}");
+    for _ in 0..3 {
+        let Some(pod) = g.pod.as_deref().filter(|_| running) else {
+            break;
+        };
+        if let Ok((200, body)) = job.proxy(pod, "POST", &path, Duration::from_secs(2)) {
+            if let Some(arrived) = std::str::from_utf8(&body)
+                .ok()
+                .and_then(|b| b.trim().parse::<u128>().ok())
+            {
+                let late = arrived.saturating_sub(t) as f64 / 1e6;
+                m.late_max_ms = m.late_max_ms.max(late);
+                return;
+            }
+        }
+    }
+    m.missed += 1;
 }
 
 /// Runs the load as an indexed Job and prints and writes the merged result.
@@ -127,130 +349,93 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
             )));
         }
     }
-    let node_selector = node_selector(&args.node_selector)?;
-    let lead = match &args.lead {
-        Some(l) => duration::parse(l).map_err(|e| usage(format!("--lead: {e}")))?,
-        None => DEFAULT_LEAD + spec.connect_timeout,
-    };
-    let stop = load::stop_on_signals()?;
-    let window = spec.warmup + spec.duration;
-    let run = run_id();
-    let start_at = split::start_instant(now_unix_ns(), lead);
-    let job_plan = JobPlan {
-        run: run.clone(),
-        count: n,
+    let pods = Pods {
+        cluster: cluster::ClusterSpec {
+            kubeconfig: args.kubeconfig.clone(),
+            context: args.context.clone(),
+            namespace: args.namespace.clone(),
+            ..cluster::ClusterSpec::default()
+        },
         image: args.image.clone(),
-        args: part_args(args, n, start_at),
-        node_selector,
+        node_selector: node_selector(&args.node_selector)?,
         spread: args.spread,
         host_network: args.host_network,
-        deadline: lead
-            + window
-            + spec.timeout
-            + FINISH_GRACE
-            + super::serve::COLLECT_LIMIT.min(Duration::from_secs(60)),
+        lead: lead(args.lead.as_deref(), &spec)?,
+        quiet: args.quiet,
     };
-    let cluster = cluster::ClusterSpec {
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
-        namespace: args.namespace.clone(),
-        run,
-        ..cluster::ClusterSpec::default()
-    };
-    let job = GeneratorJob::start(&cluster, &job_plan).map_err(anyhow::Error::from)?;
-    if !args.quiet {
-        eprintln!(
-            "ingressbench: {n} generators as Job {}/{}, starting in {:.0?}",
-            job.namespace(),
-            cluster::generators::JOB,
-            lead
-        );
+    let stop = load::stop_on_signals()?;
+    let start_at = split::start_instant(now_unix_ns(), pods.lead);
+    let job_args = part_args(args, n, start_at);
+    match run_job(&pods, &plan, job_args, &spec, start_at, &stop, None)? {
+        None => Ok(130),
+        Some(o) => finish(args, o.parts, start_at, spec.warmup, o.interrupted),
     }
-    let mut gens: Vec<Gen> = plan
-        .iter()
-        .enumerate()
-        .map(|(i, p)| Gen {
-            planned: GeneratorPart {
-                index: i,
-                connections: p.spec.connections,
-                threads: p.spec.threads.unwrap_or(0),
-                rate: p.spec.rate,
-                seed: p.slice.seed,
-                ..Default::default()
-            },
-            pod: None,
-            clocked: false,
-            stopped: false,
-            result: None,
-        })
-        .collect();
+}
 
-    let begun = Instant::now();
-    let until = |at: u128| Duration::from_nanos(at.saturating_sub(now_unix_ns()) as u64);
-    let start_in = until(start_at);
-    let end = begun + start_in + window;
-    let mut collect_by = end + spec.timeout + FINISH_GRACE;
-    let mut interrupted = false;
-    // Before the start instant: find the pods and measure their clocks. During the
-    // window: only watch for an interrupt (and measure a late pod's clock). After it:
-    // collect.
-    loop {
-        let now = Instant::now();
-        if stop.load(Ordering::Relaxed) && !interrupted {
-            interrupted = true;
-            collect_by = collect_by.min(now + INTERRUPT_GRACE);
-            if now < begun + start_in {
-                // Nothing measured yet: no result to wait for.
-                eprintln!("ingressbench: interrupted before the start: removing the Job");
-                return Ok(130);
-            }
-        }
-        if now >= collect_by {
-            break;
-        }
-        let pods = match job.pods() {
-            Ok(p) => p,
-            Err(e) => {
-                if !args.quiet {
-                    eprintln!("ingressbench: {e} (retrying)");
-                }
-                std::thread::sleep(POLL);
-                continue;
-            }
-        };
-        for g in &mut gens {
-            let Some(pod) = pods.iter().rev().find(|p| p.index == g.planned.index) else {
-                continue;
-            };
-            g.pod = Some(pod.name.clone());
-            step(&job, g, pod, interrupted, now >= end);
-        }
-        if gens
-            .iter()
-            .all(|g| g.result.is_some() || g.planned.error.is_some())
-        {
-            break;
-        }
-        std::thread::sleep(POLL);
+/// `--lead`, or the default for `spec`.
+///
+/// # Errors
+/// A usage error for a malformed duration.
+pub fn lead(flag: Option<&str>, spec: &engine::LoadSpec) -> anyhow::Result<Duration> {
+    match flag {
+        Some(l) => duration::parse(l).map_err(|e| usage(format!("--lead: {e}"))),
+        None => Ok(DEFAULT_LEAD + spec.connect_timeout),
     }
-    let waited = begun.elapsed().as_secs();
-    let parts: Vec<Part> = gens
-        .into_iter()
-        .map(|mut g| {
-            if g.result.is_none() && g.planned.error.is_none() {
-                g.planned.error = Some(match &g.pod {
-                    Some(p) => format!("pod {p} offered no result within {waited} s"),
-                    None => format!("its pod did not run within {waited} s"),
-                });
-            }
-            Part {
-                planned: g.planned,
-                result: g.result,
-            }
-        })
-        .collect();
-    drop(job);
-    finish(args, parts, start_at, spec.warmup, interrupted)
+}
+
+/// How far ahead of a change its mark goes to the pods: the pod proxy's round trip
+/// (a few ms to tens of ms), retries, and one mark per pod in turn.
+fn mark_lead(count: usize) -> Duration {
+    Duration::from_millis(200 + 50 * count.min(16) as u64)
+}
+
+/// A scenario run's load over the pods of an indexed Job (`run --platform
+/// kubernetes --generators N`).
+pub struct KubernetesGenerators {
+    pub count: usize,
+    pub pods: Pods,
+}
+
+impl LoadRunner for KubernetesGenerators {
+    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String> {
+        let n = self.count;
+        let spec = &super::whole(&load.spec, n);
+        let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
+        let start_at = split::start_instant(now_unix_ns(), self.pods.lead);
+        let mut args = vec!["load".to_string()];
+        args.extend(
+            super::scenario::load_flags(spec)?
+                .iter()
+                .map(|f| f.replace("$(", "$$(")),
+        );
+        internal_flags(&mut args, n, start_at);
+        args.push("--marks".into());
+        let clock = load.clock;
+        let epoch = clock.wall_epoch_ns();
+        let measured_at = start_at + spec.warmup.as_nanos();
+        let origin = u64::try_from(measured_at.saturating_sub(epoch)).unwrap_or(u64::MAX);
+        (load.on_start)(origin);
+        let feed = MarkFeed {
+            rx: load.marks,
+            epoch,
+        };
+        let outcome = run_job(
+            &self.pods,
+            &plan,
+            args,
+            spec,
+            start_at,
+            &load.stop,
+            Some(feed),
+        )
+        .map_err(|e| format!("{e:#}"))?
+        .ok_or("interrupted before the generators started")?;
+        super::scenario::merge_parts(outcome.parts, start_at, origin)
+    }
+
+    fn mark_lead(&self) -> Duration {
+        mark_lead(self.count)
+    }
 }
 
 /// One look at one part: clock probes until measured, a forwarded interrupt, and once
@@ -263,6 +448,7 @@ fn step(job: &GeneratorJob, g: &mut Gen, pod: &GeneratorPod, interrupted: bool, 
         if let Ok(o) = probe_clock(job, &pod.name) {
             g.planned.clock_offset_ms = Some(o.offset_ns as f64 / 1e6);
             g.planned.clock_offset_error_ms = Some(o.error_ns as f64 / 1e6);
+            g.offset_ns = i128::from(o.offset_ns);
             g.clocked = true;
         }
     }

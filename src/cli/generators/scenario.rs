@@ -99,25 +99,42 @@ impl LoadRunner for LocalGenerators {
         drop(dir);
         let _ = forward.join();
 
-        let mut tally = Tally::default();
-        for p in &parts {
-            if let Some(r) = &p.result {
-                tally
-                    .add_parts(&r.windows_part, origin)
-                    .map_err(|e| format!("generator {}: {e}", p.planned.index))?;
-            }
-        }
-        let mut merged = results::merge::merge(parts, start_at)
-            .map_err(|e| format!("merging the generators' results: {e}"))?;
-        // The per-second histograms served the merge; the result keeps the timeline.
-        merged.take_second_histograms();
-        Ok((merged, tally))
+        merge_parts(parts, start_at, origin)
     }
+}
+
+/// The generators' change windows added up (each part's, placed on the run's clock,
+/// whose measured window starts at `origin`) and their results merged. A part that
+/// missed a change mark counted its windows by other changes than the rest: its
+/// windows are left out (its merged entry says so) rather than added to the wrong
+/// ones.
+///
+/// # Errors
+/// A part's windows or results that cannot be read or merged.
+pub(super) fn merge_parts(
+    parts: Vec<Part>,
+    start_at: u128,
+    origin: results::clock::Nanos,
+) -> Result<(RunResult, Tally), String> {
+    let mut tally = Tally::default();
+    for p in &parts {
+        let missed = p.planned.marks.as_ref().is_some_and(|m| m.missed > 0);
+        if let (Some(r), false) = (&p.result, missed) {
+            tally
+                .add_parts(&r.windows_part, origin)
+                .map_err(|e| format!("generator {}: {e}", p.planned.index))?;
+        }
+    }
+    let mut merged = results::merge::merge(parts, start_at)
+        .map_err(|e| format!("merging the generators' results: {e}"))?;
+    // The per-second histograms served the merge; the result keeps the timeline.
+    merged.take_second_histograms();
+    Ok((merged, tally))
 }
 
 /// The flags of `ingressbench load` that make each child compute its share of
 /// `spec` (every child splits the same whole load, as with `load --generators`).
-fn load_flags(s: &LoadSpec) -> Result<Vec<String>, String> {
+pub(super) fn load_flags(s: &LoadSpec) -> Result<Vec<String>, String> {
     let d = |d: Duration| format!("{}us", d.as_micros());
     let mut f = vec![
         s.url.clone(),

@@ -6,17 +6,20 @@
 //! - `GET /result`: `202` while the load runs, then `200` and the full result (JSON);
 //! - `POST /stop`: stop sending now, as an interrupt does (the result is then partial);
 //! - `POST /done`: the result was collected; the part exits.
+//! - `POST /mark/T` (a scenario run's part, `--marks`): a change opens a window at
+//!   Unix time `T` nanoseconds on this machine's clock; the answer is this clock's
+//!   time on arrival, so the coordinator knows whether it came before `T`.
 //!
 //! One connection at a time, each closed after its answer: the coordinator is the only
-//! client and sends a handful of requests, none of them during the measured window
-//! except a `/clock` from a late probe or a `/stop`.
+//! client and sends a handful of requests; during the measured window only a `/clock`
+//! from a late probe, a `/stop`, and one `/mark` per change of a scenario run.
 
 use super::now_unix_ns;
 use anyhow::Context as _;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// How long a part keeps its result for a coordinator that does not come; then it
@@ -30,6 +33,8 @@ pub struct Served {
     result: Mutex<Option<Arc<Vec<u8>>>>,
     done: AtomicBool,
     stop: Arc<AtomicBool>,
+    /// Where `/mark` puts the windows, once the load's clock has started.
+    marks: OnceLock<(Arc<engine::windows::Marks>, results::clock::Clock)>,
 }
 
 impl Served {
@@ -43,6 +48,7 @@ impl Served {
             result: Mutex::new(None),
             done: AtomicBool::new(false),
             stop,
+            marks: OnceLock::new(),
         });
         let s = me.clone();
         std::thread::Builder::new()
@@ -54,6 +60,21 @@ impl Served {
             })
             .context("start the result endpoint")?;
         Ok(me)
+    }
+
+    /// From now on `/mark` opens windows in `marks`, on `clock`.
+    pub fn take_marks(&self, marks: Arc<engine::windows::Marks>, clock: results::clock::Clock) {
+        let _ = self.marks.set((marks, clock));
+    }
+
+    /// Opens a window at Unix time `unix` (ns) on this machine's clock; the clock's
+    /// time now, or `None` when no load takes marks.
+    fn mark(&self, unix: u128) -> Option<u128> {
+        let now = now_unix_ns();
+        let (marks, clock) = self.marks.get()?;
+        let t = unix.saturating_sub(clock.wall_epoch_ns());
+        marks.mark(u64::try_from(t).unwrap_or(u64::MAX));
+        Some(now)
     }
 
     /// Offers the result and waits until it was collected (`true`), a signal arrived
@@ -110,6 +131,23 @@ impl Served {
                 ("200 OK", Arc::new(b"bye\n".to_vec()))
             }
             ("POST", "/done") => ("409 Conflict", Arc::new(b"no result yet\n".to_vec())),
+            ("POST", p) if p.starts_with("/mark/") => {
+                match p["/mark/".len()..]
+                    .parse::<u128>()
+                    .ok()
+                    .map(|t| self.mark(t))
+                {
+                    Some(Some(now)) => ("200 OK", Arc::new(now.to_string().into_bytes())),
+                    Some(None) => (
+                        "409 Conflict",
+                        Arc::new(b"this load takes no marks\n".to_vec()),
+                    ),
+                    None => (
+                        "400 Bad Request",
+                        Arc::new(b"give /mark/UNIX_NS\n".to_vec()),
+                    ),
+                }
+            }
             _ => ("404 Not Found", Arc::new(b"not found\n".to_vec())),
         };
         let content_type = if path == "/result" && status.starts_with("200") {
@@ -152,6 +190,24 @@ mod tests {
         assert!(ns.abs_diff(now_unix_ns()) < 1_000_000_000, "{t}");
         assert!(call(addr, "GET /result HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 202"));
         assert!(call(addr, "POST /done HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 409"));
+        // Marks: refused until a load takes them, then each opens a window at its
+        // time on this clock, and the answer is the clock on arrival.
+        let mark = |t: u128| call(addr, &format!("POST /mark/{t} HTTP/1.1\r\n\r\n"));
+        assert!(mark(1).starts_with("HTTP/1.1 409"));
+        let marks = Arc::new(engine::windows::Marks::new());
+        let clock = results::clock::Clock::start();
+        s.take_marks(marks.clone(), clock);
+        let at = clock.wall_epoch_ns() + 5_000_000_000;
+        let r = mark(at);
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        let arrived: u128 = r.rsplit("\r\n\r\n").next().unwrap().parse().unwrap();
+        assert!(arrived < at && arrived.abs_diff(now_unix_ns()) < 1_000_000_000);
+        assert_eq!(marks.len(), 1);
+        assert_eq!(marks.window_of(4_999_999_999), 0);
+        assert_eq!(marks.window_of(5_000_000_000), 1);
+        assert!(mark(at + 1).starts_with("HTTP/1.1 200"));
+        assert_eq!(marks.len(), 2);
+        assert!(call(addr, "POST /mark/x HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 400"));
         call(addr, "POST /stop HTTP/1.1\r\n\r\n");
         assert!(stop.load(Ordering::Relaxed));
         let s2 = s.clone();

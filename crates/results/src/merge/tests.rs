@@ -349,6 +349,32 @@ fn failed_overloaded_or_late_generators_are_named() {
         w[0].starts_with("generator 0/1's clock is -80.0 ms off"),
         "{w:?}"
     );
+    // Change marks of a scenario run: on time says nothing; late or missed is named,
+    // and what the coordinator measured survives the merge.
+    let marked = |m: crate::MarksReceived| {
+        let mut p = done(part(0, 1, &[A0]), 0);
+        p.planned.marks = Some(m);
+        merge(vec![p], START).unwrap().generators.unwrap()
+    };
+    let on_time = marked(crate::MarksReceived {
+        sent: 3,
+        missed: 0,
+        late_max_ms: 0.0,
+    });
+    assert!(on_time.warnings().is_empty(), "{:?}", on_time.warnings());
+    assert_eq!(on_time.parts[0].marks.as_ref().unwrap().sent, 3);
+    let bad = marked(crate::MarksReceived {
+        sent: 3,
+        missed: 1,
+        late_max_ms: 12.5,
+    })
+    .warnings();
+    assert_eq!(bad.len(), 2, "{bad:?}");
+    assert!(
+        bad[0].starts_with("generator 0/1 missed 1 of 3 change marks"),
+        "{bad:?}"
+    );
+    assert!(bad[1].contains("up to 12.5 ms after its time"), "{bad:?}");
 
     let none = merge(
         vec![Part {
