@@ -98,8 +98,16 @@ fn run_refuses_bad_cluster_flags() {
             "--generators 100000 needs at least 100000 connections",
         ),
         (
-            vec!["--generators", "2", "--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/"],
-            "--generators with platform kubernetes: not yet",
+            vec!["--generators", "2", "--lead", "5s"],
+            "--generator-image and --lead are for generator pods: use them with platform kubernetes and --generators N",
+        ),
+        (
+            vec!["--generators", "2", "--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--cacert", "/nonexistent/ca.pem"],
+            "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine",
+        ),
+        (
+            vec!["--generators", "2", "--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--lead", "soon"],
+            "--lead: ",
         ),
     ] {
         let mut args = vec!["run", path, "--out", out.to_str().unwrap()];
