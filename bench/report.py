@@ -68,6 +68,7 @@ def ib_result(base):
         "failed": dig(j, "requests", "failed"),
         "rate": dig(j, "rate", "achieved"),
         "p50": dig(j, "latency_ms", "corrected", "p50"),
+        "p90": dig(j, "latency_ms", "corrected", "p90"),
         "p99": dig(j, "latency_ms", "corrected", "p99"),
         "lag_p99_us": None if lag is None else lag * 1000.0,
         "overloaded": dig(j, "generator", "overloaded"),
@@ -112,13 +113,18 @@ def oha_result(base):
     failed = bad + sum(v for k, v in errs.items() if "deadline" not in k)
     total = dig(j, "summary", "total")
     p50 = dig(j, "latencyPercentiles", "p50")
+    p90 = dig(j, "latencyPercentiles", "p90")
     p99 = dig(j, "latencyPercentiles", "p99")
     return {
         "completed": ok,
         "failed": failed,
         "rate": ok / total if total else None,
         "p50": None if p50 is None else p50 * 1000.0,
+        "p90": None if p90 is None else p90 * 1000.0,
         "p99": None if p99 is None else p99 * 1000.0,
+        # Requests the deadline cut, in flight or still queued: left out of oha's
+        # percentiles.
+        "cut": sum(v for k, v in errs.items() if "deadline" in k),
     }
 
 
@@ -169,7 +175,8 @@ with open(os.path.join(DIR, "runs.tsv")) as f:
             NOTES.append(f"{scen} {tool} rep {rep}: {r['failed']} failed requests")
         if r.get("overloaded"):
             NOTES.append(f"{scen} {tool} rep {rep}: the generator reported itself OVERLOADED")
-        target = {"B": M.get("rate_b"), "C": M.get("rate_c"), "D": M.get("rate_d"), "E": "1000"}.get(scen)
+        target = {"B": M.get("rate_b"), "C": M.get("rate_c"), "D": M.get("rate_d"), "E": "1000",
+                  "F": M.get("rate_f")}.get(scen)
         if target and r.get("rate") is not None and r["rate"] < 0.99 * float(target):
             NOTES.append(
                 f"{scen} {tool} rep {rep}: achieved {r['rate']:.0f} req/s, below 99 % of {target}"
@@ -236,6 +243,11 @@ B = f"B. {int(M['rate_b']):,} req/s, 100 conns, {dur[1]} s, HTTP"
 C = f"C. {int(M['rate_c']):,} req/s, 100 conns, {dur[2]} s, TLS 1.3"
 D = f"D. new TLS 1.3 conn per request (full handshake), {M['rate_d']} req/s, {M['conn_d']} conns, {dur[3]} s"
 E = f"E. 10,000 conns, 1,000 req/s, {dur[4]} s, HTTP"
+dur_fg = M.get("dur_fg", "15 10").split()
+F = (f"F. study S1's load: {int(M.get('rate_f', 30000)):,} req/s, {int(M.get('conn_f', 1000)):,} conns, "
+     f"{dur_fg[0]} s, TLS 1.2")
+G = (f"G. latency accuracy: a server frozen 1 s of every 5 s, {int(M.get('rate_g', 1500)):,} req/s, 50 conns, "
+     f"{dur_fg[1]} s, HTTP (true p90 500 ms, p99 950 ms)")
 
 ratio_row("A", "CPU per request (µs)", "cpu_us_req", "wrk", 0.8)
 info_row("A", "throughput (req/s)", "rate", "wrk", 0)
@@ -255,6 +267,23 @@ ratio_row("D", "CPU per full handshake (ms)", "cpu_ms_hs", "oha", 0.8, 3)
 info_row("D", "handshakes (completed requests)", "completed", "oha", 0)
 info_row("D", "new connections seen by nginx", "hs_conns", "oha", 0)
 info_row("D", "nginx core busy (%)", "srv_busy", "oha", 0)
+ratio_row("F", "CPU per 100k requests (s)", "cpu_s_100k", "oha", 0.5)
+info_row("F", "achieved rate (req/s)", "rate", "oha", 0)
+lag = med("F", "ingressbench", "lag_p99_us")
+row("F", "generator lag p99 (µs)", lag, None, None, "<= 100 µs", None if lag is None else lag <= 100, 1)
+info_row("F", "p50 latency, corrected (ms)", "p50", "oha", 3)
+info_row("F", "p99 latency, corrected (ms)", "p99", "oha")
+info_row("F", "nginx core busy (%)", "srv_busy", "oha", 0)
+for key, truth in (("p90", 500.0), ("p99", 950.0)):
+    a, b = med("G", "ingressbench", key), med("G", "oha", key)
+    err = None if a is None else abs(a - truth) / truth
+    row("G", f"{key} latency, corrected (ms; truth {truth:.0f})", a, b, None,
+        "within 5 % of the truth" + ("" if err is None else f" ({100 * err:.1f} %)"),
+        None if err is None else err <= 0.05, 1)
+info_row("G", "requests measured", "completed", "oha", 0)
+cut = med("G", "oha", "cut")
+if cut:
+    row("G", "requests oha's deadline cut (left out of its percentiles)", None, cut, None, digits=0)
 rss = med("E", "ingressbench", "rss_mb")
 row("E", "peak RSS (MB)", rss, None, None, "< 100 MB", None if rss is None else rss < 100)
 info_row("E", "achieved rate (req/s)", "rate", None, 0)
@@ -277,8 +306,9 @@ if os.path.exists(soak_path):
     else:
         row("S", "RSS flat after 1 min", None, None, None, "flat after 1 min", None)
 
-peer_of = {"A": "wrk", "B": "oha", "C": "oha", "D": "oha", "E": "", "S": ""}
-title = {"A": A, "B": B, "C": C, "D": D, "E": E, "S": f"Soak: {int(M['rate_b']):,} req/s, 100 conns"}
+peer_of = {"A": "wrk", "B": "oha", "C": "oha", "D": "oha", "E": "", "F": "oha", "G": "oha", "S": ""}
+title = {"A": A, "B": B, "C": C, "D": D, "E": E, "F": F, "G": G,
+         "S": f"Soak: {int(M['rate_b']):,} req/s, 100 conns"}
 
 print(f"# ingressbench benchmark, {M.get('date')}")
 print()

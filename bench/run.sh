@@ -10,6 +10,7 @@
 #   BENCH_SOAK=1     also the 10-minute 20,000 req/s memory soak (BENCH_SOAK_S seconds)
 #   BENCH_GEN_CPU / BENCH_SRV_CPU   cores of the generator / nginx (default 0 / 1)
 #   BENCH_TLS_RATE / BENCH_HS_RATE  rates of scenarios C and D (default 20000 / 400)
+#   BENCH_S1_RATE / BENCH_S1_CONNS  scenario F, study S1's load (default 30000 / 1000)
 #   BENCH_OHA_THREADS               oha's --worker-threads (default 1; "default": oha's)
 #   BENCH_QUIET_MAX  seconds to wait for idle cores before each run (default 300; 10 quick)
 #   BENCH_NOISE_MAX / BENCH_RETRIES  a run during which other processes took more than
@@ -33,6 +34,13 @@ RATE_B=20000
 RATE_C=${BENCH_TLS_RATE:-20000}
 RATE_D=${BENCH_HS_RATE:-400}
 CONN_D=20
+RATE_F=${BENCH_S1_RATE:-30000}
+CONN_F=${BENCH_S1_CONNS:-1000}
+# G: a backend that holds every answer for the first second of every five, at 1,500
+# req/s for a whole number of five-second windows: a fifth of the requests wait a time
+# spread evenly over 0-1 s, so the true p90 is 500 ms and the true p99 950 ms.
+RATE_G=1500
+DG=10
 CLK_TCK=$(getconf CLK_TCK)
 NOISE_MAX=${BENCH_NOISE_MAX:-15}
 NICE=${BENCH_NICE--20}
@@ -40,12 +48,12 @@ if [ "$QUICK" = 1 ]; then
   QUIET_MAX=${BENCH_QUIET_MAX:-10}
   RETRIES=${BENCH_RETRIES:-0}
   REPS=${BENCH_REPS:-1}
-  DA=3 DB=3 DC=3 DD=3 DE=3
+  DA=3 DB=3 DC=3 DD=3 DE=3 DF=3
 else
   QUIET_MAX=${BENCH_QUIET_MAX:-300}
   RETRIES=${BENCH_RETRIES:-4}
   REPS=${BENCH_REPS:-3}
-  DA=10 DB=15 DC=15 DD=10 DE=10
+  DA=10 DB=15 DC=15 DD=10 DE=10 DF=15
 fi
 CONN_E=10000
 RATE_E=1000
@@ -128,12 +136,17 @@ if [ -n "$NICE" ] && [ "$(nice -n "$NICE" nice 2>/dev/null)" -lt "$(nice)" ]; th
 # ---------------------------------------------------------------- nginx
 WORK=$(mktemp -d /tmp/ingressbench-bench.XXXXXX)
 NGX_PID=""
+STALL_PID=""
 CUR=""
 cleanup() {
   local pids p
   if [ -n "$CUR" ] && kill -0 "$CUR" 2>/dev/null; then
     kill -TERM "$CUR" 2>/dev/null || true
     wait "$CUR" 2>/dev/null || true
+  fi
+  if [ -n "$STALL_PID" ] && kill -0 "$STALL_PID" 2>/dev/null; then
+    kill -TERM "$STALL_PID" 2>/dev/null || true
+    wait "$STALL_PID" 2>/dev/null || true
   fi
   if [ -n "$NGX_PID" ] && kill -0 "$NGX_PID" 2>/dev/null; then
     pids=$(pgrep -P "$NGX_PID" || true)
@@ -148,9 +161,9 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-read -r HTTP_PORT TLS_PORT HS_PORT < <(python3 - <<'EOF'
+read -r HTTP_PORT TLS_PORT HS_PORT S1_PORT STALL_PORT < <(python3 - <<'EOF'
 import socket
-ss = [socket.socket() for _ in range(3)]
+ss = [socket.socket() for _ in range(5)]
 for s in ss:
     s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])
@@ -209,6 +222,12 @@ http {
         listen 127.0.0.1:$TLS_PORT ssl;
         location / { return 200 "$BODY"; }
     }
+    # Scenario F (study S1): TLS 1.2, as S1's clients spoke.
+    server {
+        listen 127.0.0.1:$S1_PORT ssl;
+        ssl_protocols TLSv1.2;
+        location / { return 200 "$BODY"; }
+    }
     # Scenario D: same as above plus a log that proves one full handshake per request.
     server {
         listen 127.0.0.1:$HS_PORT ssl;
@@ -229,6 +248,8 @@ NGX_WORKER=$(pgrep -P "$NGX_PID" | head -1)
 size=$(curl -s "http://127.0.0.1:$HTTP_PORT/" | wc -c)
 tls=$(curl -s --cacert "$CACERT" --tlsv1.3 -o /dev/null -w '%{http_code}' "https://127.0.0.1:$TLS_PORT/")
 [ "$size" = 1024 ] && [ "$tls" = 200 ] || { log "nginx check failed: body $size bytes, https $tls"; exit 1; }
+tls12=$(curl -s --cacert "$CACERT" --tlsv1.2 --tls-max 1.2 -o /dev/null -w '%{http_code}' "https://127.0.0.1:$S1_PORT/")
+[ "$tls12" = 200 ] || { log "nginx check failed: TLS 1.2 port answered $tls12"; exit 1; }
 cp "$WORK/nginx.conf" "$OUT/nginx.conf"
 
 # Measure one binary from start to end, even if target/ is rebuilt meanwhile.
@@ -260,13 +281,23 @@ fi
   echo "rate_c=$RATE_C"
   echo "rate_d=$RATE_D"
   echo "conn_d=$CONN_D"
+  echo "rate_f=$RATE_F"
+  echo "conn_f=$CONN_F"
+  echo "rate_g=$RATE_G"
+  echo "dur_fg=$DF $DG"
   echo "dur=$DA $DB $DC $DD $DE"
   echo "soak_s=$SOAK_S"
 } >"$OUT/machine.txt"
 sed 's/^/  /' "$OUT/machine.txt" >&2
 
 # ---------------------------------------------------------------- runs
-srv_ticks() { sed 's/.*) //' "/proc/$NGX_WORKER/stat" | awk '{print $12 + $13}'; }
+# CPU ticks of the server of the current run (`scen`, run's local): nginx's worker, or
+# for G the frozen backend.
+srv_ticks() {
+  local p=$NGX_WORKER
+  [ "${scen:-}" = G ] && p=$STALL_PID
+  sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk '{print $12 + $13}' || echo 0
+}
 # Idle ticks (idle + iowait) of the generator's and the server's cores. Busy time is
 # taken as wall time minus idle time: the kernel measures idle time exactly, while the
 # busy fields of /proc/stat are sampled at each tick and miss short bursts.
@@ -390,10 +421,36 @@ run_D_oha() {
   run D oha "$1" $DD "" "$(oha)" -z ${DD}s -c $CONN_D -q $RATE_D "${OHA_NOKA[@]}" "${OHA_COMMON[@]}" \
     "${OHA_O[@]}" "${OHA_TLS[@]}" "$HS"
 }
+run_F_ib() {
+  run F ingressbench "$1" $DF "" "$(ib)" load --quiet -t1 -c$CONN_F -R$RATE_F -d${DF}s --tls-version 1.2 \
+    --cacert "$CACERT" --json "$(J F "$1")" "https://127.0.0.1:$S1_PORT/"
+}
+run_F_oha() {
+  O F "$1"
+  run F oha "$1" $DF "" "$(oha)" -z ${DF}s -c $CONN_F -q $RATE_F "${OHA_COMMON[@]}" "${OHA_O[@]}" "${OHA_TLS[@]}" \
+    "https://127.0.0.1:$S1_PORT/"
+}
+run_G_ib() {
+  run G ingressbench "$1" $DG "" "$(ib)" load --quiet -t1 -c50 -R$RATE_G -d${DG}s --json "$(J G "$1")" "$STALL"
+}
+run_G_oha() { O G "$1"; run G oha "$1" $DG "" "$(oha)" -z ${DG}s -c 50 -q $RATE_G "${OHA_COMMON[@]}" "${OHA_O[@]}" "$STALL"; }
 run_E_ib() {
   run E ingressbench "$1" $DE "nofile=$NOFILE" "$(ib)" load --quiet -t1 -c$CONN_E -R$RATE_E -d${DE}s \
     --json "$(J E "$1")" "$HTTP"
 }
+
+# G's frozen server: the built-in backend, one worker on nginx's core.
+STALL=http://127.0.0.1:$STALL_PORT/
+if [ "$IB_OK" = 1 ]; then
+  "${PRIO[@]}" taskset -c "$SRV_CPU" "$BIN" backend --listen "127.0.0.1:$STALL_PORT" --id stall --workers 1 \
+    --stall 1s/5s >"$WORK/stall.out" 2>&1 &
+  STALL_PID=$!
+  for _ in $(seq 100); do
+    # Answered at once outside the stall, or held up to 1 s inside it.
+    curl -s -m 3 -o /dev/null "$STALL" && break
+    sleep 0.1
+  done
+fi
 
 for rep in $(seq "$REPS"); do
   log "rep $rep of $REPS"
@@ -401,6 +458,8 @@ for rep in $(seq "$REPS"); do
   pair B "$rep" oha
   pair C "$rep" oha
   pair D "$rep" oha
+  pair F "$rep" oha
+  pair G "$rep" oha
   if [ "$WCONN" -gt $((CONN_E + 50)) ]; then
     run_E_ib "$rep"
   else

@@ -29,6 +29,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
 use lab::driver::{DriverContext, Endpoint, LabError};
 use lab::platform::{Platform, PlatformEvent, SiteSpec, StopMode, Target};
+use std::collections::BTreeSet;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -215,52 +216,28 @@ impl Kubernetes {
         let pod_cfg = watcher::Config::default().labels(&format!("{RUN_LABEL}={}", self.spec.run));
         let slice_cfg =
             watcher::Config::default().labels(&format!("kubernetes.io/service-name={BACKEND}"));
-        let (book, tx2) = (self.book.clone(), tx.clone());
-        let t1 = self.rt.spawn(async move {
-            let mut s = watcher(pods, pod_cfg).boxed();
-            let mut listed = Relist::default();
-            while let Some(ev) = s.next().await {
-                let out = match ev {
-                    Ok(watcher::Event::Apply(p)) => lock(&book).pod(pod_seen(&p)),
-                    Ok(watcher::Event::InitApply(p)) => {
-                        listed.saw(&p.metadata.name);
-                        lock(&book).pod(pod_seen(&p))
-                    }
-                    Ok(watcher::Event::Delete(p)) => {
-                        lock(&book).pod_gone(p.metadata.name.as_deref().unwrap_or(""))
-                    }
-                    Ok(watcher::Event::Init) => listed.start(),
-                    Ok(watcher::Event::InitDone) => lock(&book).pods_relisted(&listed.done()),
-                    Err(_) => Vec::new(),
-                };
-                for e in out {
-                    let _ = tx2.send(e);
-                }
-            }
-        });
-        let book = self.book.clone();
-        let t2 = self.rt.spawn(async move {
-            let mut s = watcher(slices, slice_cfg).boxed();
-            let mut listed = Relist::default();
-            while let Some(ev) = s.next().await {
-                let out = match ev {
-                    Ok(watcher::Event::Apply(es)) => lock(&book).slice(slice_seen(&es)),
-                    Ok(watcher::Event::InitApply(es)) => {
-                        listed.saw(&es.metadata.name);
-                        lock(&book).slice(slice_seen(&es))
-                    }
-                    Ok(watcher::Event::Delete(es)) => {
-                        lock(&book).slice_gone(es.metadata.name.as_deref().unwrap_or(""))
-                    }
-                    Ok(watcher::Event::Init) => listed.start(),
-                    Ok(watcher::Event::InitDone) => lock(&book).slices_relisted(&listed.done()),
-                    Err(_) => Vec::new(),
-                };
-                for e in out {
-                    let _ = tx.send(e);
-                }
-            }
-        });
+        let t1 = self.rt.spawn(feed(
+            pods,
+            pod_cfg,
+            self.book.clone(),
+            tx.clone(),
+            Kind {
+                seen: |b, p| b.pod(pod_seen(p)),
+                gone: Book::pod_gone,
+                relisted: Book::pods_relisted,
+            },
+        ));
+        let t2 = self.rt.spawn(feed(
+            slices,
+            slice_cfg,
+            self.book.clone(),
+            tx,
+            Kind {
+                seen: |b, es| b.slice(slice_seen(es)),
+                gone: Book::slice_gone,
+                relisted: Book::slices_relisted,
+            },
+        ));
         self.watches = vec![t1, t2];
         Ok(())
     }
@@ -325,11 +302,56 @@ impl Kubernetes {
     }
 }
 
+/// How one watched kind updates the book.
+struct Kind<K> {
+    seen: fn(&mut Book, &K) -> Vec<PlatformEvent>,
+    gone: fn(&mut Book, &str) -> Vec<PlatformEvent>,
+    relisted: fn(&mut Book, &BTreeSet<String>) -> Vec<PlatformEvent>,
+}
+
+/// Follows one watch until it ends: each object seen or gone, and after a (re-)list
+/// what it no longer shows, into the book; what the book makes of it into `tx`.
+async fn feed<K>(
+    api: Api<K>,
+    cfg: watcher::Config,
+    book: Arc<Mutex<Book>>,
+    tx: mpsc::Sender<PlatformEvent>,
+    kind: Kind<K>,
+) where
+    K: kube::Resource
+        + Clone
+        + k8s_openapi::serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + 'static,
+{
+    let mut s = watcher(api, cfg).boxed();
+    let mut listed = Relist::default();
+    while let Some(ev) = s.next().await {
+        let out = match ev {
+            Ok(watcher::Event::Apply(o)) => (kind.seen)(&mut lock(&book), &o),
+            Ok(watcher::Event::InitApply(o)) => {
+                listed.saw(&o.meta().name);
+                (kind.seen)(&mut lock(&book), &o)
+            }
+            Ok(watcher::Event::Delete(o)) => {
+                (kind.gone)(&mut lock(&book), o.meta().name.as_deref().unwrap_or(""))
+            }
+            Ok(watcher::Event::Init) => listed.start(),
+            Ok(watcher::Event::InitDone) => (kind.relisted)(&mut lock(&book), &listed.done()),
+            Err(_) => Vec::new(),
+        };
+        for e in out {
+            let _ = tx.send(e);
+        }
+    }
+}
+
 /// The names a watcher's (re-)list shows between its `Init` and `InitDone`: a watch
 /// that reconnects lists everything again instead of replaying the deletions it
 /// missed, so what the list lacks is gone ([`Book::pods_relisted`]).
 #[derive(Default)]
-struct Relist(std::collections::BTreeSet<String>);
+struct Relist(BTreeSet<String>);
 
 impl Relist {
     fn start(&mut self) -> Vec<PlatformEvent> {
@@ -343,7 +365,7 @@ impl Relist {
         }
     }
 
-    fn done(&mut self) -> std::collections::BTreeSet<String> {
+    fn done(&mut self) -> BTreeSet<String> {
         std::mem::take(&mut self.0)
     }
 }

@@ -508,8 +508,8 @@ fn split_gateway(s: &str) -> Option<(String, String)> {
         .then(|| (ns.to_string(), name.to_string()))
 }
 
-/// Every route a list of steps changes to, repeats included.
-fn routes_in(steps: &[Step], out: &mut Vec<RouteName>) {
+/// Every route a list of steps changes to, repeats included, each once.
+pub(crate) fn routes_in(steps: &[Step], out: &mut Vec<RouteName>) {
     for s in steps {
         match s {
             Step::Route(r) if !out.contains(r) => out.push(*r),

@@ -748,11 +748,9 @@ fn windows(
 
 /// Whether any step, repeated ones included, changes a route.
 fn has_routes(steps: &[Step]) -> bool {
-    steps.iter().any(|s| match s {
-        Step::Route(_) => true,
-        Step::Repeat(r) => has_routes(&r.steps),
-        _ => false,
-    })
+    let mut routes = Vec::new();
+    crate::routes_in(steps, &mut routes);
+    !routes.is_empty()
 }
 
 /// Each route change as traffic saw it: from the engine's per-window marker counts,

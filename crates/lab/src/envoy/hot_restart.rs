@@ -23,8 +23,14 @@ use crate::watchdog;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// How long an old epoch drains: its HTTP/1 responses carry `Connection: close` with
-/// a probability that grows over this time (Envoy's default is 600 s).
+/// How long an old epoch drains before it counts as drained (Envoy's default is
+/// 600 s). The drain is `immediate`: from the moment the new epoch serves, every
+/// response of the old one carries `Connection: close`, so each connection moves to
+/// the new epoch at its next request. Envoy 1.40's default `gradual` drain closes
+/// nothing in its first second (measured: 0 of 9,160 responses, then about 35 % in
+/// the next second), so a change made less than a second after another was seen in
+/// traffic only when the epoch before last happened to be killed, and a route change
+/// could stay invisible for its whole window.
 pub const DRAIN_TIME_S: u32 = 5;
 /// When an old epoch exits, whatever it still serves (Envoy's default is 900 s). Like
 /// nginx's `worker_shutdown_timeout` in the `nginx-reload` profile.
@@ -113,6 +119,8 @@ impl EnvoyHotRestart {
             .arg(ctx.work_dir.join("hot-restart"))
             .arg("--drain-time-s")
             .arg(DRAIN_TIME_S.to_string())
+            .arg("--drain-strategy")
+            .arg("immediate")
             .arg("--parent-shutdown-time-s")
             .arg(PARENT_SHUTDOWN_TIME_S.to_string());
         match self.base_id {
