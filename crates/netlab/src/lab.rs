@@ -5,7 +5,9 @@
 //! Addresses (all in 198.18.0.0/15):
 //! - wire: A 198.18.0.1/24, B 198.18.0.2/24;
 //! - pod subnet 198.18.10.0/24: B's side (bridge or veth) 198.18.10.1, the pod 198.18.10.2;
-//! - VXLAN overlay (id 42, UDP 4789, over the wire): A 198.18.20.1/24, B 198.18.20.2/24.
+//! - VXLAN overlay (id 42, UDP 4789): A 198.18.20.1/24, B 198.18.20.2/24, its tunnel
+//!   between second wire addresses A 198.18.1.1/24 and B 198.18.1.2/24; both ways of
+//!   a connection from A's wire address to the pod cross the tunnel.
 
 use std::env;
 use std::io::Write;
@@ -27,6 +29,11 @@ const POD_GATEWAY: Ipv4Addr = Ipv4Addr::new(198, 18, 10, 1);
 const POD: Ipv4Addr = Ipv4Addr::new(198, 18, 10, 2);
 const VXLAN_A: Ipv4Addr = Ipv4Addr::new(198, 18, 20, 1);
 const VXLAN_B: Ipv4Addr = Ipv4Addr::new(198, 18, 20, 2);
+/// The tunnel's endpoints: second addresses on the wire, so that B can route A's wire
+/// address (the client's source) back through the tunnel without routing the tunnel's
+/// own packets into itself.
+const UNDERLAY_A: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 1);
+const UNDERLAY_B: Ipv4Addr = Ipv4Addr::new(198, 18, 1, 2);
 const VXLAN_ID: u32 = 42;
 const VXLAN_PORT: u16 = 4789;
 /// The port the server listens on, in B (Host) or in the pod.
@@ -178,11 +185,13 @@ impl Lab {
             }
             (DataPath::Vxlan, Some(pod)) => {
                 pod_veth(&b, pod)?;
-                for (ns, local, remote, overlay) in
-                    [(&a, NODE_A, NODE_B, VXLAN_A), (&b, NODE_B, NODE_A, VXLAN_B)]
-                {
+                for (ns, local, remote, overlay) in [
+                    (&a, UNDERLAY_A, UNDERLAY_B, VXLAN_A),
+                    (&b, UNDERLAY_B, UNDERLAY_A, VXLAN_B),
+                ] {
                     ns.run(|| -> Result<(), NetlabError> {
                         let nl = Netlink::open()?;
+                        nl.address(WIRE, local, WIRE_PREFIX)?;
                         nl.vxlan(&Vxlan {
                             name: VXLAN,
                             id: VXLAN_ID,
@@ -199,9 +208,9 @@ impl Lab {
                     let nl = Netlink::open()?;
                     nl.address(POD_VETH_B, POD_GATEWAY, WIRE_PREFIX)?;
                     nl.up(POD_VETH_B)?;
-                    // Replies to A's wire address go back over the overlay too (the
-                    // VXLAN's own packets to A are bound to the wire, so they still
-                    // take the connected route).
+                    // Replies to A's wire address go back over the overlay too: the
+                    // tunnel's own packets go to A's underlay address, which this /32
+                    // does not cover (one covering them loops the tunnel: measured).
                     nl.route(&Route {
                         dst: NODE_A,
                         prefix_len: 32,
