@@ -258,3 +258,25 @@ fn sweep_removes_only_dead_creators_namespaces() {
     drop(live);
     assert_eq!(leftovers("nlt-sweep-"), Vec::<String>::new());
 }
+
+#[test]
+fn a_failed_build_removes_what_it_built() {
+    // B's name is taken: A is built first, then B fails, and A must go.
+    let taken_name = format!("nlt-clash-{}-b", std::process::id());
+    let taken = Netns::create(&taken_name).expect("create the clashing namespace");
+    match Lab::build("nlt-clash", DataPath::HostGw) {
+        Err(NetlabError::Io { what, source }) => {
+            assert_eq!(source.kind(), std::io::ErrorKind::AlreadyExists, "{what}");
+            println!("clash: {what}: {source}");
+        }
+        other => panic!("expected the clash, got {other:?}"),
+    }
+    assert_eq!(leftovers("nlt-clash"), vec![taken_name]);
+    drop(taken);
+    assert_eq!(leftovers("nlt-clash"), Vec::<String>::new());
+
+    match Lab::build("nlt/bad", DataPath::Host) {
+        Err(NetlabError::InvalidName { name, why }) => println!("bad prefix: {name:?}: {why}"),
+        other => panic!("expected InvalidName, got {other:?}"),
+    }
+}
