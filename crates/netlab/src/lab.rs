@@ -12,17 +12,17 @@
 use std::env;
 use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use crate::link::{sysctl, sysctl_if_present, Netlink, Route, Vxlan};
 use crate::{NetlabError, Netns};
 
-/// Node A's wire address: the client's source address on every path but `Bridge`'s
-/// reply path.
-pub const NODE_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// Node A's wire address: the source the server sees on every path (the bridge path
+/// only DNATs the destination; masquerade is for the pod's own outgoing traffic).
+const NODE_A: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
 /// Node B's wire address.
-pub const NODE_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+const NODE_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const WIRE_PREFIX: u8 = 24;
 const POD_SUBNET: Ipv4Addr = Ipv4Addr::new(198, 18, 10, 0);
 const POD_GATEWAY: Ipv4Addr = Ipv4Addr::new(198, 18, 10, 1);
@@ -382,7 +382,7 @@ fn bridge_nat_rules() -> String {
 }
 
 /// Runs one `nft -f -` batch inside `ns` (spawned from a thread that entered it).
-fn nft_batch(ns: &Netns, nft: &PathBuf, batch: &str) -> Result<(), NetlabError> {
+fn nft_batch(ns: &Netns, nft: &Path, batch: &str) -> Result<(), NetlabError> {
     let mut child = ns.spawn(
         Command::new(nft)
             .args(["-f", "-"])
