@@ -4,7 +4,7 @@ use super::usage;
 use clap::Args;
 use scenario::{runner, Scenario};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Flags of `ingressbench run`.
@@ -234,7 +234,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             let k = s.kubernetes.clone().unwrap_or_default();
             if k.cacert.is_some() {
                 return Err(usage(
-                    "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read: leave it out and set tls.insecure: true, or run the load here (no --generators)",
+                    "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read: use generator pods only with a URL whose certificate a public CA signed (or http://), or run the load here (no --generators)",
                 ));
             }
             let lead = match (&a.lead, &pods.lead) {
@@ -279,7 +279,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         out_dir: out.clone(),
         only: a.only,
         exe,
-        stop,
+        stop: stop.clone(),
         progress: Box::new(|line| eprintln!("ingressbench: {line}")),
         load,
         system_done: Box::new(|r| {
@@ -292,7 +292,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             )
         }),
     };
-    let r = runner::run(&s, &text, opts)?;
+    let r = match runner::run(&s, &text, opts) {
+        Ok(r) => r,
+        // Interrupted before a system's load began (e.g. while generator pods were
+        // still being placed): nothing of that system was measured.
+        Err(e) if stop.load(Ordering::Relaxed) => {
+            eprintln!("ingressbench: interrupted: {e}");
+            return Ok(130);
+        }
+        Err(e) => return Err(e.into()),
+    };
     let page = out.join(results::folder::REPORT);
     // The summary is drawn from the results in hand, so it is written even when no
     // system finished and the folder holds no result to read back.

@@ -103,7 +103,7 @@ fn run_refuses_bad_cluster_flags() {
         ),
         (
             vec!["--generators", "2", "--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--cacert", "/nonexistent/ca.pem"],
-            "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine",
+            "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read",
         ),
         (
             vec!["--generators", "2", "--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--lead", "soon"],

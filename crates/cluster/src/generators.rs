@@ -203,6 +203,9 @@ pub struct GeneratorJob {
     namespace: String,
     created_namespace: bool,
     keep: bool,
+    /// The run's id: in a shared namespace (`--namespace`) every run's Job has the
+    /// same name, so pods are told apart by the run's label.
+    run: String,
 }
 
 impl GeneratorJob {
@@ -240,6 +243,7 @@ impl GeneratorJob {
             namespace,
             created_namespace: create,
             keep: cluster.keep,
+            run: plan.run.clone(),
         };
         let jobs: Api<Job> = Api::namespaced(me.client.clone(), &me.namespace);
         me.rt
@@ -253,16 +257,25 @@ impl GeneratorJob {
         &self.namespace
     }
 
-    /// The Job's pods, by index (a pod replaced by another keeps the newest).
+    /// This run's pods of the Job, by index.
     ///
     /// # Errors
-    /// [`LabError::Other`] when the API cannot be listed.
+    /// [`LabError::Other`] when the API cannot be listed within 5 s.
     pub fn pods(&self) -> Result<Vec<GeneratorPod>, LabError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
-        let lp = ListParams::default().labels(&format!("batch.kubernetes.io/job-name={JOB}"));
+        let lp = ListParams::default().labels(&format!(
+            "batch.kubernetes.io/job-name={JOB},{RUN_LABEL}={}",
+            self.run
+        ));
         let list = self
             .rt
-            .block_on(api.list(&lp))
+            .block_on(async {
+                tokio::time::timeout(Duration::from_secs(5), api.list(&lp))
+                    .await
+                    .map_err(|_| {
+                        LabError::Other("list the generators' pods: no answer in 5 s".into())
+                    })
+            })?
             .map_err(err("list the generators' pods"))?;
         let mut pods: Vec<GeneratorPod> = list.items.iter().filter_map(generator_pod).collect();
         pods.sort_by_key(|p| p.index);

@@ -277,7 +277,21 @@ pub fn sweep(prefix: &str) -> Result<Vec<String>, NetlabError> {
             continue;
         }
         let path = entry.path();
+        // Only a namespace bound there by a lab: never a symlink, and never the
+        // namespace this process or init lives in (whose processes are the machine's).
+        let Ok(link) = fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if link.file_type().is_symlink() {
+            continue;
+        }
         if let Ok(meta) = fs::metadata(&path) {
+            let ours = |p: &str| {
+                fs::metadata(p).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino())
+            };
+            if ours("/proc/self/ns/net") || ours("/proc/1/ns/net") {
+                continue;
+            }
             kill_inside(meta.dev(), meta.ino());
         }
         match remove_file_mount(&path) {

@@ -390,7 +390,18 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
             what: "start the load".into(),
             source,
         })?;
-    let origin = start_rx.recv().unwrap_or(0);
+    let origin = match start_rx.recv() {
+        Ok(t) => t,
+        // The load ended before its window began (its runner could not start it):
+        // no change is made to a system that no load measures.
+        Err(_) => {
+            return Err(match handle.join() {
+                Ok(Err(e)) => RunError::Setup(e),
+                Ok(Ok(_)) => RunError::Setup("the load ended before its window began".into()),
+                Err(_) => RunError::Setup("the load thread panicked".into()),
+            })
+        }
+    };
     sys.events.origin = origin;
     sys.end = origin + load.duration.0.as_nanos() as Nanos;
     // Warm-up first, unchanged; the changes start with the measured window.
@@ -556,10 +567,12 @@ impl System {
     ) where
         F: FnOnce(&mut dyn Driver) -> Result<(), LabError>,
     {
-        let t0 = Instant::now();
+        // Timed from when the change is made: a load elsewhere has the request
+        // logged (and the change made) only after its mark's lead.
         if let Some(kind) = requested {
             self.events.log(kind, detail, None);
         }
+        let t0 = Instant::now();
         let timeout = self.settle_timeout;
         let res = ask(self.driver.as_mut()).and_then(|_| self.driver.settle(&expect, timeout));
         match res {

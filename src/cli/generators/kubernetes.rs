@@ -149,6 +149,37 @@ struct JobOutcome {
 struct MarkFeed {
     rx: mpsc::Receiver<Nanos>,
     epoch: u128,
+    /// How many marks came so far: each goes out numbered, so that a retried request
+    /// that reached its pod twice opens one window, not two.
+    sent: u64,
+}
+
+impl MarkFeed {
+    /// Forwards every mark that has come, to every part; `false` once the runner is
+    /// done marking. Called between the coordinator's other calls, so that a slow
+    /// one delays a mark by at most that call, not by a whole poll.
+    fn pump(&mut self, job: &GeneratorJob, gens: &mut [Gen], listed: &[GeneratorPod]) -> bool {
+        loop {
+            match self.rx.try_recv() {
+                Ok(t) => {
+                    self.sent += 1;
+                    let unix = self.epoch + u128::from(t);
+                    for g in gens.iter_mut() {
+                        forward_mark(job, g, self.sent, unix, listed);
+                    }
+                }
+                Err(mpsc::TryRecvError::Empty) => return true,
+                Err(mpsc::TryRecvError::Disconnected) => return false,
+            }
+        }
+    }
+}
+
+/// What a scenario run adds to a Job's run: its change marks, and what to call once
+/// the Job exists (the runner's changes start with the measured window).
+struct ForScenario {
+    marks: MarkFeed,
+    created: Box<dyn FnOnce() + Send>,
 }
 
 /// Runs `plan` as an indexed Job whose pods run `args` (the whole load's flags with
@@ -163,8 +194,12 @@ fn run_job(
     spec: &engine::LoadSpec,
     start_at: u128,
     stop: &AtomicBool,
-    mut marks: Option<MarkFeed>,
+    scenario: Option<ForScenario>,
 ) -> anyhow::Result<Option<JobOutcome>> {
+    let (mut marks, created) = match scenario {
+        Some(s) => (Some(s.marks), Some(s.created)),
+        None => (None, None),
+    };
     let n = plan.len();
     let window = spec.warmup + spec.duration;
     let run = run_id();
@@ -187,6 +222,9 @@ fn run_job(
         ..pods.cluster.clone()
     };
     let job = GeneratorJob::start(&cluster, &job_plan).map_err(anyhow::Error::from)?;
+    if let Some(f) = created {
+        f();
+    }
     if !pods.quiet {
         eprintln!(
             "ingressbench: {n} generators as Job {}/{}, starting in {:.0?}",
@@ -248,7 +286,13 @@ fn run_job(
                 continue;
             }
         };
-        for g in &mut gens {
+        for i in 0..gens.len() {
+            if let Some(feed) = &mut marks {
+                if !feed.pump(&job, &mut gens, &listed) {
+                    marks = None;
+                }
+            }
+            let g = &mut gens[i];
             let Some(pod) = listed.iter().rev().find(|p| p.index == g.planned.index) else {
                 continue;
             };
@@ -262,12 +306,13 @@ fn run_job(
             break;
         }
         // Waiting, marks are forwarded as they come; without any, it is a sleep.
-        match &marks {
+        match &mut marks {
             Some(feed) => match feed.rx.recv_timeout(POLL) {
                 Ok(t) => {
+                    feed.sent += 1;
                     let unix = feed.epoch + u128::from(t);
                     for g in &mut gens {
-                        forward_mark(&job, g, unix, &listed);
+                        forward_mark(&job, g, feed.sent, unix, &listed);
                     }
                 }
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
@@ -296,25 +341,26 @@ fn run_job(
     Ok(Some(JobOutcome { parts, interrupted }))
 }
 
-/// Sends one change mark (Unix ns on our clock) to a part, on its own clock, and
-/// notes whether it arrived in time: retried while there is time before the mark,
-/// and counted as missed otherwise.
-fn forward_mark(job: &GeneratorJob, g: &mut Gen, unix: u128, listed: &[GeneratorPod]) {
+/// Sends change mark number `seq` (Unix ns on our clock) to a part, on its own clock,
+/// and notes whether it arrived in time: tried twice, and counted as missed otherwise
+/// (also when the part's clock was never measured: a mark on a guessed clock would
+/// put its windows off by the unknown offset).
+fn forward_mark(job: &GeneratorJob, g: &mut Gen, seq: u64, unix: u128, listed: &[GeneratorPod]) {
     let m = g.planned.marks.get_or_insert_with(MarksReceived::default);
     m.sent += 1;
     if g.result.is_some() || g.planned.error.is_some() {
         return;
     }
-    let running = listed
-        .iter()
-        .any(|p| p.index == g.planned.index && p.running);
+    let running = listed.iter().any(|p| {
+        p.index == g.planned.index && p.running && g.pod.as_deref() == Some(p.name.as_str())
+    });
     let t = u128::try_from(i128::try_from(unix).unwrap_or(i128::MAX) + g.offset_ns).unwrap_or(0);
-    let path = format!("/mark/{t}");
-    for _ in 0..3 {
-        let Some(pod) = g.pod.as_deref().filter(|_| running) else {
+    let path = format!("/mark/{seq}/{t}");
+    for _ in 0..2 {
+        let Some(pod) = g.pod.as_deref().filter(|_| running && g.clocked) else {
             break;
         };
-        if let Ok((200, body)) = job.proxy(pod, "POST", &path, Duration::from_secs(2)) {
+        if let Ok((200, body)) = job.proxy(pod, "POST", &path, Duration::from_secs(1)) {
             if let Some(arrived) = std::str::from_utf8(&body)
                 .ok()
                 .and_then(|b| b.trim().parse::<u128>().ok())
@@ -414,10 +460,14 @@ impl LoadRunner for KubernetesGenerators {
         let epoch = clock.wall_epoch_ns();
         let measured_at = start_at + spec.warmup.as_nanos();
         let origin = u64::try_from(measured_at.saturating_sub(epoch)).unwrap_or(u64::MAX);
-        (load.on_start)(origin);
+        // The runner's changes start with the measured window: only once the Job
+        // exists, so that a cluster that refuses it fails the run at once.
+        let on_start = load.on_start;
+        let created: Box<dyn FnOnce() + Send> = Box::new(move || on_start(origin));
         let feed = MarkFeed {
             rx: load.marks,
             epoch,
+            sent: 0,
         };
         let outcome = run_job(
             &self.pods,
@@ -426,7 +476,10 @@ impl LoadRunner for KubernetesGenerators {
             spec,
             start_at,
             &load.stop,
-            Some(feed),
+            Some(ForScenario {
+                marks: feed,
+                created,
+            }),
         )
         .map_err(|e| format!("{e:#}"))?
         .ok_or("interrupted before the generators started")?;

@@ -6,9 +6,10 @@
 //! - `GET /result`: `202` while the load runs, then `200` and the full result (JSON);
 //! - `POST /stop`: stop sending now, as an interrupt does (the result is then partial);
 //! - `POST /done`: the result was collected; the part exits.
-//! - `POST /mark/T` (a scenario run's part, `--marks`): a change opens a window at
-//!   Unix time `T` nanoseconds on this machine's clock; the answer is this clock's
-//!   time on arrival, so the coordinator knows whether it came before `T`.
+//! - `POST /mark/K/T` (a scenario run's part, `--marks`): change number `K` (from 1)
+//!   opens a window at Unix time `T` nanoseconds on this machine's clock; the answer
+//!   is this clock's time on arrival, so the coordinator knows whether it came before
+//!   `T`. A `K` already taken (a retried request that arrived twice) opens nothing.
 //!
 //! One connection at a time, each closed after its answer: the coordinator is the only
 //! client and sends a handful of requests; during the measured window only a `/clock`
@@ -35,6 +36,8 @@ pub struct Served {
     stop: Arc<AtomicBool>,
     /// Where `/mark` puts the windows, once the load's clock has started.
     marks: OnceLock<(Arc<engine::windows::Marks>, results::clock::Clock)>,
+    /// The number of the last mark taken.
+    last_mark: Mutex<u64>,
 }
 
 impl Served {
@@ -49,6 +52,7 @@ impl Served {
             done: AtomicBool::new(false),
             stop,
             marks: OnceLock::new(),
+            last_mark: Mutex::new(0),
         });
         let s = me.clone();
         std::thread::Builder::new()
@@ -67,13 +71,19 @@ impl Served {
         let _ = self.marks.set((marks, clock));
     }
 
-    /// Opens a window at Unix time `unix` (ns) on this machine's clock; the clock's
-    /// time now, or `None` when no load takes marks.
-    fn mark(&self, unix: u128) -> Option<u128> {
+    /// Mark number `seq` opens a window at Unix time `unix` (ns) on this machine's
+    /// clock, unless a mark of that number or later was taken already (then nothing
+    /// changes: the request was a retry); the clock's time on arrival, or `None` when
+    /// no load takes marks.
+    fn mark(&self, seq: u64, unix: u128) -> Option<u128> {
         let now = now_unix_ns();
         let (marks, clock) = self.marks.get()?;
-        let t = unix.saturating_sub(clock.wall_epoch_ns());
-        marks.mark(u64::try_from(t).unwrap_or(u64::MAX));
+        let mut last = self.last_mark.lock().unwrap_or_else(|e| e.into_inner());
+        if seq > *last {
+            *last = seq;
+            let t = unix.saturating_sub(clock.wall_epoch_ns());
+            marks.mark(u64::try_from(t).unwrap_or(u64::MAX));
+        }
         Some(now)
     }
 
@@ -132,11 +142,10 @@ impl Served {
             }
             ("POST", "/done") => ("409 Conflict", Arc::new(b"no result yet\n".to_vec())),
             ("POST", p) if p.starts_with("/mark/") => {
-                match p["/mark/".len()..]
-                    .parse::<u128>()
-                    .ok()
-                    .map(|t| self.mark(t))
-                {
+                let parsed = p["/mark/".len()..]
+                    .split_once('/')
+                    .and_then(|(k, t)| Some((k.parse::<u64>().ok()?, t.parse::<u128>().ok()?)));
+                match parsed.map(|(k, t)| self.mark(k, t)) {
                     Some(Some(now)) => ("200 OK", Arc::new(now.to_string().into_bytes())),
                     Some(None) => (
                         "409 Conflict",
@@ -144,7 +153,7 @@ impl Served {
                     ),
                     None => (
                         "400 Bad Request",
-                        Arc::new(b"give /mark/UNIX_NS\n".to_vec()),
+                        Arc::new(b"give /mark/NUMBER/UNIX_NS\n".to_vec()),
                     ),
                 }
             }
@@ -192,21 +201,25 @@ mod tests {
         assert!(call(addr, "POST /done HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 409"));
         // Marks: refused until a load takes them, then each opens a window at its
         // time on this clock, and the answer is the clock on arrival.
-        let mark = |t: u128| call(addr, &format!("POST /mark/{t} HTTP/1.1\r\n\r\n"));
-        assert!(mark(1).starts_with("HTTP/1.1 409"));
+        let mark = |k: u64, t: u128| call(addr, &format!("POST /mark/{k}/{t} HTTP/1.1\r\n\r\n"));
+        assert!(mark(1, 1).starts_with("HTTP/1.1 409"));
         let marks = Arc::new(engine::windows::Marks::new());
         let clock = results::clock::Clock::start();
         s.take_marks(marks.clone(), clock);
         let at = clock.wall_epoch_ns() + 5_000_000_000;
-        let r = mark(at);
+        let r = mark(1, at);
         assert!(r.starts_with("HTTP/1.1 200"), "{r}");
         let arrived: u128 = r.rsplit("\r\n\r\n").next().unwrap().parse().unwrap();
         assert!(arrived < at && arrived.abs_diff(now_unix_ns()) < 1_000_000_000);
         assert_eq!(marks.len(), 1);
         assert_eq!(marks.window_of(4_999_999_999), 0);
         assert_eq!(marks.window_of(5_000_000_000), 1);
-        assert!(mark(at + 1).starts_with("HTTP/1.1 200"));
+        // A retry of mark 1 that arrives again opens nothing; mark 2 does.
+        assert!(mark(1, at).starts_with("HTTP/1.1 200"));
+        assert_eq!(marks.len(), 1);
+        assert!(mark(2, at + 1).starts_with("HTTP/1.1 200"));
         assert_eq!(marks.len(), 2);
+        assert!(call(addr, "POST /mark/3 HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 400"));
         assert!(call(addr, "POST /mark/x HTTP/1.1\r\n\r\n").starts_with("HTTP/1.1 400"));
         call(addr, "POST /stop HTTP/1.1\r\n\r\n");
         assert!(stop.load(Ordering::Relaxed));
