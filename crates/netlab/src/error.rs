@@ -54,6 +54,18 @@ pub enum NetlabError {
 }
 
 impl NetlabError {
+    /// `Ok` when a name check found nothing wrong (`why` is `None`), else the error
+    /// naming the name and what is wrong with it.
+    pub(crate) fn check_name(name: &str, why: Option<&'static str>) -> Result<(), Self> {
+        match why {
+            Some(why) => Err(NetlabError::InvalidName {
+                name: name.to_string(),
+                why,
+            }),
+            None => Ok(()),
+        }
+    }
+
     pub(crate) fn io(what: impl Into<String>, source: impl Into<io::Error>) -> Self {
         NetlabError::Io {
             what: what.into(),

@@ -82,10 +82,7 @@ impl Netlink {
         what: String,
         msg: rtnetlink::packet_route::link::LinkMessage,
     ) -> Result<(), NetlabError> {
-        let h = self.handle.clone();
-        self.rt
-            .block_on(async move { h.link().add(msg).execute().await })
-            .map_err(|e| NetlabError::netlink(what, e))
+        self.link_request(what, msg, true)
     }
 
     fn set(
@@ -93,9 +90,25 @@ impl Netlink {
         what: String,
         msg: rtnetlink::packet_route::link::LinkMessage,
     ) -> Result<(), NetlabError> {
+        self.link_request(what, msg, false)
+    }
+
+    /// Creates a link (`add`) or changes one, and waits for the kernel's answer.
+    fn link_request(
+        &self,
+        what: String,
+        msg: rtnetlink::packet_route::link::LinkMessage,
+        add: bool,
+    ) -> Result<(), NetlabError> {
         let h = self.handle.clone();
         self.rt
-            .block_on(async move { h.link().set(msg).execute().await })
+            .block_on(async move {
+                if add {
+                    h.link().add(msg).execute().await
+                } else {
+                    h.link().set(msg).execute().await
+                }
+            })
             .map_err(|e| NetlabError::netlink(what, e))
     }
 
@@ -273,13 +286,7 @@ pub(crate) fn check_ifname(name: &str) -> Result<(), NetlabError> {
     } else {
         None
     };
-    match why {
-        Some(why) => Err(NetlabError::InvalidName {
-            name: name.to_string(),
-            why,
-        }),
-        None => Ok(()),
-    }
+    NetlabError::check_name(name, why)
 }
 
 /// Writes a sysctl of the calling thread's network namespace (`key` relative to

@@ -229,13 +229,7 @@ fn check_name(name: &str) -> Result<(), NetlabError> {
     } else {
         None
     };
-    match why {
-        Some(why) => Err(NetlabError::InvalidName {
-            name: name.to_string(),
-            why,
-        }),
-        None => Ok(()),
-    }
+    NetlabError::check_name(name, why)
 }
 
 /// The pid a namespace name carries: names are `<prefix>-<pid>-<role>` (see
