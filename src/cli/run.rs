@@ -237,11 +237,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                     "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read: use generator pods only with a URL whose certificate a public CA signed (or http://), or run the load here (no --generators)",
                 ));
             }
-            let lead = match (&a.lead, &pods.lead) {
-                (Some(l), _) => Some(l.clone()),
-                (None, Some(d)) => Some(format!("{}ms", d.0.as_millis())),
-                (None, None) => None,
-            };
             Some(Arc::new(super::generators::KubernetesGenerators {
                 count: generators,
                 pods: super::generators::Pods {
@@ -255,7 +250,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
                     node_selector: pods.node_selector.clone(),
                     spread: pods.spread,
                     host_network: pods.host_network,
-                    lead: super::generators::lead(lead.as_deref(), &spec)?,
+                    lead: super::generators::lead(
+                        a.lead.as_deref(),
+                        pods.lead.as_ref().map(|d| d.0),
+                        &spec,
+                    )?,
                     quiet: false,
                 },
             }))

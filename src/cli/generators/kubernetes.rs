@@ -98,7 +98,7 @@ fn internal_flags(v: &mut Vec<String>, count: usize, start_at: u128) {
 }
 
 /// `KEY=VALUE` flags as a map.
-pub fn node_selector(flags: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
+fn node_selector(flags: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
     flags
         .iter()
         .map(|f| match f.split_once('=') {
@@ -161,16 +161,19 @@ impl MarkFeed {
     fn pump(&mut self, job: &GeneratorJob, gens: &mut [Gen], listed: &[GeneratorPod]) -> bool {
         loop {
             match self.rx.try_recv() {
-                Ok(t) => {
-                    self.sent += 1;
-                    let unix = self.epoch + u128::from(t);
-                    for g in gens.iter_mut() {
-                        forward_mark(job, g, self.sent, unix, listed);
-                    }
-                }
+                Ok(t) => self.forward(t, job, gens, listed),
                 Err(mpsc::TryRecvError::Empty) => return true,
                 Err(mpsc::TryRecvError::Disconnected) => return false,
             }
+        }
+    }
+
+    /// Sends the next mark, at `t` on the run's clock, to every part.
+    fn forward(&mut self, t: Nanos, job: &GeneratorJob, gens: &mut [Gen], listed: &[GeneratorPod]) {
+        self.sent += 1;
+        let unix = self.epoch + u128::from(t);
+        for g in gens.iter_mut() {
+            forward_mark(job, g, self.sent, unix, listed);
         }
     }
 }
@@ -308,13 +311,7 @@ fn run_job(
         // Waiting, marks are forwarded as they come; without any, it is a sleep.
         match &mut marks {
             Some(feed) => match feed.rx.recv_timeout(POLL) {
-                Ok(t) => {
-                    feed.sent += 1;
-                    let unix = feed.epoch + u128::from(t);
-                    for g in &mut gens {
-                        forward_mark(&job, g, feed.sent, unix, &listed);
-                    }
-                }
+                Ok(t) => feed.forward(t, &job, &mut gens, &listed),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => marks = None,
             },
@@ -406,7 +403,7 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
         node_selector: node_selector(&args.node_selector)?,
         spread: args.spread,
         host_network: args.host_network,
-        lead: lead(args.lead.as_deref(), &spec)?,
+        lead: lead(args.lead.as_deref(), None, &spec)?,
         quiet: args.quiet,
     };
     let stop = load::stop_on_signals()?;
@@ -418,14 +415,18 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
     }
 }
 
-/// `--lead`, or the default for `spec`.
+/// `--lead`, else `given` (a scenario's), else the default for `spec`.
 ///
 /// # Errors
 /// A usage error for a malformed duration.
-pub fn lead(flag: Option<&str>, spec: &engine::LoadSpec) -> anyhow::Result<Duration> {
+pub fn lead(
+    flag: Option<&str>,
+    given: Option<Duration>,
+    spec: &engine::LoadSpec,
+) -> anyhow::Result<Duration> {
     match flag {
         Some(l) => duration::parse(l).map_err(|e| usage(format!("--lead: {e}"))),
-        None => Ok(DEFAULT_LEAD + spec.connect_timeout),
+        None => Ok(given.unwrap_or(DEFAULT_LEAD + spec.connect_timeout)),
     }
 }
 
