@@ -17,6 +17,8 @@ command -v curl >/dev/null || need_apt+=(curl)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v openssl >/dev/null || need_apt+=(openssl)
 command -v ip >/dev/null || need_apt+=(iproute2)
+# The network lab: the bridge path's DNAT and masquerade, and NOTRACK rules.
+command -v nft >/dev/null || need_apt+=(nftables)
 command -v taskset >/dev/null || need_apt+=(util-linux)
 command -v pgrep >/dev/null || need_apt+=(procps)
 command -v cc >/dev/null || need_apt+=(build-essential)

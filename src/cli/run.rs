@@ -131,8 +131,19 @@ fn load(path: &std::path::Path) -> anyhow::Result<(Scenario, String)> {
 /// Checks a scenario without running it.
 pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
     let (s, _) = load(&a.scenario)?;
+    let rate = if s.load.rates.is_empty() {
+        format!("{} req/s", s.load.rate)
+    } else {
+        let pct: Vec<String> = s
+            .load
+            .rates
+            .iter()
+            .map(|f| format!("{:.0} %", f * 100.0))
+            .collect();
+        format!("{} of each maximum", pct.join(", "))
+    };
     println!(
-        "{}: ok: {} systems ({}), {} backends, {} req/s for {}s, {} change steps",
+        "{}: ok: {} systems ({}), {} backends, {} for {}s, {} change steps",
         a.scenario.display(),
         s.systems.len(),
         s.systems
@@ -141,7 +152,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
             .collect::<Vec<_>>()
             .join(", "),
         s.backends.replicas,
-        s.load.rate,
+        rate,
         s.load.duration.0.as_secs_f64(),
         s.changes.len()
     );

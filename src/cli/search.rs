@@ -5,11 +5,10 @@
 
 use super::{duration, load, usage};
 use clap::Args;
-use engine::search::{judge, verdict, Bisection};
+use engine::search::{run_search, SearchError, SearchPlan};
 use engine::{tls, LoadSpec};
-use results::search::{Miss, SearchBounds, SearchResult, SearchStep, SEARCH_SCHEMA};
+use results::search::{Miss, SearchBounds, SearchResult, SearchStep};
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 /// Flags of `ingressbench search`.
@@ -88,16 +87,7 @@ fn ratio(flag: &str, s: &str) -> anyhow::Result<f64> {
     }
 }
 
-/// The search as checked input: the load of one step (its rate set per step) and the
-/// bounds.
-struct Plan {
-    spec: LoadSpec,
-    probe: Duration,
-    bounds: SearchBounds,
-    precision: f64,
-}
-
-fn plan(a: &SearchArgs) -> anyhow::Result<Plan> {
+fn plan(a: &SearchArgs) -> anyhow::Result<SearchPlan> {
     let dur = |flag: &str, v: &str| duration::parse(v).map_err(|e| usage(format!("--{flag}: {e}")));
     let p99 = dur("p99", &a.p99)?;
     if p99.is_zero() {
@@ -147,9 +137,11 @@ fn plan(a: &SearchArgs) -> anyhow::Result<Plan> {
     };
     // Every step is this load at another rate: one that resolves, all do.
     spec.resolve().map_err(|e| usage(e.to_string()))?;
-    Ok(Plan {
+    Ok(SearchPlan {
         spec,
         probe,
+        trials: a.trials,
+        netns: None,
         bounds: SearchBounds {
             p99_ms: p99.as_secs_f64() * 1e3,
             error_ratio: ratio("errors", &a.errors)?,
@@ -157,44 +149,6 @@ fn plan(a: &SearchArgs) -> anyhow::Result<Plan> {
         },
         precision,
     })
-}
-
-/// One step: the load at `rate` (`None`: closed loop for the probe's length).
-fn step(
-    p: &Plan,
-    rate: Option<f64>,
-    trial: usize,
-    stop: &std::sync::Arc<std::sync::atomic::AtomicBool>,
-) -> anyhow::Result<(SearchStep, results::RunResult)> {
-    let mut spec = p.spec.clone();
-    spec.rate = rate;
-    if rate.is_none() {
-        spec.duration = p.probe;
-    }
-    let (plan, config) = spec.resolve().map_err(|e| usage(e.to_string()))?;
-    let outcome = engine::run(&plan, stop.clone(), |_| {})?;
-    let r = outcome.to_result(&spec.url, config);
-    let q = &r.requests;
-    let mut s = SearchStep {
-        target: rate,
-        trial,
-        achieved: if rate.is_some() {
-            r.rate.achieved
-        } else {
-            r.rate.completed_per_s
-        },
-        p50_ms: r.latency_ms.corrected.p50,
-        p99_ms: r.latency_ms.corrected.p99,
-        error_ratio: if q.intended == 0 {
-            0.0
-        } else {
-            q.failed as f64 / q.intended as f64
-        },
-        lag_p99_ms: r.generator.lag_p99_ms,
-        missed: Vec::new(),
-    };
-    judge(&mut s, &p.bounds, r.generator.overloaded);
-    Ok((s, r))
 }
 
 fn ms(v: Option<f64>) -> String {
@@ -244,18 +198,6 @@ pub fn run(a: SearchArgs) -> anyhow::Result<i32> {
         results::fsutil::check_writable(j).map_err(|e| usage(format!("--json {e}")))?;
     }
     let stop = load::stop_on_signals()?;
-    let mut out = SearchResult {
-        schema: SEARCH_SCHEMA.into(),
-        target: a.url.clone(),
-        connections: a.connections,
-        bounds: p.bounds.clone(),
-        ..SearchResult::default()
-    };
-    let say = |s: &SearchStep| {
-        if !a.quiet {
-            println!("{}", line(s));
-        }
-    };
     if !a.quiet {
         println!(
             "search {}: {} connections, p99 <= {:.2} ms, errors <= {:.3}%, {} per step",
@@ -266,50 +208,26 @@ pub fn run(a: SearchArgs) -> anyhow::Result<i32> {
             a.duration
         );
     }
-    let (probe, r) = step(&p, None, 1, &stop)?;
-    say(&probe);
-    out.ceiling = probe.achieved;
-    out.steps.push(probe);
-    if out.ceiling < 1.0 && !stop.load(Ordering::Relaxed) {
-        let why = r
-            .errors
-            .first
-            .values()
-            .next()
-            .cloned()
-            .unwrap_or_else(|| "no response".into());
-        write(&a, &out)?;
-        anyhow::bail!(
-            "the closed-loop probe completed {:.1} requests/s against {}: {why}",
-            out.ceiling,
-            a.url
-        );
-    }
-    let mut b = Bisection::new(out.ceiling, p.precision);
-    while let Some(rate) = b.next_rate() {
-        if stop.load(Ordering::Relaxed) {
-            break;
+    let out = match run_search(&p, &stop, |s| {
+        if !a.quiet {
+            println!("{}", line(s));
         }
-        let mut trials = Vec::new();
-        for t in 1..=a.trials {
-            std::thread::sleep(Duration::from_millis(300));
-            let (s, _) = step(&p, Some(rate), t, &stop)?;
-            say(&s);
-            trials.push(s);
-            if stop.load(Ordering::Relaxed) {
-                break;
-            }
+    }) {
+        Ok(out) => out,
+        Err(SearchError::NoCeiling {
+            rate,
+            url,
+            why,
+            result,
+        }) => {
+            // The probe is on record even when nothing can be searched below it.
+            write(&a, &result)?;
+            anyhow::bail!(
+                "the closed-loop probe completed {rate:.1} requests/s against {url}: {why}"
+            );
         }
-        if stop.load(Ordering::Relaxed) {
-            out.steps.extend(trials);
-            break;
-        }
-        b.record(rate, verdict(&trials));
-        out.steps.extend(trials);
-    }
-    out.partial = stop.load(Ordering::Relaxed);
-    out.max_rate = b.max_rate();
-    out.generator_limit = b.generator_limit();
+        Err(e) => return Err(e.into()),
+    };
     write(&a, &out)?;
     let best = |rate: f64| {
         out.steps

@@ -88,4 +88,39 @@ const BAD: &[(&str, &str, &str)] = &[
         "name: \"../../etc/x\"\n",
         "line 1: name \"../../etc/x\": use 1 to 64 letters, digits, '.', '_' or '-', not starting with '.' (it names the results folder)",
     ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [host, vxlan]\n",
+        "line 2: systems: host is not a local profile (platform: local): use one of nginx-reload, nginx-lua, haproxy-reload, haproxy-runtime, caddy-api, envoy-xds, envoy-hot-restart",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nplatform: network-lab\n",
+        "line 2: systems: caddy-api is not a data path (platform: network-lab): use one of host, bridge, host-gw, vxlan, macvlan",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nnetwork_lab:\n  notrack: true\n",
+        "line 3: network_lab: only for `platform: network-lab`",
+    ),
+    (
+        "  rate: 200\n",
+        "  rates: [0.3, 0.5]\n",
+        "line 6: load.rates: needs a search section saying what the maximum must keep, e.g. search: {p99: 5ms}",
+    ),
+    (
+        "  rate: 200\n",
+        "  rates: [0.3, 1.5]\n",
+        "line 6: load.rates: 1.5 is not a fraction of the maximum: give values above 0 and at most 1, e.g. [0.3, 0.5]",
+    ),
+    (
+        "  rate: 200\n",
+        "  rate: 200\n  rates: [0.3]\n",
+        "line 7: load.rates: give load.rate (a fixed rate) or load.rates (fractions of each system's maximum), not both",
+    ),
+    (
+        "  rate: 200\n  duration: 4s\n",
+        "  rates: [0.3]\n  duration: 4s\nsearch:\n  p99: 5ms\n  errors: lots\n",
+        "line 10: search.errors: `lots`: give a share such as 0.1% or 0.001",
+    ),
 ];

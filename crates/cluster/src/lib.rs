@@ -471,6 +471,7 @@ impl Platform for Kubernetes {
             url,
             cacert: self.spec.cacert.clone(),
             reachable: Vec::new(),
+            netns: None,
         });
         let ctx = DriverContext::with_s1_tuning(
             work.path().to_path_buf(),
@@ -487,6 +488,7 @@ impl Platform for Kubernetes {
             url: String::new(),
             cacert: None,
             reachable: Vec::new(),
+            netns: None,
         })
     }
 

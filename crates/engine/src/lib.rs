@@ -82,6 +82,11 @@ pub struct Plan {
     /// connections' place in the shared schedule, its sampling seed and the shared
     /// start instant.
     pub slice: Option<split::Slice>,
+    /// A network namespace (its file, e.g. `/run/netns/NAME`) every worker thread
+    /// enters before opening a socket, so that the load leaves from a node of the
+    /// network lab while the rest of the process stays where it is. `None`: this
+    /// process's own namespace. Set after [`LoadSpec::resolve`], which cannot know it.
+    pub netns: Option<std::path::PathBuf>,
 }
 
 /// Load settings as a user or a scenario gives them, before validation.
@@ -263,6 +268,7 @@ impl LoadSpec {
             sample: self.sample,
             cpus: self.cpus.clone(),
             slice: None,
+            netns: None,
         };
         let config = LoadConfig {
             url: self.url.clone(),
@@ -460,6 +466,7 @@ pub fn run_marked(
         failure: std::sync::Mutex::new(None),
         marks,
         slice: plan.slice.clone(),
+        netns: plan.netns.clone(),
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();

@@ -14,7 +14,155 @@
 //! says nothing of the server, and is remembered as the generator's limit so that a
 //! maximum next to it is reported as possibly the generator's.
 
-use results::search::{Miss, SearchBounds, SearchStep};
+use crate::spec::SpecError;
+use crate::{EngineError, LoadSpec};
+use results::search::{Miss, SearchBounds, SearchResult, SearchStep, SEARCH_SCHEMA};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A search as checked input: the load of one step (its rate replaced per step), the
+/// bounds and how finely to search.
+#[derive(Clone, Debug)]
+pub struct SearchPlan {
+    pub spec: LoadSpec,
+    /// Length of the closed-loop probe.
+    pub probe: Duration,
+    pub bounds: SearchBounds,
+    /// Stop when the highest pass and the lowest failure are this close, as a share of
+    /// the ceiling.
+    pub precision: f64,
+    /// Runs of each rate (it passes when more than half pass).
+    pub trials: usize,
+    /// The network namespace the load leaves from (the network lab's client node).
+    pub netns: Option<PathBuf>,
+}
+
+/// Why a search could not run (a server that fails every step is a result, not this).
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    #[error("{0}")]
+    Spec(#[from] SpecError),
+    #[error("{0}")]
+    Engine(#[from] EngineError),
+    /// The closed-loop probe completed nothing: there is nothing to search below.
+    #[error("the closed-loop probe completed {rate:.1} requests/s against {url}: {why}")]
+    NoCeiling {
+        rate: f64,
+        url: String,
+        why: String,
+        /// The search so far (the probe), to keep on record.
+        result: Box<SearchResult>,
+    },
+}
+
+/// Runs one step: the load at `rate` (`None`: closed loop for the probe's length).
+fn step(
+    p: &SearchPlan,
+    rate: Option<f64>,
+    trial: usize,
+    stop: &Arc<AtomicBool>,
+) -> Result<(SearchStep, results::RunResult), SearchError> {
+    let mut spec = p.spec.clone();
+    spec.rate = rate;
+    if rate.is_none() {
+        spec.duration = p.probe;
+    }
+    let (mut plan, config) = spec.resolve()?;
+    plan.netns = p.netns.clone();
+    let outcome = crate::run(&plan, stop.clone(), |_| {})?;
+    let r = outcome.to_result(&spec.url, config);
+    let q = &r.requests;
+    let mut s = SearchStep {
+        target: rate,
+        trial,
+        achieved: if rate.is_some() {
+            r.rate.achieved
+        } else {
+            r.rate.completed_per_s
+        },
+        p50_ms: r.latency_ms.corrected.p50,
+        p99_ms: r.latency_ms.corrected.p99,
+        error_ratio: if q.intended == 0 {
+            0.0
+        } else {
+            q.failed as f64 / q.intended as f64
+        },
+        lag_p99_ms: r.generator.lag_p99_ms,
+        missed: Vec::new(),
+    };
+    judge(&mut s, &p.bounds, r.generator.overloaded);
+    Ok((s, r))
+}
+
+/// Runs a whole search: the closed-loop probe, then the bisection, each step handed
+/// to `on_step` as it ends. Interrupted (`stop`), it returns the steps so far marked
+/// partial, with no maximum.
+///
+/// # Errors
+/// [`SearchError`]: a step could not run, or the probe got no response at all.
+pub fn run_search(
+    p: &SearchPlan,
+    stop: &Arc<AtomicBool>,
+    mut on_step: impl FnMut(&SearchStep),
+) -> Result<SearchResult, SearchError> {
+    let mut out = SearchResult {
+        schema: SEARCH_SCHEMA.into(),
+        target: p.spec.url.clone(),
+        connections: p.spec.connections,
+        bounds: p.bounds.clone(),
+        ..SearchResult::default()
+    };
+    let (probe, r) = step(p, None, 1, stop)?;
+    on_step(&probe);
+    out.ceiling = probe.achieved;
+    out.steps.push(probe);
+    if out.ceiling < 1.0 && !stop.load(Ordering::Relaxed) {
+        let why = r
+            .errors
+            .first
+            .values()
+            .next()
+            .cloned()
+            .unwrap_or_else(|| "no response".into());
+        return Err(SearchError::NoCeiling {
+            rate: out.ceiling,
+            url: p.spec.url.clone(),
+            why,
+            result: Box::new(out),
+        });
+    }
+    let mut b = Bisection::new(out.ceiling, p.precision);
+    while let Some(rate) = b.next_rate() {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let mut trials = Vec::new();
+        for t in 1..=p.trials.max(1) {
+            // Let the last step's connections close and the server settle.
+            std::thread::sleep(Duration::from_millis(300));
+            let (s, _) = step(p, Some(rate), t, stop)?;
+            on_step(&s);
+            trials.push(s);
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+        if stop.load(Ordering::Relaxed) {
+            out.steps.extend(trials);
+            break;
+        }
+        b.record(rate, verdict(&trials));
+        out.steps.extend(trials);
+    }
+    out.partial = stop.load(Ordering::Relaxed);
+    if !out.partial {
+        out.max_rate = b.max_rate();
+    }
+    out.generator_limit = b.generator_limit();
+    Ok(out)
+}
 
 /// Fills `step.missed` with every bound it broke.
 pub fn judge(step: &mut SearchStep, bounds: &SearchBounds, generator_overloaded: bool) {

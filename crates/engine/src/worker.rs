@@ -87,6 +87,8 @@ pub struct Shared {
     pub sample: f64,
     /// The CPUs the workers run on (empty: any).
     pub cpus: Vec<usize>,
+    /// The network namespace each worker enters first (`None`: the process's own).
+    pub netns: Option<std::path::PathBuf>,
     /// Set by a worker that could raise its scheduling priority.
     pub priority_raised: AtomicBool,
     /// Set when any worker receives its first measured response: the drain's deadline
@@ -166,6 +168,10 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
     place_this_thread(&shared);
     let passed = std::cell::Cell::new(0);
     let res = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if let Some(ns) = &shared.netns {
+            enter_netns(ns)
+                .map_err(|e| format!("enter network namespace {}: {e}", ns.display()))?;
+        }
         let mut w = Worker::new(id, conn_offset, conns, shared.clone(), tx.clone())
             .map_err(|e| e.to_string())?;
         w.run(&passed).map_err(|e| format!("epoll_wait: {e}"))?;
@@ -188,6 +194,17 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
         shared.gate.wait();
     }
     let _ = tx.send(Msg::Done(id, Box::default()));
+}
+
+/// Moves the calling thread (only it: namespaces are per thread) into the network
+/// namespace at `path`, so the sockets it opens leave from there.
+fn enter_netns(path: &std::path::Path) -> io::Result<()> {
+    let f = std::fs::File::open(path)?;
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&f),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )?;
+    Ok(())
 }
 
 /// Confines the calling worker thread to the generator's CPUs and raises its own

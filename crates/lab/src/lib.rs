@@ -12,6 +12,7 @@ pub mod driver;
 pub mod envoy;
 pub mod haproxy;
 pub mod local;
+pub mod network;
 pub mod nginx;
 pub mod platform;
 pub mod ports;
@@ -31,6 +32,9 @@ pub use profiles::{driver_for, PROFILES};
 pub fn platform_for(name: &str, exe: &std::path::Path) -> Result<Box<dyn Platform>, LabError> {
     match name {
         "local" => Ok(Box::new(local::LocalProcesses::new(exe))),
+        "network-lab" => Err(LabError::Other(
+            "the network lab is built per data path: network::NetworkLab::new".into(),
+        )),
         other => Err(LabError::Other(format!(
             "unknown platform '{other}': use one of {}",
             platform::PLATFORMS.join(", ")

@@ -90,6 +90,7 @@ impl Platform for LocalProcesses {
             url: format!("{scheme}://{LOOPBACK}:{port}/"),
             cacert: spec.tls.enabled.then_some(cert),
             reachable: vec![LOOPBACK],
+            netns: None,
         });
         let mut pool = Pool::new(&self.exe, spec.backends.clone(), work.path(), &spec.out_dir);
         self.work = Some(work);
@@ -105,6 +106,7 @@ impl Platform for LocalProcesses {
             url: String::new(),
             cacert: None,
             reachable: Vec::new(),
+            netns: None,
         })
     }
 

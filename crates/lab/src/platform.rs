@@ -173,6 +173,9 @@ pub struct Target {
     pub cacert: Option<PathBuf>,
     /// The addresses the load may reach: a run refuses to send traffic elsewhere.
     pub reachable: Vec<IpAddr>,
+    /// The network namespace the load must leave from (the network lab's node A);
+    /// `None`: this process's own.
+    pub netns: Option<PathBuf>,
 }
 
 /// Something that happened to a backend, reported by the platform as it happens.
@@ -222,10 +225,14 @@ pub trait Platform: Send {
     fn cluster_info(&self) -> Option<results::ClusterInfo> {
         None
     }
+    /// What the network lab built (its data path, its tuning); `None` elsewhere.
+    fn network_info(&self) -> Option<results::NetworkInfo> {
+        None
+    }
 }
 
 /// Every platform, by the name scenarios use.
-pub const PLATFORMS: &[&str] = &["local", "kubernetes"];
+pub const PLATFORMS: &[&str] = &["local", "kubernetes", "network-lab"];
 
 #[cfg(test)]
 mod tests {

@@ -48,6 +48,9 @@ pub enum NetlabError {
         /// What it printed on stderr (trimmed).
         stderr: String,
     },
+    /// Asked of a data path that cannot do it.
+    #[error("{0}")]
+    Unsupported(String),
     /// A link whose name the lab gave was not found in its namespace.
     #[error("no link named {0:?}")]
     NoSuchLink(String),

@@ -330,6 +330,56 @@ impl Lab {
         self.pod_device
     }
 
+    /// S2's conntrack bypass: `notrack` for the server's port, both ways, in every
+    /// namespace of the lab (a raw-priority nftables table, removed with the
+    /// namespace).
+    ///
+    /// # Errors
+    /// On [`DataPath::Bridge`]: refused, because its DNAT needs conntrack for the
+    /// replies (measured: with `notrack` no reply reaches the client). Otherwise
+    /// `nft` missing or failing.
+    pub fn notrack(&self) -> Result<(), NetlabError> {
+        if self.path == DataPath::Bridge {
+            return Err(NetlabError::Unsupported(
+                "notrack on the bridge path: its DNAT needs conntrack to translate the replies back (use notrack: false for bridge, or leave bridge out)".into(),
+            ));
+        }
+        let nft = find_in_path("nft").ok_or_else(|| {
+            NetlabError::MissingTool("nft (the notrack rules): install nftables".to_string())
+        })?;
+        for ns in self.namespaces() {
+            nft_batch(ns, &nft, &notrack_rules())?;
+        }
+        Ok(())
+    }
+
+    /// Sets each `(key, value)` sysctl (dotted, `net.ipv4.tcp_tw_reuse`) in every
+    /// namespace of the lab, and says per key what happened: `Ok` when every namespace
+    /// took it, else why not. Only `net.*` keys are tried: they are the ones a network
+    /// namespace has its own copy of; anything else (`fs.file-max`) would change the
+    /// whole machine, so it is refused and left to the user.
+    pub fn tune(&self, sysctls: &[(String, String)]) -> Vec<(String, Result<(), String>)> {
+        sysctls
+            .iter()
+            .map(|(key, value)| {
+                let outcome = if !key.starts_with("net.") {
+                    Err("not per network namespace: the lab changes nothing outside its namespaces (set it on the host yourself)".to_string())
+                } else {
+                    let slashed = key.replace('.', "/");
+                    self.namespaces()
+                        .map(|ns| match ns.run(|| sysctl(&slashed, value)) {
+                            Ok(Ok(())) => Ok(()),
+                            Ok(Err(e)) => Err(chain(&e)),
+                            Err(e) => Err(chain(&e)),
+                        })
+                        .find(Result::is_err)
+                        .unwrap_or(Ok(()))
+                };
+                (key.clone(), outcome)
+            })
+            .collect()
+    }
+
     /// The lab's namespaces, node A first.
     pub fn namespaces(&self) -> impl Iterator<Item = &Netns> {
         [Some(&self.a), Some(&self.b), self.pod.as_ref()]
@@ -379,6 +429,36 @@ fn bridge_nat_rules() -> String {
          \t}}\n\
          }}\n"
     )
+}
+
+/// Conntrack bypass for the server's port (S2's NOTRACK rules), for one namespace.
+fn notrack_rules() -> String {
+    format!(
+        "table inet netlab_notrack {{\n\
+         \tchain prerouting {{\n\
+         \t\ttype filter hook prerouting priority raw; policy accept;\n\
+         \t\ttcp dport {SERVER_PORT} notrack\n\
+         \t\ttcp sport {SERVER_PORT} notrack\n\
+         \t}}\n\
+         \tchain output {{\n\
+         \t\ttype filter hook output priority raw; policy accept;\n\
+         \t\ttcp dport {SERVER_PORT} notrack\n\
+         \t\ttcp sport {SERVER_PORT} notrack\n\
+         \t}}\n\
+         }}\n"
+    )
+}
+
+/// An error and its causes on one line.
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        out.push_str(": ");
+        out.push_str(&s.to_string());
+        src = s.source();
+    }
+    out
 }
 
 /// Runs one `nft -f -` batch inside `ns` (spawned from a thread that entered it).

@@ -30,6 +30,9 @@ pub const REPORT: &str = "report.html";
 pub const RESULT: &str = "result.json";
 /// A system's event log.
 pub const EVENTS: &str = "events.json";
+/// In a system's folder: the search for its maximum (`load.rates`), whose fractions
+/// are the folders `<system>@<percent>` beside it.
+pub const SEARCH: &str = "search.json";
 
 /// The lock file that says a run is writing into the folder.
 pub const LOCK: &str = ".ingressbench.lock";
@@ -193,6 +196,46 @@ impl RunFolder {
         Ok(())
     }
 
+    /// Writes one system's search for its maximum (`search.json`).
+    ///
+    /// # Errors
+    /// The I/O error.
+    pub fn write_search(
+        &self,
+        system: &str,
+        s: &crate::search::SearchResult,
+    ) -> std::io::Result<()> {
+        let dir = self.system_dir(system);
+        std::fs::create_dir_all(&dir)?;
+        let mut bytes = serde_json::to_vec_pretty(s).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
+        write_atomic(&dir.join(SEARCH), &bytes)
+    }
+
+    /// Every system's search (`load.rates` runs), in the scenario's order; systems
+    /// without one (or with an unreadable one) are left out.
+    pub fn searches(&self) -> Vec<(String, crate::search::SearchResult)> {
+        let order = self.effective().systems;
+        let Ok(entries) = std::fs::read_dir(&self.root) else {
+            return Vec::new();
+        };
+        let mut out: Vec<(String, crate::search::SearchResult)> = entries
+            .filter_map(|e| e.ok())
+            .filter_map(|e| {
+                let name = e.file_name().into_string().ok()?;
+                let text = std::fs::read_to_string(e.path().join(SEARCH)).ok()?;
+                Some((name, serde_json::from_str(&text).ok()?))
+            })
+            .collect();
+        out.sort_by_key(|(d, _)| {
+            (
+                order.iter().position(|o| o == d).unwrap_or(usize::MAX),
+                d.clone(),
+            )
+        });
+        out
+    }
+
     /// Writes the plain-text comparison.
     ///
     /// # Errors
@@ -222,9 +265,15 @@ impl RunFolder {
             .filter(|e| e.path().join(RESULT).is_file())
             .filter_map(|e| e.file_name().into_string().ok())
             .collect();
+        // A run at a fraction of a maximum (`host@30`) sorts with its system.
         dirs.sort_by_key(|d| {
+            let system = d.split('@').next().unwrap_or(d);
             (
-                order.iter().position(|o| o == d).unwrap_or(usize::MAX),
+                order.iter().position(|o| o == system).unwrap_or(usize::MAX),
+                d.split('@')
+                    .nth(1)
+                    .and_then(|p| p.parse::<u32>().ok())
+                    .unwrap_or(0),
                 d.clone(),
             )
         });

@@ -962,6 +962,45 @@ pub struct LabInfo {
     /// On a cluster: where the run worked and which pods served it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<ClusterInfo>,
+    /// On the network lab: the data path and how the nodes were tuned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkInfo>,
+    /// In a run at fractions of a maximum (`load.rates`): which fraction this is and
+    /// the maximum it is a fraction of (the search is in the system's `search.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<Fraction>,
+}
+
+/// A run at a fraction of the maximum its system sustained (study S2's 30-50 %).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fraction {
+    /// The system the maximum was searched for (`host`), without the fraction.
+    pub of: String,
+    /// 0 to 1, e.g. 0.3.
+    pub fraction: f64,
+    /// The maximum found by the search, req/s.
+    pub max_rate: f64,
+}
+
+/// What the network lab built for a run (`platform: network-lab`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NetworkInfo {
+    /// `host`, `bridge`, `host-gw`, `vxlan` or `macvlan`.
+    pub path: String,
+    /// On `macvlan`: the device the pod got (`ipvlan` where the kernel has it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod_device: Option<String>,
+    /// Where the load connected (node A's view) and where the server listened.
+    pub target: String,
+    pub server: String,
+    /// Node A's address: the source the server sees.
+    pub client: String,
+    /// Conntrack bypassed with NOTRACK rules for the server's port.
+    pub notrack: bool,
+    /// Each sysctl asked for: `ok`, or why it was not set.
+    pub sysctls: BTreeMap<String, String>,
+    /// The served file's size (the response body), bytes.
+    pub body_size: usize,
 }
 
 /// The cluster's view of a run (`platform: kubernetes`); the controller's version is

@@ -110,12 +110,16 @@ impl<'de> Deserialize<'de> for Profile {
         if let Some(p) = lab::profiles::profile(&s) {
             return Ok(Profile(p.name));
         }
+        if let Some((name, _)) = lab::network::data_path(&s) {
+            return Ok(Profile(name));
+        }
         match cluster::controllers::controller(&s) {
             Some(c) => Ok(Profile(c.name)),
             None => Err(de::Error::custom(format!(
-                "unknown system `{s}`, expected one of {} (platform: local) or {} (platform: kubernetes)",
+                "unknown system `{s}`, expected one of {} (platform: local), {} (platform: kubernetes) or {} (platform: network-lab)",
                 lab::profiles::names().join(", "),
-                cluster::controllers::names().join(", ")
+                cluster::controllers::names().join(", "),
+                lab::network::path_names().join(", ")
             ))),
         }
     }
@@ -242,8 +246,13 @@ impl Default for Tls {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Load {
-    /// Requests per second over all connections.
+    /// Requests per second over all connections (0: not given, `rates` instead).
+    #[serde(default)]
     pub rate: f64,
+    /// Fractions of each system's maximum (found by a search first, with the bounds
+    /// of the `search` section), one run at each: study S2's 30 % and 50 %.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rates: Vec<f64>,
     #[serde(default = "default_connections")]
     pub connections: usize,
     #[serde(default = "one")]
@@ -611,6 +620,104 @@ pub struct Scenario {
     pub changes: Vec<Step>,
     #[serde(default)]
     pub quick: Option<Quick>,
+    /// Only with `platform: network-lab`: how its nodes are tuned.
+    #[serde(default)]
+    pub network_lab: Option<NetworkLabSection>,
+    /// The bounds of the maximum that `load.rates` are fractions of.
+    #[serde(default)]
+    pub search: Option<SearchSection>,
+}
+
+/// The `network_lab:` section: study S2's host tuning.
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkLabSection {
+    /// `s2`: the sysctls study S2 lists (those a namespace has); `none`: the kernel's
+    /// defaults.
+    #[serde(default = "no_tuning")]
+    pub tuning: String,
+    /// More sysctls (dotted keys, `net.*` only), set after `tuning`'s.
+    #[serde(default)]
+    pub sysctls: BTreeMap<String, String>,
+    /// NOTRACK rules for the server's port (conntrack bypassed); not on `bridge`.
+    #[serde(default)]
+    pub notrack: bool,
+    /// nginx logs each request's source and the address it was reached at.
+    #[serde(default)]
+    pub access_log: bool,
+}
+
+fn no_tuning() -> String {
+    "none".into()
+}
+
+impl NetworkLabSection {
+    /// The sysctls to set, in order.
+    pub fn sysctls(&self) -> Vec<(String, String)> {
+        let mut out: Vec<(String, String)> = if self.tuning == "s2" {
+            lab::network::S2_SYSCTLS
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for (k, v) in &self.sysctls {
+            out.retain(|(k0, _)| k0 != k);
+            out.push((k.clone(), v.clone()));
+        }
+        out
+    }
+}
+
+/// The `search:` section: what a rate must keep to count towards the maximum.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchSection {
+    /// The corrected p99 a rate must keep.
+    pub p99: Dur,
+    /// The share of failed requests a rate may have: `0.1%` or `0.001`.
+    #[serde(default = "default_errors")]
+    pub errors: String,
+    /// Each step's measured window.
+    #[serde(default = "five_s")]
+    pub duration: Dur,
+    #[serde(default = "one_s")]
+    pub warmup: Dur,
+    /// The closed-loop probe that finds the ceiling.
+    #[serde(default = "three_s")]
+    pub probe: Dur,
+    #[serde(default = "one")]
+    pub trials: usize,
+    /// How close the highest pass and the lowest failure must get, a share of the
+    /// ceiling.
+    #[serde(default = "default_precision")]
+    pub precision: String,
+}
+
+fn default_errors() -> String {
+    "0.1%".into()
+}
+fn default_precision() -> String {
+    "2%".into()
+}
+fn five_s() -> Dur {
+    Dur(Duration::from_secs(5))
+}
+fn one_s() -> Dur {
+    Dur(Duration::from_secs(1))
+}
+fn three_s() -> Dur {
+    Dur(Duration::from_secs(3))
+}
+
+/// `0.1%` or `0.001` as a share in 0..=1.
+pub fn share(s: &str) -> Option<f64> {
+    let v = match s.trim().strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().ok()? / 100.0,
+        None => s.trim().parse::<f64>().ok()?,
+    };
+    (0.0..=1.0).contains(&v).then_some(v)
 }
 
 impl Scenario {
@@ -708,6 +815,7 @@ impl Scenario {
             backend::Delay::parse(d)
                 .map_err(|e| Bad::new("backends.delay", format!("backends.delay {e}")))?;
         }
+        self.check_rates()?;
         // The load as the runner gives it to the engine.
         runner::load_spec(self, &placeholder_url(self), None)
             .resolve()
@@ -823,15 +931,133 @@ impl Scenario {
     }
 
     /// Systems of the platform's kind, and what a cluster needs to reach them.
+    /// `load.rate` or `load.rates` (with its `search` section), not both.
+    fn check_rates(&self) -> Result<(), Bad> {
+        let l = &self.load;
+        match (l.rate > 0.0 || l.rate.is_nan(), l.rates.is_empty()) {
+            (true, false) => {
+                return Err(Bad::new(
+                    "load.rates",
+                    "load.rates: give load.rate (a fixed rate) or load.rates (fractions of each system's maximum), not both",
+                ))
+            }
+            (false, true) if l.rate == 0.0 => {
+                return Err(Bad::new(
+                    "load.rate",
+                    "load.rate: missing: give the requests per second (or load.rates: [0.3, 0.5] to run at fractions of each system's maximum)",
+                ))
+            }
+            _ => {}
+        }
+        if let Some(f) = l.rates.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
+            return Err(Bad::new(
+                "load.rates",
+                format!("load.rates: {f} is not a fraction of the maximum: give values above 0 and at most 1, e.g. [0.3, 0.5]"),
+            ));
+        }
+        match (&self.search, l.rates.is_empty()) {
+            (None, false) => Err(Bad::new(
+                "load.rates",
+                "load.rates: needs a search section saying what the maximum must keep, e.g. search: {p99: 5ms}",
+            )),
+            (Some(_), true) => Err(Bad::new(
+                "search",
+                "search: only used with load.rates (fractions of the maximum it finds)",
+            )),
+            (Some(sr), false) => {
+                if sr.p99.0.is_zero() {
+                    return Err(Bad::new("search.p99", "search.p99: give a bound above zero, e.g. 5ms"));
+                }
+                if share(&sr.errors).is_none() {
+                    return Err(Bad::new(
+                        "search.errors",
+                        format!("search.errors: `{}`: give a share such as 0.1% or 0.001", sr.errors),
+                    ));
+                }
+                if !share(&sr.precision).is_some_and(|p| (0.001..=0.5).contains(&p)) {
+                    return Err(Bad::new(
+                        "search.precision",
+                        format!("search.precision: `{}`: give 0.1% to 50%", sr.precision),
+                    ));
+                }
+                if sr.trials == 0 || sr.trials > 9 {
+                    return Err(Bad::new("search.trials", format!("search.trials: {}: give 1 to 9", sr.trials)));
+                }
+                if sr.probe.0 < Duration::from_millis(500) {
+                    return Err(Bad::new("search.probe", "search.probe: give at least 500ms, enough for a ceiling to show"));
+                }
+                if sr.duration.0 < Duration::from_millis(500) {
+                    return Err(Bad::new("search.duration", "search.duration: give at least 500ms per step"));
+                }
+                Ok(())
+            }
+            (None, true) => Ok(()),
+        }
+    }
+
+    /// The network lab's section, and what a data path cannot do.
+    fn check_network_lab(&self) -> Result<(), Bad> {
+        let net = self.platform == "network-lab";
+        if let Some(n) = &self.network_lab {
+            if !net {
+                return Err(Bad::new(
+                    "network_lab",
+                    "network_lab: only for `platform: network-lab`",
+                ));
+            }
+            if !["s2", "none"].contains(&n.tuning.as_str()) {
+                return Err(Bad::new(
+                    "network_lab.tuning",
+                    format!("network_lab.tuning: `{}`: use s2 or none", n.tuning),
+                ));
+            }
+            if let Some(k) = n.sysctls.keys().find(|k| !k.starts_with("net.")) {
+                return Err(Bad::new(
+                    "network_lab.sysctls",
+                    format!("network_lab.sysctls: {k} is not a network namespace's own (only net.* keys are; the lab changes nothing outside its namespaces)"),
+                ));
+            }
+            if n.notrack && self.systems.iter().any(|p| p.name() == "bridge") {
+                return Err(Bad::new(
+                    "network_lab.notrack",
+                    "network_lab.notrack: the bridge path's DNAT needs conntrack to translate replies back: set notrack: false or leave bridge out",
+                ));
+            }
+        }
+        if net {
+            if self.tls.enabled {
+                return Err(Bad::new(
+                    "tls.enabled",
+                    "tls.enabled: the network lab's server speaks plain HTTP (study S2): set tls.enabled: false",
+                ));
+            }
+            if let Some(what) = first_change(&self.changes) {
+                return Err(Bad::new(
+                    "changes",
+                    format!("changes: `{what}` on the network lab: a data path has one server and no proxy, so only `wait` steps apply"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn check_platform(&self) -> Result<(), Bad> {
         let kube = self.platform == "kubernetes";
+        let kind = |name: &str| {
+            if lab::profiles::profile(name).is_some() {
+                "local"
+            } else if lab::network::data_path(name).is_some() {
+                "network-lab"
+            } else {
+                "kubernetes"
+            }
+        };
         for p in &self.systems {
-            let local = lab::profiles::profile(p.name()).is_some();
-            if kube == local {
-                let (want, names) = if kube {
-                    ("an installed controller", cluster::controllers::names())
-                } else {
-                    ("a local profile", lab::profiles::names())
+            if kind(p.name()) != self.platform {
+                let (want, names) = match self.platform.as_str() {
+                    "kubernetes" => ("an installed controller", cluster::controllers::names()),
+                    "network-lab" => ("a data path", lab::network::path_names()),
+                    _ => ("a local profile", lab::profiles::names()),
                 };
                 return Err(Bad::new(
                     "systems",
@@ -844,6 +1070,7 @@ impl Scenario {
                 ));
             }
         }
+        self.check_network_lab()?;
         let image = self.kubernetes.as_ref().and_then(|k| k.image.as_deref());
         if kube
             && self.backends.delay.is_some()
@@ -957,6 +1184,15 @@ impl Scenario {
             }
         }
         scale_steps(&mut s.changes, q.time_scale);
+        // The search's steps shrink too, but never below what a step needs to mean
+        // something.
+        if let Some(sr) = &mut s.search {
+            let floor =
+                |d: Dur, min: u64| Dur(d.0.mul_f64(q.time_scale).max(Duration::from_millis(min)));
+            sr.duration = floor(sr.duration, 1000);
+            sr.probe = floor(sr.probe, 1000);
+            sr.warmup = floor(sr.warmup, 200);
+        }
         s
     }
 }
@@ -1074,6 +1310,18 @@ fn is_key(body: &str, key: &str) -> bool {
         let r = r.trim_start();
         r.strip_prefix(':')
             .is_some_and(|v| v.is_empty() || v.starts_with([' ', '\t']))
+    })
+}
+
+/// The first step that changes something (not a wait), by its key.
+fn first_change(steps: &[Step]) -> Option<&'static str> {
+    steps.iter().find_map(|s| match s {
+        Step::Wait(_) => None,
+        Step::Repeat(r) => first_change(&r.steps),
+        Step::Scale(_) => Some("scale"),
+        Step::Route(_) => Some("route"),
+        Step::Reload(_) => Some("reload"),
+        Step::Restart(_) => Some("restart"),
     })
 }
 

@@ -8,6 +8,7 @@
 //! and when it took effect, so a latency spike can be tied to the change behind it.
 
 use super::{Scenario, Step};
+use engine::search::{run_search, SearchError, SearchPlan};
 use engine::windows::{Marks, Tally};
 use engine::{self, tls::TlsOptions, LoadSpec};
 use lab::backends::StopMode;
@@ -16,8 +17,9 @@ use lab::platform::{fmt_set, BackendSpec, SiteSpec, TlsSpec};
 use lab::{certs, driver_for, platform_for, Driver, Expect, LabError, Platform, PlatformEvent};
 use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
+use results::search::SearchResult;
 use results::{
-    Event, EventKind, EventWindow, LabInfo, PlacementInfo, Propagation, PropagationEntry,
+    Event, EventKind, EventWindow, Fraction, LabInfo, PlacementInfo, Propagation, PropagationEntry,
     ResourceSample, Resources, RouteChange, RoutePropagation, RunResult, Spread,
 };
 use std::collections::BTreeMap;
@@ -147,13 +149,55 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
             break;
         }
         (opts.progress)(&format!("{name}: starting"));
-        let r = run_system(scn, name, &opts)?;
-        partial |= r.partial;
+        if scn.load.rates.is_empty() {
+            let r = run_system(scn, name, &opts, None)?;
+            partial |= r.partial;
+            folder
+                .write_result(name, &r)
+                .map_err(io(&format!("write {name}'s result")))?;
+            (opts.system_done)(&r);
+            results.push(r);
+            continue;
+        }
+        // Fractions of a maximum: the search first, then a run at each fraction.
+        let found = search_system(scn, name, &mut opts)?;
         folder
-            .write_result(name, &r)
-            .map_err(io(&format!("write {name}'s result")))?;
-        (opts.system_done)(&r);
-        results.push(r);
+            .write_search(name, &found)
+            .map_err(io(&format!("write {name}'s search")))?;
+        if found.partial {
+            partial = true;
+            break;
+        }
+        let Some(max) = found.max_rate else {
+            (opts.progress)(&format!(
+                "{name}: no rate held the search's bounds: no runs at fractions of a maximum"
+            ));
+            continue;
+        };
+        for &f in &scn.load.rates {
+            if opts.stop.load(Ordering::Relaxed) {
+                partial = true;
+                break;
+            }
+            let at = Fraction {
+                of: name.to_string(),
+                fraction: f,
+                max_rate: max,
+            };
+            let label = fraction_label(name, f);
+            (opts.progress)(&format!(
+                "{label}: {:.0} req/s ({:.0} % of {max:.0})",
+                f * max,
+                f * 100.0
+            ));
+            let r = run_system(scn, name, &opts, Some((label.as_str(), at)))?;
+            partial |= r.partial;
+            folder
+                .write_result(&label, &r)
+                .map_err(io(&format!("write {label}'s result")))?;
+            (opts.system_done)(&r);
+            results.push(r);
+        }
     }
     Ok(RunOutput { results, partial })
 }
@@ -250,6 +294,15 @@ impl Drop for System {
 /// own run id (and so its own namespace): a namespace is deleted asynchronously, and
 /// the next system must not wait for it or meet its leftovers.
 fn make_platform(scn: &Scenario, system: &str, exe: &Path) -> Result<Box<dyn Platform>, LabError> {
+    if scn.platform == "network-lab" {
+        let n = scn.network_lab.clone().unwrap_or_default();
+        let opts = lab::network::NetworkOptions {
+            notrack: n.notrack,
+            sysctls: n.sysctls(),
+            access_log: n.access_log,
+        };
+        return Ok(Box::new(lab::network::NetworkLab::new(system, opts)?));
+    }
     if scn.platform != "kubernetes" {
         return platform_for(&scn.platform, exe);
     }
@@ -279,7 +332,27 @@ fn make_platform(scn: &Scenario, system: &str, exe: &Path) -> Result<Box<dyn Pla
     Ok(Box::new(cluster::Kubernetes::new(spec)?))
 }
 
-fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult, RunError> {
+/// The name of a run at a fraction of `system`'s maximum, as its folder and its
+/// rows are named: `host@30`.
+pub fn fraction_label(system: &str, fraction: f64) -> String {
+    format!("{system}@{}", (fraction * 100.0).round())
+}
+
+/// One system set up and serving: its platform, driver and event log, before any load.
+struct Deployed {
+    sys: System,
+    ctx: lab::DriverContext,
+    placement: lab::platform::Placement,
+    versions: BTreeMap<String, String>,
+}
+
+/// Sets up `name` (results in `out_name`'s folder): platform, backends, proxy.
+fn deploy(
+    scn: &Scenario,
+    name: &str,
+    out_name: &str,
+    opts: &RunOptions,
+) -> Result<Deployed, RunError> {
     let lab = |source| RunError::Lab {
         system: name.to_string(),
         source,
@@ -287,7 +360,7 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     let placement = super::PlacementSpec::resolve(scn.placement.as_ref());
     let site = SiteSpec {
         system: name.to_string(),
-        out_dir: opts.out_dir.join(name),
+        out_dir: opts.out_dir.join(out_name),
         backends: BackendSpec {
             body_size: scn.backends.body_size,
             delay: scn.backends.delay.clone(),
@@ -307,7 +380,8 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     };
     let clock = Clock::start();
     let mut platform = make_platform(scn, name, &opts.exe).map_err(lab)?;
-    // A cluster offers its installed controllers; otherwise the lab's profiles.
+    // A cluster offers its installed controllers, the network lab its direct server;
+    // otherwise the lab's profiles.
     let driver = match platform.driver_for(name) {
         Some(d) => d,
         None => driver_for(name),
@@ -343,13 +417,107 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
         .deploy(&ctx, &endpoints, Duration::from_secs(15))
         .map_err(lab)?;
     let versions: BTreeMap<String, String> = sys.driver.versions().into_iter().collect();
+    if sys.platform.target().netns.is_some() && opts.load.is_some() {
+        return Err(RunError::Setup(format!(
+            "{name}: the network lab's load leaves from a namespace of this process: run it without --generators"
+        )));
+    }
+    Ok(Deployed {
+        sys,
+        ctx,
+        placement,
+        versions,
+    })
+}
 
+/// Searches `name`'s maximum with the scenario's `search` bounds (the load's
+/// connections, threads and timeouts; each step's own duration), on a deployment of
+/// its own.
+fn search_system(
+    scn: &Scenario,
+    name: &str,
+    opts: &mut RunOptions,
+) -> Result<SearchResult, RunError> {
+    let Some(sr) = &scn.search else {
+        return Err(RunError::Setup("load.rates needs a search section".into()));
+    };
+    let d = deploy(scn, name, name, opts)?;
+    let target = d.sys.platform.target();
+    let mut spec = load_spec(scn, &target.url, target.cacert.clone());
+    spec.cpus = d.placement.generator.clone();
+    spec.duration = sr.duration.0;
+    spec.warmup = sr.warmup.0;
+    spec.sample = 0.0;
+    let plan = SearchPlan {
+        spec,
+        probe: sr.probe.0,
+        bounds: results::search::SearchBounds {
+            p99_ms: sr.p99.0.as_secs_f64() * 1e3,
+            error_ratio: super::share(&sr.errors).unwrap_or(0.001),
+            min_achieved: 0.99,
+        },
+        precision: super::share(&sr.precision).unwrap_or(0.02),
+        trials: sr.trials,
+        netns: target.netns.clone(),
+    };
+    (opts.progress)(&format!(
+        "{name}: searching the maximum (p99 <= {:.2} ms, errors <= {:.3} %)",
+        plan.bounds.p99_ms,
+        plan.bounds.error_ratio * 100.0
+    ));
+    let progress = &mut opts.progress;
+    let found = run_search(&plan, &opts.stop, |st| {
+        let what = st
+            .target
+            .map_or("probe".to_string(), |t| format!("{t:.0} req/s"));
+        let verdict = if st.target.is_none() {
+            ""
+        } else if st.passed() {
+            " pass"
+        } else {
+            " fail"
+        };
+        progress(&format!(
+            "{name}: {what}: {:.0}/s, p99 {}{verdict}",
+            st.achieved,
+            st.p99_ms.map_or("-".into(), |p| format!("{p:.2} ms"))
+        ));
+    });
+    drop(d);
+    match found {
+        Ok(f) => Ok(f),
+        Err(SearchError::NoCeiling { result, why, .. }) => {
+            (progress)(&format!("{name}: the probe got no response: {why}"));
+            Ok(*result)
+        }
+        Err(e) => Err(RunError::Setup(format!("{name}: search: {e}"))),
+    }
+}
+
+fn run_system(
+    scn: &Scenario,
+    name: &str,
+    opts: &RunOptions,
+    at: Option<(&str, Fraction)>,
+) -> Result<RunResult, RunError> {
+    let out_name = at.as_ref().map_or(name, |(label, _)| label);
+    let Deployed {
+        mut sys,
+        ctx,
+        placement,
+        versions,
+    } = deploy(scn, name, out_name, opts)?;
+    let clock = sys.events.clock;
     let target = sys.platform.target();
     let url = target.url.clone();
     let load = &scn.load;
     let mut spec = load_spec(scn, &url, target.cacert.clone());
     spec.cpus = placement.generator.clone();
-    let (plan, config) = spec.resolve().map_err(|e| RunError::Setup(e.scenario()))?;
+    if let Some((_, f)) = &at {
+        spec.rate = Some((f.fraction * f.max_rate).max(1.0));
+    }
+    let (mut plan, config) = spec.resolve().map_err(|e| RunError::Setup(e.scenario()))?;
+    plan.netns = target.netns.clone();
 
     // The load runs on its own thread (or elsewhere, through it); this one applies
     // the changes.
@@ -431,8 +599,9 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
     let route_propagation =
         route_propagation(&events, &sys.events.opened, &tally, sys.events.origin);
     let cluster = sys.platform.cluster_info();
+    let network = sys.platform.network_info();
     result.lab = Some(LabInfo {
-        system: name.to_string(),
+        system: out_name.to_string(),
         scenario: scn.name.clone(),
         versions,
         events,
@@ -454,6 +623,8 @@ fn run_system(scn: &Scenario, name: &str, opts: &RunOptions) -> Result<RunResult
             proxy_workers: ctx.workers(),
         }),
         cluster,
+        network,
+        fraction: at.map(|(_, f)| f),
     });
     drop(sys);
     Ok(result)
@@ -471,7 +642,9 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         body: Vec::new(),
         threads: Some(load.threads),
         connections: load.connections,
-        rate: Some(load.rate),
+        // With `rates` there is no fixed rate: each run's is set from the search's
+        // maximum, and this stands in for it so the rest can be checked.
+        rate: Some(if load.rates.is_empty() { load.rate } else { 1.0 }),
         schedule: load.schedule.clone(),
         duration: load.duration.0,
         warmup: load.warmup.0,

@@ -49,6 +49,11 @@ struct PendingReload {
     log_offset: u64,
 }
 
+/// nginx's version, as a plain server runs it (the network lab's server).
+pub fn static_versions() -> Vec<(String, String)> {
+    process::versions(Mode::Reload)
+}
+
 /// The nginx system under test.
 pub struct Nginx {
     mode: Mode,
