@@ -26,6 +26,7 @@ mod lab_haproxy;
 mod lab_nginx;
 mod lab_run;
 mod load;
+mod network_lab;
 mod outputs;
 mod report;
 mod report_e2e;

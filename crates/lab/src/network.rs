@@ -128,10 +128,13 @@ impl NetworkLab {
         let lab = self.lab.insert(lab);
         // Looked up once the namespaces exist, so that a machine without nginx
         // exercises the removal of a half-built lab like any other failure would.
-        let nginx = crate::proc::which("nginx").ok_or_else(|| LabError::MissingBinary {
-            binary: "nginx".into(),
-            package: "nginx-light".into(),
-        })?;
+        let nginx = match std::env::var_os(NGINX_ENV) {
+            Some(p) => PathBuf::from(p),
+            None => crate::proc::which("nginx").ok_or_else(|| LabError::MissingBinary {
+                binary: "nginx".into(),
+                package: "nginx-light".into(),
+            })?,
+        };
         if self.opts.notrack {
             lab.notrack().map_err(lab_err("notrack"))?;
         }
@@ -202,6 +205,7 @@ impl NetworkLab {
             notrack: self.opts.notrack,
             sysctls,
             body_size: spec.backends.body_size,
+            links: BTreeMap::new(),
         });
         // The driver's context: nothing in it is used (there is no proxy), but the
         // runner records the proxy's workers from it.
@@ -217,6 +221,9 @@ impl NetworkLab {
         Ok(ctx)
     }
 }
+
+/// Names another nginx binary for the network lab's server (a custom build).
+pub const NGINX_ENV: &str = "INGRESSBENCH_NGINX";
 
 /// The served file's name (the URL's path).
 const FILE: &str = "file";
@@ -396,7 +403,15 @@ impl Platform for NetworkLab {
     }
 
     fn network_info(&self) -> Option<results::NetworkInfo> {
-        self.info.clone()
+        let mut info = self.info.clone()?;
+        // Read now: the counters go with the namespaces at teardown.
+        if let Some(Ok(links)) = self.lab.as_ref().map(Lab::path_packets) {
+            info.links = links
+                .into_iter()
+                .map(|(name, rx, tx)| (name, results::LinkPackets { rx, tx }))
+                .collect();
+        }
+        Some(info)
     }
 }
 

@@ -330,6 +330,42 @@ impl Lab {
         self.pod_device
     }
 
+    /// The links that only this data path's traffic crosses, as `(node, link)`: node
+    /// B's wire on every path, and the device that makes the path what it is (`br0`,
+    /// `pod0` for host-gw, `vx0`, the pod's `mv0`). Their packet counters prove which
+    /// way the load went.
+    pub fn path_links(&self) -> Vec<(&'static str, &'static str)> {
+        let mut v = vec![("b", WIRE)];
+        match self.path {
+            DataPath::Host => {}
+            DataPath::Bridge => v.push(("b", BRIDGE)),
+            DataPath::HostGw => v.push(("b", POD_VETH_B)),
+            DataPath::Vxlan => v.push(("b", VXLAN)),
+            DataPath::Macvlan => v.push(("pod", SIBLING)),
+        }
+        v
+    }
+
+    /// Packets received and sent so far on each of [`Self::path_links`], named
+    /// `node/link`: `(name, rx, tx)`.
+    ///
+    /// # Errors
+    /// A namespace could not be entered or a link read.
+    pub fn path_packets(&self) -> Result<Vec<(String, u64, u64)>, NetlabError> {
+        self.path_links()
+            .into_iter()
+            .map(|(node, link)| {
+                let ns = if node == "pod" {
+                    self.server_ns()
+                } else {
+                    &self.b
+                };
+                let (rx, tx) = ns.run(|| Netlink::open()?.packets(link))??;
+                Ok((format!("{node}/{link}"), rx, tx))
+            })
+            .collect()
+    }
+
     /// S2's conntrack bypass: `notrack` for the server's port, both ways, in every
     /// namespace of the lab (a raw-priority nftables table, removed with the
     /// namespace).

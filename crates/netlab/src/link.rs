@@ -77,6 +77,32 @@ impl Netlink {
         }
     }
 
+    /// The packets link `name` has received and sent: `(rx, tx)`.
+    pub(crate) fn packets(&self, name: &str) -> Result<(u64, u64), NetlabError> {
+        use rtnetlink::packet_route::link::LinkAttribute;
+        let h = self.handle.clone();
+        let found = self.rt.block_on(async move {
+            h.link()
+                .get()
+                .match_name(name.to_string())
+                .execute()
+                .try_next()
+                .await
+        });
+        match found {
+            Ok(Some(link)) => Ok(link
+                .attributes
+                .iter()
+                .find_map(|a| match a {
+                    LinkAttribute::Stats64(s) => Some((s.rx_packets, s.tx_packets)),
+                    _ => None,
+                })
+                .unwrap_or((0, 0))),
+            Ok(None) => Err(NetlabError::NoSuchLink(name.to_string())),
+            Err(e) => Err(NetlabError::netlink(format!("get link {name}"), e)),
+        }
+    }
+
     fn add(
         &self,
         what: String,

@@ -1001,6 +1001,18 @@ pub struct NetworkInfo {
     pub sysctls: BTreeMap<String, String>,
     /// The served file's size (the response body), bytes.
     pub body_size: usize,
+    /// Packets received and sent on the links only this path's traffic crosses
+    /// (`b/wire`, and `b/br0`, `b/pod0`, `b/vx0` or `pod/mv0`), counted from the
+    /// lab's start to the end of the run: which way the load went.
+    #[serde(default)]
+    pub links: BTreeMap<String, LinkPackets>,
+}
+
+/// A link's packet counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkPackets {
+    pub rx: u64,
+    pub tx: u64,
 }
 
 /// The cluster's view of a run (`platform: kubernetes`); the controller's version is

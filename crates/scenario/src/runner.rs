@@ -644,7 +644,11 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         connections: load.connections,
         // With `rates` there is no fixed rate: each run's is set from the search's
         // maximum, and this stands in for it so the rest can be checked.
-        rate: Some(if load.rates.is_empty() { load.rate } else { 1.0 }),
+        rate: Some(if load.rates.is_empty() {
+            load.rate
+        } else {
+            1.0
+        }),
         schedule: load.schedule.clone(),
         duration: load.duration.0,
         warmup: load.warmup.0,
