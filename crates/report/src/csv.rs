@@ -147,6 +147,7 @@ mod tests {
                     ..Default::default()
                 },
             ],
+            searches: Vec::new(),
         }
     }
 

@@ -476,6 +476,7 @@ mod tests {
                 result: r,
                 ..Default::default()
             }],
+            searches: Vec::new(),
         }
     }
 

@@ -45,11 +45,25 @@ pub struct Series {
     pub result: RunResult,
 }
 
+/// One system's search for its maximum (`load.rates`): the latency-versus-rate curve
+/// and the maximum-throughput table are drawn from these.
+#[derive(Clone, Debug, Default)]
+pub struct Searched {
+    /// As [`Series::name`]: `<system>`, or `<run>/<system>` with several runs.
+    pub name: String,
+    /// Index into [`ReportInput::runs`].
+    pub run: usize,
+    pub search: results::search::SearchResult,
+}
+
 /// Everything a report shows, in series order.
 #[derive(Clone, Debug, Default)]
 pub struct ReportInput {
     pub runs: Vec<Run>,
     pub series: Vec<Series>,
+    /// Searches of the runs' systems, in the scenario's order (empty unless a run
+    /// used `load.rates`).
+    pub searches: Vec<Searched>,
 }
 
 impl ReportInput {
@@ -67,6 +81,7 @@ impl ReportInput {
                 run: 0,
                 result,
             }],
+            searches: Vec::new(),
         }
     }
 
@@ -95,6 +110,15 @@ impl ReportInput {
                         run: 0,
                         result,
                     }
+                })
+                .collect(),
+            searches: RunFolder::new(path)
+                .searches()
+                .into_iter()
+                .map(|(name, search)| Searched {
+                    name,
+                    run: 0,
+                    search,
                 })
                 .collect(),
         }
@@ -128,6 +152,19 @@ pub fn load(paths: &[PathBuf]) -> Result<ReportInput, InputError> {
     for path in paths {
         let (run, systems) = load_run(path)?;
         let run_index = input.runs.len();
+        if path.is_dir() {
+            for (system, search) in RunFolder::new(path).searches() {
+                input.searches.push(Searched {
+                    name: if several {
+                        format!("{}/{system}", run.name)
+                    } else {
+                        system
+                    },
+                    run: run_index,
+                    search,
+                });
+            }
+        }
         let single_file = systems.len() == 1 && systems[0].0.is_none();
         for (system, result) in systems {
             let system = system.unwrap_or_else(|| run.name.clone());

@@ -43,16 +43,88 @@ fn cols(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// Every table, in page order.
 pub fn all(input: &ReportInput) -> Vec<Table> {
-    vec![
-        percentiles(input),
-        errors(input),
-        changes(input),
-        propagation(input),
-        routes(input),
-        resources(input),
-        throughput(input),
-        settings(input),
-    ]
+    let maxima = (!input.searches.is_empty()).then(|| maxima(input));
+    maxima
+        .into_iter()
+        .chain([
+            percentiles(input),
+            errors(input),
+            changes(input),
+            propagation(input),
+            routes(input),
+            resources(input),
+            throughput(input),
+            settings(input),
+        ])
+        .collect()
+}
+
+/// The maximum each system sustained within the search's bounds (study S2's "max
+/// rps"), with the figures of the step that set it.
+pub fn maxima(input: &ReportInput) -> Table {
+    let rows = input
+        .searches
+        .iter()
+        .map(|sr| {
+            let s = &sr.search;
+            let at = s.max_rate.and_then(|m| {
+                s.steps
+                    .iter()
+                    .filter(|st| st.target == Some(m) && st.passed())
+                    .max_by(|a, b| a.achieved.total_cmp(&b.achieved))
+            });
+            let series = input.series.iter().position(|x| {
+                x.run == sr.run && x.name.split('@').next() == Some(sr.name.as_str())
+            });
+            let mut note = Vec::new();
+            if s.partial {
+                note.push("interrupted".to_string());
+            }
+            if let Some(g) = s.generator_limit {
+                note.push(format!("generator could not hold {g:.0} req/s"));
+            }
+            if s.max_rate.is_none() && !s.partial {
+                note.push("no rate held the bounds".into());
+            }
+            Row {
+                series,
+                cells: vec![
+                    sr.name.clone(),
+                    s.max_rate
+                        .map_or_else(|| MISSING.into(), |m| format!("{m:.0}")),
+                    fmt_opt_ms_cell(at.and_then(|a| a.p50_ms)),
+                    fmt_opt_ms_cell(at.and_then(|a| a.p99_ms)),
+                    format!("{:.0}", s.ceiling),
+                    s.steps.len().to_string(),
+                    if note.is_empty() {
+                        MISSING.into()
+                    } else {
+                        note.join("; ")
+                    },
+                ],
+            }
+        })
+        .collect();
+    let bounds = input.searches.first().map(|s| &s.search.bounds);
+    Table {
+        id: "table-maxima",
+        title: "Maximum throughput per system",
+        note: format!(
+            "The highest constant rate each system held with p99 <= {} ms and errors <= {} %, found by a closed-loop probe (ceiling) and a bisection over open-loop steps; p50 and p99 are those of the step at the maximum. Runs named system@N ran at N % of it.",
+            bounds.map_or(MISSING.into(), |b| format!("{}", b.p99_ms)),
+            bounds.map_or(MISSING.into(), |b| format!("{}", b.error_ratio * 100.0)),
+        ),
+        cols: cols(&[
+            ("system", "system"),
+            ("max_rate", "max req/s"),
+            ("p50_ms", "p50 at max (ms)"),
+            ("p99_ms", "p99 at max (ms)"),
+            ("ceiling", "closed-loop ceiling req/s"),
+            ("steps", "steps"),
+            ("note", "note"),
+        ]),
+        rows,
+    }
 }
 
 /// The percentile spectrum per series (corrected latency, ms).

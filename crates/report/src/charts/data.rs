@@ -248,7 +248,19 @@ pub(super) enum Body {
     Latency(LatencyPanel),
     Throughput(Throughput),
     Stacks(Vec<Stack>),
+    Rates(Vec<RateLine>),
     Note(String),
+}
+
+/// One search on the latency-versus-rate chart: the rate each step sent against its
+/// p50 and p99, in order of rate, and the maximum found.
+#[derive(Clone, Debug)]
+pub(super) struct RateLine {
+    pub(super) series: usize,
+    pub(super) name: String,
+    pub(super) p50: Points,
+    pub(super) p99: Points,
+    pub(super) max: Option<f64>,
 }
 
 /// One chart of the report: where it goes on the page and what it draws.
@@ -269,11 +281,63 @@ pub fn build(input: &ReportInput) -> Vec<Chart> {
         percentiles_chart(input, true),
         percentiles_chart(input, false),
     ];
+    if !input.searches.is_empty() {
+        charts.push(rates_chart(input));
+    }
     charts.extend(latency_charts(input));
     charts.push(throughput_chart(input));
     charts.push(errors_chart(input));
     charts.push(backends_chart(input));
     charts
+}
+
+/// Latency against the rate sent, one line per searched system (study S2's curve): the
+/// open-loop steps of each search (the closed-loop probe has no rate of its own).
+fn rates_chart(input: &ReportInput) -> Chart {
+    let lines: Vec<RateLine> = input
+        .searches
+        .iter()
+        .enumerate()
+        .map(|(i, sr)| {
+            let mut steps: Vec<_> = sr
+                .search
+                .steps
+                .iter()
+                .filter(|st| st.target.is_some() && st.achieved > 0.0)
+                .collect();
+            steps.sort_by(|a, b| a.achieved.total_cmp(&b.achieved));
+            let pick = |f: fn(&results::search::SearchStep) -> Option<f64>| -> Points {
+                steps
+                    .iter()
+                    .filter_map(|st| f(st).filter(|v| *v > 0.0).map(|v| (st.achieved, v)))
+                    .collect()
+            };
+            let series = input
+                .series
+                .iter()
+                .position(|x| x.run == sr.run && x.name.split('@').next() == Some(sr.name.as_str()))
+                .unwrap_or(i);
+            RateLine {
+                series,
+                name: sr.name.clone(),
+                p50: pick(|st| st.p50_ms),
+                p99: pick(|st| st.p99_ms),
+                max: sr.search.max_rate,
+            }
+        })
+        .collect();
+    let drawn = lines.iter().any(|l| !l.p99.is_empty());
+    Chart {
+        id: "chart-rates".into(),
+        title: "Latency against rate (the maximum search)".into(),
+        caption: "Each point is one open-loop step of a system's search: the rate it sent and the corrected p99 (solid) and p50 (thin) it got. Latency stays flat until a system nears its maximum (the dot on each line), then climbs; the runs at fractions of the maximum sit on the flat part.".into(),
+        height: 460,
+        body: if drawn {
+            Body::Rates(lines)
+        } else {
+            Body::Note("no search step got a response".into())
+        },
+    }
 }
 
 fn percentiles_chart(input: &ReportInput, corrected: bool) -> Chart {

@@ -6,7 +6,7 @@
 
 use super::axes::{log_bounds, nines, LogAxis, NinesAxis};
 use super::data::{
-    merge_marks, Body, Chart, LatencyPanel, Line, Mark, Stack, Throughput, MARK_GAP_PX,
+    merge_marks, Body, Chart, LatencyPanel, Line, Mark, RateLine, Stack, Throughput, MARK_GAP_PX,
     THROUGHPUT_PANEL,
 };
 use crate::fmt::{fmt_count_tick, fmt_num};
@@ -148,6 +148,7 @@ impl Chart {
             Body::Percentiles { lines, max_nines } => draw_percentiles(root, lines, *max_nines),
             Body::Latency(p) => draw_latency(root, p),
             Body::Throughput(t) => draw_throughput(root, t),
+            Body::Rates(lines) => draw_rates(root, lines),
             Body::Stacks(stacks) => {
                 let areas = root.split_evenly((stacks.len().max(1), 1));
                 for (area, st) in areas.iter().zip(stacks) {
@@ -231,6 +232,76 @@ fn draw_percentiles<DB: DrawingBackend>(
             .map_err(de)?
             .label(l.name.clone())
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(3)));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperLeft)
+        .background_style(BG.mix(0.9))
+        .border_style(FG.mix(0.3))
+        .label_font(font(15))
+        .draw()
+        .map_err(de)?;
+    Ok(())
+}
+
+fn draw_rates<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, lines: &[RateLine]) -> Draw {
+    let (mut lo, mut hi, mut x_max) = (f64::MAX, 0f64, 1f64);
+    for l in lines {
+        for (x, v) in l.p50.iter().chain(&l.p99) {
+            lo = lo.min(*v);
+            hi = hi.max(*v);
+            x_max = x_max.max(*x);
+        }
+    }
+    let (lo, hi) = log_bounds(lo / 1.1, hi * 1.1);
+    let mut chart = ChartBuilder::on(root)
+        .margin(14)
+        .margin_right(28)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..x_max * 1.05, LogAxis { lo, hi })
+        .map_err(de)?;
+    chart
+        .configure_mesh()
+        .x_desc("requests per second sent")
+        .y_desc("latency")
+        .x_label_formatter(&|v| fmt_count_tick(*v))
+        .bold_line_style(FG.mix(0.18))
+        .light_line_style(FG.mix(0.06))
+        .axis_style(FG.mix(0.6))
+        .label_style(font(15))
+        .axis_desc_style(font(15))
+        .draw()
+        .map_err(de)?;
+    for l in lines {
+        let c = series_color(l.series);
+        chart
+            .draw_series(LineSeries::new(l.p99.iter().copied(), c.stroke_width(2)))
+            .map_err(de)?
+            .label(format!("{} p99", l.name))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(3)));
+        chart
+            .draw_series(LineSeries::new(
+                l.p50.iter().copied(),
+                c.mix(0.6).stroke_width(1),
+            ))
+            .map_err(de)?;
+        chart
+            .draw_series(l.p99.iter().map(|p| Circle::new(*p, 3, c.filled())))
+            .map_err(de)?;
+        // The maximum: the step at that rate, ringed.
+        if let Some(m) = l.max {
+            let at = l
+                .p99
+                .iter()
+                .filter(|(x, _)| (*x - m).abs() <= m * 0.01)
+                .min_by(|a, b| a.1.total_cmp(&b.1));
+            if let Some(p) = at {
+                chart
+                    .draw_series(std::iter::once(Circle::new(*p, 7, c.stroke_width(2))))
+                    .map_err(de)?;
+            }
+        }
     }
     chart
         .configure_series_labels()
