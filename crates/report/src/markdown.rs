@@ -105,6 +105,7 @@ mod tests {
                 result: r,
                 ..Default::default()
             }],
+            searches: Vec::new(),
         };
         let md = render(&input);
         assert!(md.contains("> [!WARNING]"));

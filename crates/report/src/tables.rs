@@ -652,6 +652,7 @@ mod tests {
                     ..Default::default()
                 },
             ],
+            searches: Vec::new(),
         }
     }
 
@@ -765,5 +766,69 @@ mod tests {
         assert!(text.contains("0 / 1 (1) / 1"), "{text}");
         assert!(text.contains("generator priority raised"), "{text}");
         assert!(text.contains("any"), "a plain load ran anywhere: {text}");
+    }
+
+    #[test]
+    fn maxima_come_from_the_step_at_the_maximum_and_say_why_one_is_missing() {
+        use results::search::{Miss, SearchResult, SearchStep};
+        let step = |t: Option<f64>, achieved: f64, p99: f64, missed: Vec<Miss>| SearchStep {
+            target: t,
+            trial: 1,
+            achieved,
+            p50_ms: Some(p99 / 4.0),
+            p99_ms: Some(p99),
+            missed,
+            ..Default::default()
+        };
+        let found = SearchResult {
+            ceiling: 900.0,
+            max_rate: Some(1000.0),
+            generator_limit: Some(1200.0),
+            steps: vec![
+                step(None, 900.0, 50.0, vec![]),
+                step(Some(1000.0), 999.0, 4.0, vec![]),
+                step(Some(1100.0), 1050.0, 80.0, vec![Miss::P99, Miss::Rate]),
+                step(Some(1200.0), 1150.0, 90.0, vec![Miss::Generator]),
+            ],
+            ..Default::default()
+        };
+        let none = SearchResult {
+            ceiling: 10.0,
+            steps: vec![step(Some(10.0), 10.0, 99.0, vec![Miss::P99])],
+            ..Default::default()
+        };
+        let input = ReportInput {
+            runs: vec![Default::default()],
+            series: vec![Series {
+                name: "host@30".into(),
+                ..Default::default()
+            }],
+            searches: vec![
+                crate::input::Searched {
+                    name: "host".into(),
+                    run: 0,
+                    search: found,
+                },
+                crate::input::Searched {
+                    name: "vxlan".into(),
+                    run: 0,
+                    search: none,
+                },
+            ],
+        };
+        let t = maxima(&input);
+        assert_eq!(t.cell(0, "max_rate"), Some("1000"));
+        assert_eq!(t.cell(0, "p99_ms"), Some("4.000"));
+        assert_eq!(t.cell(0, "ceiling"), Some("900"));
+        assert_eq!(t.cell(0, "steps"), Some("4"));
+        assert_eq!(
+            t.cell(0, "note"),
+            Some("generator could not hold 1200 req/s")
+        );
+        assert_eq!(t.rows[0].series, Some(0), "coloured as its fraction runs");
+        assert_eq!(t.cell(1, "max_rate"), Some(MISSING));
+        assert_eq!(t.cell(1, "note"), Some("no rate held the bounds"));
+        assert_eq!(t.rows[1].series, None);
+        assert_eq!(all(&input)[0].id, "table-maxima");
     }
 }

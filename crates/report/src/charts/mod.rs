@@ -107,6 +107,7 @@ pub(crate) mod fixtures {
                     ..Default::default()
                 },
             ],
+            searches: Vec::new(),
         }
     }
 }
