@@ -191,12 +191,6 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     })
     .map_err(usage)?;
     for o in &a.only {
-        if lab::profiles::profile(o).is_none() && cluster::controllers::controller(o).is_none() {
-            return Err(usage(format!(
-                "--only {o}: not a system: use one of {}",
-                lab::profiles::names().join(", ")
-            )));
-        }
         if !s.systems.iter().any(|p| p.name() == o) {
             return Err(usage(format!(
                 "--only {o}: not in this scenario: use one of {}",
@@ -218,6 +212,16 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let generators = a.generators.or(pods.count).unwrap_or(1);
     if generators == 0 {
         return Err(usage("--generators 0: give at least 1"));
+    }
+    if generators > 1 && !s.load.rates.is_empty() {
+        return Err(usage(format!(
+            "--generators {generators} with load.rates: the search for each maximum runs in this process, so the runs at its fractions must too: drop --generators, or give load.rate"
+        )));
+    }
+    if generators > 1 && s.platform == "network-lab" {
+        return Err(usage(format!(
+            "--generators {generators} on the network lab: its load leaves from a namespace of this process: drop --generators"
+        )));
     }
     if !on_cluster && (a.generator_image.is_some() || a.lead.is_some()) {
         return Err(usage(

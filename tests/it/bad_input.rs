@@ -90,6 +90,14 @@ fn run_refuses_bad_cluster_flags() {
         ),
         (vec!["--generators", "0"], "--generators 0: give at least 1"),
         (
+            vec!["--platform", "network-lab"],
+            "systems: caddy-api is not a data path (platform: network-lab): use one of host, bridge, host-gw, vxlan, macvlan",
+        ),
+        (
+            vec!["--only", "host"],
+            "--only host: not in this scenario: use one of caddy-api",
+        ),
+        (
             vec!["--fail-on", "p99>50"],
             "--fail-on 'p99>50': a time limit needs a unit, e.g. 50ms or 1s",
         ),
@@ -124,4 +132,43 @@ fn run_refuses_bad_cluster_flags() {
     }
     let o = run(&["cleanup", "--platform", "local"], Duration::from_secs(10));
     assert_eq!(o.code, Some(2), "{}", o.stderr);
+}
+
+#[test]
+fn run_refuses_generators_where_the_load_must_stay_in_this_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let net = "name: n\nplatform: network-lab\nsystems: [host, vxlan]\ntls:\n  enabled: false\n";
+    for (text, want) in [
+        (
+            format!("{net}load:\n  rates: [0.3]\n  duration: 2s\nsearch:\n  p99: 5ms\n"),
+            "--generators 2 with load.rates: the search for each maximum runs in this process",
+        ),
+        (
+            format!("{net}load:\n  rate: 100\n  duration: 2s\n"),
+            "--generators 2 on the network lab: its load leaves from a namespace of this process",
+        ),
+    ] {
+        let file = dir.path().join("n.yaml");
+        std::fs::write(&file, text).unwrap();
+        let o = run(
+            &[
+                "run",
+                file.to_str().unwrap(),
+                "--out",
+                out.to_str().unwrap(),
+                "--generators",
+                "2",
+            ],
+            Duration::from_secs(10),
+        );
+        assert_eq!(o.code, Some(2), "{}", o.stderr);
+        assert_eq!(o.stderr.trim_end().lines().count(), 1, "{}", o.stderr);
+        assert!(
+            o.stderr.starts_with(&format!("ingressbench: {want}")),
+            "{}",
+            o.stderr
+        );
+        assert!(!out.exists());
+    }
 }

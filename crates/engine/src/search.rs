@@ -71,7 +71,24 @@ fn step(
     }
     let (mut plan, config) = spec.resolve()?;
     plan.netns = p.netns.clone();
-    let outcome = crate::run(&plan, stop.clone(), |_| {})?;
+    // The step's own stop flag, following the caller's: a worker that fails sets its
+    // run's flag, and that must end this step, not read as the user's Ctrl-C.
+    let own = Arc::new(AtomicBool::new(stop.load(Ordering::Relaxed)));
+    let done = AtomicBool::new(false);
+    let outcome = std::thread::scope(|sc| {
+        sc.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                if stop.load(Ordering::Relaxed) {
+                    own.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        let r = crate::run(&plan, own.clone(), |_| {});
+        done.store(true, Ordering::Relaxed);
+        r
+    })?;
     let r = outcome.to_result(&spec.url, config);
     let q = &r.requests;
     let mut s = SearchStep {
@@ -126,6 +143,7 @@ pub fn run_search(
             .next()
             .cloned()
             .unwrap_or_else(|| "no response".into());
+        out.failed = Some(format!("the closed-loop probe got no response: {why}"));
         return Err(SearchError::NoCeiling {
             rate: out.ceiling,
             url: p.spec.url.clone(),

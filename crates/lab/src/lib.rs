@@ -7,6 +7,7 @@
 pub mod backends;
 pub mod caddy;
 pub mod certs;
+pub mod cgroup;
 pub mod controller;
 pub mod driver;
 pub mod envoy;

@@ -144,7 +144,9 @@ impl NetworkLab {
             .map(|(k, r)| (k, r.err().unwrap_or_else(|| "ok".into())))
             .collect();
 
-        let work = crate::local::scratch_dir()?;
+        // Kept in `self` at once, so that teardown removes and unregisters it
+        // whatever fails next.
+        let work = self.work.insert(crate::local::scratch_dir()?);
         let www = work.path().join("www");
         std::fs::create_dir_all(&www).map_err(LabError::io("create the served folder"))?;
         std::fs::write(www.join(FILE), body(spec.backends.body_size))
@@ -172,7 +174,6 @@ impl NetworkLab {
             .run(move || Guard::spawn_on("nginx", &mut cmd, &log, &cpus))
             .map_err(lab_err("enter the server's namespace"))?
             .map_err(LabError::io("start nginx in the server's namespace"))?;
-        self.work = Some(work);
         let pid = guard.pid();
         let server = self.server.insert(guard);
         wait_serving(lab, server, Duration::from_secs(10))?;
@@ -468,7 +469,14 @@ impl Driver for Direct {
 
     fn alive(&mut self) -> bool {
         let pid = self.served.lock().ok().and_then(|s| s.pid);
-        pid.is_some_and(|p| Path::new("/proc").join(p.to_string()).exists())
+        // Not reaped until teardown, a dead nginx lingers as a zombie (state `Z`).
+        pid.is_some_and(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| {
+                st.rfind(')')
+                    .and_then(|i| st[i + 1..].split_whitespace().next())
+                    .is_some_and(|state| state != "Z" && state != "X")
+            })
+        })
     }
 
     fn stop(&mut self) -> Result<(), LabError> {

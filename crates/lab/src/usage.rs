@@ -51,6 +51,22 @@ fn parse_stat(line: &str) -> Option<(u32, u64, u64, u64)> {
     Some((u32::try_from(n(5)?).ok()?, n(14)? + n(15)?, n(22)?, n(24)?))
 }
 
+/// The processes now in process group `pgid` (a proxy's master and workers).
+pub fn group_members(pgid: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|l| parse_stat(&l))
+                .is_some_and(|(g, ..)| g == pgid)
+        })
+        .collect()
+}
+
 impl Usage {
     /// Reads every process now in `groups` (process group ids).
     pub fn read(&mut self, groups: &[u32]) -> Reading {

@@ -83,7 +83,9 @@ pub fn maxima(input: &ReportInput) -> Table {
             if let Some(g) = s.generator_limit {
                 note.push(format!("generator could not hold {g:.0} req/s"));
             }
-            if s.max_rate.is_none() && !s.partial {
+            if let Some(why) = &s.failed {
+                note.push(why.clone());
+            } else if s.max_rate.is_none() && !s.partial {
                 note.push("no rate held the bounds".into());
             }
             Row {

@@ -75,6 +75,10 @@ pub struct SearchResult {
     pub generator_limit: Option<f64>,
     /// Interrupted (Ctrl-C): the steps so far.
     pub partial: bool,
+    /// Why nothing could be searched: the closed-loop probe got no response (its
+    /// first error). Absent when the probe was answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed: Option<String>,
     /// Every step, in the order run.
     pub steps: Vec<SearchStep>,
 }

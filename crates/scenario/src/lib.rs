@@ -876,7 +876,8 @@ impl Scenario {
             );
         }
         if self.platform != "kubernetes" {
-            return Ok(());
+            // A platform given on the command line meets the file's checks too.
+            return self.check_platform().map_err(|b| b.msg);
         }
         let k = self
             .kubernetes
@@ -948,6 +949,17 @@ impl Scenario {
                 ))
             }
             _ => {}
+        }
+        for (i, f) in l.rates.iter().enumerate() {
+            if l.rates[..i]
+                .iter()
+                .any(|g| (g * 100.0).round() == (f * 100.0).round())
+            {
+                return Err(Bad::new(
+                    "load.rates",
+                    format!("load.rates: {f} is the same whole percent as another fraction (its runs are named by percent): give distinct ones"),
+                ));
+            }
         }
         if let Some(f) = l.rates.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
             return Err(Bad::new(
@@ -1029,6 +1041,12 @@ impl Scenario {
                 return Err(Bad::new(
                     "tls.enabled",
                     "tls.enabled: the network lab's server speaks plain HTTP (study S2): set tls.enabled: false",
+                ));
+            }
+            if self.backends.delay.is_some() {
+                return Err(Bad::new(
+                    "backends.delay",
+                    "backends.delay: the network lab's server is nginx serving a file, which cannot delay answers: remove backends.delay",
                 ));
             }
             if let Some(what) = first_change(&self.changes) {
