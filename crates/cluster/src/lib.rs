@@ -484,12 +484,7 @@ impl Platform for Kubernetes {
     }
 
     fn target(&self) -> Target {
-        self.target.clone().unwrap_or(Target {
-            url: String::new(),
-            cacert: None,
-            reachable: Vec::new(),
-            netns: None,
-        })
+        self.target.clone().unwrap_or_default()
     }
 
     fn endpoints(&self) -> Vec<Endpoint> {

@@ -102,12 +102,7 @@ impl Platform for LocalProcesses {
     }
 
     fn target(&self) -> Target {
-        self.target.clone().unwrap_or(Target {
-            url: String::new(),
-            cacert: None,
-            reachable: Vec::new(),
-            netns: None,
-        })
+        self.target.clone().unwrap_or_default()
     }
 
     fn endpoints(&self) -> Vec<Endpoint> {

@@ -289,15 +289,7 @@ fn server_config(s: &Server) -> String {
         }
         None => c.push_str("    access_log off;\n"),
     }
-    for (directive, dir) in [
-        ("client_body_temp_path", "body"),
-        ("proxy_temp_path", "proxy"),
-        ("fastcgi_temp_path", "fastcgi"),
-        ("uwsgi_temp_path", "uwsgi"),
-        ("scgi_temp_path", "scgi"),
-    ] {
-        let _ = writeln!(c, "    {directive} {p}/{dir};");
-    }
+    crate::nginx::temp_paths(&mut c, s.prefix);
     c.push_str(
         "    default_type application/octet-stream;\n\
          \x20   sendfile on;\n    tcp_nopush on;\n    tcp_nodelay on;\n\
@@ -352,12 +344,7 @@ impl Platform for NetworkLab {
     }
 
     fn target(&self) -> Target {
-        self.target.clone().unwrap_or(Target {
-            url: String::new(),
-            cacert: None,
-            reachable: Vec::new(),
-            netns: None,
-        })
+        self.target.clone().unwrap_or_default()
     }
 
     fn endpoints(&self) -> Vec<Endpoint> {

@@ -164,8 +164,8 @@ pub struct SiteSpec {
     pub tls: TlsSpec,
 }
 
-/// Where the load goes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Where the load goes (empty until a platform is prepared).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Target {
     /// The URL the engine loads.
     pub url: String,

@@ -55,8 +55,8 @@ impl Netlink {
         Ok(Netlink { rt, handle })
     }
 
-    /// The index of the link `name`.
-    pub(crate) fn index(&self, name: &str) -> Result<u32, NetlabError> {
+    /// The link `name`, as the kernel describes it.
+    fn link(&self, name: &str) -> Result<rtnetlink::packet_route::link::LinkMessage, NetlabError> {
         let h = self.handle.clone();
         let found = self.rt.block_on(async move {
             h.link()
@@ -67,7 +67,7 @@ impl Netlink {
                 .await
         });
         match found {
-            Ok(Some(link)) => Ok(link.header.index),
+            Ok(Some(link)) => Ok(link),
             Ok(None) => Err(NetlabError::NoSuchLink(name.to_string())),
             // The kernel answers ENODEV for a name it does not know.
             Err(e) if is_errno(&e, rustix::io::Errno::NODEV) => {
@@ -77,30 +77,23 @@ impl Netlink {
         }
     }
 
+    /// The index of the link `name`.
+    pub(crate) fn index(&self, name: &str) -> Result<u32, NetlabError> {
+        Ok(self.link(name)?.header.index)
+    }
+
     /// The packets link `name` has received and sent: `(rx, tx)`.
     pub(crate) fn packets(&self, name: &str) -> Result<(u64, u64), NetlabError> {
         use rtnetlink::packet_route::link::LinkAttribute;
-        let h = self.handle.clone();
-        let found = self.rt.block_on(async move {
-            h.link()
-                .get()
-                .match_name(name.to_string())
-                .execute()
-                .try_next()
-                .await
-        });
-        match found {
-            Ok(Some(link)) => Ok(link
-                .attributes
-                .iter()
-                .find_map(|a| match a {
-                    LinkAttribute::Stats64(s) => Some((s.rx_packets, s.tx_packets)),
-                    _ => None,
-                })
-                .unwrap_or((0, 0))),
-            Ok(None) => Err(NetlabError::NoSuchLink(name.to_string())),
-            Err(e) => Err(NetlabError::netlink(format!("get link {name}"), e)),
-        }
+        Ok(self
+            .link(name)?
+            .attributes
+            .iter()
+            .find_map(|a| match a {
+                LinkAttribute::Stats64(s) => Some((s.rx_packets, s.tx_packets)),
+                _ => None,
+            })
+            .unwrap_or((0, 0)))
     }
 
     fn add(

@@ -106,15 +106,7 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
         s.worker_connections
     );
     c.push_str("http {\n    access_log off;\n");
-    for (directive, dir) in [
-        ("client_body_temp_path", "body"),
-        ("proxy_temp_path", "proxy"),
-        ("fastcgi_temp_path", "fastcgi"),
-        ("uwsgi_temp_path", "uwsgi"),
-        ("scgi_temp_path", "scgi"),
-    ] {
-        let _ = writeln!(c, "    {directive} {};", q(&p.join("tmp").join(dir)));
-    }
+    temp_paths(&mut c, &p.join("tmp"));
     if s.mode == Mode::Lua {
         let lua_path = format!("{}/lua/?.lua;;", p.display());
         let _ = writeln!(c, "    lua_package_path {};", q(Path::new(&lua_path)));
@@ -191,6 +183,20 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
         "}\n",
     ));
     c
+}
+
+/// nginx's temporary folders, all under `dir` (its defaults are the package's, which a
+/// run must not write to), as `http` directives.
+pub(crate) fn temp_paths(c: &mut String, dir: &Path) {
+    for (directive, sub) in [
+        ("client_body_temp_path", "body"),
+        ("proxy_temp_path", "proxy"),
+        ("fastcgi_temp_path", "fastcgi"),
+        ("uwsgi_temp_path", "uwsgi"),
+        ("scgi_temp_path", "scgi"),
+    ] {
+        let _ = writeln!(c, "    {directive} {};", q(&dir.join(sub)));
+    }
 }
 
 #[cfg(test)]

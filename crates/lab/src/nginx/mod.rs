@@ -49,6 +49,8 @@ struct PendingReload {
     log_offset: u64,
 }
 
+pub(crate) use config::temp_paths;
+
 /// nginx's version, as a plain server runs it (the network lab's server).
 pub fn static_versions() -> Vec<(String, String)> {
     process::versions(Mode::Reload)

@@ -227,21 +227,9 @@ fn draw_percentiles<DB: DrawingBackend>(
         .map_err(de)?;
     for l in lines {
         let c = series_color(l.series);
-        chart
-            .draw_series(LineSeries::new(l.points.iter().copied(), c.stroke_width(2)))
-            .map_err(de)?
-            .label(l.name.clone())
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(3)));
+        labelled_line(&mut chart, &l.points, c, l.name.clone())?;
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(BG.mix(0.9))
-        .border_style(FG.mix(0.3))
-        .label_font(font(15))
-        .draw()
-        .map_err(de)?;
-    Ok(())
+    draw_legend(&mut chart)
 }
 
 fn draw_rates<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, lines: &[RateLine]) -> Draw {
@@ -275,11 +263,7 @@ fn draw_rates<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, lines: &[RateLi
         .map_err(de)?;
     for l in lines {
         let c = series_color(l.series);
-        chart
-            .draw_series(LineSeries::new(l.p99.iter().copied(), c.stroke_width(2)))
-            .map_err(de)?
-            .label(format!("{} p99", l.name))
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(3)));
+        labelled_line(&mut chart, &l.p99, c, format!("{} p99", l.name))?;
         chart
             .draw_series(LineSeries::new(
                 l.p50.iter().copied(),
@@ -303,6 +287,36 @@ fn draw_rates<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, lines: &[RateLi
             }
         }
     }
+    draw_legend(&mut chart)
+}
+
+/// A series line with its legend entry (a short stroke of its colour).
+fn labelled_line<'a, DB: DrawingBackend + 'a, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+    points: &[(f64, f64)],
+    c: RGBColor,
+    name: String,
+) -> Draw
+where
+    X: Ranged<ValueType = f64>,
+    Y: Ranged<ValueType = f64>,
+{
+    chart
+        .draw_series(LineSeries::new(points.iter().copied(), c.stroke_width(2)))
+        .map_err(de)?
+        .label(name)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(3)));
+    Ok(())
+}
+
+/// The series legend, upper left, as the line charts draw it.
+fn draw_legend<'a, DB: DrawingBackend + 'a, X, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>,
+) -> Draw
+where
+    X: Ranged,
+    Y: Ranged,
+{
     chart
         .configure_series_labels()
         .position(SeriesLabelPosition::UpperLeft)
