@@ -73,18 +73,11 @@ pub struct SearchArgs {
     pub quiet: bool,
 }
 
-/// `0.1%` or `0.001` as a ratio in 0..=1.
+/// `0.1%` or `0.001` as a ratio in 0..=1 (the same reading as a scenario's
+/// `search.errors`).
 fn ratio(flag: &str, s: &str) -> anyhow::Result<f64> {
-    let bad = || usage(format!("--{flag} {s}: give a share such as 0.1% or 0.001"));
-    let v = match s.trim().strip_suffix('%') {
-        Some(p) => p.trim().parse::<f64>().map_err(|_| bad())? / 100.0,
-        None => s.trim().parse::<f64>().map_err(|_| bad())?,
-    };
-    if (0.0..=1.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(bad())
-    }
+    scenario::share(s)
+        .ok_or_else(|| usage(format!("--{flag} {s}: give a share such as 0.1% or 0.001")))
 }
 
 fn plan(a: &SearchArgs) -> anyhow::Result<SearchPlan> {

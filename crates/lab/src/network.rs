@@ -270,6 +270,11 @@ struct Server<'a> {
 
 /// nginx as S2 ran it: one worker, a fixed file served from `open_file_cache`, keep-
 /// alive for as long as the load lasts.
+///
+/// No `tcp_nopush` (TCP_CORK with sendfile): measured here, it holds the last partial
+/// segment of a response larger than one segment on a kept-alive connection, so 4 KB
+/// responses at 5,000 req/s over 100 connections had a p90 of 20 ms and a p99 of 40 ms
+/// (a delayed-ACK wait) instead of 70 µs and 108 µs without it.
 fn server_config(s: &Server) -> String {
     let p = s.prefix.display();
     let mut c = String::new();
@@ -292,7 +297,7 @@ fn server_config(s: &Server) -> String {
     crate::nginx::temp_paths(&mut c, s.prefix);
     c.push_str(
         "    default_type application/octet-stream;\n\
-         \x20   sendfile on;\n    tcp_nopush on;\n    tcp_nodelay on;\n\
+         \x20   sendfile on;\n    tcp_nodelay on;\n\
          \x20   keepalive_timeout 300s;\n    keepalive_requests 100000000;\n\
          \x20   open_file_cache max=16 inactive=300s;\n    open_file_cache_valid 300s;\n",
     );
@@ -513,6 +518,10 @@ mod tests {
         assert!(c.contains("root /w/www;"), "{c}");
         assert!(c.contains("open_file_cache max=16"), "{c}");
         assert!(c.contains("access_log off;"), "{c}");
+        assert!(
+            !c.contains("tcp_nopush"),
+            "corks multi-segment responses: {c}"
+        );
         assert!(!c.contains("user root"), "{c}");
         let c = server_config(&Server {
             prefix: Path::new("/w"),

@@ -358,10 +358,25 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
     let _ = writeln!(s, "Scenario {scenario}: {} systems", results.len());
     if let Some(r) = results.first() {
         let c = &r.config;
+        // Runs at fractions of each system's maximum have a rate each.
+        let mut fractions: Vec<f64> = results
+            .iter()
+            .filter_map(|r| r.lab.as_ref()?.fraction.as_ref().map(|f| f.fraction))
+            .collect();
+        fractions.sort_by(f64::total_cmp);
+        fractions.dedup();
+        let rate = if fractions.is_empty() {
+            format!("{} req/s", c.rate.unwrap_or(0.0))
+        } else {
+            let pct: Vec<String> = fractions
+                .iter()
+                .map(|f| format!("{:.0} %", f * 100.0))
+                .collect();
+            format!("{} of each system's maximum", pct.join(", "))
+        };
         let _ = writeln!(
             s,
-            "  load: {} req/s over {} connections, {} threads, {}{}",
-            c.rate.unwrap_or(0.0),
+            "  load: {rate} over {} connections, {} threads, {}{}",
             c.connections,
             c.threads,
             fmt_secs(c.duration_s),
