@@ -321,8 +321,8 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // system finished and the folder holds no result to read back.
     let crossed = ::report::gate::check(&r.results, &gates);
     let done = ::report::input::ReportInput::lab_run(&out, &s.name, r.results);
-    ::report::files::write(&done, &page, &[&::report::text::Summary])?;
-    print!("{}", ::report::text::Summary::text(&done));
+    ::report::files::write(&done, &page, &[&::report::summary::Summary])?;
+    print!("{}", ::report::summary::Summary::text(&done));
     println!("results written to {}", out.display());
     // Drawn from the files just written, like any later `ingressbench report`.
     let report = ::report::input::load(std::slice::from_ref(&out))

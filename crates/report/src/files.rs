@@ -196,7 +196,7 @@ mod tests {
             .collect();
         assert_eq!(names, ["l.html", "l.md", "l-timeline.csv"]);
         assert_eq!(w.skipped.len(), 1, "no histogram: no .hgrm");
-        let w = write(&input, &page, &[&crate::text::Summary]).unwrap();
+        let w = write(&input, &page, &[&crate::summary::Summary]).unwrap();
         assert_eq!(w.files, [t.path().join("l-summary.txt")]);
         let text = std::fs::read_to_string(&w.files[0]).unwrap();
         assert!(text.starts_with("Scenario : 1 systems"), "{text}");

@@ -24,6 +24,7 @@ pub mod markup;
 pub mod page;
 pub mod png;
 pub mod render;
+pub mod summary;
 pub mod tables;
 pub mod text;
 pub mod theme;
