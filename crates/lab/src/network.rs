@@ -117,7 +117,7 @@ impl NetworkLab {
     fn build(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
         let lab_err = |what: &str| {
             let what = what.to_string();
-            move |e: netlab::NetlabError| LabError::Other(format!("{what}: {}", chain(&e)))
+            move |e: netlab::NetlabError| LabError::Other(format!("{what}: {}", e.with_causes()))
         };
         // A killed run's namespaces (its creator is gone) go first.
         netlab::sweep(NS_PREFIX).map_err(lab_err("remove a killed run's namespaces"))?;
@@ -247,17 +247,6 @@ fn body(n: usize) -> Vec<u8> {
             }
         })
         .collect()
-}
-
-/// An error and its causes on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        let _ = write!(out, ": {s}");
-        src = s.source();
-    }
-    out
 }
 
 /// What the server's configuration is made of.

@@ -57,6 +57,19 @@ pub enum NetlabError {
 }
 
 impl NetlabError {
+    /// The error and each of its causes on one line (`a: b: c`), for a message that
+    /// is printed once and not walked again.
+    pub fn with_causes(&self) -> String {
+        let mut out = self.to_string();
+        let mut src = std::error::Error::source(self);
+        while let Some(s) = src {
+            out.push_str(": ");
+            out.push_str(&s.to_string());
+            src = s.source();
+        }
+        out
+    }
+
     /// `Ok` when a name check found nothing wrong (`why` is `None`), else the error
     /// naming the name and what is wrong with it.
     pub(crate) fn check_name(name: &str, why: Option<&'static str>) -> Result<(), Self> {

@@ -405,8 +405,8 @@ impl Lab {
                     self.namespaces()
                         .map(|ns| match ns.run(|| sysctl(&slashed, value)) {
                             Ok(Ok(())) => Ok(()),
-                            Ok(Err(e)) => Err(chain(&e)),
-                            Err(e) => Err(chain(&e)),
+                            Ok(Err(e)) => Err(e.with_causes()),
+                            Err(e) => Err(e.with_causes()),
                         })
                         .find(Result::is_err)
                         .unwrap_or(Ok(()))
@@ -483,18 +483,6 @@ fn notrack_rules() -> String {
          \t}}\n\
          }}\n"
     )
-}
-
-/// An error and its causes on one line.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut src = e.source();
-    while let Some(s) = src {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        src = s.source();
-    }
-    out
 }
 
 /// Runs one `nft -f -` batch inside `ns` (spawned from a thread that entered it).

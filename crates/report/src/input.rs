@@ -124,6 +124,14 @@ impl ReportInput {
         }
     }
 
+    /// The first series run at a fraction of `searched`'s maximum (`host@30` for the
+    /// search of `host`), whose colour the search's row and line take.
+    pub fn series_of(&self, searched: &Searched) -> Option<usize> {
+        self.series.iter().position(|x| {
+            x.run == searched.run && x.name.split('@').next() == Some(searched.name.as_str())
+        })
+    }
+
     /// The scenario names of the runs, deduplicated, in order.
     pub fn scenarios(&self) -> Vec<String> {
         let mut v: Vec<String> = Vec::new();

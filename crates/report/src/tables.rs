@@ -73,9 +73,7 @@ pub fn maxima(input: &ReportInput) -> Table {
                     .filter(|st| st.target == Some(m) && st.passed())
                     .max_by(|a, b| a.achieved.total_cmp(&b.achieved))
             });
-            let series = input.series.iter().position(|x| {
-                x.run == sr.run && x.name.split('@').next() == Some(sr.name.as_str())
-            });
+            let series = input.series_of(sr);
             let mut note = Vec::new();
             if s.partial {
                 note.push("interrupted".to_string());

@@ -312,11 +312,7 @@ fn rates_chart(input: &ReportInput) -> Chart {
                     .filter_map(|st| f(st).filter(|v| *v > 0.0).map(|v| (st.achieved, v)))
                     .collect()
             };
-            let series = input
-                .series
-                .iter()
-                .position(|x| x.run == sr.run && x.name.split('@').next() == Some(sr.name.as_str()))
-                .unwrap_or(i);
+            let series = input.series_of(sr).unwrap_or(i);
             RateLine {
                 series,
                 name: sr.name.clone(),
