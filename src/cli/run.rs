@@ -131,6 +131,22 @@ fn load(path: &std::path::Path) -> anyhow::Result<(Scenario, String)> {
 /// Checks a scenario without running it.
 pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
     let (s, _) = load(&a.scenario)?;
+    if let Some(z) = &s.sizing {
+        println!(
+            "{}: ok: sizing scan of {} systems ({}): {} rows each ({} allocations x {} measures)",
+            a.scenario.display(),
+            s.systems.len(),
+            s.systems
+                .iter()
+                .map(|p| p.name())
+                .collect::<Vec<_>>()
+                .join(", "),
+            z.rows().len(),
+            z.cores.len(),
+            z.measures().len()
+        );
+        return Ok(0);
+    }
     let rate = if s.load.rates.is_empty() {
         format!("{} req/s", s.load.rate)
     } else {
@@ -216,6 +232,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     if generators > 1 && !s.load.rates.is_empty() {
         return Err(usage(format!(
             "--generators {generators} with load.rates: the search for each maximum runs in this process, so the runs at its fractions must too: drop --generators, or give load.rate"
+        )));
+    }
+    if generators > 1 && s.sizing.is_some() {
+        return Err(usage(format!(
+            "--generators {generators} with sizing: each row's search runs in this process: drop --generators"
         )));
     }
     if generators > 1 && s.platform == "network-lab" {

@@ -31,3 +31,4 @@ mod outputs;
 mod report;
 mod report_e2e;
 mod search;
+mod sizing;

@@ -108,9 +108,17 @@ fn step(
         },
         lag_p99_ms: r.generator.lag_p99_ms,
         missed: Vec::new(),
+        generator_cpu: generator_share(r.generator.cpu_s, &spec, r.duration_s, plan.threads),
     };
     judge(&mut s, &p.bounds, r.generator.overloaded);
     Ok((s, r))
+}
+
+/// The share of `threads` cores that `cpu_s` of generator CPU is over a step's
+/// wall time (its warm-up and measured window; the drain after it is short).
+fn generator_share(cpu_s: f64, spec: &LoadSpec, window_s: f64, threads: usize) -> Option<f64> {
+    let wall = spec.warmup.as_secs_f64() + window_s;
+    (wall > 0.0 && threads > 0).then(|| (cpu_s / wall / threads as f64).min(1.0))
 }
 
 /// Runs a whole search: the closed-loop probe, then the bisection, each step handed
@@ -328,6 +336,7 @@ mod tests {
             error_ratio: errors,
             lag_p99_ms: 0.05,
             missed: Vec::new(),
+            generator_cpu: None,
         }
     }
 

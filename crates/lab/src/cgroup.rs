@@ -176,7 +176,9 @@ pub fn sweep() -> usize {
         else {
             continue;
         };
-        if pid == 0 || Path::new("/proc").join(pid.to_string()).exists() {
+        // A zombie is dead: the watchdog sweeps as soon as its parent exits, before
+        // the shell has reaped it.
+        if pid == 0 || crate::proc::running(pid) {
             continue;
         }
         release(&e.path(), &root);

@@ -144,6 +144,10 @@ pub struct DriverContext {
     /// The CPUs the proxy may use (empty: any). The proxy runs one worker per CPU of
     /// its set (nginx `worker_processes`, HAProxy `nbthread`, Caddy `GOMAXPROCS`).
     pub cpus: Vec<usize>,
+    /// Count TLS handshakes, full and resumed, on the proxy's side
+    /// ([`Driver::handshakes`]); for proxies that need a log for it (nginx, Caddy),
+    /// off by default because the log costs CPU.
+    pub count_handshakes: bool,
 }
 
 impl DriverContext {
@@ -166,6 +170,7 @@ impl DriverContext {
             upstream_keepalive_requests: 100_000_000,
             worker_connections: 10_000,
             cpus: Vec::new(),
+            count_handshakes: false,
         }
     }
 
@@ -283,5 +288,31 @@ pub trait Driver: Send {
     /// runs here (a cluster's controller).
     fn process_groups(&self) -> Vec<u32> {
         Vec::new()
+    }
+    /// TLS handshakes the proxy completed since it started, as the proxy itself counts
+    /// them (its log or its statistics), so that a handshake rate can be checked to
+    /// be made of full handshakes. `None`: it does not count them here.
+    fn handshakes(&mut self) -> Option<Handshakes> {
+        None
+    }
+}
+
+/// TLS handshakes counted by the proxy: full ones and resumed sessions.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Handshakes {
+    pub full: u64,
+    pub resumed: u64,
+    /// Where the counts come from, e.g. `nginx access log ($ssl_session_reused)`.
+    pub source: &'static str,
+}
+
+impl Handshakes {
+    /// What was counted since `before` (an earlier reading of the same proxy).
+    pub fn since(&self, before: &Handshakes) -> Handshakes {
+        Handshakes {
+            full: self.full.saturating_sub(before.full),
+            resumed: self.resumed.saturating_sub(before.resumed),
+            source: self.source,
+        }
     }
 }

@@ -22,7 +22,9 @@ pub mod profiles;
 pub mod usage;
 pub mod watchdog;
 
-pub use driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+pub use driver::{
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Route,
+};
 pub use platform::{Platform, PlatformEvent, Target};
 pub use profiles::{driver_for, PROFILES};
 

@@ -69,6 +69,7 @@ impl Platform for LocalProcesses {
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
         self.teardown();
         sweep_leftovers(&std::env::temp_dir());
+        crate::cgroup::sweep();
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
         let work = scratch_dir()?;

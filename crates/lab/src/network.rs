@@ -451,13 +451,7 @@ impl Driver for Direct {
     fn alive(&mut self) -> bool {
         let pid = self.served.lock().ok().and_then(|s| s.pid);
         // Not reaped until teardown, a dead nginx lingers as a zombie (state `Z`).
-        pid.is_some_and(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|st| {
-                st.rfind(')')
-                    .and_then(|i| st[i + 1..].split_whitespace().next())
-                    .is_some_and(|state| state != "Z" && state != "X")
-            })
-        })
+        pid.is_some_and(crate::proc::running)
     }
 
     fn stop(&mut self) -> Result<(), LabError> {

@@ -151,6 +151,8 @@ pub fn serve(input: impl BufRead) {
         }
     }
     reg.clean(Duration::from_secs(2));
+    // The run is gone, so its CPU quotas' cgroups can go too (now empty).
+    crate::cgroup::sweep();
 }
 
 #[cfg(test)]

@@ -148,6 +148,7 @@ mod tests {
                 },
             ],
             searches: Vec::new(),
+            sizings: Vec::new(),
         }
     }
 

@@ -477,6 +477,7 @@ mod tests {
                 ..Default::default()
             }],
             searches: Vec::new(),
+            sizings: Vec::new(),
         }
     }
 

@@ -56,6 +56,17 @@ pub struct Searched {
     pub search: results::search::SearchResult,
 }
 
+/// One system's sizing scan (study S4): the sizing table and charts are drawn from
+/// these.
+#[derive(Clone, Debug, Default)]
+pub struct Sized {
+    /// As [`Series::name`]: `<system>`, or `<run>/<system>` with several runs.
+    pub name: String,
+    /// Index into [`ReportInput::runs`].
+    pub run: usize,
+    pub sizing: results::sizing::SizingResult,
+}
+
 /// Everything a report shows, in series order.
 #[derive(Clone, Debug, Default)]
 pub struct ReportInput {
@@ -64,6 +75,8 @@ pub struct ReportInput {
     /// Searches of the runs' systems, in the scenario's order (empty unless a run
     /// used `load.rates`).
     pub searches: Vec<Searched>,
+    /// Sizing scans of the runs' systems (empty unless a run had a `sizing` section).
+    pub sizings: Vec<Sized>,
 }
 
 impl ReportInput {
@@ -82,6 +95,7 @@ impl ReportInput {
                 result,
             }],
             searches: Vec::new(),
+            sizings: Vec::new(),
         }
     }
 
@@ -119,6 +133,15 @@ impl ReportInput {
                     name,
                     run: 0,
                     search,
+                })
+                .collect(),
+            sizings: RunFolder::new(path)
+                .sizings()
+                .into_iter()
+                .map(|(name, sizing)| Sized {
+                    name,
+                    run: 0,
+                    sizing,
                 })
                 .collect(),
         }
@@ -161,6 +184,17 @@ pub fn load(paths: &[PathBuf]) -> Result<ReportInput, InputError> {
         let (run, systems) = load_run(path)?;
         let run_index = input.runs.len();
         if path.is_dir() {
+            for (system, sizing) in RunFolder::new(path).sizings() {
+                input.sizings.push(Sized {
+                    name: if several {
+                        format!("{}/{system}", run.name)
+                    } else {
+                        system
+                    },
+                    run: run_index,
+                    sizing,
+                });
+            }
             for (system, search) in RunFolder::new(path).searches() {
                 input.searches.push(Searched {
                     name: if several {
@@ -228,7 +262,8 @@ fn load_run(path: &Path) -> Result<(Run, Vec<System>), InputError> {
         path: shown.clone(),
         source,
     })?;
-    if dirs.is_empty() {
+    // A sizing scan's systems have only `sizing.json`.
+    if dirs.is_empty() && folder.sizings().is_empty() {
         return Err(InputError::NotARun { path: shown });
     }
     let mut systems = Vec::new();

@@ -106,6 +106,7 @@ mod tests {
                 ..Default::default()
             }],
             searches: Vec::new(),
+            sizings: Vec::new(),
         };
         let md = render(&input);
         assert!(md.contains("> [!WARNING]"));

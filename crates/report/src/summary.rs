@@ -16,10 +16,19 @@ impl Summary {
     /// The summary's text: every series of `input` under its scenario's name.
     pub fn text(input: &ReportInput) -> String {
         let results: Vec<RunResult> = input.series.iter().map(|s| s.result.clone()).collect();
-        let mut out = comparison(&input.scenarios().join(", "), &results);
+        // A sizing scan has no load of its own to compare: its table is the summary.
+        let mut out = if results.is_empty() && !input.sizings.is_empty() {
+            format!("Scenario {}\n", input.scenarios().join(", "))
+        } else {
+            comparison(&input.scenarios().join(", "), &results)
+        };
         if !input.searches.is_empty() {
             out.push('\n');
             out.push_str(&plain(&crate::tables::maxima(input)));
+        }
+        if !input.sizings.is_empty() {
+            out.push('\n');
+            out.push_str(&plain(&crate::tables::sizing(input)));
         }
         out
     }

@@ -43,9 +43,11 @@ fn cols(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// Every table, in page order.
 pub fn all(input: &ReportInput) -> Vec<Table> {
+    let sizing = (!input.sizings.is_empty()).then(|| sizing(input));
     let maxima = (!input.searches.is_empty()).then(|| maxima(input));
-    maxima
+    sizing
         .into_iter()
+        .chain(maxima)
         .chain([
             percentiles(input),
             errors(input),
@@ -57,6 +59,112 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
             settings(input),
         ])
         .collect()
+}
+
+/// Study S4's table: each system's maximum per CPU allocation and measure, per core,
+/// its scaling against the 1-core row, what the proxy itself used at the maximum,
+/// the proxy's own count of handshakes, whether the generator had headroom, and the
+/// cost of a million requests or a thousand handshakes.
+pub fn sizing(input: &ReportInput) -> Table {
+    let mut rows = Vec::new();
+    let mut cgroups = Vec::new();
+    let mut price = None;
+    for (i, sz) in input.sizings.iter().enumerate() {
+        let z = &sz.sizing;
+        if let Some(c) = &z.cgroup {
+            if !cgroups.contains(c) {
+                cgroups.push(c.clone());
+            }
+        }
+        if let (Some(p), Some(c)) = (z.cost_per_core_hour, &z.currency) {
+            price = Some(format!("{p} {c} per core-hour"));
+        }
+        for r in &z.rows {
+            let a = &r.allocation;
+            let cpus = match a.quota {
+                Some(q) => format!("{} (quota {q})", a.cpus),
+                None => a.cpus.clone(),
+            };
+            let rate = |v: Option<f64>| v.map_or_else(|| MISSING.into(), |v| format!("{v:.0}"));
+            let handshakes = r.handshakes.as_ref().map_or_else(
+                || MISSING.into(),
+                |h| format!("{} full, {} resumed", h.full, h.resumed),
+            );
+            let trusted = if r.skipped.is_some() || r.max_rate.is_none() {
+                MISSING.into()
+            } else if r.headroom.ok {
+                "yes".to_string()
+            } else {
+                format!("no: {}", r.headroom.why.clone().unwrap_or_default())
+            };
+            let note = r
+                .skipped
+                .clone()
+                .or_else(|| r.search.as_ref().and_then(|s| s.failed.clone()))
+                .or_else(|| {
+                    r.search
+                        .as_ref()
+                        .filter(|s| s.max_rate.is_none() && !s.partial)
+                        .map(|_| "no rate held the bounds".into())
+                })
+                .unwrap_or_else(|| MISSING.into());
+            rows.push(Row {
+                series: Some(i),
+                cells: vec![
+                    sz.name.clone(),
+                    r.measure
+                        .as_ref()
+                        .map_or_else(|| MISSING.into(), |m| m.label()),
+                    format!("{}", a.cores),
+                    cpus,
+                    rate(r.max_rate),
+                    rate(r.per_core),
+                    z.efficiency(r)
+                        .map_or_else(|| MISSING.into(), |e| format!("{:.0} %", e * 100.0)),
+                    r.proxy_cores_at_max
+                        .map_or_else(|| MISSING.into(), |c| format!("{c:.2}")),
+                    handshakes,
+                    trusted,
+                    r.cost.map_or_else(|| MISSING.into(), fmt_price),
+                    note,
+                ],
+            });
+        }
+    }
+    Table {
+        id: "table-sizing",
+        title: "Sizing: maximum per CPU allocation (study S4)",
+        note: format!(
+            "Each row is the highest constant rate the system held at that allocation within the search's bounds: requests/s over kept-alive connections (rps) or new TLS connections/s, one request each (tps). Whole cores are CPUs with one worker each; fractions are a CPU quota ({}). Scaling is the per-core figure over the 1-core row's. Proxy CPU is what its processes used at the maximum, in cores. Handshakes are the proxy's own count over the row's search. Cost ({}) is per million requests (rps) or per thousand handshakes (tps) at the maximum.",
+            if cgroups.is_empty() { "none used".to_string() } else { cgroups.join(", ") },
+            price.unwrap_or_else(|| "no sizing.cost given".into()),
+        ),
+        cols: cols(&[
+            ("system", "system"),
+            ("measure", "measure"),
+            ("cores", "cores"),
+            ("cpus", "CPUs"),
+            ("max_rate", "max/s"),
+            ("per_core", "per core/s"),
+            ("scaling", "scaling vs 1 core"),
+            ("proxy_cpu", "proxy CPU at max (cores)"),
+            ("handshakes", "proxy handshakes"),
+            ("trusted", "generator headroom"),
+            ("cost", "cost"),
+            ("note", "note"),
+        ]),
+        rows,
+    }
+}
+
+/// A price with three significant digits, however small (a thousand handshakes on a
+/// quarter core cost thousandths of a cent): `0.00307`, `1.25`, `12.3`.
+fn fmt_price(v: f64) -> String {
+    if v <= 0.0 || !v.is_finite() {
+        return format!("{v}");
+    }
+    let decimals = (2 - v.log10().floor() as i32).max(0) as usize;
+    format!("{v:.decimals$}")
 }
 
 /// The maximum each system sustained within the search's bounds (study S2's "max
@@ -653,6 +761,7 @@ mod tests {
                 },
             ],
             searches: Vec::new(),
+            sizings: Vec::new(),
         }
     }
 
@@ -769,6 +878,95 @@ mod tests {
     }
 
     #[test]
+    fn prices_keep_three_significant_digits() {
+        assert_eq!(fmt_price(0.0000324), "0.0000324");
+        assert_eq!(fmt_price(0.00307), "0.00307");
+        assert_eq!(fmt_price(1.254), "1.25");
+        assert_eq!(fmt_price(12.34), "12.3");
+        assert_eq!(fmt_price(1234.0), "1234");
+    }
+
+    #[test]
+    fn the_sizing_table_has_per_core_scaling_cost_and_trust_per_row() {
+        use results::search::SearchResult;
+        use results::sizing::{
+            Allocation, Headroom, Measure, ProxyHandshakes, SizingResult, SizingRow,
+        };
+        let tps = Measure::Tps {
+            key: "rsa2048".into(),
+            version: "1.3".into(),
+            resumption: false,
+        };
+        let row = |cores: f64, quota: Option<f64>, max: Option<f64>, ok: bool| SizingRow {
+            allocation: Allocation {
+                cores,
+                cpus: "1".into(),
+                workers: 1,
+                quota,
+            },
+            measure: Some(tps.clone()),
+            max_rate: max,
+            per_core: max.map(|m| m / cores),
+            proxy_cores_at_max: Some(cores * 0.98),
+            headroom: Headroom {
+                ok,
+                why: (!ok).then(|| "the generator fell behind at 900/s".into()),
+                ..Headroom::default()
+            },
+            handshakes: Some(ProxyHandshakes {
+                full: 1234,
+                resumed: 0,
+                source: "nginx".into(),
+            }),
+            cost: max.map(|_| 0.0000324),
+            search: Some(SearchResult::default()),
+            ..SizingRow::default()
+        };
+        let scan = SizingResult {
+            system: "nginx-reload".into(),
+            cgroup: Some("cgroup v1 cpu.cfs_quota_us".into()),
+            cost_per_core_hour: Some(0.048),
+            currency: Some("USD".into()),
+            rows: vec![
+                row(0.5, Some(0.5), Some(300.0), true),
+                row(1.0, None, Some(500.0), false),
+                SizingRow {
+                    skipped: Some("needs 2 CPUs".into()),
+                    ..row(2.0, None, None, false)
+                },
+            ],
+            ..SizingResult::default()
+        };
+        let input = ReportInput {
+            runs: vec![Default::default()],
+            sizings: vec![crate::input::Sized {
+                name: "nginx-reload".into(),
+                run: 0,
+                sizing: scan,
+            }],
+            ..Default::default()
+        };
+        let t = sizing(&input);
+        assert_eq!(t.cell(0, "measure"), Some("tps rsa2048 TLS1.3"));
+        assert_eq!(t.cell(0, "cpus"), Some("1 (quota 0.5)"));
+        assert_eq!(t.cell(0, "per_core"), Some("600"));
+        // 600 per core at half a core against 500 at one: 120 % of linear.
+        assert_eq!(t.cell(0, "scaling"), Some("120 %"));
+        assert_eq!(t.cell(0, "handshakes"), Some("1234 full, 0 resumed"));
+        assert_eq!(t.cell(0, "trusted"), Some("yes"));
+        assert_eq!(t.cell(0, "cost"), Some("0.0000324"));
+        assert_eq!(
+            t.cell(1, "trusted"),
+            Some("no: the generator fell behind at 900/s")
+        );
+        assert_eq!(t.cell(2, "max_rate"), Some(MISSING));
+        assert_eq!(t.cell(2, "note"), Some("needs 2 CPUs"));
+        assert!(t.note.contains("cgroup v1 cpu.cfs_quota_us"), "{}", t.note);
+        assert!(t.note.contains("0.048 USD per core-hour"), "{}", t.note);
+        assert_eq!(all(&input)[0].id, "table-sizing");
+    }
+
+    #[test]
     fn maxima_come_from_the_step_at_the_maximum_and_say_why_one_is_missing() {
         use results::search::{Miss, SearchResult, SearchStep};
         let step = |t: Option<f64>, achieved: f64, p99: f64, missed: Vec<Miss>| SearchStep {
@@ -815,6 +1013,7 @@ mod tests {
                     search: none,
                 },
             ],
+            sizings: Vec::new(),
         };
         let t = maxima(&input);
         assert_eq!(t.cell(0, "max_rate"), Some("1000"));

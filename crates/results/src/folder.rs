@@ -33,6 +33,8 @@ pub const EVENTS: &str = "events.json";
 /// In a system's folder: the search for its maximum (`load.rates`), whose fractions
 /// are the folders `<system>@<percent>` beside it.
 pub const SEARCH: &str = "search.json";
+/// In a system's folder: its sizing scan (`sizing:`), every allocation and measure.
+pub const SIZING: &str = "sizing.json";
 
 /// The lock file that says a run is writing into the folder.
 pub const LOCK: &str = ".ingressbench.lock";
@@ -212,18 +214,42 @@ impl RunFolder {
         write_atomic(&dir.join(SEARCH), &bytes)
     }
 
+    /// Writes one system's sizing scan (`sizing.json`), replacing the last version:
+    /// it is written after every row, so an interrupted scan keeps the rows it made.
+    ///
+    /// # Errors
+    /// The I/O error.
+    pub fn write_sizing(&self, s: &crate::sizing::SizingResult) -> std::io::Result<()> {
+        let dir = self.system_dir(&s.system);
+        std::fs::create_dir_all(&dir)?;
+        let mut bytes = serde_json::to_vec_pretty(s).map_err(std::io::Error::other)?;
+        bytes.push(b'\n');
+        write_atomic(&dir.join(SIZING), &bytes)
+    }
+
+    /// Every system's sizing scan, in the scenario's order.
+    pub fn sizings(&self) -> Vec<(String, crate::sizing::SizingResult)> {
+        self.per_system(SIZING)
+    }
+
     /// Every system's search (`load.rates` runs), in the scenario's order; systems
     /// without one (or with an unreadable one) are left out.
     pub fn searches(&self) -> Vec<(String, crate::search::SearchResult)> {
+        self.per_system(SEARCH)
+    }
+
+    /// The file `file` of every system folder that has a readable one, in the
+    /// scenario's order (folders it does not name, such as `host@30`, by name after).
+    fn per_system<T: serde::de::DeserializeOwned>(&self, file: &str) -> Vec<(String, T)> {
         let order = self.effective().systems;
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return Vec::new();
         };
-        let mut out: Vec<(String, crate::search::SearchResult)> = entries
+        let mut out: Vec<(String, T)> = entries
             .filter_map(|e| e.ok())
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                let text = std::fs::read_to_string(e.path().join(SEARCH)).ok()?;
+                let text = std::fs::read_to_string(e.path().join(file)).ok()?;
                 Some((name, serde_json::from_str(&text).ok()?))
             })
             .collect();

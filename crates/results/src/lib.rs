@@ -11,6 +11,7 @@ pub mod fsutil;
 pub mod histogram;
 pub mod merge;
 pub mod search;
+pub mod sizing;
 pub mod time;
 
 use serde::{Deserialize, Serialize};

@@ -51,6 +51,10 @@ pub struct SearchStep {
     pub lag_p99_ms: f64,
     /// What it missed; empty when it passed (always empty for the probe).
     pub missed: Vec<Miss>,
+    /// Share of its threads' cores the generator's process used over the step (its
+    /// warm-up, window and drain), 0-1: near 1, the generator may have set the limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generator_cpu: Option<f64>,
 }
 
 impl SearchStep {

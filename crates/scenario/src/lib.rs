@@ -5,6 +5,8 @@
 //! with the file, line and key before any process starts.
 
 pub mod runner;
+mod scan;
+pub mod sizing;
 
 use lab::backends::StopMode;
 use serde::de::{self, Deserializer};
@@ -257,6 +259,9 @@ pub struct Load {
     pub connections: usize,
     #[serde(default = "one")]
     pub threads: usize,
+    /// The measured window (required, but for a sizing scan: its search steps have
+    /// their own).
+    #[serde(default = "zero")]
     pub duration: Dur,
     #[serde(default = "zero")]
     pub warmup: Dur,
@@ -623,9 +628,14 @@ pub struct Scenario {
     /// Only with `platform: network-lab`: how its nodes are tuned.
     #[serde(default)]
     pub network_lab: Option<NetworkLabSection>,
-    /// The bounds of the maximum that `load.rates` are fractions of.
+    /// The bounds of the maximum that `load.rates` are fractions of, and of each row
+    /// of a sizing scan.
     #[serde(default)]
     pub search: Option<SearchSection>,
+    /// A sizing scan (study S4) instead of a load: each system's maximum at each
+    /// CPU allocation.
+    #[serde(default)]
+    pub sizing: Option<sizing::SizingSection>,
 }
 
 /// The `network_lab:` section: study S2's host tuning.
@@ -934,7 +944,16 @@ impl Scenario {
     /// Systems of the platform's kind, and what a cluster needs to reach them.
     /// `load.rate` or `load.rates` (with its `search` section), not both.
     fn check_rates(&self) -> Result<(), Bad> {
+        if self.sizing.is_some() {
+            return self.check_sizing();
+        }
         let l = &self.load;
+        if l.duration.0.is_zero() {
+            return Err(Bad::new(
+                "load.duration",
+                "load.duration: missing: give the measured window, e.g. 60s",
+            ));
+        }
         match (l.rate > 0.0 || l.rate.is_nan(), l.rates.is_empty()) {
             (true, false) => {
                 return Err(Bad::new(
@@ -976,35 +995,93 @@ impl Scenario {
                 "search",
                 "search: only used with load.rates (fractions of the maximum it finds)",
             )),
-            (Some(sr), false) => {
-                if sr.p99.0.is_zero() {
-                    return Err(Bad::new("search.p99", "search.p99: give a bound above zero, e.g. 5ms"));
-                }
-                if share(&sr.errors).is_none() {
-                    return Err(Bad::new(
-                        "search.errors",
-                        format!("search.errors: `{}`: give a share such as 0.1% or 0.001", sr.errors),
-                    ));
-                }
-                if !share(&sr.precision).is_some_and(|p| (0.001..=0.5).contains(&p)) {
-                    return Err(Bad::new(
-                        "search.precision",
-                        format!("search.precision: `{}`: give 0.1% to 50%", sr.precision),
-                    ));
-                }
-                if sr.trials == 0 || sr.trials > 9 {
-                    return Err(Bad::new("search.trials", format!("search.trials: {}: give 1 to 9", sr.trials)));
-                }
-                if sr.probe.0 < Duration::from_millis(500) {
-                    return Err(Bad::new("search.probe", "search.probe: give at least 500ms, enough for a ceiling to show"));
-                }
-                if sr.duration.0 < Duration::from_millis(500) {
-                    return Err(Bad::new("search.duration", "search.duration: give at least 500ms per step"));
-                }
-                Ok(())
-            }
+            (Some(sr), false) => Self::check_search(sr),
             (None, true) => Ok(()),
         }
+    }
+
+    /// A sizing scan: a search section for its bounds, on the local lab, with no
+    /// fixed rate and no changes.
+    fn check_sizing(&self) -> Result<(), Bad> {
+        let Some(z) = &self.sizing else {
+            return Ok(());
+        };
+        let l = &self.load;
+        if l.rate > 0.0 || l.rate.is_nan() || !l.rates.is_empty() {
+            return Err(Bad::new(
+                if l.rates.is_empty() {
+                    "load.rate"
+                } else {
+                    "load.rates"
+                },
+                "sizing: a scan searches each row's maximum: remove load.rate and load.rates",
+            ));
+        }
+        if !self.changes.is_empty() {
+            return Err(Bad::new(
+                "changes",
+                "sizing: a scan makes no changes: remove changes (or run them in a scenario of their own)",
+            ));
+        }
+        if self.platform != "local" {
+            return Err(Bad::new(
+                "platform",
+                format!("sizing: platform {} cannot scan CPU allocations: a scan gives the lab's own proxies CPUs and quotas (platform: local)", self.platform),
+            ));
+        }
+        z.check(self.tls.enabled)
+            .map_err(|(key, msg)| Bad::new(key, msg))?;
+        let Some(sr) = &self.search else {
+            return Err(Bad::new(
+                "sizing",
+                "sizing: needs a search section saying what each row's maximum must keep, e.g. search: {p99: 10ms}",
+            ));
+        };
+        Self::check_search(sr)
+    }
+
+    /// The `search` section's own values.
+    fn check_search(sr: &SearchSection) -> Result<(), Bad> {
+        if sr.p99.0.is_zero() {
+            return Err(Bad::new(
+                "search.p99",
+                "search.p99: give a bound above zero, e.g. 5ms",
+            ));
+        }
+        if share(&sr.errors).is_none() {
+            return Err(Bad::new(
+                "search.errors",
+                format!(
+                    "search.errors: `{}`: give a share such as 0.1% or 0.001",
+                    sr.errors
+                ),
+            ));
+        }
+        if !share(&sr.precision).is_some_and(|p| (0.001..=0.5).contains(&p)) {
+            return Err(Bad::new(
+                "search.precision",
+                format!("search.precision: `{}`: give 0.1% to 50%", sr.precision),
+            ));
+        }
+        if sr.trials == 0 || sr.trials > 9 {
+            return Err(Bad::new(
+                "search.trials",
+                format!("search.trials: {}: give 1 to 9", sr.trials),
+            ));
+        }
+        if sr.probe.0 < Duration::from_millis(500) {
+            return Err(Bad::new(
+                "search.probe",
+                "search.probe: give at least 500ms, enough for a ceiling to show",
+            ));
+        }
+        if sr.duration.0 < Duration::from_millis(500) {
+            return Err(Bad::new(
+                "search.duration",
+                "search.duration: give at least 500ms per step",
+            ));
+        }
+        Ok(())
     }
 
     /// The network lab's section, and what a data path cannot do.

@@ -149,6 +149,14 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
             break;
         }
         (opts.progress)(&format!("{name}: starting"));
+        if scn.sizing.is_some() {
+            let z = super::scan::scan_system(scn, name, &mut opts, &folder)?;
+            if z.partial {
+                partial = true;
+                break;
+            }
+            continue;
+        }
         if scn.load.rates.is_empty() {
             let r = run_system(scn, name, &opts, None)?;
             partial |= r.partial;
@@ -262,9 +270,9 @@ impl Events {
 }
 
 /// Everything one system's run holds; dropping it stops every process.
-struct System {
-    driver: Box<dyn Driver>,
-    platform: Box<dyn Platform>,
+pub(crate) struct System {
+    pub(crate) driver: Box<dyn Driver>,
+    pub(crate) platform: Box<dyn Platform>,
     events: Events,
     stop_mode: StopMode,
     stop: Arc<AtomicBool>,
@@ -339,19 +347,21 @@ pub fn fraction_label(system: &str, fraction: f64) -> String {
 }
 
 /// One system set up and serving: its platform, driver and event log, before any load.
-struct Deployed {
-    sys: System,
+pub(crate) struct Deployed {
+    pub(crate) sys: System,
     ctx: lab::DriverContext,
-    placement: lab::platform::Placement,
+    pub(crate) placement: lab::platform::Placement,
     versions: BTreeMap<String, String>,
 }
 
-/// Sets up `name` (results in `out_name`'s folder): platform, backends, proxy.
-fn deploy(
+/// Sets up `name` (results in `out_name`'s folder): platform, backends, proxy;
+/// `count_handshakes` asks the proxy to count its TLS handshakes (a log, for some).
+pub(crate) fn deploy(
     scn: &Scenario,
     name: &str,
     out_name: &str,
     opts: &RunOptions,
+    count_handshakes: bool,
 ) -> Result<Deployed, RunError> {
     let lab = |source| RunError::Lab {
         system: name.to_string(),
@@ -411,7 +421,8 @@ fn deploy(
         next_reading: 0,
         last_reading: (0, 0.0),
     };
-    let ctx = sys.platform.prepare(&site).map_err(lab)?;
+    let mut ctx = sys.platform.prepare(&site).map_err(lab)?;
+    ctx.count_handshakes = count_handshakes;
     let endpoints = sys.platform.endpoints();
     sys.driver
         .deploy(&ctx, &endpoints, Duration::from_secs(15))
@@ -441,7 +452,7 @@ fn search_system(
     let Some(sr) = &scn.search else {
         return Err(RunError::Setup("load.rates needs a search section".into()));
     };
-    let d = deploy(scn, name, name, opts)?;
+    let d = deploy(scn, name, name, opts, false)?;
     let target = d.sys.platform.target();
     let mut spec = load_spec(scn, &target.url, target.cacert.clone());
     spec.cpus = d.placement.generator.clone();
@@ -506,7 +517,7 @@ fn run_system(
         ctx,
         placement,
         versions,
-    } = deploy(scn, name, out_name, opts)?;
+    } = deploy(scn, name, out_name, opts, false)?;
     let clock = sys.events.clock;
     let target = sys.platform.target();
     let url = target.url.clone();
@@ -644,13 +655,18 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         connections: load.connections,
         // With `rates` there is no fixed rate: each run's is set from the search's
         // maximum, and this stands in for it so the rest can be checked.
-        rate: Some(if load.rates.is_empty() {
+        rate: Some(if load.rates.is_empty() && scn.sizing.is_none() {
             load.rate
         } else {
             1.0
         }),
         schedule: load.schedule.clone(),
-        duration: load.duration.0,
+        // A sizing scan's steps have the search's window; this stands in for it.
+        duration: match (&scn.sizing, &scn.search) {
+            (Some(_), Some(sr)) => sr.duration.0,
+            (Some(_), None) => Duration::from_secs(1),
+            _ => load.duration.0,
+        },
         warmup: load.warmup.0,
         timeout: load.timeout.0,
         connect_timeout: load.connect_timeout.0,

@@ -23,6 +23,63 @@ const GRACE: &str = "10s";
 /// No automatic HTTPS (no ACME, no redirects), no autosave, storage under
 /// `ctx.work_dir`; the proxy speaks HTTP/1.1 with keep-alive to the backends.
 pub fn config(ctx: &DriverContext, admin_port: u16, endpoints: &[Endpoint], route: Route) -> Value {
+    let mut c = base_config(ctx, admin_port, endpoints, route);
+    if ctx.count_handshakes {
+        // Every request's access log entry (its `request.tls.resumed` says how its
+        // connection's handshake went) to a file of its own; other logs unchanged.
+        c["apps"]["http"]["servers"]["srv0"]["logs"] = json!({"default_logger_name": "tls"});
+        c["logging"] = json!({"logs": {
+            "default": {"exclude": [ACCESS_LOGGER]},
+            "tls": {
+                // Not rolled at 100 MB (the default), so no entry leaves the file.
+                "writer": {
+                    "output": "file",
+                    "filename": handshake_log(ctx).to_string_lossy(),
+                    "roll_disabled": true
+                },
+                "encoder": {"format": "json"},
+                "include": [ACCESS_LOGGER]
+            }
+        }});
+    }
+    c
+}
+
+/// The logger the server's access log entries go to with `default_logger_name: tls`.
+const ACCESS_LOGGER: &str = "http.log.access.tls";
+
+/// Where the access log goes when handshakes are counted.
+pub(super) fn handshake_log(ctx: &DriverContext) -> std::path::PathBuf {
+    ctx.out_dir.join("tls-handshakes.log")
+}
+
+/// Handshakes in Caddy's JSON access log: each request over TLS counts its
+/// connection's handshake, full or resumed (`request.tls.resumed`). Exact when each
+/// connection carries one request, as the handshake rows send them.
+pub(super) fn count_handshakes(log: &str) -> crate::driver::Handshakes {
+    let mut h = crate::driver::Handshakes {
+        source: "caddy access log (request.tls.resumed)",
+        ..Default::default()
+    };
+    for line in log.lines() {
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        match v["request"]["tls"]["resumed"].as_bool() {
+            Some(true) => h.resumed += 1,
+            Some(false) => h.full += 1,
+            None => {}
+        }
+    }
+    h
+}
+
+fn base_config(
+    ctx: &DriverContext,
+    admin_port: u16,
+    endpoints: &[Endpoint],
+    route: Route,
+) -> Value {
     json!({
         "admin": {
             "listen": format!("127.0.0.1:{admin_port}"),
@@ -138,7 +195,37 @@ mod tests {
             upstream_keepalive_requests: 1000,
             worker_connections: 10_000,
             cpus: Vec::new(),
+            count_handshakes: false,
         }
+    }
+
+    #[test]
+    fn handshakes_are_logged_only_when_counted_and_counted_from_the_log() {
+        let plain = config(&ctx(), 2019, &[], Route::Base);
+        assert!(plain.get("logging").is_none(), "{plain}");
+        let mut c = ctx();
+        c.count_handshakes = true;
+        let logged = config(&c, 2019, &[], Route::Base);
+        assert_eq!(
+            logged["apps"]["http"]["servers"]["srv0"]["logs"]["default_logger_name"],
+            "tls"
+        );
+        assert_eq!(
+            logged["logging"]["logs"]["tls"]["writer"]["filename"],
+            "/o/tls-handshakes.log"
+        );
+        let log = concat!(
+            r#"{"logger":"http.log.access.tls","request":{"tls":{"resumed":false,"version":772}}}"#,
+            "\n",
+            r#"{"logger":"http.log.access.tls","request":{"tls":{"resumed":true,"version":772}}}"#,
+            "\n",
+            r#"{"logger":"http.log.access.tls","request":{"proto":"HTTP/1.1"}}"#,
+            "\nnot json\n",
+            r#"{"request":{"tls":{"resumed":false}}}"#,
+            "\n"
+        );
+        let h = count_handshakes(log);
+        assert_eq!((h.full, h.resumed), (2, 1));
     }
 
     fn ep(id: &str, port: u16) -> Endpoint {

@@ -214,6 +214,14 @@ fn free_port_except(taken: &[u16]) -> Result<u16, LabError> {
 }
 
 impl Driver for Caddy {
+    fn handshakes(&mut self) -> Option<crate::driver::Handshakes> {
+        let ctx = self.ctx.as_ref().filter(|c| c.count_handshakes)?;
+        // Caddy writes each entry as it is made (no buffer), so what has been
+        // answered is in the file.
+        let log = std::fs::read_to_string(config::handshake_log(ctx)).unwrap_or_default();
+        Some(config::count_handshakes(&log))
+    }
+
     fn process_groups(&self) -> Vec<u32> {
         self.pid().into_iter().collect()
     }

@@ -195,6 +195,9 @@ impl EnvoyHotRestart {
 }
 
 impl Driver for EnvoyHotRestart {
+    fn handshakes(&mut self) -> Option<crate::driver::Handshakes> {
+        self.s.handshakes()
+    }
     /// Every epoch still running: the newest and those draining.
     fn process_groups(&self) -> Vec<u32> {
         self.current

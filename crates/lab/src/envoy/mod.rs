@@ -18,7 +18,7 @@ pub mod hot_restart;
 pub mod resources;
 pub mod xds;
 
-use crate::driver::{DriverContext, Endpoint, LabError, Route};
+use crate::driver::{DriverContext, Endpoint, Handshakes, LabError, Route};
 use crate::proc;
 use http1::client;
 use std::net::{SocketAddr, TcpStream};
@@ -159,6 +159,12 @@ impl Setup {
             .ok_or_else(|| LabError::Other(format!("{profile}: prepare() was not called")))
     }
 
+    /// The proxy's own count of handshakes on the HTTPS listener.
+    fn handshakes(&self) -> Option<Handshakes> {
+        let port = self.ctx.as_ref()?.https_port;
+        self.admin.handshakes(port)
+    }
+
     fn versions(&self) -> Vec<(String, String)> {
         let v = self
             .version
@@ -211,6 +217,17 @@ impl Admin {
         })
     }
 
+    /// The HTTPS listener's TLS handshakes, from Envoy's own counters:
+    /// `ssl.handshake` counts every completed handshake and `ssl.session_reused`
+    /// the resumed ones among them.
+    fn handshakes(self, https_port: u16) -> Option<Handshakes> {
+        let r = self.get(
+            "/stats?filter=ssl\\.(handshake|session_reused)$",
+            Duration::from_secs(2),
+        )?;
+        (r.status == 200).then(|| parse_handshakes(&String::from_utf8_lossy(&r.body), https_port))
+    }
+
     /// Keeps Envoy's whole configuration in force, as JSON, in the results folder
     /// (the bootstrap is binary): what a person reads to see what was run.
     fn save_config_dump(self, out_dir: &Path) {
@@ -219,6 +236,31 @@ impl Admin {
                 let _ = results::fsutil::write_atomic(&out_dir.join("envoy-config.json"), &r.body);
             }
         }
+    }
+}
+
+/// Handshakes of the listener on `port` in `/stats` text (`name: value` lines; a
+/// listener's stats are named after its address, `listener.127.0.0.1_8443.`).
+fn parse_handshakes(stats: &str, port: u16) -> Handshakes {
+    let prefix = format!("listener.127.0.0.1_{port}.ssl.");
+    let (mut all, mut resumed) = (0, 0);
+    for line in stats.lines() {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        let Ok(v) = value.trim().parse::<u64>() else {
+            continue;
+        };
+        match name.trim().strip_prefix(&prefix) {
+            Some("handshake") => all = v,
+            Some("session_reused") => resumed = v,
+            _ => {}
+        }
+    }
+    Handshakes {
+        full: all.saturating_sub(resumed),
+        resumed,
+        source: "envoy listener stats (ssl.handshake, ssl.session_reused)",
     }
 }
 
@@ -244,6 +286,17 @@ fn last_error(log: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn handshakes_are_the_https_listeners_less_its_resumed_ones() {
+        let stats = "listener.127.0.0.1_8443.ssl.handshake: 120\n\
+                     listener.127.0.0.1_8443.ssl.session_reused: 20\n\
+                     listener.127.0.0.1_9999.ssl.handshake: 7\n\
+                     cluster.backends.ssl.handshake: 3\n";
+        let h = parse_handshakes(stats, 8443);
+        assert_eq!((h.full, h.resumed), (100, 20));
+        assert_eq!(parse_handshakes("", 8443).full, 0);
+    }
 
     #[test]
     fn versions_parse_from_envoys_own_line() {

@@ -171,6 +171,10 @@ impl Driver for EnvoyXds {
         self.pid().into_iter().collect()
     }
 
+    fn handshakes(&mut self) -> Option<crate::driver::Handshakes> {
+        self.s.handshakes()
+    }
+
     fn name(&self) -> &'static str {
         "envoy-xds"
     }

@@ -175,6 +175,11 @@ impl Haproxy {
 }
 
 impl Driver for Haproxy {
+    fn handshakes(&mut self) -> Option<crate::driver::Handshakes> {
+        let admin = self.run().ok()?.admin_sock();
+        runtime::parse_ssl_stat(&runtime::cli(&admin, "show stat").ok()?)
+    }
+
     fn process_groups(&self) -> Vec<u32> {
         self.guard
             .as_ref()

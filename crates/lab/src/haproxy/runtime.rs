@@ -311,6 +311,26 @@ pub(super) fn send(path: &Path, command: &str) -> std::io::Result<UnixStream> {
     Ok(s)
 }
 
+/// The TLS handshakes of frontend `fe` in `show stat`'s CSV: `ssl_sess` counts the
+/// sessions established with a full handshake, `ssl_reused_sess` the resumed ones
+/// (checked by hand on HAProxy 2.6: two resumptions of one session read 1 and 2).
+pub(super) fn parse_ssl_stat(csv: &str) -> Option<crate::driver::Handshakes> {
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next()?.trim_start_matches("# ").split(',').collect();
+    let col = |name: &str| header.iter().position(|h| *h == name);
+    let (sess, reused) = (col("ssl_sess")?, col("ssl_reused_sess")?);
+    let row: Vec<&str> = lines
+        .find(|l| l.starts_with("fe,FRONTEND,"))?
+        .split(',')
+        .collect();
+    let n = |i: usize| row.get(i).and_then(|v| v.parse::<u64>().ok());
+    Some(crate::driver::Handshakes {
+        full: n(sess)?,
+        resumed: n(reused)?,
+        source: "haproxy show stat (ssl_sess, ssl_reused_sess)",
+    })
+}
+
 fn first_line(s: &str) -> &str {
     s.lines().next().unwrap_or("")
 }
@@ -392,6 +412,20 @@ mod tests {
         assert!(s[0].serving());
         assert!(!s[1].serving(), "maint");
         assert!(!s[2].serving(), "drain");
+    }
+
+    #[test]
+    fn the_frontends_ssl_sessions_are_read_from_show_stat() {
+        let csv = "# pxname,svname,stot,ssl_sess,ssl_reused_sess,ssl_failed_handshake,\n\
+                   fe,FRONTEND,3,1,2,0,\n\
+                   be,BACKEND,9,,,,\n";
+        let h = parse_ssl_stat(csv).unwrap();
+        assert_eq!((h.full, h.resumed), (1, 2));
+        // An HAProxy without the SSL counters has no such columns.
+        assert_eq!(
+            parse_ssl_stat("# pxname,svname,stot,\nfe,FRONTEND,3,\n"),
+            None
+        );
     }
 
     #[test]

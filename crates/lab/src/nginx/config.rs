@@ -38,6 +38,9 @@ pub(super) struct Settings {
     /// Workers run as root when the master does: the temp folders are 0700.
     pub(super) user_root: bool,
     pub(super) modules_dir: PathBuf,
+    /// Where each request's `$connection_requests $ssl_session_reused` is logged, to
+    /// count full and resumed handshakes (`None`: no access log, the default).
+    pub(super) tls_log: Option<PathBuf>,
 }
 
 /// A path as an nginx quoted string.
@@ -106,6 +109,11 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
         s.worker_connections
     );
     c.push_str("http {\n    access_log off;\n");
+    if s.tls_log.is_some() {
+        // Unbuffered, so the count is complete as soon as the responses are: one
+        // write per request, measured as noise beside a handshake's cost.
+        c.push_str("    log_format tls '$connection_requests $ssl_session_reused';\n");
+    }
     temp_paths(&mut c, &p.join("tmp"));
     if s.mode == Mode::Lua {
         let lua_path = format!("{}/lua/?.lua;;", p.display());
@@ -164,6 +172,9 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
     let _ = writeln!(c, "        ssl_certificate_key {};", q(&s.key));
     c.push_str("        ssl_protocols TLSv1.2 TLSv1.3;\n");
     let _ = writeln!(c, "        keepalive_requests {CLIENT_KEEPALIVE_REQUESTS};");
+    if let Some(log) = &s.tls_log {
+        let _ = writeln!(c, "        access_log {} tls;", q(log));
+    }
     c.push_str("        location / {\n");
     c.push_str(route_snippet(route));
     if s.mode == Mode::Lua {
@@ -222,7 +233,22 @@ mod tests {
             worker_rlimit_nofile: 20_000,
             user_root: false,
             modules_dir: PathBuf::from(DEFAULT_MODULES_DIR),
+            tls_log: None,
         }
+    }
+
+    #[test]
+    fn handshakes_are_logged_only_when_counted() {
+        let c = render(&settings(Mode::Reload), &[ep("b1", 5001)], Route::Base);
+        assert!(!c.contains("log_format"), "{c}");
+        let mut s = settings(Mode::Reload);
+        s.tls_log = Some(PathBuf::from("/o/tls.log"));
+        let c = render(&s, &[ep("b1", 5001)], Route::Base);
+        assert!(
+            c.contains("log_format tls '$connection_requests $ssl_session_reused';"),
+            "{c}"
+        );
+        assert!(c.contains("access_log \"/o/tls.log\" tls;"), "{c}");
     }
 
     fn ep(id: &str, port: u16) -> Endpoint {

@@ -21,7 +21,9 @@ mod process;
 
 use self::config::{render, Settings};
 use self::lua::{BALANCER_LUA, LUA_MODULE, RESTY_CORE};
-use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use super::driver::{
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Route,
+};
 use super::proc::{self, Guard};
 use rustix::process::Signal;
 use std::path::{Path, PathBuf};
@@ -50,6 +52,28 @@ struct PendingReload {
 }
 
 pub(crate) use config::temp_paths;
+
+/// Handshakes in an access log of `$connection_requests $ssl_session_reused`: the
+/// first request of each TLS connection, `.` for a full handshake and `r` for a
+/// resumed session (plain HTTP logs an empty second field and is not counted).
+fn count_handshakes(log: &str) -> Handshakes {
+    let mut h = Handshakes {
+        source: "nginx access log ($ssl_session_reused)",
+        ..Handshakes::default()
+    };
+    for line in log.lines() {
+        let mut f = line.split_ascii_whitespace();
+        if f.next() != Some("1") {
+            continue;
+        }
+        match f.next() {
+            Some(".") => h.full += 1,
+            Some("r") => h.resumed += 1,
+            _ => {}
+        }
+    }
+    h
+}
 
 /// nginx's version, as a plain server runs it (the network lab's server).
 pub fn static_versions() -> Vec<(String, String)> {
@@ -154,6 +178,12 @@ impl Driver for Nginx {
         self.master_pid().into_iter().collect()
     }
 
+    fn handshakes(&mut self) -> Option<Handshakes> {
+        let log = self.settings.as_ref()?.tls_log.as_ref()?;
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        Some(count_handshakes(&text))
+    }
+
     fn name(&self) -> &'static str {
         match self.mode {
             Mode::Reload => "nginx-reload",
@@ -238,6 +268,9 @@ impl Driver for Nginx {
             worker_rlimit_nofile: wanted.min(hard),
             user_root: rustix::process::geteuid().is_root(),
             modules_dir,
+            tls_log: ctx
+                .count_handshakes
+                .then(|| self.out_dir.join("tls-handshakes.log")),
         });
         self.route = Route::Base;
         self.install_config(endpoints, Route::Base)?;
@@ -380,5 +413,19 @@ impl Driver for Nginx {
 
     fn versions(&self) -> Vec<(String, String)> {
         process::versions(self.mode)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::count_handshakes;
+
+    #[test]
+    fn a_connection_counts_once_by_its_first_request() {
+        // Two full handshakes, one resumed, a second request on a kept connection,
+        // and a plain-HTTP request (empty `$ssl_session_reused`).
+        let h = count_handshakes("1 .\n1 r\n2 .\n1 .\n1 \n");
+        assert_eq!((h.full, h.resumed), (2, 1));
+        assert!(h.source.contains("ssl_session_reused"));
     }
 }

@@ -249,7 +249,16 @@ pub(super) enum Body {
     Throughput(Throughput),
     Stacks(Vec<Stack>),
     Rates(Vec<RateLine>),
+    Sizing(SizingPanel),
     Note(String),
+}
+
+/// Rates against cores (study S4's scaling): one line per system and measure.
+#[derive(Clone, Debug)]
+pub(super) struct SizingPanel {
+    /// (series, name, (cores, max rate) in order of cores).
+    pub(super) lines: Vec<(usize, String, Points)>,
+    pub(super) y_desc: String,
 }
 
 /// One search on the latency-versus-rate chart: the rate each step sent against its
@@ -284,11 +293,75 @@ pub fn build(input: &ReportInput) -> Vec<Chart> {
     if !input.searches.is_empty() {
         charts.push(rates_chart(input));
     }
+    for tps in [false, true] {
+        if let Some(c) = sizing_chart(input, tps) {
+            charts.push(c);
+        }
+    }
     charts.extend(latency_charts(input));
     charts.push(throughput_chart(input));
     charts.push(errors_chart(input));
     charts.push(backends_chart(input));
     charts
+}
+
+/// The maximum against cores for every measure of one kind (requests per second, or
+/// handshakes per second), one line per system and measure; `None` when no scan
+/// measured that kind.
+fn sizing_chart(input: &ReportInput, tps: bool) -> Option<Chart> {
+    let mut lines: Vec<(usize, String, Points)> = Vec::new();
+    for (i, sz) in input.sizings.iter().enumerate() {
+        for r in &sz.sizing.rows {
+            let Some(m) = r.measure.as_ref().filter(|m| m.is_tps() == tps) else {
+                continue;
+            };
+            let name = format!("{} {}", sz.name, m.label());
+            let at = match lines.iter().position(|(_, n, _)| *n == name) {
+                Some(k) => k,
+                None => {
+                    lines.push((i, name, Vec::new()));
+                    lines.len() - 1
+                }
+            };
+            if let Some(v) = r.max_rate {
+                lines[at].2.push((r.allocation.cores, v));
+            }
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    for l in &mut lines {
+        l.2.sort_by(|a, b| a.0.total_cmp(&b.0));
+    }
+    let drawn = lines.iter().any(|l| !l.2.is_empty());
+    let (id, title, what) = if tps {
+        (
+            "chart-sizing-tps",
+            "New TLS connections per second against cores",
+            "handshakes per second",
+        )
+    } else {
+        (
+            "chart-sizing-rps",
+            "Requests per second against cores",
+            "requests per second",
+        )
+    };
+    Some(Chart {
+        id: id.into(),
+        title: title.into(),
+        caption: format!("Each point is a system's maximum ({what}) at one CPU allocation of the sizing scan: a line that rises in proportion to the cores scales linearly; one that bends flattens where something other than the proxy's CPU (the backends, the generator, the network stack) takes over."),
+        height: 420,
+        body: if drawn {
+            Body::Sizing(SizingPanel {
+                lines,
+                y_desc: what.into(),
+            })
+        } else {
+            Body::Note("no allocation held the bounds".into())
+        },
+    })
 }
 
 /// Latency against the rate sent, one line per searched system (study S2's curve): the

@@ -6,8 +6,8 @@
 
 use super::axes::{log_bounds, nines, LogAxis, NinesAxis};
 use super::data::{
-    merge_marks, Body, Chart, LatencyPanel, Line, Mark, RateLine, Stack, Throughput, MARK_GAP_PX,
-    THROUGHPUT_PANEL,
+    merge_marks, Body, Chart, LatencyPanel, Line, Mark, RateLine, SizingPanel, Stack, Throughput,
+    MARK_GAP_PX, THROUGHPUT_PANEL,
 };
 use crate::fmt::{fmt_count_tick, fmt_num};
 use crate::markup::escape;
@@ -149,6 +149,7 @@ impl Chart {
             Body::Latency(p) => draw_latency(root, p),
             Body::Throughput(t) => draw_throughput(root, t),
             Body::Rates(lines) => draw_rates(root, lines),
+            Body::Sizing(p) => draw_sizing(root, p),
             Body::Stacks(stacks) => {
                 let areas = root.split_evenly((stacks.len().max(1), 1));
                 for (area, st) in areas.iter().zip(stacks) {
@@ -286,6 +287,40 @@ fn draw_rates<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, lines: &[RateLi
                     .map_err(de)?;
             }
         }
+    }
+    draw_legend(&mut chart)
+}
+
+fn draw_sizing<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &SizingPanel) -> Draw {
+    let pts = p.lines.iter().flat_map(|l| l.2.iter());
+    let x_max = pts.clone().map(|q| q.0).fold(1f64, f64::max);
+    let y_max = pts.map(|q| q.1).fold(1f64, f64::max);
+    let mut chart = ChartBuilder::on(root)
+        .margin(14)
+        .margin_right(28)
+        .x_label_area_size(48)
+        .y_label_area_size(80)
+        .build_cartesian_2d(0f64..x_max * 1.1, 0f64..y_max * 1.15)
+        .map_err(de)?;
+    chart
+        .configure_mesh()
+        .x_desc("cores")
+        .y_desc(p.y_desc.as_str())
+        .y_label_formatter(&|v| fmt_count_tick(*v))
+        .bold_line_style(FG.mix(0.18))
+        .light_line_style(FG.mix(0.06))
+        .axis_style(FG.mix(0.6))
+        .label_style(font(15))
+        .axis_desc_style(font(15))
+        .draw()
+        .map_err(de)?;
+    // One colour per line: a system has a line per measure, each named in the legend.
+    for (k, (_, name, points)) in p.lines.iter().enumerate() {
+        let c = series_color(k);
+        labelled_line(&mut chart, points, c, name.clone())?;
+        chart
+            .draw_series(points.iter().map(|q| Circle::new(*q, 4, c.filled())))
+            .map_err(de)?;
     }
     draw_legend(&mut chart)
 }
@@ -847,6 +882,52 @@ mod tests {
         for l in ["99.9999", "nginx-reload", "caddy-api"] {
             assert!(percentiles.contains(l), "{l}");
         }
+    }
+
+    #[test]
+    fn a_sizing_scan_draws_rate_against_cores_per_kind() {
+        use results::sizing::{Allocation, Measure, SizingResult, SizingRow};
+        let row = |cores: f64, m: Measure, max: Option<f64>| SizingRow {
+            allocation: Allocation {
+                cores,
+                ..Allocation::default()
+            },
+            measure: Some(m),
+            max_rate: max,
+            ..SizingRow::default()
+        };
+        let rps = Measure::Rps { body_size: 1024 };
+        let tps = Measure::Tps {
+            key: "rsa2048".into(),
+            version: "1.3".into(),
+            resumption: false,
+        };
+        let mut input = sample_input();
+        input.sizings.push(crate::input::Sized {
+            name: "nginx-reload".into(),
+            run: 0,
+            sizing: SizingResult {
+                rows: vec![
+                    row(0.5, rps.clone(), Some(9000.0)),
+                    row(0.5, tps.clone(), Some(150.0)),
+                    row(1.0, rps, Some(17000.0)),
+                    row(1.0, tps, None),
+                ],
+                ..SizingResult::default()
+            },
+        });
+        let charts = build(&input);
+        let rps = charts.iter().find(|c| c.id == "chart-sizing-rps").unwrap();
+        let tps = charts.iter().find(|c| c.id == "chart-sizing-tps").unwrap();
+        let svg = rps.svg().unwrap();
+        assert!(svg.contains("nginx-reload rps 1024 B"), "the line is named");
+        assert_eq!(
+            svg.matches("<circle").count(),
+            2,
+            "one point per allocation"
+        );
+        // The 1-core TPS row held no rate: one point, not a point at zero.
+        assert_eq!(tps.svg().unwrap().matches("<circle").count(), 1);
     }
 
     #[test]

@@ -108,6 +108,7 @@ pub(crate) mod fixtures {
                 },
             ],
             searches: Vec::new(),
+            sizings: Vec::new(),
         }
     }
 }
