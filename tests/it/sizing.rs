@@ -227,7 +227,8 @@ fn counts_exactly(d: &mut dyn Driver, https_port: u16, cacert: &Path, resume: bo
 #[test]
 fn every_proxy_counts_full_and_resumed_handshakes_exactly() {
     use crate::common::lab::{caddy, envoy, haproxy, nginx};
-    let _alone = exclusive();
+    // Each load takes its turn (`run_load` holds the exclusive lock); the proxies
+    // wait idle in between.
     let b = backend("b1");
     let drivers: Vec<Box<dyn Driver>> = vec![
         Box::new(nginx::Nginx::new(nginx::Mode::Reload)),

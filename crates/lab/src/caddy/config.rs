@@ -35,7 +35,7 @@ pub fn config(ctx: &DriverContext, admin_port: u16, endpoints: &[Endpoint], rout
                 "writer": {
                     "output": "file",
                     "filename": handshake_log(ctx).to_string_lossy(),
-                    "roll_disabled": true
+                    "roll": false
                 },
                 "encoder": {"format": "json"},
                 "include": [ACCESS_LOGGER]
