@@ -123,4 +123,29 @@ const BAD: &[(&str, &str, &str)] = &[
         "  rates: [0.3]\n  duration: 4s\nsearch:\n  p99: 5ms\n  errors: lots\n",
         "line 10: search.errors: `lots`: give a share such as 0.1% or 0.001",
     ),
+    (
+        "quick:\n  rate: 100\n",
+        "sizing:\n  cores: [0.5]\n  rps: [1024]\nsearch:\n  p99: 5ms\n",
+        "line 6: sizing: a scan searches each row's maximum: remove load.rate and load.rates",
+    ),
+    (
+        "  rate: 200\n  duration: 4s\nquick:\n  rate: 100\n",
+        "  duration: 4s\nsizing:\n  cores: [0.001]\n  rps: [1024]\nsearch:\n  p99: 5ms\n",
+        "line 8: sizing.cores: 0.001 is not an allocation: give cores from 0.01 (a quota) to 1024",
+    ),
+    (
+        "  rate: 200\n  duration: 4s\nquick:\n  rate: 100\n",
+        "  duration: 4s\nsizing:\n  cores: [1]\n  rps: [1024]\n",
+        "line 7: sizing: needs a search section saying what each row's maximum must keep, e.g. search: {p99: 10ms}",
+    ),
+    (
+        "  rate: 200\n  duration: 4s\nquick:\n  rate: 100\n",
+        "  duration: 4s\nsizing:\n  cores: [1]\n  tps: {keys: [rsa2048]}\nsearch:\n  p99: 5ms\ntls:\n  enabled: false\n",
+        "line 9: sizing.tps: measures TLS handshakes, but tls.enabled is false: remove one of them",
+    ),
+    (
+        "  rate: 200\n",
+        "",
+        "line 5: load.rate: missing: give the requests per second (or load.rates: [0.3, 0.5] to run at fractions of each system's maximum)",
+    ),
 ];
