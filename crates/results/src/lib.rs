@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod duration;
+pub mod failover;
 pub mod folder;
 pub mod fsutil;
 pub mod histogram;
