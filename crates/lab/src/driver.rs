@@ -144,6 +144,9 @@ pub struct DriverContext {
     /// The CPUs the proxy may use (empty: any). The proxy runs one worker per CPU of
     /// its set (nginx `worker_processes`, HAProxy `nbthread`, Caddy `GOMAXPROCS`).
     pub cpus: Vec<usize>,
+    /// The tuned variant's passive health checks (`<profile>+passive`); `None`: the
+    /// profile's default.
+    pub passive_health: Option<crate::health::PassiveHealth>,
 }
 
 impl DriverContext {
@@ -166,6 +169,7 @@ impl DriverContext {
             upstream_keepalive_requests: 100_000_000,
             worker_connections: 10_000,
             cpus: Vec::new(),
+            passive_health: None,
         }
     }
 

@@ -4,6 +4,7 @@
 //! Everything is checked while parsing, so a typo or an impossible value is reported
 //! with the file, line and key before any process starts.
 
+pub mod failover;
 pub mod runner;
 
 use lab::backends::StopMode;
@@ -161,6 +162,9 @@ pub struct Backends {
     /// How long a gracefully stopped backend may drain.
     #[serde(default = "default_drain")]
     pub drain_timeout: Dur,
+    /// Backends that flap, beside the `replicas` steady ones (never scaled away).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flapping: Option<failover::Flapping>,
 }
 
 fn default_replicas() -> u32 {
@@ -187,6 +191,7 @@ impl Default for Backends {
             delay: None,
             stop: default_stop(),
             drain_timeout: default_drain(),
+            flapping: None,
         }
     }
 }
@@ -626,6 +631,9 @@ pub struct Scenario {
     /// The bounds of the maximum that `load.rates` are fractions of.
     #[serde(default)]
     pub search: Option<SearchSection>,
+    /// Passive health checks of the tuned variants (`<system>+passive`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passive_health: Option<failover::PassiveHealthSection>,
 }
 
 /// The `network_lab:` section: study S2's host tuning.
@@ -816,6 +824,7 @@ impl Scenario {
                 .map_err(|e| Bad::new("backends.delay", format!("backends.delay {e}")))?;
         }
         self.check_rates()?;
+        failover::check(self).map_err(|(key, msg)| Bad::new(key, msg))?;
         // The load as the runner gives it to the engine.
         runner::load_spec(self, &placeholder_url(self), None)
             .resolve()

@@ -38,6 +38,8 @@ pub(super) struct Settings {
     /// Workers run as root when the master does: the temp folders are 0700.
     pub(super) user_root: bool,
     pub(super) modules_dir: PathBuf,
+    /// The tuned variant's passive health checks (reload mode only).
+    pub(super) passive: Option<crate::health::PassiveHealth>,
 }
 
 /// A path as an nginx quoted string.
@@ -119,7 +121,12 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
         }
         Mode::Reload => {
             for e in endpoints {
-                let _ = writeln!(c, "        server {} max_fails=0;", e.addr);
+                let _ = writeln!(
+                    c,
+                    "        server {}{};",
+                    e.addr,
+                    crate::health::nginx_server(s.passive.as_ref())
+                );
             }
         }
         Mode::Lua => {
@@ -177,11 +184,9 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
         "            proxy_http_version 1.1;\n",
         "            proxy_set_header Connection \"\";\n",
         "            proxy_set_header Host $host;\n",
-        "            proxy_next_upstream error timeout;\n",
-        "        }\n",
-        "    }\n",
-        "}\n",
     ));
+    c.push_str(&crate::health::nginx_location(s.passive.as_ref()));
+    c.push_str("        }\n    }\n}\n");
     c
 }
 
@@ -222,6 +227,7 @@ mod tests {
             worker_rlimit_nofile: 20_000,
             user_root: false,
             modules_dir: PathBuf::from(DEFAULT_MODULES_DIR),
+            passive: None,
         }
     }
 

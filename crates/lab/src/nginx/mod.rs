@@ -238,6 +238,7 @@ impl Driver for Nginx {
             worker_rlimit_nofile: wanted.min(hard),
             user_root: rustix::process::geteuid().is_root(),
             modules_dir,
+            passive: ctx.passive_health.clone(),
         });
         self.route = Route::Base;
         self.install_config(endpoints, Route::Base)?;
