@@ -21,6 +21,11 @@ impl Summary {
             out.push('\n');
             out.push_str(&plain(&crate::tables::maxima(input)));
         }
+        let failover = crate::failover::table(input);
+        if !failover.rows.is_empty() {
+            out.push('\n');
+            out.push_str(&plain(&failover));
+        }
         out
     }
 }
