@@ -44,7 +44,7 @@ pub fn table(input: &ReportInput) -> Table {
                     pct(b.healthy.error_ratio),
                     b.failing.errors.to_string(),
                     pct(b.failing.error_ratio),
-                    b.stop_ms.n.to_string(),
+                    (b.stop_ms.n + b.never_stopped).to_string(),
                     fmt_opt_ms1(b.stop_ms.median),
                     fmt_opt_ms1(b.stop_ms.max),
                     b.never_stopped.to_string(),
@@ -59,7 +59,7 @@ pub fn table(input: &ReportInput) -> Table {
     Table {
         id: "table-failover",
         title: "Backend failover",
-        note: "Per flapping backend (healthy, then failing, repeatedly; the mode says how it fails): the requests it received per second of its healthy and of its failing phases (from its own log), the errors users saw during each kind of phase (and their share of all requests then), and, over the failing phases that started in the measured window, the milliseconds from the failure's start until the proxy stopped sending to it (the end of its last 100 ms of arrivals before 300 ms without any); over the healthy phases after a failure, until its first request again. \"never\": phases in which it never stopped, or never received a request again. See docs/results.md.".into(),
+        note: "Per flapping backend (healthy, then failing, repeatedly; the mode says how it fails): the requests it received per second of its healthy and of its failing phases (from its own log), the errors users saw during each kind of phase (and their share of all requests then), and, over the failing phases wholly inside the measured window, the milliseconds from the failure's start until the proxy stopped sending to it (the end of its last 100 ms of arrivals before 300 ms without any); over the healthy phases after a failure, until its first request again. \"never\": phases in which it never stopped, or never received a request again. See docs/results.md.".into(),
         cols: COLS
             .iter()
             .map(|(k, h)| (k.to_string(), h.to_string()))

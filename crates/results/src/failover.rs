@@ -120,11 +120,11 @@ pub struct FlappingBackend {
     /// Failing phases against healthy ones.
     pub failing: PhaseTotals,
     pub healthy: PhaseTotals,
-    /// Over the failing phases that start in the window: [`FailoverPhase::stop_ms`].
+    /// Over the failing phases wholly in the window: [`FailoverPhase::stop_ms`].
     pub stop_ms: Spread,
-    /// Failing phases that start in the window in which the proxy never stopped.
+    /// Failing phases wholly in the window in which the proxy never stopped.
     pub never_stopped: usize,
-    /// Over the healthy phases that follow a failing one and start in the window:
+    /// Over the healthy phases that follow a failing one, wholly in the window:
     /// [`FailoverPhase::resume_ms`].
     pub resume_ms: Spread,
     /// Such healthy phases in which it received nothing at all.
@@ -138,8 +138,9 @@ pub struct FailoverPhase {
     /// The phase's start and end, clipped to the window.
     pub from_ms: f64,
     pub until_ms: f64,
-    /// The phase started inside the window (its reaction times are measured).
-    pub started_in_window: bool,
+    /// The phase lies wholly inside the window: only then are its reaction times
+    /// measured (one cut by the window's end may not have had the time to react).
+    pub whole: bool,
     /// Requests the backend received in `from_ms..until_ms` (its buckets).
     pub received: u64,
     /// Responses the client saw from it (`x-backend`), and all the client's
@@ -193,65 +194,74 @@ pub struct Window<'a> {
 /// Places a flapping backend's log on the load's clock and measures each phase.
 pub fn analyse(log: &FlapLog, w: &Window) -> FlappingBackend {
     let offset_ms = (log.anchor_unix_ns as f64 - w.start_unix_ns as f64) / 1e6;
-    let bucket = log.bucket_ms.max(1) as f64;
-    let period = (log.healthy_ms + log.failing_ms).max(1) as f64;
+    let bucket_ms = log.bucket_ms.max(1);
+    let bucket = bucket_ms as f64;
+    let period_ms = (log.healthy_ms + log.failing_ms).max(1);
     let end = w.duration_ms.max(0.0);
+    // Everything is decided in ms since the anchor, where phase boundaries and bucket
+    // starts are exact integers: neighbouring phases then share their boundary to the
+    // bit, and each bucket lands in exactly one phase and one second.
+    let (win_lo, win_hi) = (-offset_ms, end - offset_ms);
+    let arrivals = |j: usize| log.arrivals.get(j).copied().unwrap_or(0);
+    // Buckets whose start lies in [lo, hi).
+    let span = |lo: f64, hi: f64| {
+        let j0 = (lo / bucket).floor().max(0.0) as usize;
+        let j1 = (hi / bucket).ceil().max(0.0) as usize + 1;
+        (j0..j1).filter(move |&j| {
+            let t = (j as u64 * bucket_ms) as f64;
+            t >= lo && t < hi
+        })
+    };
 
-    let mut received_per_s = vec![0u64; (end / 1000.0).ceil() as usize];
-    for (j, &n) in log.arrivals.iter().enumerate() {
-        let t = offset_ms + j as f64 * bucket;
-        if t >= 0.0 && t < end {
-            if let Some(s) = received_per_s.get_mut((t / 1000.0) as usize) {
-                *s += n;
-            }
+    let seconds = (end / 1000.0).ceil() as usize;
+    let mut received_per_s = vec![0u64; seconds];
+    for j in span(win_lo, win_hi) {
+        let s = (((j as u64 * bucket_ms) as f64 - win_lo) / 1000.0) as usize;
+        if let Some(x) = received_per_s.get_mut(s.min(seconds.saturating_sub(1))) {
+            *x += arrivals(j);
         }
     }
-    // Buckets whose start lies in [a, b) (load-clock ms).
-    let buckets_in = |a: f64, b: f64| {
-        let j0 = ((a - offset_ms) / bucket).ceil().max(0.0) as usize;
-        let j1 = ((b - offset_ms) / bucket).ceil().max(0.0) as usize;
-        j0..j1.max(j0)
-    };
-    let arrivals = |j: usize| log.arrivals.get(j).copied().unwrap_or(0);
 
     let mut phases = Vec::new();
     // The first phase that can overlap the window.
-    let mut k = (((-offset_ms) / period).floor().max(0.0) as u64) * 2;
+    let mut k = ((win_lo / period_ms as f64).floor().max(0.0) as u64) * 2;
     loop {
         // Phase `k`: even ones healthy, odd ones failing.
         let failing = k % 2 == 1;
-        let start =
-            offset_ms + (k / 2) as f64 * period + if failing { log.healthy_ms as f64 } else { 0.0 };
-        let len = if failing {
-            log.failing_ms
-        } else {
-            log.healthy_ms
-        } as f64;
-        if start >= end {
+        let ps = (k / 2) * period_ms + if failing { log.healthy_ms } else { 0 };
+        let pe = ps
+            + if failing {
+                log.failing_ms
+            } else {
+                log.healthy_ms
+            };
+        let (ps, pe) = (ps as f64, pe as f64);
+        if ps >= win_hi {
             break;
         }
         let index = k;
         k += 1;
-        if start + len <= 0.0 {
+        if pe <= win_lo {
             continue;
         }
-        let (from, until) = (start.max(0.0), (start + len).min(end));
-        let range = buckets_in(from, until);
-        let received = range.clone().map(arrivals).sum();
+        let (lo, hi) = (ps.max(win_lo), pe.min(win_hi));
+        let from = if ps >= win_lo { ps + offset_ms } else { 0.0 };
+        let until = if pe <= win_hi { pe + offset_ms } else { end };
+        let received = span(lo, hi).map(arrivals).sum();
         let (responses_from_it, responses, errors) = client_side(w.timeline, &log.id, from, until);
         let mut p = FailoverPhase {
             failing,
             from_ms: from,
             until_ms: until,
-            started_in_window: start >= 0.0,
+            whole: ps >= win_lo && pe <= win_hi,
             received,
             responses_from_it,
             responses,
             errors,
             ..FailoverPhase::default()
         };
-        if p.started_in_window {
-            let counts: Vec<u64> = buckets_in(start, start + len).map(arrivals).collect();
+        if p.whole {
+            let counts: Vec<u64> = span(ps, pe).map(arrivals).collect();
             let logged = log.phases.iter().find(|x| x.index == index);
             if failing {
                 p.stop_ms = stop_ms(&counts, bucket);
@@ -286,14 +296,12 @@ pub fn analyse(log: &FlapLog, w: &Window) -> FlappingBackend {
         }
         t
     };
-    let measured_failing: Vec<&FailoverPhase> = phases
-        .iter()
-        .filter(|p| p.failing && p.started_in_window)
-        .collect();
+    let measured_failing: Vec<&FailoverPhase> =
+        phases.iter().filter(|p| p.failing && p.whole).collect();
     let measured_resumes: Vec<&FailoverPhase> = phases
         .iter()
         .enumerate()
-        .filter(|(i, p)| !p.failing && p.started_in_window && *i > 0 && phases[i - 1].failing)
+        .filter(|(i, p)| !p.failing && p.whole && *i > 0 && phases[i - 1].failing)
         .map(|(_, p)| p)
         .collect();
     FlappingBackend {
@@ -443,7 +451,7 @@ mod tests {
         let spans: Vec<(bool, f64, f64, bool)> = f
             .phases
             .iter()
-            .map(|p| (p.failing, p.from_ms, p.until_ms, p.started_in_window))
+            .map(|p| (p.failing, p.from_ms, p.until_ms, p.whole))
             .collect();
         assert_eq!(
             spans,
@@ -454,7 +462,7 @@ mod tests {
                 (true, 2500.0, 3500.0, true),
                 (false, 3500.0, 4500.0, true),
                 (true, 4500.0, 5500.0, true),
-                (false, 5500.0, 6000.0, true),
+                (false, 5500.0, 6000.0, false),
             ]
         );
         // The first, clipped healthy phase: its last 5 buckets.
@@ -477,8 +485,10 @@ mod tests {
         assert_eq!(f.stop_ms.n, 3);
         assert_eq!(f.stop_ms.median, Some(200.0));
         assert_eq!(f.never_stopped, 0);
-        // Healthy phases at 1500, 3500, 5500 follow a failing one.
-        assert_eq!((f.resume_ms.n, f.never_resumed), (3, 0));
+        // Healthy phases at 1500 and 3500 follow a failing one; the one at 5500 is
+        // cut by the window's end.
+        assert_eq!((f.resume_ms.n, f.never_resumed), (2, 0));
+        assert_eq!(f.phases[6].resume_ms, None);
         assert_eq!(f.failing.phases, 3);
         assert_eq!(f.failing.received, 42);
         assert!((f.failing.received_per_s - 14.0).abs() < 1e-9);
@@ -493,6 +503,47 @@ mod tests {
             f.received_per_s.iter().sum::<u64>(),
             50 + 14 + 100 + 14 + 100 + 14 + 50
         );
+    }
+
+    /// Whatever the anchor's offset, every bucket in the window is counted once:
+    /// in one phase and in one second (an 11 s run once counted 11 requests twice
+    /// where two phases met at 5952.768512 ms).
+    #[test]
+    fn each_bucket_is_counted_once_whatever_the_offset() {
+        for offset_ns in [47_231_488u64, 1, 999_999, 450_000_000, 1_999_999_999] {
+            let start_unix_ns = 10_000_000_000_000u64;
+            let log = FlapLog {
+                schema: FLAP_SCHEMA.into(),
+                id: "f1".into(),
+                mode: "reset".into(),
+                healthy_ms: 2000,
+                failing_ms: 2000,
+                anchor_unix_ns: start_unix_ns - offset_ns,
+                bucket_ms: 100,
+                arrivals: (0..200).map(|j| j % 7 + 1).collect(),
+                phases: Vec::new(),
+            };
+            let f = analyse(
+                &log,
+                &Window {
+                    start_unix_ns,
+                    duration_ms: 11_000.0,
+                    timeline: &[],
+                },
+            );
+            let per_s: u64 = f.received_per_s.iter().sum();
+            let in_phases: u64 = f.phases.iter().map(|p| p.received).sum();
+            assert_eq!(per_s, in_phases, "offset {offset_ns} ns");
+            // The buckets starting in the window: 110, give or take the edges.
+            let lo = offset_ns as f64 / 1e8;
+            let want: u64 = (lo.ceil() as usize..(lo + 110.0).ceil() as usize)
+                .map(|j| log.arrivals[j])
+                .sum();
+            assert_eq!(per_s, want, "offset {offset_ns} ns");
+            for w in f.phases.windows(2) {
+                assert_eq!(w[0].until_ms.to_bits(), w[1].from_ms.to_bits());
+            }
+        }
     }
 
     #[test]
