@@ -53,14 +53,15 @@ pub fn ms(d: Duration) -> String {
     format!("{}ms", d.as_millis().max(1))
 }
 
-/// Parameters of each nginx `server` line.
+/// Parameters of each nginx `server` line. nginx reads `fail_timeout` in whole
+/// seconds (`1000ms` is refused), so it is rounded up to the next second.
 pub fn nginx_server(p: Option<&PassiveHealth>) -> String {
     match p {
         None => " max_fails=0".into(),
         Some(p) => format!(
-            " max_fails={} fail_timeout={}",
+            " max_fails={} fail_timeout={}s",
             p.max_fails.max(1),
-            ms(p.fail_timeout)
+            p.fail_timeout.as_millis().div_ceil(1000).max(1)
         ),
     }
 }
@@ -85,31 +86,30 @@ pub fn nginx_location(p: Option<&PassiveHealth>) -> String {
 
 /// Lines of HAProxy's backend section: an HTTP check of `/healthz` (HAProxy observes
 /// traffic only on servers with `check`, and the check is what brings a server
-/// marked down back), and retries of what a failed server did.
+/// marked down back). No `retry-on`: with it (`retry-on conn-failure empty-response
+/// 503`), a flapping server was never marked down in this lab (HAProxy 2.6), its
+/// errors retried away before `observe` saw them.
 pub fn haproxy_backend(p: Option<&PassiveHealth>) -> Vec<String> {
     let Some(p) = p else {
         return Vec::new();
     };
-    let mut v = vec![
-        "    option httpchk GET /healthz".to_string(),
-        "    retry-on conn-failure empty-response response-timeout 502 503 504".to_string(),
-    ];
+    let mut v = vec!["    option httpchk GET /healthz".to_string()];
     if let Some(t) = p.timeout {
         v.push(format!("    timeout server {}", ms(t)));
     }
     v
 }
 
-/// Parameters added to HAProxy's `default-server`: traffic is observed at layer 7
-/// (and layer 4 errors with it), `max_fails` errors mark the server down, and
+/// Parameters added to HAProxy's `default-server`: traffic is observed at layer 7,
+/// `max_fails` errors mark the server down, and
 /// while down it is checked every `fail_timeout`, one good check bringing it back.
-/// While up it is checked every 10 s only, so that traffic, not the check, finds
-/// the failure.
+/// While up it is checked at HAProxy's default interval (2 s) and needs 3 failed
+/// checks to go down, so that traffic, not the check, finds a failure first.
 pub fn haproxy_server(p: Option<&PassiveHealth>) -> String {
     match p {
         None => String::new(),
         Some(p) => format!(
-            " check inter 10s downinter {} rise 1 fall 3 observe layer7 error-limit {} on-error mark-down",
+            " check inter 2s downinter {} rise 1 fall 3 observe layer7 error-limit {} on-error mark-down",
             ms(p.fail_timeout),
             p.max_fails.max(1)
         ),
@@ -142,7 +142,7 @@ mod tests {
     #[test]
     fn tuned_translations() {
         let p = tuned();
-        assert_eq!(nginx_server(Some(&p)), " max_fails=2 fail_timeout=2500ms");
+        assert_eq!(nginx_server(Some(&p)), " max_fails=2 fail_timeout=3s");
         let loc = nginx_location(Some(&p));
         assert!(loc.contains("http_503") && loc.contains("proxy_read_timeout 1000ms;"));
         let be = haproxy_backend(Some(&p));
