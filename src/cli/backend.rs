@@ -16,7 +16,7 @@ use clap::Args;
 use tokio::signal::unix::{signal, SignalKind};
 
 use super::usage;
-use ::backend::{self, response, Config, Delay, DrainEnd, Server, Stall};
+use ::backend::{self, response, Config, Delay, DrainEnd, Flap, FlapMode, Server, Stall};
 
 /// Largest `--body-size`; the padding is held in memory once and per connection.
 const MAX_BODY: usize = 64 << 20;
@@ -43,6 +43,15 @@ pub struct BackendArgs {
     /// Hold all answers for the first STALL of every WINDOW since start (e.g. 1s/5s).
     #[arg(long, value_name = "STALL/WINDOW")]
     pub stall: Option<String>,
+    /// Flap: healthy for HEALTHY, then failing for FAILING, repeatedly since start (e.g. 8s/4s).
+    #[arg(long, value_name = "HEALTHY/FAILING")]
+    pub flap: Option<String>,
+    /// How a flapping backend fails: reset (connections), 503, or stall (no answer).
+    #[arg(long, value_name = "MODE")]
+    pub flap_mode: Option<String>,
+    /// With --flap: write what was received per phase here (JSON, atomically, every second and at exit).
+    #[arg(long, value_name = "FILE")]
+    pub flap_log: Option<PathBuf>,
     /// Status of every answer except /healthz (e.g. 503 for error tests).
     #[arg(long, value_name = "CODE", default_value_t = 200)]
     pub status: u16,
@@ -69,7 +78,12 @@ struct Plan {
     config: Config,
     workers: usize,
     ready_file: Option<PathBuf>,
+    flap_log: Option<PathBuf>,
 }
+
+/// How often a flap log is rewritten while the backend runs: a reader (the runner,
+/// after a backend it could not stop cleanly) then misses at most this much.
+const FLAP_LOG_EVERY: Duration = Duration::from_secs(1);
 
 /// Runs the backend until SIGTERM/SIGINT, drains, and returns 0.
 ///
@@ -121,11 +135,39 @@ async fn serve(plan: Plan) -> anyhow::Result<i32> {
         }
         let _ = out.flush();
     }
+    // The flap log exists before the ready file does: a parent that sees the backend
+    // ready finds the log too.
+    let flap_log = match (server.flap_counter(), plan.flap_log.clone()) {
+        (Some(counter), Some(path)) => {
+            let write = move || {
+                counter
+                    .snapshot(tokio::time::Instant::now())
+                    .write(&path)
+                    .with_context(|| format!("backend: flap log {}", path.display()))
+            };
+            write()?;
+            let every = write.clone();
+            let task = tokio::spawn(async move {
+                let mut tick = tokio::time::interval(FLAP_LOG_EVERY);
+                tick.tick().await;
+                loop {
+                    tick.tick().await;
+                    let _ = every();
+                }
+            });
+            Some((task, write))
+        }
+        _ => None,
+    };
     if let Some(path) = &plan.ready_file {
         backend::write_ready_file(path, server.local_addrs()).context("backend")?;
     }
 
     let d = server.run(stop_rx).await;
+    if let Some((task, write)) = flap_log {
+        task.abort();
+        write()?;
+    }
     match d.end {
         DrainEnd::Clean => eprintln!(
             "ingressbench backend: drained {} connections in {:.2?}",
@@ -176,6 +218,18 @@ fn resolve(args: BackendArgs) -> anyhow::Result<Plan> {
         .map(Stall::parse)
         .transpose()
         .map_err(usage)?;
+    let flap = match (&args.flap, &args.flap_mode, &args.flap_log) {
+        (Some(f), mode, _) => {
+            let mode = FlapMode::parse(mode.as_deref().unwrap_or("reset")).map_err(usage)?;
+            Some(Flap::parse(f, mode).map_err(usage)?)
+        }
+        (None, None, None) => None,
+        (None, _, _) => {
+            return Err(usage(
+                "--flap-mode and --flap-log go with --flap HEALTHY/FAILING (e.g. --flap 8s/4s)",
+            ))
+        }
+    };
     if !response::status_allowed(args.status) {
         return Err(usage(format!(
             "--status {}: use a code from 200 to 599 that allows a body (not 204 or 304)",
@@ -205,12 +259,14 @@ fn resolve(args: BackendArgs) -> anyhow::Result<Plan> {
             body_size: args.body_size,
             delay,
             stall,
+            flap,
             status: args.status,
             tls,
             drain_timeout,
         },
         workers,
         ready_file: args.ready_file,
+        flap_log: args.flap_log,
     })
 }
 
@@ -255,6 +311,8 @@ mod tests {
         assert_eq!(p.config.body_size, 1024);
         assert_eq!(p.config.delay, Delay::None);
         assert_eq!(p.config.stall, None);
+        assert_eq!(p.config.flap, None);
+        assert!(p.flap_log.is_none());
         assert_eq!(p.config.status, 200);
         assert!(p.config.tls.is_none());
         assert_eq!(p.config.drain_timeout, Duration::from_secs(10));
@@ -304,6 +362,22 @@ mod tests {
     }
 
     #[test]
+    fn flap_flags() {
+        let p = plan(&["--flap", "8s/4s", "--flap-log", "/tmp/f.json"]).unwrap();
+        let f = p.config.flap.unwrap();
+        assert_eq!(
+            (f.healthy, f.failing),
+            (Duration::from_secs(8), Duration::from_secs(4))
+        );
+        assert_eq!(f.mode, FlapMode::Reset, "reset is the default mode");
+        assert_eq!(p.flap_log, Some(PathBuf::from("/tmp/f.json")));
+        for (flag, mode) in [("503", FlapMode::Status503), ("stall", FlapMode::Stall)] {
+            let p = plan(&["--flap", "1s/1s", "--flap-mode", flag]).unwrap();
+            assert_eq!(p.config.flap.unwrap().mode, mode);
+        }
+    }
+
+    #[test]
     fn bad_flags_are_usage_errors() {
         assert!(usage_err(&["--listen", "localhost"]).starts_with("--listen"));
         assert!(usage_err(&["--id", "a b"]).starts_with("--id"));
@@ -314,6 +388,11 @@ mod tests {
         assert!(usage_err(&["--status", "99"]).starts_with("--status"));
         assert!(usage_err(&["--drain-timeout", "x"]).starts_with("--drain-timeout"));
         assert!(usage_err(&["--workers", "0"]).starts_with("--workers"));
+        assert!(usage_err(&["--flap", "8s"]).starts_with("--flap "));
+        assert!(usage_err(&["--flap", "8s/50ms"]).starts_with("--flap "));
+        assert!(usage_err(&["--flap", "8s/4s", "--flap-mode", "crash"]).starts_with("--flap-mode"));
+        assert!(usage_err(&["--flap-mode", "503"]).starts_with("--flap-mode and --flap-log"));
+        assert!(usage_err(&["--flap-log", "/tmp/f.json"]).starts_with("--flap-mode and --flap-log"));
         let tls = usage_err(&["--tls-cert", "/no/such.pem", "--tls-key", "/no/such.key"]);
         assert!(tls.starts_with("certificate /no/such.pem:"), "{tls}");
         // clap itself refuses one TLS flag without the other.

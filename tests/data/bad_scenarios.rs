@@ -148,4 +148,34 @@ const BAD: &[(&str, &str, &str)] = &[
         "",
         "line 5: load.rate: missing: give the requests per second (or load.rates: [0.3, 0.5] to run at fractions of each system's maximum)",
     ),
+    (
+        "  replicas: 2\n",
+        "  replicas: 2\n  flapping: {healthy: 8s, failing: 50ms}\n",
+        "line 5: backends.flapping: healthy 8000ms, failing 50ms: each phase is a whole number of tenths of a second, at least 100ms",
+    ),
+    (
+        "  replicas: 2\n",
+        "  replicas: 2\n  flapping:\n    healthy: 8s\n    failing: 4s\n    mode: crash\n",
+        "line 8: backends.flapping.mode: unknown variant `crash`, expected one of `reset`, `503`, `stall`",
+    ),
+    (
+        "  replicas: 2\n",
+        "  replicas: 2\n  flapping: {count: 31, healthy: 8s, failing: 4s}\n",
+        "line 5: backends.flapping.count: 31 is out of range: use 1 to 30 (with backends.replicas, at most 32 backends)",
+    ),
+    (
+        "  replicas: 2\n",
+        "  replicas: 2\npassive_health:\n  max_fails: 0\n",
+        "line 6: passive_health.max_fails: 0 is out of range: use 1 to 1000",
+    ),
+    (
+        "  replicas: 2\n",
+        "  replicas: 2\npassive_health:\n  max_fail: 2\n",
+        "line 6: passive_health: unknown field `max_fail`, expected one of `max_fails`, `fail_timeout`, `timeout`",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [nginx-lua]\npassive_health: {fail_timeout: 1s}\n",
+        "line 3: passive_health: none of the systems has a tuned variant (those that do: nginx-reload, haproxy-reload, haproxy-runtime, caddy-api, envoy-xds, envoy-hot-restart)",
+    ),
 ];

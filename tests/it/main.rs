@@ -12,6 +12,7 @@ mod backend;
 mod bad_input;
 mod compare;
 mod contract;
+mod failover;
 mod generators;
 mod k8s_all;
 mod k8s_contour;

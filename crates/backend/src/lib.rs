@@ -8,11 +8,13 @@
 //! drain on SIGTERM that behaves like a pod's, so rollouts can be studied.
 //!
 //! Parts: [`http1::RequestReader`] (strict) reads requests, [`response`] writes answers, [`delay`] and
-//! [`stall`] decide when, [`tls`] loads certificates, [`server`] runs it all. The
+//! [`stall`] decide when, [`flap`] makes it fail on a schedule and counts what it
+//! received, [`tls`] loads certificates, [`server`] runs it all. The
 //! command line (`ingressbench backend`) only resolves flags into a [`Config`],
 //! installs signal handlers and calls [`Server`].
 
 pub mod delay;
+pub mod flap;
 pub mod response;
 pub mod server;
 pub mod stall;
@@ -22,6 +24,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
 pub use delay::Delay;
+pub use flap::{Flap, FlapMode};
 pub use server::{valid_id, Config, DrainEnd, Drained, Server};
 pub use stall::Stall;
 

@@ -109,7 +109,29 @@ impl Responder {
 
     /// Appends the answer to `a` to `out`, dated `date`.
     pub fn write(&self, out: &mut Vec<u8>, conn_prefix: &[u8], date: &[u8; DATE_LEN], a: &Answer) {
-        let health = path_of(a.uri) == HEALTH_PATH;
+        self.write_as(out, conn_prefix, date, a, path_of(a.uri) == HEALTH_PATH);
+    }
+
+    /// Appends the main answer to `a`, even for `/healthz`: a flapping backend's
+    /// probes fail with the rest ([`crate::flap`]).
+    pub fn write_main(
+        &self,
+        out: &mut Vec<u8>,
+        conn_prefix: &[u8],
+        date: &[u8; DATE_LEN],
+        a: &Answer,
+    ) {
+        self.write_as(out, conn_prefix, date, a, false);
+    }
+
+    fn write_as(
+        &self,
+        out: &mut Vec<u8>,
+        conn_prefix: &[u8],
+        date: &[u8; DATE_LEN],
+        a: &Answer,
+        health: bool,
+    ) {
         out.extend_from_slice(if health {
             &self.health_head
         } else {

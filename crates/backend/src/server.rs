@@ -20,12 +20,13 @@ use std::time::Duration;
 use http1::request::{RequestReader, MAX_HEAD};
 use http1::Strictness;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::time::Instant;
 use tokio_rustls::TlsAcceptor;
 
 use super::delay::{Delay, Rng};
+use super::flap::{Flap, FlapCounter, FlapMode};
 use super::response::{now_date, Answer, Responder, CONTINUE, HEALTH_PATH};
 use super::stall::Stall;
 use super::Error;
@@ -58,6 +59,8 @@ pub struct Config {
     pub delay: Delay,
     /// Periodic stall of all answers, counted from [`Server::bind`].
     pub stall: Option<Stall>,
+    /// Healthy and failing phases, counted from [`Server::bind`] (see [`crate::flap`]).
+    pub flap: Option<Flap>,
     /// Status of the main answer (`/healthz` is always 200).
     pub status: u16,
     /// Serve HTTPS with this configuration.
@@ -110,6 +113,9 @@ struct Shared {
     responder: Responder,
     delay: Delay,
     stall: Option<Stall>,
+    /// With `--flap`: the schedule and what was received, and the 503 answers.
+    flap: Option<Arc<FlapCounter>>,
+    failing_responder: Option<Responder>,
     start: Instant,
     next_request: AtomicU64,
     open: AtomicUsize,
@@ -149,6 +155,17 @@ impl Server {
             Some(id) => id,
             None => default_id(addrs.first().map_or(0, SocketAddr::port)),
         };
+        let start = Instant::now();
+        let unix_ns = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+        let flap = config
+            .flap
+            .map(|f| Arc::new(FlapCounter::new(f, &id, start, unix_ns)));
+        let failing_responder = config
+            .flap
+            .filter(|f| f.mode == FlapMode::Status503)
+            .map(|_| Responder::new(&id, 503, config.body_size));
         Ok(Server {
             listeners,
             addrs,
@@ -156,7 +173,9 @@ impl Server {
                 responder: Responder::new(&id, config.status, config.body_size),
                 delay: config.delay,
                 stall: config.stall,
-                start: Instant::now(),
+                flap,
+                failing_responder,
+                start,
                 next_request: AtomicU64::new(1),
                 open: AtomicUsize::new(0),
                 all_closed: Notify::new(),
@@ -174,6 +193,12 @@ impl Server {
     /// The server's id (given, or the default resolved at bind time).
     pub fn id(&self) -> &str {
         self.shared.responder.id()
+    }
+
+    /// The flap schedule's record, to be written while the server runs (`None`
+    /// without `--flap`).
+    pub fn flap_counter(&self) -> Option<Arc<FlapCounter>> {
+        self.shared.flap.clone()
     }
 
     /// `https` when serving TLS, else `http`.
@@ -355,7 +380,7 @@ async fn serve<S>(
     mut drain: watch::Receiver<bool>,
 ) -> io::Result<()>
 where
-    S: AsyncRead + AsyncWrite + Unpin,
+    S: AsyncRead + AsyncWrite + Unpin + Abort,
 {
     let prefix = shared.responder.conn_prefix(local);
     // Strict: a request two careful parsers could frame differently is a 400.
@@ -385,7 +410,29 @@ where
                 break;
             }
             let health = reader.path() == HEALTH_PATH;
-            if let Some(at) = shared.release_at(&mut rng, health) {
+            // A failing phase of a flapping backend decides the answer first.
+            let mut answer_503 = false;
+            let mut held_until = None;
+            if let Some(flap) = &shared.flap {
+                let phase = flap.arrive(Instant::now(), health);
+                if phase.failing {
+                    match flap.flap().mode {
+                        FlapMode::Reset => {
+                            // Dropped with SO_LINGER 0: the peer gets a reset.
+                            io.abort();
+                            return Ok(());
+                        }
+                        FlapMode::Status503 => answer_503 = true,
+                        FlapMode::Stall => held_until = Some(shared.start + phase.end),
+                    }
+                }
+            }
+            let release = shared.release_at(&mut rng, health);
+            let release = match (release, held_until) {
+                (Some(a), Some(b)) => Some(a.max(b)),
+                (a, b) => a.or(b),
+            };
+            if let Some(at) = release {
                 // Earlier answers must not wait for this one's delay.
                 write_out(&mut io, &mut out).await?;
                 hold(&mut io, &mut buf, &mut end, at, &mut peer_done).await?;
@@ -399,9 +446,12 @@ where
                 confirm_keep_alive: reader.http10() && !closing,
                 request_id: shared.next_request.fetch_add(1, Ordering::Relaxed),
             };
-            shared
-                .responder
-                .write(&mut out, &prefix, &now_date(), &answer);
+            match (&shared.failing_responder, answer_503) {
+                (Some(r), true) => r.write_main(&mut out, &prefix, &now_date(), &answer),
+                _ => shared
+                    .responder
+                    .write(&mut out, &prefix, &now_date(), &answer),
+            }
             if closing {
                 return close(&mut io, &out, &mut buf).await;
             }
@@ -440,6 +490,24 @@ where
             return Ok(());
         }
         end += n;
+    }
+}
+
+/// A connection that can end with a reset instead of a FIN.
+trait Abort {
+    /// Sets `SO_LINGER` to 0, so that dropping the connection resets it.
+    fn abort(&self);
+}
+
+impl Abort for TcpStream {
+    fn abort(&self) {
+        let _ = self.set_zero_linger();
+    }
+}
+
+impl Abort for tokio_rustls::server::TlsStream<TcpStream> {
+    fn abort(&self) {
+        let _ = self.get_ref().0.set_zero_linger();
     }
 }
 

@@ -25,6 +25,18 @@ struct Running {
     guard: Guard,
 }
 
+/// Backends that flap (`backends.flapping` of a scenario): started with the steady
+/// ones, given to the proxy with them, never the ones a scale-down removes, and
+/// named `f1`, `f2`, ... so reports tell them apart at a glance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlapSpec {
+    pub count: u32,
+    /// `--flap` of the backend: `HEALTHY/FAILING`, e.g. `8s/4s`.
+    pub schedule: String,
+    /// `--flap-mode`: `reset`, `503` or `stall`.
+    pub mode: String,
+}
+
 /// The running backends, in start order.
 pub struct Pool {
     /// The ingressbench binary (the backend is built in).
@@ -34,6 +46,8 @@ pub struct Pool {
     log_dir: PathBuf,
     next: u32,
     running: Vec<Running>,
+    /// Flapping backends: endpoints like the others, but outside scaling.
+    flapping: Vec<Running>,
     /// Backends asked to stop gracefully, still draining.
     stopping: Vec<Guard>,
 }
@@ -49,15 +63,22 @@ impl Pool {
             log_dir: log_dir.to_path_buf(),
             next: 1,
             running: Vec::new(),
+            flapping: Vec::new(),
             stopping: Vec::new(),
         }
     }
 
-    /// The endpoints of the running backends, in start order.
+    /// The endpoints of the running backends, in start order, then the flapping ones.
     pub fn endpoints(&self) -> Vec<Endpoint> {
-        self.running.iter().map(|r| r.endpoint.clone()).collect()
+        self.running
+            .iter()
+            .chain(&self.flapping)
+            .map(|r| r.endpoint.clone())
+            .collect()
     }
 
+    /// The steady backends running (flapping ones are not counted: scaling leaves
+    /// them alone).
     pub fn len(&self) -> usize {
         self.running.len()
     }
@@ -73,6 +94,54 @@ impl Pool {
     pub fn start_one(&mut self) -> Result<Endpoint, LabError> {
         let id = format!("b{}", self.next);
         self.next += 1;
+        let r = self.spawn(&id, &[])?;
+        let endpoint = r.endpoint.clone();
+        self.running.push(r);
+        Ok(endpoint)
+    }
+
+    /// Starts the flapping backends of `spec`, each writing its log to
+    /// `flap-<id>.json` in the log folder, and waits until each is ready (the
+    /// schedule starts healthy).
+    ///
+    /// # Errors
+    /// [`LabError`] when one cannot start or is not ready within 10 s.
+    pub fn start_flapping(&mut self, spec: &FlapSpec) -> Result<Vec<Endpoint>, LabError> {
+        let mut out = Vec::new();
+        for _ in 0..spec.count {
+            let id = format!("f{}", self.flapping.len() + 1);
+            let log = self.flap_log(&id);
+            let args = [
+                "--flap".to_string(),
+                spec.schedule.clone(),
+                "--flap-mode".to_string(),
+                spec.mode.clone(),
+                "--flap-log".to_string(),
+                log.display().to_string(),
+            ];
+            let r = self.spawn(&id, &args)?;
+            out.push(r.endpoint.clone());
+            self.flapping.push(r);
+        }
+        Ok(out)
+    }
+
+    /// Where the flapping backend `id` writes what it received.
+    pub fn flap_log(&self, id: &str) -> PathBuf {
+        self.log_dir.join(format!("flap-{id}.json"))
+    }
+
+    /// The flapping backends' ids and logs, in start order.
+    pub fn flap_logs(&self) -> Vec<(String, PathBuf)> {
+        self.flapping
+            .iter()
+            .map(|r| (r.endpoint.id.clone(), self.flap_log(&r.endpoint.id)))
+            .collect()
+    }
+
+    /// Starts backend `id` with `extra` flags and waits until `/healthz` answers.
+    fn spawn(&mut self, id: &str, extra: &[String]) -> Result<Running, LabError> {
+        let id = id.to_string();
         let ready = self.work_dir.join(format!("{id}.ready"));
         let mut cmd = Command::new(&self.exe);
         cmd.args(["backend", "--listen", "127.0.0.1:0", "--id", &id])
@@ -87,6 +156,7 @@ impl Pool {
         if let Some(d) = &self.spec.delay {
             cmd.args(["--delay", d]);
         }
+        cmd.args(extra);
         let log = self.log_dir.join(format!("backend-{id}.log"));
         let mut guard = Guard::spawn_on(&id, &mut cmd, &log, &self.spec.cpus)
             .map_err(LabError::io(format!("start backend {id}")))?;
@@ -114,12 +184,10 @@ impl Pool {
             std::thread::sleep(Duration::from_millis(10));
         }
         let _ = std::fs::remove_file(&ready);
-        let endpoint = Endpoint { id, addr };
-        self.running.push(Running {
-            endpoint: endpoint.clone(),
+        Ok(Running {
+            endpoint: Endpoint { id, addr },
             guard,
-        });
-        Ok(endpoint)
+        })
     }
 
     /// Picks the backend a scale-down removes: the newest, as a ReplicaSet prefers
@@ -152,7 +220,7 @@ impl Pool {
 
     /// Stops every backend (running and draining) and waits for them.
     pub fn stop_all(&mut self) {
-        for mut r in self.running.drain(..) {
+        for mut r in self.running.drain(..).chain(self.flapping.drain(..)) {
             r.guard.stop(Signal::TERM, Duration::from_millis(500));
         }
         for mut g in self.stopping.drain(..) {
@@ -164,6 +232,7 @@ impl Pool {
     pub fn alive(&mut self, id: &str) -> bool {
         self.running
             .iter_mut()
+            .chain(self.flapping.iter_mut())
             .find(|r| r.endpoint.id == id)
             .is_some_and(|r| r.guard.alive())
     }

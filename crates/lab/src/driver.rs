@@ -148,6 +148,9 @@ pub struct DriverContext {
     /// ([`Driver::handshakes`]); for proxies that need a log for it (nginx, Caddy),
     /// off by default because the log costs CPU.
     pub count_handshakes: bool,
+    /// The tuned variant's passive health checks (`<profile>+passive`); `None`: the
+    /// profile's default.
+    pub passive_health: Option<crate::health::PassiveHealth>,
 }
 
 impl DriverContext {
@@ -171,6 +174,7 @@ impl DriverContext {
             worker_connections: 10_000,
             cpus: Vec::new(),
             count_handshakes: false,
+            passive_health: None,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod controller;
 pub mod driver;
 pub mod envoy;
 pub mod haproxy;
+pub mod health;
 pub mod local;
 pub mod network;
 pub mod nginx;

@@ -2,7 +2,7 @@
 //! machine, the proxy listens on loopback, and the TLS material is made per system in
 //! a scratch folder that goes when the system is torn down.
 
-use crate::backends::{Pool, StopMode};
+use crate::backends::{FlapSpec, Pool, StopMode};
 use crate::certs;
 use crate::driver::{DriverContext, Endpoint, LabError};
 use crate::platform::{Platform, PlatformEvent, SiteSpec, Target};
@@ -18,6 +18,8 @@ pub struct LocalProcesses {
     work: Option<tempfile::TempDir>,
     pool: Option<Pool>,
     target: Option<Target>,
+    /// Flapping backends the next `prepare` starts.
+    flapping: Option<FlapSpec>,
 }
 
 /// Scratch folders are `<tmp>/ingressbench-run-<pid>-<random>`: the pid says whose
@@ -57,6 +59,7 @@ impl LocalProcesses {
             work: None,
             pool: None,
             target: None,
+            flapping: None,
         }
     }
 }
@@ -97,6 +100,9 @@ impl Platform for LocalProcesses {
         self.work = Some(work);
         for _ in 0..spec.replicas {
             pool.start_one()?;
+        }
+        if let Some(f) = &self.flapping {
+            pool.start_flapping(f)?;
         }
         self.pool = Some(pool);
         Ok(ctx)
@@ -146,6 +152,15 @@ impl Platform for LocalProcesses {
                 });
             }
         }
+    }
+
+    fn set_flapping(&mut self, spec: Option<FlapSpec>) -> Result<(), LabError> {
+        self.flapping = spec;
+        Ok(())
+    }
+
+    fn flap_logs(&self) -> Vec<(String, PathBuf)> {
+        self.pool.as_ref().map(Pool::flap_logs).unwrap_or_default()
     }
 
     fn tick(&mut self) {

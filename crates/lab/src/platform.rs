@@ -229,6 +229,28 @@ pub trait Platform: Send {
     fn network_info(&self) -> Option<results::NetworkInfo> {
         None
     }
+
+    /// Backends that flap (`backends.flapping`), started by the next
+    /// [`prepare`](Self::prepare) beside the steady replicas and never scaled away.
+    /// A platform that cannot run them refuses.
+    ///
+    /// # Errors
+    /// [`LabError::Other`] naming the platform.
+    fn set_flapping(&mut self, spec: Option<crate::backends::FlapSpec>) -> Result<(), LabError> {
+        match spec {
+            None => Ok(()),
+            Some(_) => Err(LabError::Other(format!(
+                "{}: flapping backends run on the local platform only",
+                self.name()
+            ))),
+        }
+    }
+
+    /// Each flapping backend's id and the log it writes (see `ingressbench backend
+    /// --flap-log`), readable once the platform is torn down.
+    fn flap_logs(&self) -> Vec<(String, PathBuf)> {
+        Vec::new()
+    }
 }
 
 /// Every platform, by the name scenarios use.

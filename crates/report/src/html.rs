@@ -97,6 +97,14 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
         table_html(&mut h, input, t);
     }
 
+    if let Some(t) = table("table-failover").filter(|t| !t.rows.is_empty()) {
+        section(&mut h, "failover", "Backend failover");
+        if let Some(c) = chart("chart-failover") {
+            figure(&mut h, c, "");
+        }
+        table_html(&mut h, input, t);
+    }
+
     section(&mut h, "settings", "Load settings and versions");
     if let Some(t) = table("table-settings") {
         table_html(&mut h, input, t);

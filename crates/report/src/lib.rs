@@ -12,6 +12,7 @@
 pub mod charts;
 pub mod compare;
 pub mod csv;
+pub mod failover;
 pub mod files;
 pub mod fmt;
 pub mod gate;

@@ -76,7 +76,9 @@ pub fn render(input: &ReportInput) -> String {
         s.push('\n');
     }
     for t in tables::all(input) {
-        if matches!(t.id, "table-routes" | "table-resources") && t.rows.is_empty() {
+        if matches!(t.id, "table-routes" | "table-resources" | "table-failover")
+            && t.rows.is_empty()
+        {
             continue;
         }
         s.push_str(&table(&t));

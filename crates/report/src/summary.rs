@@ -30,6 +30,11 @@ impl Summary {
             out.push('\n');
             out.push_str(&plain(&crate::tables::sizing(input)));
         }
+        let failover = crate::failover::table(input);
+        if !failover.rows.is_empty() {
+            out.push('\n');
+            out.push_str(&plain(&failover));
+        }
         out
     }
 }

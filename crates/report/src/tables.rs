@@ -55,6 +55,7 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
             propagation(input),
             routes(input),
             resources(input),
+            crate::failover::table(input),
             throughput(input),
             settings(input),
         ])

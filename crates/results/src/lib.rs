@@ -6,6 +6,7 @@
 
 pub mod clock;
 pub mod duration;
+pub mod failover;
 pub mod folder;
 pub mod fsutil;
 pub mod histogram;
@@ -970,6 +971,10 @@ pub struct LabInfo {
     /// the maximum it is a fraction of (the search is in the system's `search.json`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fraction: Option<Fraction>,
+    /// With flapping backends (`backends.flapping`): their phases and what each saw,
+    /// see [`failover`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<failover::Failover>,
 }
 
 /// A run at a fraction of the maximum its system sustained (study S2's 30-50 %).

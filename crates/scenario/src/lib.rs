@@ -4,6 +4,7 @@
 //! Everything is checked while parsing, so a typo or an impossible value is reported
 //! with the file, line and key before any process starts.
 
+pub mod failover;
 pub mod runner;
 mod scan;
 pub mod sizing;
@@ -163,6 +164,9 @@ pub struct Backends {
     /// How long a gracefully stopped backend may drain.
     #[serde(default = "default_drain")]
     pub drain_timeout: Dur,
+    /// Backends that flap, beside the `replicas` steady ones (never scaled away).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flapping: Option<failover::Flapping>,
 }
 
 fn default_replicas() -> u32 {
@@ -189,6 +193,7 @@ impl Default for Backends {
             delay: None,
             stop: default_stop(),
             drain_timeout: default_drain(),
+            flapping: None,
         }
     }
 }
@@ -636,6 +641,9 @@ pub struct Scenario {
     /// CPU allocation.
     #[serde(default)]
     pub sizing: Option<sizing::SizingSection>,
+    /// Passive health checks of the tuned variants (`<system>+passive`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passive_health: Option<failover::PassiveHealthSection>,
 }
 
 /// The `network_lab:` section: study S2's host tuning.
@@ -826,6 +834,7 @@ impl Scenario {
                 .map_err(|e| Bad::new("backends.delay", format!("backends.delay {e}")))?;
         }
         self.check_rates()?;
+        failover::check(self).map_err(|(key, msg)| Bad::new(key, msg))?;
         // The load as the runner gives it to the engine.
         runner::load_spec(self, &placeholder_url(self), None)
             .resolve()
@@ -1021,6 +1030,12 @@ impl Scenario {
             return Err(Bad::new(
                 "changes",
                 "sizing: a scan makes no changes: remove changes (or run them in a scenario of their own)",
+            ));
+        }
+        if self.passive_health.is_some() || self.backends.flapping.is_some() {
+            return Err(Bad::new(
+                if self.passive_health.is_some() { "passive_health" } else { "backends.flapping" },
+                "sizing: a scan measures each proxy as shipped against steady backends: remove passive_health and backends.flapping",
             ));
         }
         if self.platform != "local" {

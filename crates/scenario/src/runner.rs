@@ -158,13 +158,23 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
             continue;
         }
         if scn.load.rates.is_empty() {
-            let r = run_system(scn, name, &opts, None)?;
-            partial |= r.partial;
-            folder
-                .write_result(name, &r)
-                .map_err(io(&format!("write {name}'s result")))?;
-            (opts.system_done)(&r);
-            results.push(r);
+            // The profile's default, then its tuned variant (`passive_health`).
+            for (label, passive) in crate::failover::variants(scn, name) {
+                if opts.stop.load(Ordering::Relaxed) {
+                    partial = true;
+                    break;
+                }
+                if passive.is_some() {
+                    (opts.progress)(&format!("{label}: starting"));
+                }
+                let r = run_system(scn, name, &opts, None, passive.as_ref())?;
+                partial |= r.partial;
+                folder
+                    .write_result(&label, &r)
+                    .map_err(io(&format!("write {label}'s result")))?;
+                (opts.system_done)(&r);
+                results.push(r);
+            }
             continue;
         }
         // Fractions of a maximum: the search first, then a run at each fraction.
@@ -198,7 +208,7 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
                 f * max,
                 f * 100.0
             ));
-            let r = run_system(scn, name, &opts, Some((label.as_str(), at)))?;
+            let r = run_system(scn, name, &opts, Some((label.as_str(), at)), None)?;
             partial |= r.partial;
             folder
                 .write_result(&label, &r)
@@ -361,6 +371,7 @@ pub(crate) fn deploy(
     name: &str,
     out_name: &str,
     opts: &RunOptions,
+    passive: Option<&lab::health::PassiveHealth>,
     count_handshakes: bool,
 ) -> Result<Deployed, RunError> {
     let lab = |source| RunError::Lab {
@@ -421,7 +432,11 @@ pub(crate) fn deploy(
         next_reading: 0,
         last_reading: (0, 0.0),
     };
+    sys.platform
+        .set_flapping(crate::failover::flap_spec(scn))
+        .map_err(lab)?;
     let mut ctx = sys.platform.prepare(&site).map_err(lab)?;
+    ctx.passive_health = passive.cloned();
     ctx.count_handshakes = count_handshakes;
     let endpoints = sys.platform.endpoints();
     sys.driver
@@ -452,7 +467,7 @@ fn search_system(
     let Some(sr) = &scn.search else {
         return Err(RunError::Setup("load.rates needs a search section".into()));
     };
-    let d = deploy(scn, name, name, opts, false)?;
+    let d = deploy(scn, name, name, opts, None, false)?;
     let target = d.sys.platform.target();
     let mut spec = load_spec(scn, &target.url, target.cacert.clone());
     spec.cpus = d.placement.generator.clone();
@@ -510,14 +525,20 @@ fn run_system(
     name: &str,
     opts: &RunOptions,
     at: Option<(&str, Fraction)>,
+    passive: Option<&lab::health::PassiveHealth>,
 ) -> Result<RunResult, RunError> {
-    let out_name = at.as_ref().map_or(name, |(label, _)| label);
+    let variant = passive.map(|_| format!("{name}{}", lab::health::VARIANT));
+    let out_name = at
+        .as_ref()
+        .map(|(label, _)| *label)
+        .or(variant.as_deref())
+        .unwrap_or(name);
     let Deployed {
         mut sys,
         ctx,
         placement,
         versions,
-    } = deploy(scn, name, out_name, opts, false)?;
+    } = deploy(scn, name, out_name, opts, passive, false)?;
     let clock = sys.events.clock;
     let target = sys.platform.target();
     let url = target.url.clone();
@@ -636,8 +657,20 @@ fn run_system(
         cluster,
         network,
         fraction: at.map(|(_, f)| f),
+        ..LabInfo::default()
     });
+    // The flapping backends write their last counts as they stop.
+    let flap_logs = sys.platform.flap_logs();
+    let window_start = clock.wall_epoch_ns() + u128::from(sys.events.origin);
     drop(sys);
+    if let Some(lab) = result.lab.as_mut() {
+        lab.failover = crate::failover::measure(
+            &flap_logs,
+            window_start,
+            result.duration_s * 1000.0,
+            &result.timeline,
+        );
+    }
     Ok(result)
 }
 

@@ -160,7 +160,7 @@ fn measure_row(
         source,
     };
     let tps = row.measure.as_ref().is_some_and(Measure::is_tps);
-    let mut d = deploy(scn, name, name, opts, tps)?;
+    let mut d = deploy(scn, name, name, opts, None, tps)?;
     let groups = d.sys.driver.process_groups();
     // The quota's cgroup outlives the proxy (declared first, dropped last); a killed
     // run's is removed by the watchdog or the next run's sweep.

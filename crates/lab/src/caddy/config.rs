@@ -160,7 +160,7 @@ pub(super) fn proxy_handler(ctx: &DriverContext, endpoints: &[Endpoint]) -> Valu
         load_balancing["try_duration"] = json!("1s");
         load_balancing["try_interval"] = json!("50ms");
     }
-    json!({
+    let mut h = json!({
         "@id": PROXY_ID,
         "handler": "reverse_proxy",
         "upstreams": upstreams(endpoints),
@@ -174,7 +174,23 @@ pub(super) fn proxy_handler(ctx: &DriverContext, endpoints: &[Endpoint]) -> Valu
                 "idle_timeout": "60s"
             }
         }
-    })
+    });
+    // The tuned variant (`caddy-api+passive`): Caddy's passive health checks take
+    // an upstream out for `fail_duration` once `max_fails` requests failed (an error,
+    // or one of the statuses) within it.
+    if let Some(p) = &ctx.passive_health {
+        let mut passive = json!({
+            "fail_duration": crate::health::ms(p.fail_timeout),
+            "max_fails": p.max_fails.max(1),
+            "unhealthy_status": [502, 503, 504]
+        });
+        if let Some(t) = p.timeout {
+            passive["unhealthy_latency"] = json!(crate::health::ms(t));
+            h["transport"]["response_header_timeout"] = json!(crate::health::ms(t));
+        }
+        h["health_checks"] = json!({ "passive": passive });
+    }
+    h
 }
 
 #[cfg(test)]
@@ -196,6 +212,7 @@ mod tests {
             worker_connections: 10_000,
             cpus: Vec::new(),
             count_handshakes: false,
+            passive_health: None,
         }
     }
 

@@ -11,7 +11,7 @@
 use crate::driver::{DriverContext, Endpoint, Route};
 use envoy_types::pb::envoy::config::bootstrap::v3::{bootstrap, Admin, Bootstrap};
 use envoy_types::pb::envoy::config::cluster::v3::{
-    circuit_breakers::Thresholds, cluster, CircuitBreakers, Cluster,
+    circuit_breakers::Thresholds, cluster, CircuitBreakers, Cluster, OutlierDetection,
 };
 use envoy_types::pb::envoy::config::core::v3::{
     address, config_source, data_source, grpc_service, header_value_option, socket_address,
@@ -295,6 +295,29 @@ fn upstream_http1(ctx: &DriverContext) -> HttpProtocolOptions {
     }
 }
 
+/// The tuned variant's passive health check: Envoy's outlier detection ejects a host
+/// after `max_fails` consecutive failures (5xx, and resets and refused connections,
+/// which Envoy counts with them unless told to split them) for `fail_timeout`. The
+/// ejection time is held at `fail_timeout` (Envoy otherwise multiplies it by the
+/// times the host was ejected), the sweep that returns hosts runs every 100 ms, and
+/// any share of the hosts may be out (Envoy's default is 10 %).
+fn outlier_detection(p: &crate::health::PassiveHealth) -> OutlierDetection {
+    let d = |t: std::time::Duration| {
+        Some(PbDuration {
+            seconds: i64::try_from(t.as_secs()).unwrap_or(i64::MAX),
+            nanos: i32::try_from(t.subsec_nanos()).unwrap_or(0),
+        })
+    };
+    OutlierDetection {
+        consecutive_5xx: u32v(p.max_fails.max(1)),
+        interval: d(std::time::Duration::from_millis(100)),
+        base_ejection_time: d(p.fail_timeout),
+        max_ejection_time: d(p.fail_timeout),
+        max_ejection_percent: u32v(100),
+        ..OutlierDetection::default()
+    }
+}
+
 /// The backends cluster: endpoints from ADS (`Source::Ads`) or listed in it.
 pub fn cluster(ctx: &DriverContext, source: Source, endpoints: &[Endpoint]) -> Cluster {
     // Envoy's circuit breakers default to 1024 connections and requests per cluster;
@@ -318,6 +341,7 @@ pub fn cluster(ctx: &DriverContext, source: Source, endpoints: &[Endpoint]) -> C
             any(&upstream_http1(ctx)),
         )]
         .into(),
+        outlier_detection: ctx.passive_health.as_ref().map(outlier_detection),
         ..Cluster::default()
     };
     match source {

@@ -30,6 +30,8 @@ pub(super) struct Settings<'a> {
     pub(super) route: Route,
     /// Reload mode only: runtime mode has template slots instead.
     pub(super) endpoints: &'a [Endpoint],
+    /// The tuned variant's passive health checks.
+    pub(super) passive: Option<&'a crate::health::PassiveHealth>,
 }
 
 /// The complete haproxy.cfg for `s`.
@@ -89,9 +91,14 @@ pub(super) fn render(s: &Settings) -> String {
     line(&format!("backend {BACKEND}"));
     line("    balance roundrobin");
     line("    http-reuse always");
+    for l in crate::health::haproxy_backend(s.passive) {
+        line(&l);
+    }
     line(&format!(
-        "    default-server pool-max-conn {} max-reuse {}",
-        s.pool_max_conn, s.max_reuse
+        "    default-server pool-max-conn {} max-reuse {}{}",
+        s.pool_max_conn,
+        s.max_reuse,
+        crate::health::haproxy_server(s.passive)
     ));
     match s.route {
         Route::Base => {}
@@ -171,6 +178,7 @@ mod tests {
             threads: 1,
             route,
             endpoints,
+            passive: None,
         }
     }
 

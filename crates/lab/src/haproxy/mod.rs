@@ -151,6 +151,7 @@ impl Haproxy {
             threads: run.ctx.workers(),
             route,
             endpoints,
+            passive: run.ctx.passive_health.as_ref(),
         })
     }
 

@@ -41,6 +41,8 @@ pub(super) struct Settings {
     /// Where each request's `$connection_requests $ssl_session_reused` is logged, to
     /// count full and resumed handshakes (`None`: no access log, the default).
     pub(super) tls_log: Option<PathBuf>,
+    /// The tuned variant's passive health checks (reload mode only).
+    pub(super) passive: Option<crate::health::PassiveHealth>,
 }
 
 /// A path as an nginx quoted string.
@@ -127,7 +129,12 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
         }
         Mode::Reload => {
             for e in endpoints {
-                let _ = writeln!(c, "        server {} max_fails=0;", e.addr);
+                let _ = writeln!(
+                    c,
+                    "        server {}{};",
+                    e.addr,
+                    crate::health::nginx_server(s.passive.as_ref())
+                );
             }
         }
         Mode::Lua => {
@@ -188,11 +195,9 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
         "            proxy_http_version 1.1;\n",
         "            proxy_set_header Connection \"\";\n",
         "            proxy_set_header Host $host;\n",
-        "            proxy_next_upstream error timeout;\n",
-        "        }\n",
-        "    }\n",
-        "}\n",
     ));
+    c.push_str(&crate::health::nginx_location(s.passive.as_ref()));
+    c.push_str("        }\n    }\n}\n");
     c
 }
 
@@ -234,6 +239,7 @@ mod tests {
             user_root: false,
             modules_dir: PathBuf::from(DEFAULT_MODULES_DIR),
             tls_log: None,
+            passive: None,
         }
     }
 

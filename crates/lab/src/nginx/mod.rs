@@ -271,6 +271,7 @@ impl Driver for Nginx {
             tls_log: ctx
                 .count_handshakes
                 .then(|| self.out_dir.join("tls-handshakes.log")),
+            passive: ctx.passive_health.clone(),
         });
         self.route = Route::Base;
         self.install_config(endpoints, Route::Base)?;

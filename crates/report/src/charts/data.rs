@@ -302,6 +302,7 @@ pub fn build(input: &ReportInput) -> Vec<Chart> {
     charts.push(throughput_chart(input));
     charts.push(errors_chart(input));
     charts.push(backends_chart(input));
+    charts.extend(super::failover::chart(input));
     charts
 }
 

@@ -10,6 +10,7 @@
 pub mod axes;
 pub mod data;
 pub mod drawing;
+mod failover;
 
 pub use axes::{
     log_bounds, log_ticks, nines, nines_label, nines_ticks, quantile_of_nines, LogAxis, NinesAxis,
