@@ -327,7 +327,13 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             )
         }),
     };
-    let r = match runner::run(&s, &text, opts) {
+    // A sizing scan searches each row's maximum; every other scenario runs its load.
+    let outcome = if s.sizing.is_some() {
+        scenario::scan::run(&s, &text, opts)
+    } else {
+        runner::run(&s, &text, opts)
+    };
+    let r = match outcome {
         Ok(r) => r,
         // Interrupted before a system's load began (e.g. while generator pods were
         // still being placed): nothing of that system was measured.

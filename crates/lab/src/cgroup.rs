@@ -178,7 +178,7 @@ pub fn sweep() -> usize {
         };
         // A zombie is dead: the watchdog sweeps as soon as its parent exits, before
         // the shell has reaped it.
-        if pid == 0 || crate::proc::running(pid) {
+        if pid == 0 || crate::usage::running(pid) {
             continue;
         }
         release(&e.path(), &root);

@@ -451,7 +451,7 @@ impl Driver for Direct {
     fn alive(&mut self) -> bool {
         let pid = self.served.lock().ok().and_then(|s| s.pid);
         // Not reaped until teardown, a dead nginx lingers as a zombie (state `Z`).
-        pid.is_some_and(crate::proc::running)
+        pid.is_some_and(crate::usage::running)
     }
 
     fn stop(&mut self) -> Result<(), LabError> {

@@ -175,16 +175,6 @@ pub fn output(cmd: &mut Command) -> std::io::Result<(bool, String)> {
     Ok((o.status.success(), s))
 }
 
-/// Whether process `pid` runs: it exists and is neither a zombie (`Z`, dead but not
-/// yet reaped by its parent) nor dead (`X`).
-pub fn running(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
-        st.rfind(')')
-            .and_then(|i| st[i + 1..].split_whitespace().next())
-            .is_some_and(|state| state != "Z" && state != "X")
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

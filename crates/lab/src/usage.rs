@@ -51,6 +51,16 @@ fn parse_stat(line: &str) -> Option<(u32, u64, u64, u64)> {
     Some((u32::try_from(n(5)?).ok()?, n(14)? + n(15)?, n(22)?, n(24)?))
 }
 
+/// Whether process `pid` runs: it exists and is neither a zombie (`Z`, dead but not
+/// yet reaped by its parent) nor dead (`X`).
+pub fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|st| {
+        st.rfind(')')
+            .and_then(|i| st[i + 1..].split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
 /// The processes now in process group `pgid` (a proxy's master and workers).
 pub fn group_members(pgid: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")

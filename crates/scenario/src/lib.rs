@@ -6,7 +6,7 @@
 
 pub mod failover;
 pub mod runner;
-mod scan;
+pub mod scan;
 pub mod sizing;
 
 use lab::backends::StopMode;

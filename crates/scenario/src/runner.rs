@@ -107,14 +107,16 @@ pub struct RunOutput {
     pub partial: bool,
 }
 
-/// Runs `scn` (already `--quick`-ed if asked) and writes its results folder: the
-/// scenario, and per system `result.json` and `events.json`. The summary is the
-/// caller's to render.
+/// Writes the scenario into the results folder and lists the systems to run (the
+/// scenario's, or those of `--only`), in order: how every kind of run starts.
 ///
 /// # Errors
-/// [`RunError`] when a system cannot be set up; systems already run keep their
-/// results on disk.
-pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput, RunError> {
+/// The folder cannot be written, or `--only` names none of the systems.
+pub(crate) fn start(
+    scn: &Scenario,
+    text: &str,
+    opts: &RunOptions,
+) -> Result<(RunFolder, Vec<&'static str>), RunError> {
     let io = |what: &str| {
         let what = what.to_string();
         move |source| RunError::Io { what, source }
@@ -141,6 +143,22 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
                 .join(", ")
         )));
     }
+    Ok((folder, systems))
+}
+
+/// Runs `scn` (already `--quick`-ed if asked) and writes its results folder: the
+/// scenario, and per system `result.json` and `events.json`. The summary is the
+/// caller's to render.
+///
+/// # Errors
+/// [`RunError`] when a system cannot be set up; systems already run keep their
+/// results on disk.
+pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput, RunError> {
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| RunError::Io { what, source }
+    };
+    let (folder, systems) = start(scn, text, &opts)?;
     let mut results = Vec::new();
     let mut partial = false;
     for name in systems {
@@ -149,14 +167,6 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
             break;
         }
         (opts.progress)(&format!("{name}: starting"));
-        if scn.sizing.is_some() {
-            let z = super::scan::scan_system(scn, name, &mut opts, &folder)?;
-            if z.partial {
-                partial = true;
-                break;
-            }
-            continue;
-        }
         if scn.load.rates.is_empty() {
             // The profile's default, then its tuned variant (`passive_health`).
             for (label, passive) in crate::failover::variants(scn, name) {
@@ -456,6 +466,34 @@ pub(crate) fn deploy(
     })
 }
 
+/// The search of a deployed system with the `search` section's steps and bounds (its
+/// p99 bound `p99`): the scenario's load on each step, without samples.
+pub(crate) fn search_plan(
+    scn: &Scenario,
+    sr: &super::SearchSection,
+    d: &Deployed,
+    p99: Duration,
+) -> SearchPlan {
+    let target = d.sys.platform.target();
+    let mut spec = load_spec(scn, &target.url, target.cacert.clone());
+    spec.cpus = d.placement.generator.clone();
+    spec.duration = sr.duration.0;
+    spec.warmup = sr.warmup.0;
+    spec.sample = 0.0;
+    SearchPlan {
+        spec,
+        probe: sr.probe.0,
+        bounds: results::search::SearchBounds {
+            p99_ms: p99.as_secs_f64() * 1e3,
+            error_ratio: super::share(&sr.errors).unwrap_or(0.001),
+            min_achieved: 0.99,
+        },
+        precision: super::share(&sr.precision).unwrap_or(0.02),
+        trials: sr.trials,
+        netns: target.netns.clone(),
+    }
+}
+
 /// Searches `name`'s maximum with the scenario's `search` bounds (the load's
 /// connections, threads and timeouts; each step's own duration), on a deployment of
 /// its own.
@@ -468,24 +506,7 @@ fn search_system(
         return Err(RunError::Setup("load.rates needs a search section".into()));
     };
     let d = deploy(scn, name, name, opts, None, false)?;
-    let target = d.sys.platform.target();
-    let mut spec = load_spec(scn, &target.url, target.cacert.clone());
-    spec.cpus = d.placement.generator.clone();
-    spec.duration = sr.duration.0;
-    spec.warmup = sr.warmup.0;
-    spec.sample = 0.0;
-    let plan = SearchPlan {
-        spec,
-        probe: sr.probe.0,
-        bounds: results::search::SearchBounds {
-            p99_ms: sr.p99.0.as_secs_f64() * 1e3,
-            error_ratio: super::share(&sr.errors).unwrap_or(0.001),
-            min_achieved: 0.99,
-        },
-        precision: super::share(&sr.precision).unwrap_or(0.02),
-        trials: sr.trials,
-        netns: target.netns.clone(),
-    };
+    let plan = search_plan(scn, sr, &d, sr.p99.0);
     (opts.progress)(&format!(
         "{name}: searching the maximum (p99 <= {:.2} ms, errors <= {:.3} %)",
         plan.bounds.p99_ms,

@@ -7,10 +7,10 @@
 //! fraction runs it on one CPU under a CPU quota (a cgroup, as a Kubernetes CPU limit
 //! is), so a 2-core machine whose generator keeps a core still scans 0.25, 0.5 and 1.
 
-use crate::runner::{deploy, load_spec, RunError, RunOptions};
+use crate::runner::{deploy, search_plan, start, RunError, RunOptions, RunOutput};
 use crate::sizing::allocation;
 use crate::{Key, PlacementSpec, Scenario, TlsVersion};
-use engine::search::{run_search, SearchError, SearchPlan};
+use engine::search::{run_search, SearchError};
 use lab::cgroup::CpuQuota;
 use lab::platform::fmt_set;
 use results::folder::RunFolder;
@@ -21,12 +21,38 @@ use results::sizing::{
 };
 use std::sync::atomic::Ordering;
 
+/// Runs a sizing scenario (`scn.sizing`, already `--quick`-ed if asked): the scan of
+/// every system in turn, each written to `<system>/sizing.json` as it goes. There is
+/// no load result to return: the summary is drawn from the folder.
+///
+/// # Errors
+/// [`RunError`] when a system cannot be set up; rows already scanned stay on disk.
+pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput, RunError> {
+    let (folder, systems) = start(scn, text, &opts)?;
+    let mut partial = false;
+    for name in systems {
+        if opts.stop.load(Ordering::Relaxed) {
+            partial = true;
+            break;
+        }
+        (opts.progress)(&format!("{name}: starting"));
+        if scan_system(scn, name, &mut opts, &folder)?.partial {
+            partial = true;
+            break;
+        }
+    }
+    Ok(RunOutput {
+        results: Vec::new(),
+        partial,
+    })
+}
+
 /// Scans `name`: every row in order, `sizing.json` rewritten after each, so an
 /// interrupted scan keeps its rows (`partial`).
 ///
 /// # Errors
 /// [`RunError`]: a deployment, a quota or the results folder failed.
-pub(crate) fn scan_system(
+fn scan_system(
     scn: &Scenario,
     name: &str,
     opts: &mut RunOptions,
@@ -176,31 +202,14 @@ fn measure_row(
         None => None,
     };
     let before = if tps { d.sys.driver.handshakes() } else { None };
-    let target = d.sys.platform.target();
-    let mut spec = load_spec(scn, &target.url, target.cacert.clone());
-    spec.cpus = d.placement.generator.clone();
-    spec.duration = sr.duration.0;
-    spec.warmup = sr.warmup.0;
-    spec.sample = 0.0;
-    if let Some(Measure::Tps { resumption, .. }) = &row.measure {
-        spec.tls.resume = *resumption;
-    }
     let p99 = match (&z.tps, tps) {
         (Some(t), true) => t.p99.map_or(sr.p99.0, |d| d.0),
         _ => sr.p99.0,
     };
-    let plan = SearchPlan {
-        spec,
-        probe: sr.probe.0,
-        bounds: results::search::SearchBounds {
-            p99_ms: p99.as_secs_f64() * 1e3,
-            error_ratio: super::share(&sr.errors).unwrap_or(0.001),
-            min_achieved: 0.99,
-        },
-        precision: super::share(&sr.precision).unwrap_or(0.02),
-        trials: sr.trials,
-        netns: target.netns.clone(),
-    };
+    let mut plan = search_plan(scn, sr, &d, p99);
+    if let Some(Measure::Tps { resumption, .. }) = &row.measure {
+        plan.spec.tls.resume = *resumption;
+    }
     // The proxy's CPU over each step, read as each step ends: its process groups'
     // CPU time since the last reading, over the step's warm-up and window.
     let mut usage = lab::usage::Usage::default();
