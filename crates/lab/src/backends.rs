@@ -25,17 +25,8 @@ struct Running {
     guard: Guard,
 }
 
-/// Backends that flap (`backends.flapping` of a scenario): started with the steady
-/// ones, given to the proxy with them, never the ones a scale-down removes, and
-/// named `f1`, `f2`, ... so reports tell them apart at a glance.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FlapSpec {
-    pub count: u32,
-    /// `--flap` of the backend: `HEALTHY/FAILING`, e.g. `8s/4s`.
-    pub schedule: String,
-    /// `--flap-mode`: `reset`, `503` or `stall`.
-    pub mode: String,
-}
+/// Declared with [`BackendSpec`], the other half of how a run's backends behave.
+pub use crate::platform::FlapSpec;
 
 /// The running backends, in start order.
 pub struct Pool {

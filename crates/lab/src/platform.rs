@@ -33,6 +33,18 @@ impl StopMode {
     }
 }
 
+/// Backends that flap (`backends.flapping` of a scenario): started with the steady
+/// ones, given to the proxy with them, never the ones a scale-down removes, and
+/// named `f1`, `f2`, ... so reports tell them apart at a glance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlapSpec {
+    pub count: u32,
+    /// `--flap` of the backend: `HEALTHY/FAILING`, e.g. `8s/4s`.
+    pub schedule: String,
+    /// `--flap-mode`: `reset`, `503` or `stall`.
+    pub mode: String,
+}
+
 /// How every backend of a run answers and stops.
 #[derive(Clone, Debug)]
 pub struct BackendSpec {
@@ -236,7 +248,7 @@ pub trait Platform: Send {
     ///
     /// # Errors
     /// [`LabError::Other`] naming the platform.
-    fn set_flapping(&mut self, spec: Option<crate::backends::FlapSpec>) -> Result<(), LabError> {
+    fn set_flapping(&mut self, spec: Option<FlapSpec>) -> Result<(), LabError> {
         match spec {
             None => Ok(()),
             Some(_) => Err(LabError::Other(format!(

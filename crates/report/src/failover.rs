@@ -5,7 +5,7 @@
 
 use crate::fmt::{fmt_opt_ms1, MISSING};
 use crate::input::ReportInput;
-use crate::tables::{Row, Table};
+use crate::table::{Row, Table};
 
 /// The failover table: one row per flapping backend of each series.
 pub fn table(input: &ReportInput) -> Table {

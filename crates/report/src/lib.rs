@@ -26,6 +26,7 @@ pub mod page;
 pub mod png;
 pub mod render;
 pub mod summary;
+pub mod table;
 pub mod tables;
 pub mod text;
 pub mod theme;

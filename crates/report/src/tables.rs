@@ -7,33 +7,7 @@ use crate::fmt::{fmt_ms_cell, fmt_opt_ms1, fmt_opt_ms_cell, MISSING};
 use crate::input::ReportInput;
 use results::{ErrorKind, Percentiles, RunResult, Spread};
 
-/// One table: a stable id for the page, its columns and rows.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Table {
-    /// Element id on the page (`table-errors`, ...).
-    pub id: &'static str,
-    pub title: &'static str,
-    /// What the table shows and in which units; empty when the headers say it.
-    pub note: String,
-    /// (key, header): the key is the `data-col` of every cell of the column.
-    pub cols: Vec<(String, String)>,
-    pub rows: Vec<Row>,
-}
-
-/// A row: the series it belongs to (its colour) and one text per column.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Row {
-    pub series: Option<usize>,
-    pub cells: Vec<String>,
-}
-
-impl Table {
-    /// The cell of `col` in `row`, for tests and readers of the table.
-    pub fn cell(&self, row: usize, col: &str) -> Option<&str> {
-        let c = self.cols.iter().position(|(k, _)| k == col)?;
-        self.rows.get(row)?.cells.get(c).map(String::as_str)
-    }
-}
+pub use crate::table::{Row, Table};
 
 fn cols(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()

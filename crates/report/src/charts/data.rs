@@ -284,32 +284,10 @@ pub struct Chart {
     pub(super) body: Body,
 }
 
-/// Every chart of a report, in page order.
-pub fn build(input: &ReportInput) -> Vec<Chart> {
-    let mut charts = vec![
-        percentiles_chart(input, true),
-        percentiles_chart(input, false),
-    ];
-    if !input.searches.is_empty() {
-        charts.push(rates_chart(input));
-    }
-    for tps in [false, true] {
-        if let Some(c) = sizing_chart(input, tps) {
-            charts.push(c);
-        }
-    }
-    charts.extend(latency_charts(input));
-    charts.push(throughput_chart(input));
-    charts.push(errors_chart(input));
-    charts.push(backends_chart(input));
-    charts.extend(super::failover::chart(input));
-    charts
-}
-
 /// The maximum against cores for every measure of one kind (requests per second, or
 /// handshakes per second), one line per system and measure; `None` when no scan
 /// measured that kind.
-fn sizing_chart(input: &ReportInput, tps: bool) -> Option<Chart> {
+pub(super) fn sizing_chart(input: &ReportInput, tps: bool) -> Option<Chart> {
     let mut lines: Vec<(usize, String, Points)> = Vec::new();
     for (i, sz) in input.sizings.iter().enumerate() {
         for r in &sz.sizing.rows {
@@ -367,7 +345,7 @@ fn sizing_chart(input: &ReportInput, tps: bool) -> Option<Chart> {
 
 /// Latency against the rate sent, one line per searched system (study S2's curve): the
 /// open-loop steps of each search (the closed-loop probe has no rate of its own).
-fn rates_chart(input: &ReportInput) -> Chart {
+pub(super) fn rates_chart(input: &ReportInput) -> Chart {
     let lines: Vec<RateLine> = input
         .searches
         .iter()
@@ -410,7 +388,7 @@ fn rates_chart(input: &ReportInput) -> Chart {
     }
 }
 
-fn percentiles_chart(input: &ReportInput, corrected: bool) -> Chart {
+pub(super) fn percentiles_chart(input: &ReportInput, corrected: bool) -> Chart {
     let max_nines = axis_nines(input.series.iter().map(|s| {
         if corrected {
             s.result.latency_ms.corrected.count
@@ -468,7 +446,7 @@ fn percentiles_chart(input: &ReportInput, corrected: bool) -> Chart {
     }
 }
 
-fn latency_charts(input: &ReportInput) -> Vec<Chart> {
+pub(super) fn latency_charts(input: &ReportInput) -> Vec<Chart> {
     let results: Vec<&RunResult> = input.series.iter().map(|s| &s.result).collect();
     let x_max = x_extent(&results);
     let sampled = input.series.iter().any(|s| s.result.samples.is_some());
@@ -527,7 +505,7 @@ fn latency_charts(input: &ReportInput) -> Vec<Chart> {
 pub(super) const THROUGHPUT_PANEL: u32 = 150;
 pub(super) const THROUGHPUT_AXIS: u32 = 50;
 
-fn throughput_chart(input: &ReportInput) -> Chart {
+pub(super) fn throughput_chart(input: &ReportInput) -> Chart {
     let results: Vec<&RunResult> = input.series.iter().map(|s| &s.result).collect();
     let x_max = x_extent(&results);
     let mut targets: Vec<f64> = Vec::new();
@@ -571,7 +549,7 @@ fn throughput_chart(input: &ReportInput) -> Chart {
     }
 }
 
-fn errors_chart(input: &ReportInput) -> Chart {
+pub(super) fn errors_chart(input: &ReportInput) -> Chart {
     let results: Vec<&RunResult> = input.series.iter().map(|s| &s.result).collect();
     let x_max = x_extent(&results);
     let stacks: Vec<Stack> = input
@@ -713,7 +691,7 @@ fn backend_stack(i: usize, s: &Series, x_max: f64) -> Stack {
     }
 }
 
-fn backends_chart(input: &ReportInput) -> Chart {
+pub(super) fn backends_chart(input: &ReportInput) -> Chart {
     let results: Vec<&RunResult> = input.series.iter().map(|s| &s.result).collect();
     let x_max = x_extent(&results);
     let stacks: Vec<Stack> = input

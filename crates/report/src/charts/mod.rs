@@ -16,12 +16,34 @@ pub use axes::{
     log_bounds, log_ticks, nines, nines_label, nines_ticks, quantile_of_nines, LogAxis, NinesAxis,
 };
 pub use data::{
-    axis_nines, build, event_label, marks_of, merge_marks, natural_order, percentile_points, Chart,
-    Line, Mark,
+    axis_nines, event_label, marks_of, merge_marks, natural_order, percentile_points, Chart, Line,
+    Mark,
 };
 pub use drawing::{
     series_color, svg_for_page, thin_by_pixel, thin_layers, ChartError, FONT_PATHS, WIDTH,
 };
+
+/// Every chart of a report, in page order.
+pub fn build(input: &crate::input::ReportInput) -> Vec<Chart> {
+    let mut charts = vec![
+        data::percentiles_chart(input, true),
+        data::percentiles_chart(input, false),
+    ];
+    if !input.searches.is_empty() {
+        charts.push(data::rates_chart(input));
+    }
+    for tps in [false, true] {
+        if let Some(c) = data::sizing_chart(input, tps) {
+            charts.push(c);
+        }
+    }
+    charts.extend(data::latency_charts(input));
+    charts.push(data::throughput_chart(input));
+    charts.push(data::errors_chart(input));
+    charts.push(data::backends_chart(input));
+    charts.extend(failover::chart(input));
+    charts
+}
 
 /// Results the charts' tests draw.
 #[cfg(test)]
