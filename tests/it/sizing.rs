@@ -2,7 +2,7 @@
 //! of TLS handshakes agrees exactly with the handshakes the load made (full and
 //! resumed); a CPU quota of half a core measurably halves a CPU-bound proxy's
 //! maximum next to a quarter; and the quota's cgroup is gone however the run ends
-//! (a normal end, Ctrl-C).
+//! (a normal end, Ctrl-C, SIGKILL).
 
 use crate::common::lab::{backend, context, Driver};
 use crate::common::load::run_load;
@@ -174,6 +174,42 @@ fn an_interrupted_scan_keeps_its_rows_and_leaves_no_cgroup_or_proxy() {
     );
     let left = crate::common::processes_with(&format!("ingressbench-run-{pid}-"));
     assert!(left.is_empty(), "{left:?}");
+}
+
+#[test]
+fn a_killed_scans_cgroup_and_proxy_are_removed_by_its_watchdog() {
+    let Some(root) = quotas_testable() else {
+        return;
+    };
+    let _alone = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let scn = scenario(dir.path(), "  cores: [0.5]\n  rps: [1024]\n");
+    let out = dir.path().join("out");
+    let mut p = run(&scn, &out);
+    let pid = p.id();
+    let t0 = Instant::now();
+    while cgroups_of(&root, pid).is_empty() {
+        assert!(p.alive(), "the run ended early:\n{}", p.stderr_so_far());
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no cgroup after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // SIGKILL runs none of the run's code: only its watchdog can clean up.
+    p.signal(Signal::KILL);
+    let _ = p.wait_timeout(Duration::from_secs(10));
+    let t1 = Instant::now();
+    let left = || {
+        (
+            cgroups_of(&root, pid),
+            crate::common::processes_with(&format!("ingressbench-run-{pid}-")),
+        )
+    };
+    while left() != (Vec::new(), Vec::new()) && t1.elapsed() < Duration::from_secs(15) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(left(), (Vec::new(), Vec::new()), "left after SIGKILL");
 }
 
 /// Runs `load --new-connection` (with `--tls-resume` when `resume`) through `d` and
