@@ -184,24 +184,25 @@ pub fn load(paths: &[PathBuf]) -> Result<ReportInput, InputError> {
         let (run, systems) = load_run(path)?;
         let run_index = input.runs.len();
         if path.is_dir() {
-            for (system, sizing) in RunFolder::new(path).sizings() {
+            // As series are named: `<run>/<system>` when several runs are compared.
+            let named = |system: String| {
+                if several {
+                    format!("{}/{system}", run.name)
+                } else {
+                    system
+                }
+            };
+            let folder = RunFolder::new(path);
+            for (system, sizing) in folder.sizings() {
                 input.sizings.push(Sized {
-                    name: if several {
-                        format!("{}/{system}", run.name)
-                    } else {
-                        system
-                    },
+                    name: named(system),
                     run: run_index,
                     sizing,
                 });
             }
-            for (system, search) in RunFolder::new(path).searches() {
+            for (system, search) in folder.searches() {
                 input.searches.push(Searched {
-                    name: if several {
-                        format!("{}/{system}", run.name)
-                    } else {
-                        system
-                    },
+                    name: named(system),
                     run: run_index,
                     search,
                 });
