@@ -128,6 +128,15 @@ fn load(path: &std::path::Path) -> anyhow::Result<(Scenario, String)> {
     Scenario::load(path).map_err(|e| usage(e.to_string()))
 }
 
+/// The scenario's systems, as a list for a line of text: `nginx-reload, caddy-api`.
+fn system_names(s: &Scenario) -> String {
+    s.systems
+        .iter()
+        .map(|p| p.name())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Checks a scenario without running it.
 pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
     let (s, _) = load(&a.scenario)?;
@@ -136,11 +145,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
             "{}: ok: sizing scan of {} systems ({}): {} rows each ({} allocations x {} measures)",
             a.scenario.display(),
             s.systems.len(),
-            s.systems
-                .iter()
-                .map(|p| p.name())
-                .collect::<Vec<_>>()
-                .join(", "),
+            system_names(&s),
             z.rows().len(),
             z.cores.len(),
             z.measures().len()
@@ -162,11 +167,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
         "{}: ok: {} systems ({}), {} backends, {} for {}s, {} change steps",
         a.scenario.display(),
         s.systems.len(),
-        s.systems
-            .iter()
-            .map(|p| p.name())
-            .collect::<Vec<_>>()
-            .join(", "),
+        system_names(&s),
         s.backends.replicas,
         rate,
         s.load.duration.0.as_secs_f64(),
@@ -210,11 +211,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         if !s.systems.iter().any(|p| p.name() == o) {
             return Err(usage(format!(
                 "--only {o}: not in this scenario: use one of {}",
-                s.systems
-                    .iter()
-                    .map(|p| p.name())
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                system_names(&s)
             )));
         }
     }
