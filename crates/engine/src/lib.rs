@@ -776,6 +776,8 @@ impl Outcome {
             samples: self.samples(),
             machine: Some(crate::sysinfo::machine()),
             ingressbench_version: env!("CARGO_PKG_VERSION").to_string(),
+            steps: Vec::new(),
+            repetitions: Vec::new(),
             config,
         };
         r.generators = self.slice.as_ref().map(|s| self.own_part(s, &r));

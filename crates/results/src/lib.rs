@@ -563,6 +563,58 @@ pub struct RunResult {
     /// The ingressbench version that measured it.
     #[serde(default)]
     pub ingressbench_version: String,
+    /// Each step of a load plan (`-R 1000:30s,2000:30s`, a ramp), counted by each
+    /// request's intended send time so the steps add up to the run. Empty for a
+    /// constant rate.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<StepResult>,
+    /// Every repetition of a repeated run (`--repeat N`), each a whole result of its
+    /// own (with no repetitions of its own); the figures above are all of them
+    /// together. A comparison reads the spread between them. Empty: one run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repetitions: Vec<RunResult>,
+}
+
+/// One step of a load plan: what the plan offered in it and what the system did.
+///
+/// A request belongs to the step that holds its intended send time, like every
+/// latency the engine reports; the drain after the window keeps counting for the
+/// last step. So `intended`, `completed` and `failed` add up to the run's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct StepResult {
+    /// From 0, in plan order.
+    pub index: usize,
+    /// The step as the plan wrote it (`2000:30s`, `100..5000:60s`).
+    pub plan: String,
+    /// Where the step starts, seconds from the measured window's start.
+    pub start_s: f64,
+    pub duration_s: f64,
+    /// The offered rate at the step's start and end (equal for a step, different for
+    /// a ramp), requests per second.
+    pub rate_from: f64,
+    pub rate_to: f64,
+    /// What the schedule called for in the step, per second.
+    pub offered: f64,
+    /// What went out in the step, per second.
+    pub achieved: f64,
+    pub intended: u64,
+    pub sent: u64,
+    /// Responses with status < 400.
+    pub completed: u64,
+    /// Errors of any kind (status >= 400 included).
+    pub failed: u64,
+    /// Errors by kind (kinds with zero omitted).
+    #[serde(default)]
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Corrected latency of the step's responses, ms.
+    pub latency_ms: Percentiles,
+    /// The generator's own lag in the step, ms: judged against the step's own rate,
+    /// not the run's mean.
+    pub lag_p99_ms: f64,
+    /// Whether at least 99 % of what the step offered went out.
+    pub reached: bool,
+    /// Whether the generator's lag p99 in the step crossed its limit.
+    pub overloaded: bool,
 }
 
 /// The share of the intended requests that may fail before a run counts as failed:

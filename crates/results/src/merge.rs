@@ -245,6 +245,9 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         samples: merge_samples(&results),
         machine: first.machine.clone(),
         ingressbench_version: first.ingressbench_version.clone(),
+        // Plans and repetitions are refused with --generators (the CLI says so).
+        steps: Vec::new(),
+        repetitions: Vec::new(),
         requests,
         config,
     })
