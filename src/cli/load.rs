@@ -2,6 +2,7 @@
 
 use super::{duration, usage};
 use clap::Args;
+use engine::profile::RateProfile;
 use engine::{self, tls, LoadSpec, Plan};
 use results::LoadConfig;
 use std::io::IsTerminal;
@@ -19,12 +20,15 @@ pub struct LoadArgs {
     /// Connections to keep open, over all threads.
     #[arg(short = 'c', long, default_value_t = 10)]
     pub connections: usize,
-    /// Test duration (30s, 3m, ...), not counting --warmup.
-    #[arg(short = 'd', long, default_value = "10s")]
-    pub duration: String,
-    /// Requests per second over all connections (required unless --max).
-    #[arg(short = 'R', long)]
-    pub rate: Option<f64>,
+    /// Test duration (30s, 3m, ...), not counting --warmup [default: 10s; a plan
+    /// given to -R sets its own].
+    #[arg(short = 'd', long)]
+    pub duration: Option<String>,
+    /// Requests per second over all connections (required unless --max), or a load
+    /// plan on the same connections: steps `1000:30s,2000:30s`, a linear ramp
+    /// `100..5000:60s`, or both.
+    #[arg(short = 'R', long, value_name = "RATE|PLAN")]
+    pub rate: Option<String>,
     /// Print the full latency percentile spectrum.
     #[arg(short = 'L', long)]
     pub latency: bool,
@@ -360,9 +364,26 @@ fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
 /// The flags as load settings, before the engine checks them ([`LoadSpec::resolve`]).
 pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
     let dur = |flag: &str, v: &str| duration::parse(v).map_err(|e| usage(format!("--{flag}: {e}")));
-    let rate = match (a.rate, a.max) {
-        (Some(r), _) => Some(r),
-        (None, true) => None,
+    let (rate, profile) = match (&a.rate, a.max) {
+        (Some(r), _) if RateProfile::looks_like_plan(r) => {
+            let p = RateProfile::parse(r).map_err(|e| usage(format!("-R/--rate: the plan {e}")))?;
+            if let Some(d) = &a.duration {
+                return Err(usage(format!(
+                    "-d/--duration {d} with a plan: the plan lasts {}s and sets the measured window; drop -d",
+                    p.duration().as_secs_f64()
+                )));
+            }
+            (None, Some(p))
+        }
+        (Some(r), _) => (
+            Some(r.trim().parse::<f64>().map_err(|_| {
+                usage(format!(
+                    "-R/--rate '{r}' is not a rate: give requests per second (-R 1000) or a plan (-R 1000:30s,2000:30s or -R 100..5000:60s)"
+                ))
+            })?),
+            None,
+        ),
+        (None, true) => (None, None),
         (None, false) => {
             return Err(usage(
                 "-R/--rate is required (requests per second over all connections); use --max for a closed loop",
@@ -384,8 +405,9 @@ pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
         threads: a.threads,
         connections: a.connections,
         rate,
+        profile,
         schedule: a.schedule.clone(),
-        duration: dur("duration", &a.duration)?,
+        duration: dur("duration", a.duration.as_deref().unwrap_or("10s"))?,
         warmup: dur("warmup", &a.warmup)?,
         timeout: dur("timeout", &a.timeout)?,
         connect_timeout: dur("connect-timeout", &a.connect_timeout)?,

@@ -153,7 +153,7 @@ pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let rate = if s.load.rates.is_empty() {
-        format!("{} req/s", s.load.rate)
+        s.load.rate.to_string()
     } else {
         let pct: Vec<String> = s
             .load

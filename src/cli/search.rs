@@ -111,6 +111,7 @@ fn plan(a: &SearchArgs) -> anyhow::Result<SearchPlan> {
         threads: a.threads,
         connections: a.connections,
         rate: Some(1.0),
+        profile: None,
         schedule: "connection".into(),
         duration: dur("duration", &a.duration)?,
         warmup: dur("warmup", &a.warmup)?,

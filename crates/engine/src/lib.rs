@@ -8,6 +8,7 @@
 //! into the shared result document.
 
 pub mod failure;
+pub mod profile;
 pub mod schedule;
 pub mod search;
 pub mod spec;
@@ -63,7 +64,10 @@ pub struct Plan {
     pub threads: usize,
     pub connections: usize,
     /// Requests per second over all connections; `None` is closed loop (`--max`).
+    /// With a load plan: the plan's mean.
     pub rate: Option<f64>,
+    /// A load plan in place of a constant rate (its warm-up not included).
+    pub profile: Option<Arc<profile::RateProfile>>,
     pub model: schedule::Model,
     pub duration: Duration,
     pub warmup: Duration,
@@ -101,6 +105,9 @@ pub struct LoadSpec {
     pub connections: usize,
     /// `None`: closed loop.
     pub rate: Option<f64>,
+    /// A load plan (`-R 1000:30s,2000:30s`) in place of `rate`; it sets the
+    /// duration too.
+    pub profile: Option<profile::RateProfile>,
     pub schedule: String,
     pub duration: Duration,
     pub warmup: Duration,
@@ -129,7 +136,11 @@ impl LoadSpec {
     pub fn resolve(&self) -> Result<(Plan, LoadConfig), SpecError> {
         use spec::Setting as S;
         let target = http1::Target::parse(&self.url).map_err(|e| SpecError::new(S::Url, e))?;
-        if self.duration.is_zero() {
+        let (rate, duration) = match &self.profile {
+            Some(p) => (Some(p.mean()), p.duration()),
+            None => (self.rate, self.duration),
+        };
+        if duration.is_zero() {
             return Err(SpecError::new(S::Duration, " must be longer than 0s").example("-d 30s"));
         }
         if self.timeout.is_zero() {
@@ -141,7 +152,7 @@ impl LoadSpec {
             return Err(SpecError::new(S::ConnectTimeout, " must be longer than 0s")
                 .example("--connect-timeout 2s"));
         }
-        if let Some(r) = self.rate {
+        if let Some(r) = rate {
             if !(r.is_finite() && r > 0.0) {
                 return Err(SpecError::new(
                     S::Rate,
@@ -255,9 +266,10 @@ impl LoadSpec {
             tls,
             threads,
             connections: self.connections,
-            rate: self.rate,
+            rate,
+            profile: self.profile.clone().map(Arc::new),
             model,
-            duration: self.duration,
+            duration,
             warmup: self.warmup,
             timeout: self.timeout,
             connect_timeout: self.connect_timeout,
@@ -275,11 +287,12 @@ impl LoadSpec {
             method: self.method.to_ascii_uppercase(),
             threads,
             connections: self.connections,
-            duration_s: self.duration.as_secs_f64(),
+            duration_s: duration.as_secs_f64(),
             warmup_s: self.warmup.as_secs_f64(),
-            rate: self.rate,
-            max: self.rate.is_none(),
-            schedule: if self.rate.is_none() {
+            rate,
+            plan: self.profile.as_ref().map(|p| p.text()),
+            max: rate.is_none(),
+            schedule: if rate.is_none() {
                 "max".into()
             } else {
                 model.name().into()
@@ -385,6 +398,8 @@ pub struct Outcome {
     /// How late the schedule started after the slice's shared instant, in ns (0: on
     /// time); `None` for a whole run.
     pub start_offset_ns: Option<u64>,
+    /// The load plan, if the rate followed one: its steps are in the totals.
+    pub profile: Option<Arc<profile::RateProfile>>,
 }
 
 /// One second, summarised as soon as every worker has reported it, so the run
@@ -465,6 +480,23 @@ pub fn run_marked(
         answered: AtomicBool::new(false),
         failure: std::sync::Mutex::new(None),
         marks,
+        profile: plan
+            .profile
+            .as_ref()
+            .map(|p| Arc::new(p.with_warmup(plan.warmup))),
+        steps: plan
+            .profile
+            .as_ref()
+            .map(|_| Arc::new(windows::Marks::new())),
+        step_bounds: plan.profile.as_ref().map_or_else(Vec::new, |p| {
+            p.report_steps()
+                .iter()
+                .map(|s| {
+                    let ns = |t: f64| (t * 1e9).round() as Nanos;
+                    (ns(s.start), ns(s.start + s.secs))
+                })
+                .collect()
+        }),
         slice: plan.slice.clone(),
         netns: plan.netns.clone(),
     });
@@ -495,6 +527,13 @@ pub fn run_marked(
         }
     };
     shared.start.store(start, Ordering::Release);
+    if let Some(steps) = &shared.steps {
+        // The plan is known before the run: its steps are marked ahead, and each
+        // request lands in the step of its intended time.
+        for (a, _) in shared.step_bounds.iter().skip(1) {
+            steps.mark(start + shared.warmup_ns + a);
+        }
+    }
     let cpu0 = process_cpu_s();
     shared.gate.wait();
     let measure_start = start + shared.warmup_ns;
@@ -551,6 +590,7 @@ pub fn run_marked(
         cpus: plan.cpus.clone(),
         slice: plan.slice.clone(),
         start_offset_ns,
+        profile: plan.profile.clone(),
     })
 }
 
@@ -776,7 +816,7 @@ impl Outcome {
             samples: self.samples(),
             machine: Some(crate::sysinfo::machine()),
             ingressbench_version: env!("CARGO_PKG_VERSION").to_string(),
-            steps: Vec::new(),
+            steps: self.steps(),
             repetitions: Vec::new(),
             config,
         };
@@ -786,6 +826,63 @@ impl Outcome {
 }
 
 impl Outcome {
+    /// Each report step of the load plan: what it offered, what went out, and what
+    /// came back, from the requests intended in it. An interrupted run reports the
+    /// steps it reached, the last one cut at the interrupt.
+    fn steps(&self) -> Vec<results::StepResult> {
+        let Some(p) = &self.profile else {
+            return Vec::new();
+        };
+        let t = &self.totals;
+        let mut out = Vec::new();
+        for (i, s) in p.report_steps().into_iter().enumerate() {
+            if s.start >= self.duration_s && i > 0 {
+                break;
+            }
+            let secs = s.secs.min(self.duration_s - s.start).max(0.0);
+            let intended = t.steps_intended.get(i).copied().unwrap_or(0);
+            let w = t.steps.windows.get(i);
+            let (sent, completed, failed) =
+                w.map_or((0, 0, 0), |w| (w.sent, w.completed, w.failed()));
+            let mut errors_by_kind = BTreeMap::new();
+            if let Some(w) = w {
+                for k in results::ErrorKind::ALL {
+                    let n = w.errors[k.index()];
+                    if n > 0 {
+                        errors_by_kind.insert(k.name().to_string(), n);
+                    }
+                }
+            }
+            let latency_ms = w
+                .map(|w| percentiles(&w.latency, 1000.0))
+                .unwrap_or_default();
+            let lag_p99_ms = w
+                .and_then(|w| w.lag.as_ref())
+                .map_or(0.0, |h| percentiles(h, 1000.0).p99.unwrap_or(0.0));
+            let per_s = |n: u64| if secs > 0.0 { n as f64 / secs } else { 0.0 };
+            out.push(results::StepResult {
+                index: i,
+                plan: s.text,
+                start_s: s.start,
+                duration_s: secs,
+                rate_from: s.from,
+                rate_to: s.to,
+                offered: per_s(intended),
+                achieved: per_s(sent.min(intended)),
+                intended,
+                sent,
+                completed,
+                failed,
+                errors_by_kind,
+                latency_ms,
+                lag_p99_ms,
+                reached: intended == 0 || sent as f64 >= 0.99 * intended as f64,
+                overloaded: lag_p99_ms * 1e6 > LAG_LIMIT_NS as f64,
+            });
+        }
+        out
+    }
+
     /// A generator's own entry in its result: what only it knows (seed, CPUs, how late
     /// it started); the merge adds what the coordinator measured.
     fn own_part(&self, s: &split::Slice, r: &RunResult) -> Generators {
@@ -934,6 +1031,7 @@ mod tests {
             threads: Some(1),
             connections: 1,
             rate: Some(10.0),
+            profile: None,
             schedule: "connection".into(),
             duration: Duration::from_secs(1),
             warmup: Duration::ZERO,

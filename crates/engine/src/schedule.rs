@@ -16,13 +16,22 @@
 //! The engine's loop knows nothing of which model is in force: it asks a lane for its
 //! due time and whether it has an idle connection.
 
+use crate::profile::RateProfile;
 use results::clock::Nanos;
+use std::sync::Arc;
 
 /// How a lane's due times advance.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Pace {
     /// A fixed interval between due times, in nanoseconds (may be fractional).
     Every(f64),
+    /// A load plan: the lane's request `k` is the run's request
+    /// `offset + k * stride`, due when the plan says ([`RateProfile::time_of`]).
+    Plan {
+        profile: Arc<RateProfile>,
+        stride: f64,
+        offset: f64,
+    },
     /// Closed loop: due as soon as a connection is free.
     Asap,
 }
@@ -63,8 +72,17 @@ impl Lane {
     /// Due time of request `k`.
     #[inline]
     pub fn due_at(&self, k: u64) -> Nanos {
-        match self.pace {
+        match &self.pace {
             Pace::Every(iv) => self.origin + (k as f64 * iv) as Nanos,
+            Pace::Plan {
+                profile,
+                stride,
+                offset,
+            } => {
+                // Past the plan's end the time is infinite: saturates to never.
+                let t = profile.time_of(offset + k as f64 * stride) * 1e9;
+                self.origin.saturating_add(t as Nanos)
+            }
             Pace::Asap => 0,
         }
     }
@@ -73,8 +91,8 @@ impl Lane {
     #[inline]
     pub fn due(&self, now: Nanos) -> Nanos {
         match self.pace {
-            Pace::Every(_) => self.due_at(self.next),
             Pace::Asap => now,
+            _ => self.due_at(self.next),
         }
     }
 
@@ -86,18 +104,26 @@ impl Lane {
 
     /// Whether due times are fixed in advance (open loop).
     pub fn open_loop(&self) -> bool {
-        matches!(self.pace, Pace::Every(_))
+        !matches!(self.pace, Pace::Asap)
     }
 
     /// Smallest `k` whose due time is at or after `t`.
     pub fn first_at_or_after(&self, t: Nanos) -> u64 {
-        let Pace::Every(iv) = self.pace else { return 0 };
         if t <= self.origin {
             return 0;
         }
         // Estimate with floating point, then settle exactly on `due_at` so counts
         // agree with what the loop actually dispatches.
-        let mut k = ((t - self.origin) as f64 / iv).floor() as u64;
+        let since = (t - self.origin) as f64;
+        let mut k = match &self.pace {
+            Pace::Every(iv) => (since / iv).floor() as u64,
+            Pace::Plan {
+                profile,
+                stride,
+                offset,
+            } => ((profile.count_at(since / 1e9) - offset) / stride).max(0.0) as u64,
+            Pace::Asap => return 0,
+        };
         while k > 0 && self.due_at(k - 1) >= t {
             k -= 1;
         }
@@ -141,8 +167,31 @@ pub struct Share {
 }
 
 /// Builds the lanes of one worker; `rate` is the total over all workers (`None` for
-/// closed loop).
-pub fn lanes_for_worker(model: Model, rate: Option<f64>, start: Nanos, sh: Share) -> Vec<Lane> {
+/// closed loop); a `profile` (a load plan) replaces it.
+pub fn lanes_for_worker(
+    model: Model,
+    rate: Option<f64>,
+    profile: Option<&Arc<RateProfile>>,
+    start: Nanos,
+    sh: Share,
+) -> Vec<Lane> {
+    if let Some(p) = profile {
+        // The same interleaving as a constant rate: by connection, or by worker.
+        let lane = |stride: usize, offset: usize, conns: usize| {
+            let pace = Pace::Plan {
+                profile: p.clone(),
+                stride: stride as f64,
+                offset: offset as f64,
+            };
+            Lane::new(pace, start, conns)
+        };
+        return match model {
+            Model::PerConnection => (0..sh.conns)
+                .map(|j| lane(sh.total_conns, sh.conn_offset + j, 1))
+                .collect(),
+            Model::Shared => vec![lane(sh.workers, sh.worker, sh.conns)],
+        };
+    }
     match (rate, model) {
         (None, _) => (0..sh.conns)
             .map(|_| Lane::new(Pace::Asap, start, 1))
@@ -215,7 +264,7 @@ mod tests {
                 conns: per,
                 total_conns: conns,
             };
-            for lane in lanes_for_worker(model, Some(rate), 0, sh) {
+            for lane in lanes_for_worker(model, Some(rate), None, 0, sh) {
                 let mut k = 0;
                 while lane.due_at(k) < until {
                     v.push(lane.due_at(k));
@@ -240,6 +289,52 @@ mod tests {
                     "{model:?} gap {i}: {gap}"
                 );
             }
+        }
+    }
+
+    /// A plan's due times over every lane of every worker are the plan's own: the
+    /// lanes split it without losing, doubling or bunching a request.
+    #[test]
+    fn lanes_together_follow_a_plan() {
+        let profile = Arc::new(RateProfile::parse("1000:1s,3000:1s,200..800:2s").unwrap());
+        let whole: Vec<Nanos> = (0..)
+            .map(|k| profile.time_of(k as f64))
+            .take_while(|t| t.is_finite())
+            .map(|t| (t * 1e9) as Nanos)
+            .collect();
+        for model in [Model::PerConnection, Model::Shared] {
+            let (workers, conns) = (2, 10);
+            let mut v = Vec::new();
+            for w in 0..workers {
+                let sh = Share {
+                    worker: w,
+                    workers,
+                    conn_offset: w * 5,
+                    conns: 5,
+                    total_conns: conns,
+                };
+                for lane in lanes_for_worker(model, None, Some(&profile), 0, sh) {
+                    assert!(lane.open_loop());
+                    let mut k = 0;
+                    while lane.due_at(k) < Nanos::MAX {
+                        v.push(lane.due_at(k));
+                        k += 1;
+                    }
+                    // Counting agrees with what the loop would dispatch.
+                    assert_eq!(lane.due_between(0, 4_000_000_000), k, "{model:?}");
+                    assert_eq!(lane.first_at_or_after(1_500_000_000), {
+                        (0..k).find(|i| lane.due_at(*i) >= 1_500_000_000).unwrap()
+                    });
+                }
+            }
+            v.sort_unstable();
+            assert_eq!(v, whole, "{model:?}");
+            let per_second = |s: u64| v.iter().filter(|t| **t / 1_000_000_000 == s).count();
+            assert_eq!(
+                (0..4).map(per_second).collect::<Vec<_>>(),
+                [1000, 3000, 350, 650],
+                "{model:?}"
+            );
         }
     }
 
@@ -278,7 +373,7 @@ mod tests {
             conns: 3,
             total_conns: 3,
         };
-        let lanes = lanes_for_worker(Model::PerConnection, None, 5, sh);
+        let lanes = lanes_for_worker(Model::PerConnection, None, None, 5, sh);
         assert_eq!(lanes.len(), 3);
         assert_eq!(lanes[0].due(42), 42);
         assert!(!lanes[0].open_loop());

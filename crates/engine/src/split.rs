@@ -58,6 +58,8 @@ pub enum SplitError {
     Threads { count: usize, threads: usize },
     #[error("--part {index}/{count}: the index must be below the count (from 0)")]
     Index { index: usize, count: usize },
+    #[error("--generators {count} with a load plan: a plan runs on one generator for now; give a constant rate, or drop --generators")]
+    Plan { count: usize },
 }
 
 /// Splits `spec` `count` ways, every schedule starting at `start_at_unix_ns`.
@@ -72,6 +74,9 @@ pub fn split(
 ) -> Result<Vec<PartSpec>, SplitError> {
     if count == 0 {
         return Err(SplitError::NoGenerator);
+    }
+    if spec.profile.is_some() {
+        return Err(SplitError::Plan { count });
     }
     if spec.connections < count {
         return Err(SplitError::Connections {
@@ -181,6 +186,7 @@ mod tests {
             threads,
             connections,
             rate,
+            profile: None,
             schedule: "connection".into(),
             duration: Duration::from_secs(7),
             warmup: Duration::from_secs(2),
@@ -276,6 +282,7 @@ mod tests {
             let lanes = lanes_for_worker(
                 Model::PerConnection,
                 Some(rate),
+                None,
                 0,
                 Share {
                     worker: 0,

@@ -163,6 +163,10 @@ pub struct Totals {
     pub samples: Vec<RawSample>,
     /// Requests by change window, when the run is marked (see [`crate::windows`]).
     pub windows: crate::windows::Tally,
+    /// Requests by step of a load plan, the same way (see [`crate::profile`]).
+    pub steps: crate::windows::Tally,
+    /// Requests each step of a load plan called for (what was due in it).
+    pub steps_intended: Vec<u64>,
     /// The message of the first error of each kind.
     pub first_errors: crate::failure::FirstErrors,
 }
@@ -207,6 +211,8 @@ impl Totals {
             tls_version: None,
             samples: Vec::new(),
             windows: crate::windows::Tally::default(),
+            steps: crate::windows::Tally::default(),
+            steps_intended: Vec::new(),
             first_errors: Default::default(),
         }
     }
@@ -259,6 +265,13 @@ impl Totals {
         self.resumed += o.resumed;
         self.tls_version = self.tls_version.or(o.tls_version);
         self.windows.merge(&o.windows);
+        self.steps.merge(&o.steps);
+        if self.steps_intended.len() < o.steps_intended.len() {
+            self.steps_intended.resize(o.steps_intended.len(), 0);
+        }
+        for (a, b) in self.steps_intended.iter_mut().zip(&o.steps_intended) {
+            *a += b;
+        }
         self.first_errors.merge(&o.first_errors);
     }
 }

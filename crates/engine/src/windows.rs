@@ -122,6 +122,10 @@ impl Seen {
 /// The requests of one window that ended.
 #[derive(Debug, Clone)]
 pub struct WindowCounts {
+    /// Requests sent, and the generator's lag sending them (µs, 2 digits): counted
+    /// only for a load plan's steps ([`Tally::sent`]), whose rate each is judged by.
+    pub sent: u64,
+    pub lag: Option<Histogram<u64>>,
     /// Full responses with status < 400.
     pub completed: u64,
     /// Errors by [`ErrorKind::index`] (status >= 400 included).
@@ -141,6 +145,8 @@ pub struct WindowCounts {
 impl WindowCounts {
     fn new() -> Self {
         WindowCounts {
+            sent: 0,
+            lag: None,
             completed: 0,
             errors: [0; 7],
             latency: Histogram::new_with_bounds(1, MAX_LATENCY_US, 2)
@@ -152,6 +158,15 @@ impl WindowCounts {
 
     /// Adds another count of the same window (another worker's, or generator's).
     fn add(&mut self, o: &WindowCounts) {
+        self.sent += o.sent;
+        if let Some(ol) = &o.lag {
+            match &mut self.lag {
+                Some(l) => {
+                    let _ = l.add(ol);
+                }
+                None => self.lag = Some(ol.clone()),
+            }
+        }
         self.completed += o.completed;
         for (a, b) in self.errors.iter_mut().zip(o.errors.iter()) {
             *a += b;
@@ -183,6 +198,22 @@ impl Tally {
             self.windows.resize_with(w + 1, WindowCounts::new);
         }
         &mut self.windows[w]
+    }
+
+    /// A request of window `w` sent `lag_ns` after it was due (`None`: closed loop,
+    /// never late). The lag histogram is allocated once per window and worker.
+    #[inline]
+    pub fn sent(&mut self, w: usize, lag_ns: Option<u64>) {
+        let c = self.at(w);
+        c.sent += 1;
+        if let Some(lag) = lag_ns {
+            c.lag
+                .get_or_insert_with(|| {
+                    Histogram::new_with_bounds(1, MAX_LATENCY_US, 2)
+                        .expect("static bounds are valid")
+                })
+                .saturating_record((lag / 1000).clamp(1, MAX_LATENCY_US));
+        }
     }
 
     /// A full response in window `w`, `corrected_ns` after its intended send time.

@@ -99,6 +99,12 @@ pub struct Shared {
     pub failure: std::sync::Mutex<Option<String>>,
     /// Change windows to count requests by, when the run is marked.
     pub marks: Option<Arc<crate::windows::Marks>>,
+    /// A load plan (its warm-up in front) in place of a constant rate, and its
+    /// report steps' starts on the load's clock, marked before the schedule starts.
+    pub profile: Option<Arc<crate::profile::RateProfile>>,
+    pub steps: Option<Arc<crate::windows::Marks>>,
+    /// The report steps' bounds, ns from the measured window's start.
+    pub step_bounds: Vec<(Nanos, Nanos)>,
     /// What each response is scanned for, counted per window (empty: nothing).
     pub markers: Box<[http1::Marker]>,
     /// This generator's place in a split run (`None`: the whole run).
@@ -370,6 +376,7 @@ impl Worker {
         self.lanes = lanes_for_worker(
             s.model,
             rate,
+            s.profile.as_ref(),
             origin,
             Share {
                 worker: self.id,
@@ -589,6 +596,9 @@ impl Worker {
             }
             if measured {
                 self.rec.sent(lag);
+                if let Some(st) = &self.shared.steps {
+                    self.rec.totals.steps.sent(st.window_of(due), lag);
+                }
             }
             // Closed loop has no schedule to be late for: a request is intended when
             // it is sent, so corrected and uncorrected latency are the same figure.
@@ -624,8 +634,15 @@ impl Worker {
             }
         }
         let mut intended = 0;
+        t.steps_intended = vec![0; self.shared.step_bounds.len()];
         for (l, (opening, answering)) in self.lanes.iter().zip(busy) {
             intended += l.due_between(self.measure_start, at);
+            for (n, (a, b)) in t.steps_intended.iter_mut().zip(&self.shared.step_bounds) {
+                let (a, b) = (self.measure_start + a, (self.measure_start + b).min(at));
+                if a < b {
+                    *n += l.due_between(a, b);
+                }
+            }
             let first = l.first_at_or_after(self.measure_start).max(l.next_index());
             let last = l.first_at_or_after(at);
             if first >= last {
@@ -736,12 +753,18 @@ impl Worker {
             self.rec.error(ErrorKind::Timeout);
         }
         let t = &mut self.rec.totals;
-        if let Some(m) = &self.shared.marks {
-            let w = m.window_of(intended);
-            if record {
-                t.windows.censored(w, latency);
-            } else {
-                t.windows.error(w, ErrorKind::Timeout);
+        let tallies = [
+            (&self.shared.marks, &mut t.windows),
+            (&self.shared.steps, &mut t.steps),
+        ];
+        for (marks, tally) in tallies {
+            if let Some(m) = marks {
+                let w = m.window_of(intended);
+                if record {
+                    tally.censored(w, latency);
+                } else {
+                    tally.error(w, ErrorKind::Timeout);
+                }
             }
         }
         t.first_errors.note(
@@ -900,6 +923,13 @@ impl Worker {
                     windows.marked(w, c.parser.markers(), now);
                 }
             }
+            if let Some(st) = &self.shared.steps {
+                let w = st.window_of(c.intended);
+                self.rec
+                    .totals
+                    .steps
+                    .response(w, now - c.intended, resp.status);
+            }
             if resp.status >= 400 {
                 let t = &mut self.rec.totals;
                 t.first_errors
@@ -936,6 +966,9 @@ impl Worker {
             self.rec.error(kind);
             if let Some(m) = &self.shared.marks {
                 self.rec.totals.windows.error(m.window_of(c.intended), kind);
+            }
+            if let Some(st) = &self.shared.steps {
+                self.rec.totals.steps.error(st.window_of(c.intended), kind);
             }
             self.rec.totals.first_errors.note(kind, &f.cause);
             if c.sampled {

@@ -124,6 +124,57 @@ fn generators_line(g: &results::Generators) -> String {
 
 /// The summary: header, latency, distribution (`detailed`: the full spectrum),
 /// counts, errors, balance, rates.
+/// A load plan's steps, one line each: what each offered and what it got, judged
+/// by its own rate (a step the generator could not keep is flagged in it, not
+/// averaged away over the run).
+pub fn steps_table(r: &RunResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  Plan {} (mean {:.1} req/s), by step:",
+        r.config.plan.as_deref().unwrap_or("?"),
+        r.config.rate.unwrap_or(0.0)
+    );
+    let w = r
+        .steps
+        .iter()
+        .map(|st| st.plan.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(
+        s,
+        "    {:<w$} {:>9} {:>9} {:>10} {:>10} {:>8} {:>9}",
+        "step", "offered/s", "sent/s", "p50", "p99", "errors", "lag p99"
+    );
+    for st in &r.steps {
+        let mut flags = Vec::new();
+        if !st.reached {
+            flags.push("below the offered rate");
+        }
+        if st.overloaded {
+            flags.push("generator late");
+        }
+        let _ = writeln!(
+            s,
+            "    {:<w$} {:>9.1} {:>9.1} {:>10} {:>10} {:>8} {:>9}{}",
+            st.plan,
+            st.offered,
+            st.achieved,
+            fmt_opt_ms(st.latency_ms.p50),
+            fmt_opt_ms(st.latency_ms.p99),
+            st.failed,
+            fmt_ms(st.lag_p99_ms),
+            if flags.is_empty() {
+                String::new()
+            } else {
+                format!("  ({})", flags.join(", "))
+            }
+        );
+    }
+    s
+}
+
 pub fn summary(r: &RunResult, detailed: bool) -> String {
     let mut s = String::new();
     let c = &r.config;
@@ -251,6 +302,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     if !r.backends.is_empty() {
         let b: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(s, "  Backends: {}", b.join(", "));
+    }
+    if !r.steps.is_empty() {
+        s.push_str(&steps_table(r));
     }
     if let Some(g) = &r.generators {
         let _ = writeln!(s, "{}", generators_line(g));

@@ -494,7 +494,11 @@ pub struct LoadConfig {
     pub connections: usize,
     pub duration_s: f64,
     pub warmup_s: f64,
+    /// With a load plan: its mean rate; the plan itself is `plan`.
     pub rate: Option<f64>,
+    /// The load plan as given (`1000:30s,2000:30s`, `100..5000:60s`), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
     pub max: bool,
     pub schedule: String,
     pub timeout_s: f64,

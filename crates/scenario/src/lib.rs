@@ -43,6 +43,118 @@ fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_str(&format!("{}ms", d.as_millis()))
 }
 
+/// `load.rate`: requests per second, or a load plan: a list of steps and ramps
+/// (`[1000:30s, 2000:30s]`, `["100..5000:60s"]`) or the same as one string, as `-R`
+/// takes it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rate {
+    /// Requests per second (0: not given).
+    Fixed(f64),
+    Plan(engine::profile::RateProfile),
+}
+
+impl Default for Rate {
+    fn default() -> Self {
+        Rate::Fixed(0.0)
+    }
+}
+
+impl Rate {
+    /// Whether `load.rate` was given at all (a plan, or a rate other than 0; a NaN
+    /// counts as given so that it is refused as a bad rate, not as a missing one).
+    pub fn given(&self) -> bool {
+        match self {
+            Rate::Fixed(r) => *r > 0.0 || r.is_nan() || *r < 0.0,
+            Rate::Plan(_) => true,
+        }
+    }
+
+    /// The fixed rate (0 for a plan).
+    pub fn fixed(&self) -> f64 {
+        match self {
+            Rate::Fixed(r) => *r,
+            Rate::Plan(_) => 0.0,
+        }
+    }
+
+    pub fn plan(&self) -> Option<&engine::profile::RateProfile> {
+        match self {
+            Rate::Plan(p) => Some(p),
+            Rate::Fixed(_) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Rate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Rate::Fixed(r) => write!(f, "{r} req/s"),
+            Rate::Plan(p) => write!(f, "plan {}", p.text()),
+        }
+    }
+}
+
+impl Serialize for Rate {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Rate::Fixed(r) => s.serialize_f64(*r),
+            Rate::Plan(p) => s.collect_seq(p.segments().iter().map(|g| g.text.as_str())),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Rate {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        fn plan<E: de::Error>(
+            r: Result<engine::profile::RateProfile, engine::profile::PlanError>,
+        ) -> Result<Rate, E> {
+            r.map(Rate::Plan)
+                .map_err(|e| E::custom(format!("the plan {e}")))
+        }
+        impl<'de> de::Visitor<'de> for V {
+            type Value = Rate;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("requests per second, or a plan such as [1000:30s, 2000:30s] or [\"100..5000:60s\"]")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Rate, E> {
+                Ok(Rate::Fixed(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Rate, E> {
+                Ok(Rate::Fixed(v as f64))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Rate, E> {
+                Ok(Rate::Fixed(v as f64))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Rate, E> {
+                if engine::profile::RateProfile::looks_like_plan(v) {
+                    plan(engine::profile::RateProfile::parse(v))
+                } else {
+                    v.trim().parse().map(Rate::Fixed).map_err(|_| {
+                        E::custom(format!("'{v}' is not a rate: give requests per second, or a plan such as [1000:30s, 2000:30s]"))
+                    })
+                }
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Rate, A::Error> {
+                let mut items: Vec<String> = Vec::new();
+                while let Some(item) = seq.next_element::<serde_yaml_ng::Value>()? {
+                    match item {
+                        serde_yaml_ng::Value::String(s) => items.push(s),
+                        other => {
+                            return Err(de::Error::custom(format!(
+                                "a plan's steps are RATE:DURATION or FROM..TO:DURATION, not {}",
+                                serde_yaml_ng::to_string(&other).unwrap_or_default().trim()
+                            )))
+                        }
+                    }
+                }
+                plan(engine::profile::RateProfile::from_items(&items))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 /// The longest duration a scenario may give anywhere: a week-long soak is the most a
 /// run on one machine makes sense for, and a longer one is a typo (or overflows the
 /// load's clock).
@@ -253,9 +365,10 @@ impl Default for Tls {
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Load {
-    /// Requests per second over all connections (0: not given, `rates` instead).
+    /// Requests per second over all connections (0: not given, `rates` instead), or
+    /// a load plan.
     #[serde(default)]
-    pub rate: f64,
+    pub rate: Rate,
     /// Fractions of each system's maximum (found by a search first, with the bounds
     /// of the `search` section), one run at each: study S2's 30 % and 50 %.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -781,7 +894,8 @@ impl Scenario {
         // The syntax of the whole file first: a flow sequence left open (`[a, b`)
         // would otherwise be read as items running on into the next keys.
         serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).map_err(located)?;
-        let s: Scenario = serde_yaml_ng::from_str(text).map_err(located)?;
+        let mut s: Scenario = serde_yaml_ng::from_str(text).map_err(located)?;
+        s.plan_sets_duration();
         s.check().map_err(|bad| match bad.line(text) {
             Some(line) => ScenarioError::Invalid {
                 file: file.to_string(),
@@ -950,6 +1064,14 @@ impl Scenario {
         Ok(())
     }
 
+    /// A load plan sets the measured window: `load.duration` may be left out (it is
+    /// then the plan's length), or must agree ([`Scenario::check_rates`]).
+    fn plan_sets_duration(&mut self) {
+        if let (Some(p), true) = (self.load.rate.plan(), self.load.duration.0.is_zero()) {
+            self.load.duration = Dur(p.duration());
+        }
+    }
+
     /// Systems of the platform's kind, and what a cluster needs to reach them.
     /// `load.rate` or `load.rates` (with its `search` section), not both.
     fn check_rates(&self) -> Result<(), Bad> {
@@ -957,20 +1079,32 @@ impl Scenario {
             return self.check_sizing();
         }
         let l = &self.load;
+        if let Some(p) = l.rate.plan() {
+            if l.duration.0 != p.duration() {
+                return Err(Bad::new(
+                    "load.duration",
+                    format!(
+                        "load.duration: the plan in load.rate lasts {}s, not {}s: leave load.duration out (a plan sets the measured window)",
+                        p.duration().as_secs_f64(),
+                        l.duration.0.as_secs_f64()
+                    ),
+                ));
+            }
+        }
         if l.duration.0.is_zero() {
             return Err(Bad::new(
                 "load.duration",
                 "load.duration: missing: give the measured window, e.g. 60s",
             ));
         }
-        match (l.rate > 0.0 || l.rate.is_nan(), l.rates.is_empty()) {
+        match (l.rate.given(), l.rates.is_empty()) {
             (true, false) => {
                 return Err(Bad::new(
                     "load.rates",
                     "load.rates: give load.rate (a fixed rate) or load.rates (fractions of each system's maximum), not both",
                 ))
             }
-            (false, true) if l.rate == 0.0 => {
+            (false, true) => {
                 return Err(Bad::new(
                     "load.rate",
                     "load.rate: missing: give the requests per second (or load.rates: [0.3, 0.5] to run at fractions of each system's maximum)",
@@ -1016,7 +1150,7 @@ impl Scenario {
             return Ok(());
         };
         let l = &self.load;
-        if l.rate > 0.0 || l.rate.is_nan() || !l.rates.is_empty() {
+        if l.rate.given() || !l.rates.is_empty() {
             return Err(Bad::new(
                 if l.rates.is_empty() {
                     "load.rate"
@@ -1279,7 +1413,21 @@ impl Scenario {
         s.load.duration = q.duration.unwrap_or(scale(s.load.duration));
         s.load.warmup = scale(s.load.warmup);
         if let Some(r) = q.rate {
-            s.load.rate = r;
+            s.load.rate = Rate::Fixed(r);
+        }
+        if let Some(p) = s.load.rate.plan() {
+            // A plan keeps its rates and shrinks like every other duration.
+            let segs = p
+                .segments()
+                .iter()
+                .map(|g| {
+                    engine::profile::Segment::new(g.from, g.to, (g.secs * q.time_scale).max(0.001))
+                })
+                .collect();
+            if let Ok(p) = engine::profile::RateProfile::new(segs) {
+                s.load.duration = Dur(p.duration());
+                s.load.rate = Rate::Plan(p);
+            }
         }
         if let Some(c) = q.connections {
             s.load.connections = c.max(s.load.threads);

@@ -710,10 +710,11 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         // With `rates` there is no fixed rate: each run's is set from the search's
         // maximum, and this stands in for it so the rest can be checked.
         rate: Some(if load.rates.is_empty() && scn.sizing.is_none() {
-            load.rate
+            load.rate.fixed()
         } else {
             1.0
         }),
+        profile: load.rate.plan().cloned(),
         schedule: load.schedule.clone(),
         // A sizing scan's steps have the search's window; this stands in for it.
         duration: match (&scn.sizing, &scn.search) {

@@ -45,9 +45,11 @@ pub(super) fn part_args(a: &LoadArgs, count: usize, start_at: u128) -> Vec<Strin
         flag("--threads", t.to_string());
     }
     flag("--connections", a.connections.to_string());
-    flag("--duration", a.duration.clone());
-    if let Some(r) = a.rate {
-        flag("--rate", r.to_string());
+    if let Some(d) = &a.duration {
+        flag("--duration", d.clone());
+    }
+    if let Some(r) = &a.rate {
+        flag("--rate", r.clone());
     }
     for h in &a.headers {
         flag("--header", esc(h));
@@ -613,8 +615,14 @@ mod tests {
         let p = parse(&refs);
         assert_eq!(p.url, "http://h/$(x)");
         assert_eq!(p.headers, vec!["x-a: $(HOME)".to_string()]);
-        assert_eq!((p.connections, p.rate, p.insecure), (10, Some(300.0), true));
-        assert_eq!((p.duration.as_str(), p.warmup.as_str()), ("5s", "1s"));
+        assert_eq!(
+            (p.connections, p.rate.clone(), p.insecure),
+            (10, Some("300".to_string()), true)
+        );
+        assert_eq!(
+            (p.duration.as_deref().unwrap(), p.warmup.as_str()),
+            ("5s", "1s")
+        );
         assert_eq!(p.sample, 0.1);
         assert_eq!(p.part.as_deref(), Some("2/3"));
         assert_eq!(p.start_at.as_deref(), Some("42"));

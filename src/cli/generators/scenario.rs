@@ -216,6 +216,7 @@ mod tests {
             threads: Some(2),
             connections: 50,
             rate: Some(1234.5),
+            profile: None,
             schedule: "shared".into(),
             duration: Duration::from_millis(10_500),
             warmup: Duration::from_secs(2),

@@ -244,11 +244,16 @@ pub(super) struct Stack {
 
 #[derive(Clone, Debug)]
 pub(super) enum Body {
-    Percentiles { lines: Vec<Line>, max_nines: f64 },
+    Percentiles {
+        lines: Vec<Line>,
+        max_nines: f64,
+    },
     Latency(LatencyPanel),
     Throughput(Throughput),
     Stacks(Vec<Stack>),
-    Rates(Vec<RateLine>),
+    /// Latency against rate; the x axis's description (the rate sent by a search,
+    /// the rate offered by a load plan).
+    Rates(Vec<RateLine>, &'static str),
     Sizing(SizingPanel),
     Note(String),
 }
@@ -374,16 +379,79 @@ pub(super) fn rates_chart(input: &ReportInput) -> Chart {
             }
         })
         .collect();
+    latency_against_rate(
+        "chart-rates",
+        "Latency against rate (the maximum search)",
+        "Each point is one open-loop step of a system's search: the rate it sent and the corrected p99 (solid) and p50 (thin) it got. Latency stays flat until a system nears its maximum (the dot on each line), then climbs; the runs at fractions of the maximum sit on the flat part.",
+        "requests per second sent",
+        lines,
+        "no search step got a response",
+    )
+}
+
+/// Latency against the offered rate of a load plan's steps (`-R 1000:30s,...`, a
+/// ramp in 5 s pieces), one line per system that ran a plan; `None` when none did.
+/// The same chart as the search's, from the same code: a plan is a search a user
+/// lays out by hand.
+pub(super) fn plan_chart(input: &ReportInput) -> Option<Chart> {
+    let lines: Vec<RateLine> = input
+        .series
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| !s.result.steps.is_empty())
+        .map(|(i, s)| {
+            let mut steps: Vec<&results::StepResult> = s.result.steps.iter().collect();
+            steps.sort_by(|a, b| a.offered.total_cmp(&b.offered));
+            let pick = |f: fn(&results::Percentiles) -> Option<f64>| -> Points {
+                steps
+                    .iter()
+                    .filter_map(|st| {
+                        f(&st.latency_ms)
+                            .filter(|v| *v > 0.0)
+                            .map(|v| (st.offered, v))
+                    })
+                    .collect()
+            };
+            RateLine {
+                series: i,
+                name: s.name.clone(),
+                p50: pick(|p| p.p50),
+                p99: pick(|p| p.p99),
+                max: None,
+            }
+        })
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    Some(latency_against_rate(
+        "chart-plan",
+        "Latency against offered rate (the load plan's steps)",
+        "Each point is one step of the load plan (a ramp counts in 5 s pieces): the rate it offered and the corrected p99 (solid) and p50 (thin) of the requests intended in it. Where a line turns up, the system stopped keeping pace with the offered rate; the connections were the same throughout, so no step paid for opening them.",
+        "requests per second offered",
+        lines,
+        "no step of the plan got a response",
+    ))
+}
+
+fn latency_against_rate(
+    id: &str,
+    title: &str,
+    caption: &str,
+    x_desc: &'static str,
+    lines: Vec<RateLine>,
+    empty: &str,
+) -> Chart {
     let drawn = lines.iter().any(|l| !l.p99.is_empty());
     Chart {
-        id: "chart-rates".into(),
-        title: "Latency against rate (the maximum search)".into(),
-        caption: "Each point is one open-loop step of a system's search: the rate it sent and the corrected p99 (solid) and p50 (thin) it got. Latency stays flat until a system nears its maximum (the dot on each line), then climbs; the runs at fractions of the maximum sit on the flat part.".into(),
+        id: id.into(),
+        title: title.into(),
+        caption: caption.into(),
         height: 460,
         body: if drawn {
-            Body::Rates(lines)
+            Body::Rates(lines, x_desc)
         } else {
-            Body::Note("no search step got a response".into())
+            Body::Note(empty.into())
         },
     }
 }

@@ -148,7 +148,7 @@ impl Chart {
             Body::Percentiles { lines, max_nines } => draw_percentiles(root, lines, *max_nines),
             Body::Latency(p) => draw_latency(root, p),
             Body::Throughput(t) => draw_throughput(root, t),
-            Body::Rates(lines) => draw_rates(root, lines),
+            Body::Rates(lines, x_desc) => draw_rates(root, lines, x_desc),
             Body::Sizing(p) => draw_sizing(root, p),
             Body::Stacks(stacks) => {
                 let areas = root.split_evenly((stacks.len().max(1), 1));
@@ -233,7 +233,11 @@ fn draw_percentiles<DB: DrawingBackend>(
     draw_legend(&mut chart)
 }
 
-fn draw_rates<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, lines: &[RateLine]) -> Draw {
+fn draw_rates<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    lines: &[RateLine],
+    x_desc: &str,
+) -> Draw {
     let (mut lo, mut hi, mut x_max) = (f64::MAX, 0f64, 1f64);
     for l in lines {
         for (x, v) in l.p50.iter().chain(&l.p99) {
@@ -252,7 +256,7 @@ fn draw_rates<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, lines: &[RateLi
         .map_err(de)?;
     chart
         .configure_mesh()
-        .x_desc("requests per second sent")
+        .x_desc(x_desc)
         .y_desc("latency")
         .x_label_formatter(&|v| fmt_count_tick(*v))
         .bold_line_style(FG.mix(0.18))

@@ -32,6 +32,7 @@ pub fn build(input: &crate::input::ReportInput) -> Vec<Chart> {
     if !input.searches.is_empty() {
         charts.push(data::rates_chart(input));
     }
+    charts.extend(data::plan_chart(input));
     for tps in [false, true] {
         if let Some(c) = data::sizing_chart(input, tps) {
             charts.push(c);
