@@ -1,13 +1,16 @@
 //! Comparing saved runs: the deltas between a base run and newer ones, system by
 //! system, and the `--max-regression` thresholds a CI pipeline gates on.
 //!
-//! Three parts, each pointing only down: [`model`] loads runs for comparison (a lab
-//! run folder or one `result.json`), computes the deltas and checks that two runs
-//! measured the same thing; [`thresholds`] parses the specs and checks a comparison
-//! against them; [`rendering`] shows it all in the terminal and as an HTML page.
+//! Four parts, each pointing only down: [`significance`] tells a difference between
+//! repetitions from noise (a rank test, pure arithmetic); [`model`] loads runs for
+//! comparison (a lab run folder or one `result.json`), computes the deltas (medians
+//! and their test when both runs were repeated) and checks that two runs measured the
+//! same thing; [`thresholds`] parses the specs and checks a comparison against them;
+//! [`rendering`] shows it all in the terminal and as an HTML page.
 
 pub mod model;
 pub mod rendering;
+pub mod significance;
 pub mod thresholds;
 
 pub use model::{
