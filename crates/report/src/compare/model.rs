@@ -106,14 +106,15 @@ impl Tested {
     }
 
     /// The verdict as shown: `p=0.0079`, `not significant, p=0.31`, or
-    /// `needs 4+ repetitions per side` when [`Tested::testable`] is false.
+    /// `needs 4+ repetitions per side` when [`Tested::testable`] is false. Equal
+    /// medians read `p=1.00` alone: there is no change to call noise.
     pub fn verdict(&self) -> String {
         if !self.testable() {
             format!(
                 "needs {}+ repetitions per side",
                 repetitions_needed(self.alpha)
             )
-        } else if self.significant() {
+        } else if self.significant() || self.base.median == self.new.median {
             format!("p={}", fmt_p(self.p))
         } else {
             format!("not significant, p={}", fmt_p(self.p))
@@ -643,6 +644,7 @@ mod tests {
         assert_eq!(t.verdict(), "not significant, p=0.69");
         // Every figure compared is tested: errors (all 0: p = 1) and the rate.
         assert_eq!(s.errors_total.test.unwrap().p, 1.0);
+        assert_eq!(s.errors_total.test.unwrap().verdict(), "p=1.00");
         assert!(s.rate.test.is_some());
         assert!(s.latency[8].test.is_some(), "max");
         // No propagation in either: nothing to test.
