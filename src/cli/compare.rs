@@ -18,20 +18,38 @@ pub struct CompareArgs {
     /// errors.timeout=5, propagation=200ms. Every limit is an increase over BASE.
     #[arg(long = "max-regression", value_name = "SPEC", value_delimiter = ',')]
     pub max_regression: Vec<String>,
+    /// The significance level of the rank test between repetitions: where both runs
+    /// were repeated (--repeat N), a limit is crossed only when the difference of
+    /// the medians is past it and p < ALPHA.
+    #[arg(
+        long,
+        value_name = "ALPHA",
+        default_value_t = compare::DEFAULT_ALPHA,
+        allow_negative_numbers = true
+    )]
+    pub alpha: f64,
     /// Also write the comparison as a self-contained HTML page.
     #[arg(long, value_name = "FILE.html")]
     pub out: Option<PathBuf>,
 }
 
-/// Compares the runs, prints the deltas and any crossed threshold.
+/// Compares the runs, prints the deltas and any crossed threshold (and, with
+/// repetitions, any limit the medians went over without a significant difference).
 /// Returns 1 when a threshold is crossed, 0 otherwise.
 ///
 /// # Errors
-/// A usage error (exit 2) for a bad spec, a path that is not a run, or runs without a
-/// system in common; an I/O error writing the page.
+/// A usage error (exit 2) for a bad spec, an alpha outside (0, 1), a path that is not
+/// a run, or runs without a system in common; an I/O error writing the page.
 pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
     let thresholds =
         compare::parse_thresholds(&a.max_regression).map_err(|e| usage(e.to_string()))?;
+    // Written so that NaN is refused too.
+    if !(a.alpha > 0.0 && a.alpha < 1.0) {
+        return Err(usage(format!(
+            "--alpha {}: a significance level is between 0 and 1 (exclusive), e.g. 0.05",
+            a.alpha
+        )));
+    }
     if let Some(out) = &a.out {
         results::fsutil::check_writable(out).map_err(|e| usage(format!("--out: {e}")))?;
     }
@@ -42,7 +60,10 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
         .iter()
         .map(load)
         .collect::<anyhow::Result<Vec<Run>>>()?;
-    let comparisons: Vec<Comparison> = news.iter().map(|n| compare::compare(&base, n)).collect();
+    let comparisons: Vec<Comparison> = news
+        .iter()
+        .map(|n| compare::compare_at(&base, n, a.alpha))
+        .collect();
     for c in &comparisons {
         if c.systems.is_empty() {
             return Err(usage(format!(
@@ -54,17 +75,19 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
             )));
         }
     }
-    let mut crossed = Vec::new();
+    let mut over = Vec::new();
     for (i, c) in comparisons.iter().enumerate() {
         if i > 0 {
             println!();
         }
         print!("{}", compare::text(c));
-        crossed.extend(compare::evaluate(c, &thresholds));
+        over.extend(compare::evaluate_all(c, &thresholds));
     }
+    // Over the limit but not significant is said (NOT SIGNIFICANT: ...) and held.
+    let crossed: Vec<_> = over.iter().filter(|x| x.fails()).collect();
     if !thresholds.is_empty() {
         println!();
-        for x in &crossed {
+        for x in &over {
             if comparisons.len() > 1 {
                 println!("{}: {}", x.run, x.line());
             } else {

@@ -401,3 +401,171 @@ fn bad_input_is_one_line_and_exit_2() {
         assert!(out.is_empty(), "{args:?}: printed {out}");
     }
 }
+
+/// A result of `runs` repetitions: each the real result with its p99 multiplied by
+/// one factor (the higher percentiles at least as high), the top level the real one.
+fn repeated(base: &Value, factors: &[f64]) -> Value {
+    let mut top = base.clone();
+    let reps: Vec<Value> = factors
+        .iter()
+        .map(|k| {
+            let mut r = base.clone();
+            let p99 = f(&r, "/latency_ms/corrected/p99") * k;
+            set(&mut r, "/latency_ms/corrected/p99", json!(p99));
+            for p in ["p99.9", "p99.99", "p99.999", "p99.9999", "max"] {
+                let ptr = format!("/latency_ms/corrected/{p}");
+                let v = f(&r, &ptr).max(p99);
+                set(&mut r, &ptr, json!(v));
+            }
+            r
+        })
+        .collect();
+    top["repetitions"] = json!(reps);
+    top
+}
+
+/// Five repetitions of one server, and five more of the same: the p99 medians are
+/// 1.01 and 1.03 times the real one, 2% apart, in ranges that overlap.
+const SAME_A: [f64; 5] = [1.02, 0.98, 1.05, 0.99, 1.01];
+const SAME_B: [f64; 5] = [1.00, 1.04, 0.97, 1.03, 1.06];
+
+#[test]
+fn repetitions_of_the_same_server_are_not_significant() {
+    let d = tempfile::tempdir().unwrap();
+    let base = real_result();
+    let a = d.path().join("a");
+    let b = d.path().join("b");
+    write(
+        &a.join("nginx-reload/result.json"),
+        &as_lab(
+            &repeated(base, &SAME_A),
+            "nginx-reload",
+            "dynamic-endpoints",
+            &[],
+        ),
+    );
+    write(
+        &b.join("nginx-reload/result.json"),
+        &as_lab(
+            &repeated(base, &SAME_B),
+            "nginx-reload",
+            "dynamic-endpoints",
+            &[],
+        ),
+    );
+    let page = d.path().join("cmp.html");
+    let (code, out, err) = compare(&[
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--max-regression",
+        "p99=1%",
+        "--out",
+        page.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("medians of 5 (base) and 5 (new) repetitions, their range, and a rank test at alpha 0.05"),
+        "{out}"
+    );
+    let p99 = f(base, "/latency_ms/corrected/p99");
+    let row = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("p99 "))
+        .unwrap_or_else(|| panic!("no p99 row: {out}"));
+    assert!(row.ends_with("not significant, p=0.69"), "{row}");
+    assert!(row.contains(&fmt_ms(p99 * 1.01)), "{row}");
+    let held: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("NOT SIGNIFICANT:"))
+        .collect();
+    assert_eq!(held.len(), 1, "{out}");
+    assert!(
+        held[0].starts_with(&format!(
+            "NOT SIGNIFICANT: nginx-reload: p99 +2.0%: base {}, new {}, limit +1% (",
+            fmt_ms(p99 * 1.01),
+            fmt_ms(p99 * 1.03)
+        )),
+        "{}",
+        held[0]
+    );
+    assert!(
+        held[0].ends_with(
+            "; medians of 5 vs 5 repetitions, not significant, p=0.69 (--max-regression p99=1%)"
+        ),
+        "{}",
+        held[0]
+    );
+    assert!(!out.contains("REGRESSION"), "{out}");
+    assert!(out.contains("every threshold holds (p99=1%)"), "{out}");
+    assert!(!out.contains("no repetitions"), "{out}");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Over the limit, not significant"));
+    assert!(html.contains("not significant, p=0.69"));
+}
+
+#[test]
+fn a_2x_slower_server_is_a_significant_regression() {
+    let d = tempfile::tempdir().unwrap();
+    let base = real_result();
+    let slow: Vec<f64> = SAME_A.iter().map(|k| k * 2.0).collect();
+    let a = write(&d.path().join("a.json"), &repeated(base, &SAME_A));
+    let b = write(&d.path().join("b.json"), &repeated(base, &slow));
+    let (code, out, err) = compare(&[&a, &b, "--max-regression", "p99=10%"]);
+    assert_eq!(code, 1, "{out}{err}");
+    let crossed: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("REGRESSION:"))
+        .collect();
+    assert_eq!(crossed.len(), 1, "{out}");
+    assert!(
+        crossed[0].starts_with("REGRESSION: load: p99 +100.0%: base "),
+        "{}",
+        crossed[0]
+    );
+    assert!(
+        crossed[0].ends_with(
+            "; medians of 5 vs 5 repetitions, significant, p=0.0079 (--max-regression p99=10%)"
+        ),
+        "{}",
+        crossed[0]
+    );
+    assert!(out.contains("1 threshold(s) crossed"), "{out}");
+    // At a level 5 a side cannot reach, the medians alone judge, and it says so.
+    let (code, out, _) = compare(&[&a, &b, "--max-regression", "p99=10%", "--alpha", "0.005"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("too few to test (needs 6+ repetitions per side)"),
+        "{out}"
+    );
+    // Repeated against not repeated: as before, and said once.
+    let plain = write(&d.path().join("plain.json"), base);
+    let (code, out, _) = compare(&[&a, &plain, "--max-regression", "p99=50%"]);
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        out.matches(
+            "no repetitions: deltas not tested for significance (use --repeat N, 4+ a side)"
+        )
+        .count(),
+        1,
+        "{out}"
+    );
+    assert!(!out.contains("significant"), "{out}");
+}
+
+#[test]
+fn alpha_outside_0_1_is_one_line_and_exit_2() {
+    let d = tempfile::tempdir().unwrap();
+    let good = write(&d.path().join("good.json"), real_result());
+    for bad in ["0", "1", "1.5", "-0.1", "nan", "abc"] {
+        let (code, out, err) = compare(&[&good, &good, "--alpha", bad]);
+        assert_eq!(code, 2, "{bad}: {out}{err}");
+        let line = one_line_error(&err);
+        assert!(line.contains("--alpha"), "{bad}: {line}");
+        if bad != "abc" {
+            assert!(line.contains("between 0 and 1"), "{bad}: {line}");
+        }
+        assert!(out.is_empty(), "{bad}: {out}");
+    }
+    let (code, out, err) = compare(&[&good, &good, "--alpha", "0.01"]);
+    assert_eq!(code, 0, "{out}{err}");
+}

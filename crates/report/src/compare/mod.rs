@@ -1,23 +1,27 @@
 //! Comparing saved runs: the deltas between a base run and newer ones, system by
 //! system, and the `--max-regression` thresholds a CI pipeline gates on.
 //!
-//! Three parts, each pointing only down: [`model`] loads runs for comparison (a lab
-//! run folder or one `result.json`), computes the deltas and checks that two runs
-//! measured the same thing; [`thresholds`] parses the specs and checks a comparison
-//! against them; [`rendering`] shows it all in the terminal and as an HTML page.
+//! Four parts, each pointing only down: [`significance`] tells a difference between
+//! repetitions from noise (a rank test, pure arithmetic); [`model`] loads runs for
+//! comparison (a lab run folder or one `result.json`), computes the deltas (medians
+//! and their test when both runs were repeated) and checks that two runs measured the
+//! same thing; [`thresholds`] parses the specs and checks a comparison against them;
+//! [`rendering`] shows it all in the terminal and as an HTML page.
 
 pub mod model;
 pub mod rendering;
+pub mod significance;
 pub mod thresholds;
 
 pub use model::{
-    compare, differences, load_run, parse_result, system_name, Comparison, Delta, LoadError,
-    OptDelta, Run, SystemDelta, LATENCY_METRICS, LOAD_SYSTEM,
+    compare, compare_at, differences, fmt_p, load_run, parse_result, system_name, Comparison,
+    Delta, LoadError, OptDelta, Run, SystemDelta, Tested, DEFAULT_ALPHA, LATENCY_METRICS,
+    LOAD_SYSTEM,
 };
 pub use rendering::{flags, html, tables, tables_in, text, Row, Table, Trend};
 pub use thresholds::{
-    evaluate, evaluate_in, parse_metric, parse_threshold, parse_thresholds, Crossing, Direction,
-    Limit, Metric, SpecError, Threshold,
+    evaluate, evaluate_all, evaluate_all_in, evaluate_in, parse_metric, parse_threshold,
+    parse_thresholds, Crossing, Direction, Limit, Metric, SpecError, Threshold,
 };
 
 /// Runs the comparison's tests are made of.
@@ -50,6 +54,19 @@ pub(crate) mod fixtures {
         r.rate.reached = true;
         r
     }
+
+    /// A repeated run: one repetition per p99 (max twice as high, no error); the
+    /// top level, all of them together, with the highest p99.
+    pub(crate) fn repeated(p99s: &[f64]) -> RunResult {
+        let top = p99s.iter().copied().fold(0.0, f64::max);
+        let mut r = result(top, top * 2.0, 0);
+        r.repetitions = p99s.iter().map(|&p| result(p, p * 2.0, 0)).collect();
+        r
+    }
+
+    /// The p99s of repetitions of one server: around 10 ms, and another five of the same.
+    pub(crate) const SAME_A: [f64; 5] = [10.2, 9.8, 10.5, 9.9, 10.1];
+    pub(crate) const SAME_B: [f64; 5] = [10.0, 10.4, 9.7, 10.3, 10.6];
 
     pub(crate) fn lab(mut r: RunResult, system: &str, added: &[f64]) -> RunResult {
         r.lab = Some(LabInfo {

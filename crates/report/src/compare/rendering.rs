@@ -1,9 +1,11 @@
 //! A comparison as a person reads it: delta tables formatted once and shown twice,
 //! in the terminal and on a self-contained HTML page built on the shared page shell
 //! ([`crate::page`]), with the warnings that say when two runs are not comparable.
+//! Where both runs were repeated, each row adds the two ranges and the rank test's
+//! verdict, and a change that is not significant is not coloured as one.
 
-use super::model::{d, Comparison, Delta, OptDelta, SystemDelta, LATENCY_METRICS};
-use super::thresholds::{evaluate_in, Crossing, Threshold};
+use super::model::{Comparison, Delta, OptDelta, SystemDelta, LATENCY_METRICS};
+use super::thresholds::{evaluate_all_in, Crossing, Threshold};
 use crate::fmt::{fmt_count, fmt_pct_change, Units, MISSING};
 use crate::markup::escape;
 use crate::page::{self, Page};
@@ -22,11 +24,17 @@ pub enum Trend {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Row {
     pub label: String,
+    /// The base value: the median of its repetitions when tested.
     pub base: String,
     pub new: String,
     pub delta: String,
     pub pct: String,
     pub trend: Trend,
+    /// With repetitions on both sides: each side's range (`9.80ms–10.50ms`) and the
+    /// test's verdict (`p=0.0079`, `not significant, p=0.31`); empty otherwise.
+    pub base_range: String,
+    pub new_range: String,
+    pub test: String,
 }
 
 /// A titled group of rows.
@@ -40,7 +48,12 @@ fn pct_text(v: &Delta) -> String {
     fmt_pct_change(v.pct(), v.new == v.base)
 }
 
+/// Which way `v` went. A tested change that is not significant is no change worth
+/// a colour: painting noise red is what makes people stop reading the table.
 fn trend(v: &Delta, higher_is_worse: bool) -> Trend {
+    if v.test.is_some_and(|t| !t.significant()) {
+        return Trend::Same;
+    }
     match v.new.partial_cmp(&v.base) {
         Some(std::cmp::Ordering::Greater) if higher_is_worse => Trend::Worse,
         Some(std::cmp::Ordering::Greater) => Trend::Better,
@@ -50,38 +63,50 @@ fn trend(v: &Delta, higher_is_worse: bool) -> Trend {
     }
 }
 
-fn ms_row(label: &str, v: Delta, u: Units) -> Row {
+/// A row of `v` with values written by `fmt`; with repetitions, their ranges and
+/// the test's verdict.
+fn row(
+    label: &str,
+    v: Delta,
+    higher_is_worse: bool,
+    fmt: &dyn Fn(f64) -> String,
+    delta: String,
+) -> Row {
+    let range = |s: &super::significance::Summary| format!("{}–{}", fmt(s.min), fmt(s.max));
     Row {
         label: label.to_string(),
-        base: u.ms(v.base),
-        new: u.ms(v.new),
-        delta: u.signed_ms(v.abs()),
+        base: fmt(v.base),
+        new: fmt(v.new),
+        delta,
         pct: pct_text(&v),
-        trend: trend(&v, true),
+        trend: trend(&v, higher_is_worse),
+        base_range: v.test.map(|t| range(&t.base)).unwrap_or_default(),
+        new_range: v.test.map(|t| range(&t.new)).unwrap_or_default(),
+        test: v.test.map(|t| t.verdict()).unwrap_or_default(),
     }
+}
+
+fn ms_row(label: &str, v: Delta, u: Units) -> Row {
+    row(label, v, true, &|x| u.ms(x), u.signed_ms(v.abs()))
 }
 
 fn count_row(label: &str, v: Delta) -> Row {
-    Row {
-        label: label.to_string(),
-        base: fmt_count(v.base),
-        new: fmt_count(v.new),
-        delta: format!("{:+.0}", v.abs()),
-        pct: pct_text(&v),
-        trend: trend(&v, true),
-    }
+    row(label, v, true, &fmt_count, format!("{:+.0}", v.abs()))
 }
 
 fn opt_row(label: &str, v: OptDelta, u: Units) -> Row {
-    match (v.base, v.new) {
-        (Some(b), Some(n)) => ms_row(label, d(b, n), u),
-        _ => Row {
+    match v.both() {
+        Some(both) => ms_row(label, both, u),
+        None => Row {
             label: label.to_string(),
             base: u.opt_ms(v.base),
             new: u.opt_ms(v.new),
             delta: MISSING.to_string(),
             pct: MISSING.to_string(),
             trend: Trend::Same,
+            base_range: String::new(),
+            new_range: String::new(),
+            test: String::new(),
         },
     }
 }
@@ -158,16 +183,24 @@ pub fn tables_in(s: &SystemDelta, u: Units) -> Vec<Table> {
     }
     out.push(Table {
         title: "rate (req/s)",
-        rows: vec![Row {
-            label: "achieved".to_string(),
-            base: format!("{:.1}", s.rate.base),
-            new: format!("{:.1}", s.rate.new),
-            delta: format!("{:+.1}", s.rate.abs()),
-            pct: pct_text(&s.rate),
-            trend: trend(&s.rate, false),
-        }],
+        rows: vec![row(
+            "achieved",
+            s.rate,
+            false,
+            &|x| format!("{x:.1}"),
+            format!("{:+.1}", s.rate.abs()),
+        )],
     });
     out
+}
+
+/// What the figures of a repeated system are, as one line: `medians of 5 (base) and
+/// 5 (new) repetitions, their range, and a rank test at alpha 0.05`.
+pub fn repetitions_line(s: &SystemDelta, alpha: f64) -> Option<String> {
+    let (b, n) = s.repetitions?;
+    Some(format!(
+        "medians of {b} (base) and {n} (new) repetitions, their range, and a rank test at alpha {alpha}"
+    ))
 }
 
 /// The lines flagging what is wrong with the comparison itself: `WARNING: ...`.
@@ -205,23 +238,44 @@ pub fn text(c: &Comparison) -> String {
     if !c.notes.is_empty() {
         let _ = writeln!(s, "  versions: {}", c.notes.join("; "));
     }
+    if let Some(u) = &c.untested {
+        let _ = writeln!(s, "  {u}");
+    }
     for f in flags(c) {
         let _ = writeln!(s, "{f}");
     }
     for sys in &c.systems {
         let _ = writeln!(s, "\n{}", sys.system);
+        let Some(reps) = repetitions_line(sys, c.alpha) else {
+            for t in tables(sys) {
+                let _ = writeln!(
+                    s,
+                    "  {:<22} {:>11} {:>11} {:>11} {:>9}",
+                    t.title, "base", "new", "delta", "%"
+                );
+                for r in t.rows {
+                    let _ = writeln!(
+                        s,
+                        "    {:<20} {:>11} {:>11} {:>11} {:>9}",
+                        r.label, r.base, r.new, r.delta, r.pct
+                    );
+                }
+            }
+            continue;
+        };
+        let _ = writeln!(s, "  {reps}");
         for t in tables(sys) {
             let _ = writeln!(
                 s,
-                "  {:<22} {:>11} {:>11} {:>11} {:>9}",
-                t.title, "base", "new", "delta", "%"
+                "  {:<22} {:>11} {:>17} {:>11} {:>17} {:>11} {:>9}  test",
+                t.title, "base", "range", "new", "range", "delta", "%"
             );
             for r in t.rows {
-                let _ = writeln!(
-                    s,
-                    "    {:<20} {:>11} {:>11} {:>11} {:>9}",
-                    r.label, r.base, r.new, r.delta, r.pct
+                let line = format!(
+                    "    {:<20} {:>11} {:>17} {:>11} {:>17} {:>11} {:>9}  {}",
+                    r.label, r.base, r.base_range, r.new, r.new_range, r.delta, r.pct, r.test
                 );
+                let _ = writeln!(s, "{}", line.trim_end());
             }
         }
     }
@@ -234,10 +288,10 @@ pub fn text(c: &Comparison) -> String {
 /// (`µs`, spaced), so the crossings are worked out again here rather than taken from
 /// the terminal's.
 pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
-    let crossed: Vec<Crossing> = comparisons
+    let (crossed, noise): (Vec<Crossing>, Vec<Crossing>) = comparisons
         .iter()
-        .flat_map(|c| evaluate_in(c, thresholds, Units::Page))
-        .collect();
+        .flat_map(|c| evaluate_all_in(c, thresholds, Units::Page))
+        .partition(Crossing::fails);
     let mut head = String::new();
     let mut h = String::new();
     if !thresholds.is_empty() {
@@ -250,7 +304,7 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
         if crossed.is_empty() {
             head.push_str("<p class=\"ok\">Every threshold holds.</p>\n");
         } else {
-            h.push_str("<h2>Crossed thresholds</h2>\n<table class=\"deltas\" id=\"crossed\">\n<tr><th>run</th><th>system</th><th>metric</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">limit</th><th>spec</th></tr>\n");
+            h.push_str("<h2>Crossed thresholds</h2>\n<table class=\"deltas\" id=\"crossed\">\n<tr><th>run</th><th>system</th><th>metric</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">limit</th><th>spec</th><th>test</th></tr>\n");
             for c in &crossed {
                 if let Some(why) = &c.why {
                     let _ = writeln!(
@@ -265,14 +319,33 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
                 }
                 let _ = writeln!(
                     h,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n worse\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td></tr>",
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n worse\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td><td class=\"text\">{}</td></tr>",
                     escape(&c.run),
                     escape(&c.system),
                     escape(&c.metric),
                     escape(&c.base),
                     escape(&c.new),
                     escape(&c.limit),
-                    escape(&c.spec)
+                    escape(&c.spec),
+                    escape(&c.test.map(|t| t.verdict()).unwrap_or_default())
+                );
+            }
+            h.push_str("</table>\n");
+        }
+        if !noise.is_empty() {
+            h.push_str("<h2>Over the limit, not significant</h2>\n<p class=\"muted\">The medians of the repetitions moved past the limit, but the rank test cannot tell the move from run-to-run noise: these do not fail the gate.</p>\n<table class=\"deltas\" id=\"not-significant\">\n<tr><th>run</th><th>system</th><th>metric</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">limit</th><th>spec</th><th>test</th></tr>\n");
+            for c in &noise {
+                let _ = writeln!(
+                    h,
+                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td><td class=\"text\">{}</td></tr>",
+                    escape(&c.run),
+                    escape(&c.system),
+                    escape(&c.metric),
+                    escape(&c.base),
+                    escape(&c.new),
+                    escape(&c.limit),
+                    escape(&c.spec),
+                    escape(&c.test.map(|t| t.verdict()).unwrap_or_default())
                 );
             }
             h.push_str("</table>\n");
@@ -289,6 +362,9 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
         if !c.notes.is_empty() {
             let _ = writeln!(h, "<p>Versions: {}</p>", escape(&c.notes.join("; ")));
         }
+        if let Some(u) = &c.untested {
+            let _ = writeln!(h, "<p class=\"muted\">{}</p>", escape(u));
+        }
         let warnings: Vec<String> = flags(c)
             .iter()
             .map(|f| escape(f.strip_prefix("WARNING: ").unwrap_or(f)))
@@ -296,18 +372,45 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
         h.push_str(&page::banner(None, "Not to be compared as is:", &warnings));
         for sys in &c.systems {
             let _ = writeln!(h, "<h3>{}</h3>", escape(&sys.system));
+            let reps = repetitions_line(sys, c.alpha);
+            if let Some(line) = &reps {
+                let _ = writeln!(h, "<p class=\"muted\">{}</p>", escape(line));
+            }
             for t in tables_in(sys, Units::Page) {
-                let _ = writeln!(
-                    h,
-                    "<table class=\"deltas\">\n<tr><th>{}</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">delta</th><th class=\"n\">%</th></tr>",
-                    escape(t.title)
-                );
+                if reps.is_some() {
+                    let _ = writeln!(
+                        h,
+                        "<table class=\"deltas\">\n<tr><th>{}</th><th class=\"n\">base</th><th class=\"n\">range</th><th class=\"n\">new</th><th class=\"n\">range</th><th class=\"n\">delta</th><th class=\"n\">%</th><th>test</th></tr>",
+                        escape(t.title)
+                    );
+                } else {
+                    let _ = writeln!(
+                        h,
+                        "<table class=\"deltas\">\n<tr><th>{}</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">delta</th><th class=\"n\">%</th></tr>",
+                        escape(t.title)
+                    );
+                }
                 for r in t.rows {
                     let class = match r.trend {
                         Trend::Worse => "n worse",
                         Trend::Better => "n better",
                         Trend::Same => "n",
                     };
+                    if reps.is_some() {
+                        let _ = writeln!(
+                            h,
+                            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n muted\">{}</td><td class=\"n\">{}</td><td class=\"n muted\">{}</td><td class=\"{class}\">{}</td><td class=\"{class}\">{}</td><td class=\"text\">{}</td></tr>",
+                            escape(&r.label),
+                            escape(&r.base),
+                            escape(&r.base_range),
+                            escape(&r.new),
+                            escape(&r.new_range),
+                            escape(&r.delta),
+                            escape(&r.pct),
+                            escape(&r.test)
+                        );
+                        continue;
+                    }
                     let _ = writeln!(
                         h,
                         "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"{class}\">{}</td><td class=\"{class}\">{}</td></tr>",
@@ -334,8 +437,8 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::fixtures::{lab, result, run, th};
-    use crate::compare::model::{compare, dc, differences, od, system_delta};
+    use crate::compare::fixtures::{lab, repeated, result, run, th, SAME_A, SAME_B};
+    use crate::compare::model::{compare, d, dc, differences, od, system_delta};
     use results::Spread;
 
     #[test]
@@ -486,5 +589,91 @@ mod tests {
             "wrk units on the page"
         );
         assert!(h.contains("removed median"));
+    }
+
+    #[test]
+    fn repeated_systems_show_medians_ranges_and_the_test() {
+        let same = compare(
+            &run("A", vec![repeated(&SAME_A)]),
+            &run("B", vec![repeated(&SAME_B)]),
+        );
+        let t = tables(&same.systems[0]);
+        let p99 = &t[0].rows[3];
+        assert_eq!(
+            (
+                p99.base.as_str(),
+                p99.base_range.as_str(),
+                p99.new.as_str(),
+                p99.new_range.as_str()
+            ),
+            ("10.10ms", "9.80ms–10.50ms", "10.30ms", "9.70ms–10.60ms")
+        );
+        assert_eq!(p99.test, "not significant, p=0.69");
+        assert_eq!(p99.trend, Trend::Same, "noise is not coloured");
+        let out = text(&same);
+        assert!(
+            out.contains("medians of 5 (base) and 5 (new) repetitions, their range, and a rank test at alpha 0.05"),
+            "{out}"
+        );
+        let row = out
+            .lines()
+            .find(|l| l.trim_start().starts_with("p99 "))
+            .unwrap();
+        assert_eq!(
+            row.split_whitespace().collect::<Vec<_>>(),
+            [
+                "p99",
+                "10.10ms",
+                "9.80ms–10.50ms",
+                "10.30ms",
+                "9.70ms–10.60ms",
+                "+200.00us",
+                "+2.0%",
+                "not",
+                "significant,",
+                "p=0.69"
+            ]
+        );
+        assert!(!out.contains("no repetitions"), "{out}");
+
+        let slow: Vec<f64> = SAME_A.iter().map(|x| x * 2.0).collect();
+        let c = compare(
+            &run("A", vec![repeated(&SAME_A)]),
+            &run("B", vec![repeated(&slow)]),
+        );
+        let p99 = &tables(&c.systems[0])[0].rows[3];
+        assert_eq!((p99.test.as_str(), p99.trend), ("p=0.0079", Trend::Worse));
+
+        // The page: ranges, verdicts, and the limit the noise went over.
+        let h = html(&[same], &[th("p99=1%")]);
+        assert!(h.contains("<th class=\"n\">range</th>"), "{h}");
+        assert!(h.contains("<td class=\"text\">not significant, p=0.69</td>"));
+        assert!(h.contains("9.80 ms–10.50 ms"));
+        assert!(h.contains("Over the limit, not significant"));
+        assert!(h.contains("Every threshold holds."));
+        assert!(!h.contains("Crossed thresholds"));
+        let h = html(&[c], &[th("p99=10%")]);
+        assert!(h.contains("Crossed thresholds"));
+        assert!(h.contains("<td class=\"text\">p=0.0079</td>"));
+    }
+
+    #[test]
+    fn runs_without_repetitions_say_they_were_not_tested() {
+        let c = compare(
+            &run("A", vec![result(10.0, 20.0, 0)]),
+            &run("B", vec![repeated(&SAME_B)]),
+        );
+        let out = text(&c);
+        assert!(
+            out.contains("\n  no repetitions: deltas not tested for significance (use --repeat N, 4+ a side)\n"),
+            "{out}"
+        );
+        assert_eq!(out.matches("no repetitions").count(), 1);
+        assert!(!out.contains("range"), "{out}");
+        assert!(tables(&c.systems[0])
+            .iter()
+            .flat_map(|t| &t.rows)
+            .all(|r| r.test.is_empty()));
+        assert!(html(&[c], &[]).contains("no repetitions: deltas not tested"));
     }
 }

@@ -1,8 +1,13 @@
 //! The `--max-regression` gate a CI pipeline relies on: the spec grammar
 //! (`p99=10%`, `max=1s`, `errors.timeout=5`, `propagation=200ms`), its parsing with
 //! one-line errors naming the spec, and the check of a comparison against the specs.
+//!
+//! When both runs were repeated, a limit is crossed only when the median moved past
+//! it *and* the rank test says the move is unlikely to be noise: a gate that fails on
+//! run-to-run noise gets switched off. Over the limit but not significant is still
+//! reported, and does not fail.
 
-use super::model::{Comparison, LATENCY_METRICS};
+use super::model::{fmt_p, Comparison, Tested, LATENCY_METRICS};
 use crate::fmt::{fmt_count, Units};
 use results::ErrorKind;
 
@@ -157,7 +162,8 @@ pub fn parse_threshold(spec: &str) -> Result<Threshold, SpecError> {
     })
 }
 
-/// A threshold the new run crossed.
+/// A threshold the new run went over: crossed, or (with repetitions) over the limit
+/// but not significant, see [`Crossing::fails`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct Crossing {
     /// The new run's label.
@@ -175,21 +181,55 @@ pub struct Crossing {
     /// Why no limit can hold, when a run failed: then `base`, `new` and `limit`
     /// are empty.
     pub why: Option<String>,
+    /// The repetitions' rank test, when both runs were repeated: then `base` and
+    /// `new` are medians.
+    pub test: Option<Tested>,
 }
 
 impl Crossing {
-    /// One line naming system, metric, base, new and limit (or why nothing holds).
+    /// Whether it fails the gate: always without repetitions; with them, when the
+    /// difference is significant, or when the repetitions are too few for any
+    /// difference to be (then the gate judges the medians alone rather than never
+    /// failing, and the line says why).
+    pub fn fails(&self) -> bool {
+        self.test.is_none_or(|t| t.significant() || !t.testable())
+    }
+
+    /// One line naming system, metric, base, new and limit (or why nothing holds),
+    /// and with repetitions the test's verdict: `REGRESSION: ...` when it fails the
+    /// gate, `NOT SIGNIFICANT: ...` when it does not.
     pub fn line(&self) -> String {
-        match &self.why {
-            Some(why) => format!(
+        if let Some(why) = &self.why {
+            return format!(
                 "REGRESSION: {}: {why} (--max-regression {})",
                 self.system, self.spec
-            ),
-            None => format!(
-                "REGRESSION: {}: {}: base {}, new {}, limit {} (--max-regression {})",
-                self.system, self.metric, self.base, self.new, self.limit, self.spec
-            ),
+            );
         }
+        let head = if self.fails() {
+            "REGRESSION"
+        } else {
+            "NOT SIGNIFICANT"
+        };
+        let mut change = String::new();
+        let mut test = String::new();
+        if let Some(t) = &self.test {
+            if t.base.median != 0.0 {
+                let pct = (t.new.median - t.base.median) / t.base.median * 100.0;
+                change = format!(" {pct:+.1}%");
+            }
+            let reps = format!("medians of {} vs {} repetitions", t.base.n, t.new.n);
+            test = if !t.testable() {
+                format!("; {reps}, too few to test ({})", t.verdict())
+            } else if t.significant() {
+                format!("; {reps}, significant, p={}", fmt_p(t.p))
+            } else {
+                format!("; {reps}, not significant, p={}", fmt_p(t.p))
+            };
+        }
+        format!(
+            "{head}: {}: {}{change}: base {}, new {}, limit {}{test} (--max-regression {})",
+            self.system, self.metric, self.base, self.new, self.limit, self.spec
+        )
     }
 }
 
@@ -205,8 +245,8 @@ fn allowed(base: f64, limit: Limit, fmt: &dyn Fn(f64) -> String) -> (f64, String
     }
 }
 
-/// The thresholds `cmp`'s new run crosses: first the systems where either run
-/// failed, then in threshold then system order.
+/// The thresholds `cmp`'s new run crosses, the ones that fail the gate
+/// ([`evaluate_all`] without those over the limit but not significant).
 ///
 /// A run that failed ([`results::RunResult::failure`]: no response, or most requests
 /// failed) crosses every gate at once, on either side: its latency describes no
@@ -221,6 +261,21 @@ pub fn evaluate(cmp: &Comparison, thresholds: &[Threshold]) -> Vec<Crossing> {
 
 /// [`evaluate`], with the latencies of the crossings written in `u`.
 pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<Crossing> {
+    let mut all = evaluate_all_in(cmp, thresholds, u);
+    all.retain(Crossing::fails);
+    all
+}
+
+/// Every threshold `cmp`'s new run goes over: first the systems where either run
+/// failed, then in threshold then system order. With repetitions on both sides the
+/// values are medians and each carries its test; those over the limit but not
+/// significant are kept, for the output to say so ([`Crossing::fails`] is false).
+pub fn evaluate_all(cmp: &Comparison, thresholds: &[Threshold]) -> Vec<Crossing> {
+    evaluate_all_in(cmp, thresholds, Units::Terminal)
+}
+
+/// [`evaluate_all`], with the latencies written in `u`.
+pub fn evaluate_all_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<Crossing> {
     let fmt_ms = |v: f64| u.ms(v);
     let mut out = Vec::new();
     if thresholds.is_empty() {
@@ -248,22 +303,25 @@ pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<
             limit: String::new(),
             spec: specs.join(","),
             why: Some(why),
+            test: None,
         });
     }
     for t in thresholds {
         for s in &judged {
-            let mut cross = |metric: &str, base: String, new: String, limit: String| {
-                out.push(Crossing {
-                    run: cmp.new.clone(),
-                    system: s.system.clone(),
-                    metric: metric.to_string(),
-                    base,
-                    new,
-                    limit,
-                    spec: t.spec.clone(),
-                    why: None,
-                });
-            };
+            let mut cross =
+                |metric: &str, base: String, new: String, limit: String, test: Option<Tested>| {
+                    out.push(Crossing {
+                        run: cmp.new.clone(),
+                        system: s.system.clone(),
+                        metric: metric.to_string(),
+                        base,
+                        new,
+                        limit,
+                        spec: t.spec.clone(),
+                        why: None,
+                        test,
+                    });
+                };
             match t.metric {
                 Metric::Latency(i) => {
                     // Neither run failed, so both have responses, hence latencies.
@@ -272,7 +330,8 @@ pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<
                     };
                     let (a, lim) = allowed(b, t.limit, &fmt_ms);
                     if n > a {
-                        cross(LATENCY_METRICS[i], fmt_ms(b), fmt_ms(n), lim);
+                        let test = s.latency[i].test;
+                        cross(LATENCY_METRICS[i], fmt_ms(b), fmt_ms(n), lim, test);
                     }
                 }
                 Metric::Errors(kind) => {
@@ -282,7 +341,7 @@ pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<
                     };
                     let (a, lim) = allowed(v.base, t.limit, &fmt_count);
                     if v.new > a {
-                        cross(&name, fmt_count(v.base), fmt_count(v.new), lim);
+                        cross(&name, fmt_count(v.base), fmt_count(v.new), lim, v.test);
                     }
                 }
                 Metric::RoutePropagation => {
@@ -297,6 +356,7 @@ pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<
                             fmt_ms(b),
                             n.map_or_else(|| "none seen".to_string(), fmt_ms),
                             lim,
+                            n.and(s.route_seen_median.test),
                         ),
                     }
                 }
@@ -313,12 +373,15 @@ pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<
                         let (a, lim) = allowed(b, t.limit, &fmt_ms);
                         match v.new {
                             Some(n) if n <= a => {}
-                            Some(n) => cross(&format!("{name} median"), fmt_ms(b), fmt_ms(n), lim),
+                            Some(n) => {
+                                cross(&format!("{name} median"), fmt_ms(b), fmt_ms(n), lim, v.test)
+                            }
                             None => cross(
                                 &format!("{name} median"),
                                 fmt_ms(b),
                                 "none measured".to_string(),
                                 lim,
+                                None,
                             ),
                         }
                     }
@@ -332,8 +395,8 @@ pub fn evaluate_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::fixtures::{lab, result, run, th};
-    use crate::compare::model::compare;
+    use crate::compare::fixtures::{lab, repeated, result, run, th, SAME_A, SAME_B};
+    use crate::compare::model::{compare, compare_at};
 
     #[test]
     fn specs_parse() {
@@ -468,6 +531,108 @@ mod tests {
         assert!(
             x[0].line().contains("most requests failed: 800 of 1500"),
             "{x:?}"
+        );
+    }
+
+    #[test]
+    fn repetitions_of_the_same_server_do_not_cross() {
+        let c = compare(
+            &run("A", vec![repeated(&SAME_A)]),
+            &run("B", vec![repeated(&SAME_B)]),
+        );
+        // The medians are 10.10 and 10.30 ms, 2% apart: over a 1% limit, but noise.
+        let ths = [th("p99=1%")];
+        assert!(evaluate(&c, &ths).is_empty());
+        let all = evaluate_all(&c, &ths);
+        assert_eq!(all.len(), 1, "{all:?}");
+        assert!(!all[0].fails());
+        assert_eq!(
+            all[0].line(),
+            "NOT SIGNIFICANT: load: p99 +2.0%: base 10.10ms, new 10.30ms, limit +1% (10.20ms); medians of 5 vs 5 repetitions, not significant, p=0.69 (--max-regression p99=1%)"
+        );
+        // Within the limit: nothing to say.
+        assert!(evaluate_all(&c, &[th("p99=5%")]).is_empty());
+    }
+
+    #[test]
+    fn a_2x_slower_server_crosses_with_its_p_value() {
+        let slow: Vec<f64> = SAME_A.iter().map(|x| x * 2.0).collect();
+        let c = compare(
+            &run("A", vec![repeated(&SAME_A)]),
+            &run("B", vec![repeated(&slow)]),
+        );
+        let x = evaluate(&c, &[th("p99=10%")]);
+        assert_eq!(x.len(), 1, "{x:?}");
+        assert!(x[0].fails());
+        assert_eq!(
+            x[0].line(),
+            "REGRESSION: load: p99 +100.0%: base 10.10ms, new 20.20ms, limit +10% (11.11ms); medians of 5 vs 5 repetitions, significant, p=0.0079 (--max-regression p99=10%)"
+        );
+        // A limit the medians stay under holds, significant or not.
+        assert!(evaluate_all(&c, &[th("p99=150%")]).is_empty());
+        // At a level 5 a side cannot reach, the medians alone judge, and the line
+        // says how many it would take.
+        let strict = compare_at(
+            &run("A", vec![repeated(&SAME_A)]),
+            &run("B", vec![repeated(&slow)]),
+            0.005,
+        );
+        let x = evaluate(&strict, &[th("p99=10%")]);
+        assert_eq!(x.len(), 1, "{x:?}");
+        assert!(
+            x[0].line()
+                .contains("too few to test (needs 6+ repetitions per side)"),
+            "{}",
+            x[0].line()
+        );
+    }
+
+    #[test]
+    fn too_few_repetitions_judge_the_medians_and_say_so() {
+        // 3 a side can never reach p < 0.05: the gate falls back to the medians
+        // rather than never failing.
+        let slow: Vec<f64> = SAME_A.iter().map(|x| x * 2.0).collect();
+        let c = compare(
+            &run("A", vec![repeated(&SAME_A[..3])]),
+            &run("B", vec![repeated(&slow[..3])]),
+        );
+        let x = evaluate(&c, &[th("p99=10%")]);
+        assert_eq!(x.len(), 1, "{x:?}");
+        assert!(
+            x[0].line().ends_with("medians of 3 vs 3 repetitions, too few to test (needs 4+ repetitions per side) (--max-regression p99=10%)"),
+            "{}",
+            x[0].line()
+        );
+    }
+
+    #[test]
+    fn error_counts_are_tested_too() {
+        let side = |errors: &[u64]| {
+            let mut r = result(10.0, 20.0, 0);
+            r.repetitions = errors.iter().map(|&e| result(10.0, 20.0, e)).collect();
+            r
+        };
+        // Medians 0 and 1: one more error, over errors=0, but within the noise.
+        let c = compare(
+            &run("A", vec![side(&[0, 1, 0, 2, 0])]),
+            &run("B", vec![side(&[1, 0, 0, 1, 2])]),
+        );
+        let ths = [th("errors=0")];
+        assert!(evaluate(&c, &ths).is_empty());
+        let all = evaluate_all(&c, &ths);
+        assert_eq!(all[0].metric, "errors");
+        assert!(all[0].line().starts_with("NOT SIGNIFICANT: load: errors: base 0, new 1, limit +0 (0); medians of 5 vs 5 repetitions, not significant, p="), "{}", all[0].line());
+        // Errors in every new repetition and none in the base: significant.
+        let c = compare(
+            &run("A", vec![side(&[0, 0, 0, 0, 0])]),
+            &run("B", vec![side(&[3, 5, 2, 4, 6])]),
+        );
+        let x = evaluate(&c, &ths);
+        assert_eq!(x.len(), 1, "{x:?}");
+        assert!(
+            x[0].line().contains("significant, p=0.0"),
+            "{}",
+            x[0].line()
         );
     }
 }
