@@ -97,6 +97,10 @@ pub struct LoadArgs {
     /// Never draw the live progress line, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
+    /// Run the same load N times, one after the other, and keep every repetition in
+    /// the result (`compare` then ranks them: docs/compare.md).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: usize,
     /// Split the load over this many generator processes (each pinned to a CPU of
     /// its own when there are enough), merged into one result.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -220,6 +224,15 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
     if kubernetes && args.generators == 0 {
         return Err(usage("--generators 0: give at least 1"));
     }
+    if args.repeat == 0 {
+        return Err(usage("--repeat 0: give at least 1 (the number of runs)"));
+    }
+    if args.repeat > 1 && (kubernetes || args.generators != 1) {
+        return Err(usage(format!(
+            "--repeat {} with --generators: repetitions run on one generator for now; drop one of them",
+            args.repeat
+        )));
+    }
     Ok(if kubernetes {
         Mode::Kubernetes
     } else if args.generators != 1 {
@@ -236,28 +249,60 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let stop = stop_on_signals()?;
     let live = !args.quiet && std::io::stderr().is_terminal();
     let total_s = plan.duration.as_secs();
-    let outcome = engine::run(&plan, stop, |e| {
+    let mut reps = Vec::new();
+    // Each second's histogram of every repetition, end to end, for --hdr-log.
+    let mut seconds: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut started_at_unix_ns = None;
+    for rep in 1..=args.repeat {
+        let which = if args.repeat > 1 {
+            format!("run {rep}/{} ", args.repeat)
+        } else {
+            String::new()
+        };
+        let outcome = engine::run(&plan, stop.clone(), |e| {
+            if live {
+                let p99 = report::fmt::fmt_ms(e.p99);
+                eprint!(
+                    "\r\x1b[2K{which}[{:>4}s/{total_s}s] {:>9} req/s  p99 {:>9}  errors {:<8}",
+                    e.t + 1,
+                    e.completed,
+                    p99,
+                    e.errors
+                );
+            }
+        })?;
         if live {
-            let p99 = report::fmt::fmt_ms(e.p99);
-            eprint!(
-                "\r\x1b[2K[{:>4}s/{total_s}s] {:>9} req/s  p99 {:>9}  errors {:<8}",
-                e.t + 1,
-                e.completed,
-                p99,
-                e.errors
+            eprint!("\r\x1b[2K");
+        }
+        let offset = seconds.last().map_or(0, |(t, _)| t + 1);
+        seconds.extend(
+            outcome
+                .seconds
+                .iter()
+                .map(|s| (offset + s.entry.t, s.histogram_v2.clone())),
+        );
+        started_at_unix_ns.get_or_insert(outcome.started_at_unix_ns);
+        let r = outcome.to_result(&target, config.clone());
+        let partial = r.partial;
+        if args.repeat > 1 && !args.quiet {
+            eprintln!(
+                "ingressbench: {which}done: p99 {}, {:.1} req/s{}",
+                report::fmt::fmt_opt_ms(r.latency_ms.corrected.p99),
+                r.rate.completed_per_s,
+                if partial { " (interrupted)" } else { "" }
             );
         }
-    })?;
-    if live {
-        eprint!("\r\x1b[2K");
+        reps.push(r);
+        if partial {
+            break;
+        }
     }
-    let result = outcome.to_result(&target, config);
-    let seconds: Vec<(u64, &[u8])> = outcome
-        .seconds
-        .iter()
-        .map(|s| (s.entry.t, s.histogram_v2.as_slice()))
-        .collect();
-    if !emit(&args, &result, &seconds, outcome.started_at_unix_ns) {
+    let mut result = results::repeat::combine(reps).map_err(anyhow::Error::msg)?;
+    // Stopped before every repetition ran: the run is partial even if the last
+    // one it made was whole.
+    result.partial |= args.repeat > 1 && result.repetitions.len() < args.repeat;
+    let seconds: Vec<(u64, &[u8])> = seconds.iter().map(|(t, h)| (*t, h.as_slice())).collect();
+    if !emit(&args, &result, &seconds, started_at_unix_ns.unwrap_or(0)) {
         return Ok(1);
     }
     Ok(exit_code(&result))

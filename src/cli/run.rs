@@ -18,6 +18,10 @@ pub struct RunArgs {
     /// Only these systems (comma-separated profile names).
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
+    /// Run each system N times, the systems taking turns, and keep every repetition
+    /// in its result (`compare` then ranks them: docs/compare.md).
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub repeat: usize,
     /// Results folder (default: results/<scenario>-<time>).
     #[arg(long)]
     pub out: Option<PathBuf>,
@@ -231,6 +235,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             "--generators {generators} with load.rates: the search for each maximum runs in this process, so the runs at its fractions must too: drop --generators, or give load.rate"
         )));
     }
+    if a.repeat == 0 {
+        return Err(usage(
+            "--repeat 0: give at least 1 (the number of runs of each system)",
+        ));
+    }
+    if a.repeat > 1 && (!s.load.rates.is_empty() || s.sizing.is_some()) {
+        return Err(usage(format!(
+            "--repeat {} with {}: its runs follow a search of their own, which is not repeated: drop --repeat, or give load.rate",
+            a.repeat,
+            if s.sizing.is_some() { "sizing" } else { "load.rates" }
+        )));
+    }
     if generators > 1 && s.sizing.is_some() {
         return Err(usage(format!(
             "--generators {generators} with sizing: each row's search runs in this process: drop --generators"
@@ -314,6 +330,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         stop: stop.clone(),
         progress: Box::new(|line| eprintln!("ingressbench: {line}")),
         load,
+        repeat: a.repeat,
         system_done: Box::new(|r| {
             eprintln!(
                 "ingressbench: {}: done: p99 {} max {}, {} errors",

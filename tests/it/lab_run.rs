@@ -672,3 +672,66 @@ fn bad_scenarios_are_one_line_with_the_line_number() {
         "{err}"
     );
 }
+
+/// `run --repeat 2` (issue 17 §2): the systems take turns (each once, then each
+/// again), each system's result keeps both repetitions whole, and the top level pools
+/// them; a load plan in `load.rate` runs the same way and reports its steps.
+#[test]
+fn repeated_systems_take_turns_and_keep_every_repetition() {
+    let _alone = exclusive();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let text = [
+        "name: t",
+        "systems: [nginx-reload, haproxy-reload]",
+        "backends: {replicas: 2}",
+        "tls: {enabled: false}",
+        "load: {rate: [100:1s, 300:1s], connections: 10}",
+        "changes:",
+        "  - wait: 1s",
+        "",
+    ]
+    .join("\n");
+    let scn = dir.path().join("s.yaml");
+    std::fs::write(&scn, text).unwrap();
+    let (code, text) = finish(
+        start_with(&scn, &out, &["--repeat", "2"]),
+        Duration::from_secs(180),
+    );
+    assert_eq!(code, 0, "{text}");
+    let order: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains(": starting (run "))
+        .map(|l| l.trim_start_matches("ingressbench: "))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "nginx-reload: starting (run 1/2)",
+            "haproxy-reload: starting (run 1/2)",
+            "nginx-reload: starting (run 2/2)",
+            "haproxy-reload: starting (run 2/2)",
+        ],
+        "{text}"
+    );
+    for system in ["nginx-reload", "haproxy-reload"] {
+        let r = result(&out, system);
+        assert_balanced(&r);
+        assert_eq!(r["partial"], Value::Bool(false), "{system}");
+        let reps = r["repetitions"].as_array().expect("repetitions");
+        assert_eq!(reps.len(), 2, "{system}");
+        let intended: u64 = reps.iter().map(|x| u(&x["requests"]["intended"])).sum();
+        assert_eq!(intended, u(&r["requests"]["intended"]), "{system}");
+        for x in reps {
+            // Each repetition ran the whole plan: 100 + 300 requests, in two steps.
+            assert_eq!(u(&x["requests"]["intended"]), 400, "{system}: {x}");
+            let steps = x["steps"].as_array().expect("steps");
+            let per: Vec<u64> = steps.iter().map(|s| u(&s["intended"])).collect();
+            assert_eq!(per, [100, 300], "{system}");
+            assert_eq!(x["lab"]["system"], Value::from(system));
+        }
+        assert_eq!(u(&r["steps"][1]["intended"]), 600, "{system}");
+        assert!((f(&r["duration_s"]) - 4.0).abs() < 0.01, "{system}");
+    }
+    assert_nothing_left(dir.path());
+}

@@ -29,6 +29,7 @@ mod lab_run;
 mod load;
 mod network_lab;
 mod outputs;
+mod repeat;
 mod report;
 mod report_e2e;
 mod search;

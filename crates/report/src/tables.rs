@@ -19,9 +19,15 @@ fn cols(list: &[(&str, &str)]) -> Vec<(String, String)> {
 pub fn all(input: &ReportInput) -> Vec<Table> {
     let sizing = (!input.sizings.is_empty()).then(|| sizing(input));
     let maxima = (!input.searches.is_empty()).then(|| maxima(input));
+    let steps = input
+        .series
+        .iter()
+        .any(|s| !s.result.steps.is_empty())
+        .then(|| steps(input));
     sizing
         .into_iter()
         .chain(maxima)
+        .chain(steps)
         .chain([
             percentiles(input),
             errors(input),
@@ -204,6 +210,62 @@ pub fn maxima(input: &ReportInput) -> Table {
             ("p99_ms", "p99 at max (ms)"),
             ("ceiling", "closed-loop ceiling req/s"),
             ("steps", "steps"),
+            ("note", "note"),
+        ]),
+        rows,
+    }
+}
+
+/// A load plan's steps per series: what each offered and sent, its own percentiles
+/// and errors, and whether the generator kept its rate (judged per step).
+pub fn steps(input: &ReportInput) -> Table {
+    let mut rows = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        for st in &s.result.steps {
+            let mut note = Vec::new();
+            if !st.reached {
+                note.push("below the offered rate");
+            }
+            if st.overloaded {
+                note.push("generator late");
+            }
+            rows.push(Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    st.plan.clone(),
+                    format!("{:.1}", st.start_s),
+                    format!("{:.1}", st.offered),
+                    format!("{:.1}", st.achieved),
+                    fmt_opt_ms_cell(st.latency_ms.p50),
+                    fmt_opt_ms_cell(st.latency_ms.p99),
+                    fmt_opt_ms_cell(st.latency_ms.max),
+                    st.failed.to_string(),
+                    fmt_ms_cell(st.lag_p99_ms),
+                    if note.is_empty() {
+                        MISSING.into()
+                    } else {
+                        note.join("; ")
+                    },
+                ],
+            });
+        }
+    }
+    Table {
+        id: "table-steps",
+        title: "Load plan, step by step",
+        note: "Each step of the load plan (a ramp in 5 s pieces), its requests counted by their intended send time: the rate it offered and sent, the corrected latency and errors of its requests, and the generator's own lag in it. The connections stayed open across steps.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("step", "step"),
+            ("start_s", "starts at (s)"),
+            ("offered", "offered req/s"),
+            ("achieved", "sent req/s"),
+            ("p50_ms", "p50 (ms)"),
+            ("p99_ms", "p99 (ms)"),
+            ("max_ms", "max (ms)"),
+            ("errors", "errors"),
+            ("lag_p99_ms", "lag p99 (ms)"),
             ("note", "note"),
         ]),
         rows,
@@ -939,6 +1001,47 @@ mod tests {
         assert!(t.note.contains("cgroup v1 cpu.cfs_quota_us"), "{}", t.note);
         assert!(t.note.contains("0.048 USD per core-hour"), "{}", t.note);
         assert_eq!(all(&input)[0].id, "table-sizing");
+    }
+
+    #[test]
+    fn a_plans_steps_are_a_table_and_a_chart_of_latency_against_offered_rate() {
+        let step = |plan: &str, offered: f64, p99: f64, reached: bool| results::StepResult {
+            plan: plan.into(),
+            offered,
+            achieved: if reached { offered } else { offered * 0.9 },
+            latency_ms: Percentiles {
+                p50: Some(p99 / 2.0),
+                p99: Some(p99),
+                ..Default::default()
+            },
+            reached,
+            ..Default::default()
+        };
+        let mut r = RunResult::default();
+        r.steps = vec![
+            step("2000:5s", 2000.0, 9.0, false),
+            step("1000:5s", 1000.0, 2.0, true),
+        ];
+        let input = ReportInput::single("load", r);
+        let t = steps(&input);
+        assert_eq!(t.rows.len(), 2);
+        assert_eq!(t.cell(0, "step"), Some("2000:5s"));
+        assert_eq!(t.cell(0, "achieved"), Some("1800.0"));
+        assert_eq!(t.cell(0, "note"), Some("below the offered rate"));
+        assert_eq!(t.cell(1, "note"), Some(MISSING));
+        assert!(all(&input).iter().any(|t| t.id == "table-steps"));
+        let charts = crate::charts::build(&input);
+        let plan = charts
+            .iter()
+            .find(|c| c.id == "chart-plan")
+            .expect("chart-plan");
+        assert!(plan.title.contains("offered rate"), "{}", plan.title);
+        // Without a plan there is neither.
+        let plain = ReportInput::single("load", RunResult::default());
+        assert!(all(&plain).iter().all(|t| t.id != "table-steps"));
+        assert!(crate::charts::build(&plain)
+            .iter()
+            .all(|c| c.id != "chart-plan"));
     }
 
     #[test]

@@ -175,6 +175,37 @@ pub fn steps_table(r: &RunResult) -> String {
     s
 }
 
+/// A repeated run's repetitions, one line each, so the spread is in plain sight
+/// before any comparison: the figures above pool them all.
+pub fn repetitions_table(r: &RunResult) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "  {} repetitions (the figures above pool them all):",
+        r.repetitions.len()
+    );
+    let _ = writeln!(
+        s,
+        "    {:>4} {:>10} {:>10} {:>10} {:>11} {:>8}",
+        "run", "p50", "p99", "max", "req/s", "errors"
+    );
+    for (i, x) in r.repetitions.iter().enumerate() {
+        let c = &x.latency_ms.corrected;
+        let _ = writeln!(
+            s,
+            "    {:>4} {:>10} {:>10} {:>10} {:>11.1} {:>8}{}",
+            i + 1,
+            fmt_opt_ms(c.p50),
+            fmt_opt_ms(c.p99),
+            fmt_opt_ms(c.max),
+            x.rate.completed_per_s,
+            x.requests.failed,
+            if x.partial { "  (interrupted)" } else { "" }
+        );
+    }
+    s
+}
+
 pub fn summary(r: &RunResult, detailed: bool) -> String {
     let mut s = String::new();
     let c = &r.config;
@@ -305,6 +336,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     }
     if !r.steps.is_empty() {
         s.push_str(&steps_table(r));
+    }
+    if !r.repetitions.is_empty() {
+        s.push_str(&repetitions_table(r));
     }
     if let Some(g) = &r.generators {
         let _ = writeln!(s, "{}", generators_line(g));

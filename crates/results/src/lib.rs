@@ -11,6 +11,7 @@ pub mod folder;
 pub mod fsutil;
 pub mod histogram;
 pub mod merge;
+pub mod repeat;
 pub mod search;
 pub mod sizing;
 pub mod time;

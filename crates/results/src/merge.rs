@@ -329,7 +329,7 @@ fn part_entry(p: &Part) -> GeneratorPart {
 
 /// Counts summed by kind and status code; the first message of each kind is kept from
 /// the lowest-numbered generator that had one.
-fn merge_errors(results: &[&RunResult]) -> Errors {
+pub(crate) fn merge_errors(results: &[&RunResult]) -> Errors {
     let mut counts = [0u64; 7];
     for r in results {
         for k in ErrorKind::ALL {
@@ -348,7 +348,9 @@ fn merge_errors(results: &[&RunResult]) -> Errors {
     e
 }
 
-fn sum_maps<'a>(maps: impl Iterator<Item = &'a BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
+pub(crate) fn sum_maps<'a>(
+    maps: impl Iterator<Item = &'a BTreeMap<String, u64>>,
+) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for m in maps {
         for (k, v) in m {

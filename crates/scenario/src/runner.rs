@@ -99,6 +99,9 @@ pub struct RunOptions {
     pub system_done: Box<dyn FnMut(&RunResult)>,
     /// Where the load runs instead of this process's engine (`None`: here).
     pub load: Option<Arc<dyn LoadRunner>>,
+    /// How many times each system runs (`--repeat N`, at least 1); the systems take
+    /// turns, so a drift of the machine touches each alike.
+    pub repeat: usize,
 }
 
 /// What a scenario run produced.
@@ -159,6 +162,9 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
         move |source| RunError::Io { what, source }
     };
     let (folder, systems) = start(scn, text, &opts)?;
+    if scn.load.rates.is_empty() {
+        return run_repeated(scn, &folder, &systems, opts);
+    }
     let mut results = Vec::new();
     let mut partial = false;
     for name in systems {
@@ -167,26 +173,6 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
             break;
         }
         (opts.progress)(&format!("{name}: starting"));
-        if scn.load.rates.is_empty() {
-            // The profile's default, then its tuned variant (`passive_health`).
-            for (label, passive) in crate::failover::variants(scn, name) {
-                if opts.stop.load(Ordering::Relaxed) {
-                    partial = true;
-                    break;
-                }
-                if passive.is_some() {
-                    (opts.progress)(&format!("{label}: starting"));
-                }
-                let r = run_system(scn, name, &opts, None, passive.as_ref())?;
-                partial |= r.partial;
-                folder
-                    .write_result(&label, &r)
-                    .map_err(io(&format!("write {label}'s result")))?;
-                (opts.system_done)(&r);
-                results.push(r);
-            }
-            continue;
-        }
         // Fractions of a maximum: the search first, then a run at each fraction.
         let found = search_system(scn, name, &mut opts)?;
         folder
@@ -226,6 +212,76 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
             (opts.system_done)(&r);
             results.push(r);
         }
+    }
+    Ok(RunOutput { results, partial })
+}
+
+/// Each system at the scenario's rate, `opts.repeat` times, the systems taking
+/// turns (all of them once, then all again). Each system's result is written after
+/// every repetition, all of its repetitions so far in it, so an interrupt loses
+/// nothing that was measured.
+fn run_repeated(
+    scn: &Scenario,
+    folder: &RunFolder,
+    systems: &[&'static str],
+    mut opts: RunOptions,
+) -> Result<RunOutput, RunError> {
+    let io = |what: &str| {
+        let what = what.to_string();
+        move |source| RunError::Io { what, source }
+    };
+    // The profile's default, then its tuned variant (`passive_health`).
+    let runs: Vec<(String, &str, Option<lab::health::PassiveHealth>)> = systems
+        .iter()
+        .flat_map(|name| {
+            crate::failover::variants(scn, name)
+                .into_iter()
+                .map(move |(label, passive)| (label, *name, passive))
+        })
+        .collect();
+    let repeat = opts.repeat.max(1);
+    let mut reps: Vec<Vec<RunResult>> = vec![Vec::new(); runs.len()];
+    let mut partial = false;
+    'all: for rep in 1..=repeat {
+        for (i, (label, name, passive)) in runs.iter().enumerate() {
+            if opts.stop.load(Ordering::Relaxed) {
+                partial = true;
+                break 'all;
+            }
+            let which = if repeat > 1 {
+                format!(" (run {rep}/{repeat})")
+            } else {
+                String::new()
+            };
+            (opts.progress)(&format!("{label}: starting{which}"));
+            let r = run_system(scn, name, &opts, None, passive.as_ref())?;
+            let stopped = r.partial;
+            reps[i].push(r);
+            let mut all = results::repeat::combine(reps[i].clone())
+                .map_err(|e| RunError::Setup(format!("{label}: {e}")))?;
+            all.partial |= repeat > 1 && reps[i].len() < repeat;
+            folder
+                .write_result(label, &all)
+                .map_err(io(&format!("write {label}'s result")))?;
+            if repeat == 1 {
+                (opts.system_done)(&all);
+            }
+            if stopped {
+                partial = true;
+                break 'all;
+            }
+        }
+    }
+    let mut results = Vec::new();
+    for r in reps.into_iter().filter(|r| !r.is_empty()) {
+        let n = r.len();
+        let mut all = results::repeat::combine(r).map_err(RunError::Setup)?;
+        all.partial |= repeat > 1 && n < repeat;
+        partial |= all.partial;
+        if repeat > 1 {
+            (opts.system_done)(&all);
+        }
+        results.push(all);
     }
     Ok(RunOutput { results, partial })
 }

@@ -1,0 +1,357 @@
+//! A repeated run (`--repeat N`): every repetition kept whole, and the figures of all
+//! of them together on top.
+//!
+//! One run against one run cannot tell a regression from the machine's noise; the
+//! spread between repetitions can. So the repetitions are kept as they were measured
+//! (a comparison ranks them), and the top-level figures pool every request of every
+//! repetition, as if it had been one longer run: histograms are added (percentiles of
+//! parts cannot be averaged), counts summed, and the timelines laid end to end.
+
+use crate::histogram::{
+    decode_base64, encode_base64, lag_histogram, latency_histogram, percentiles,
+};
+use crate::merge::{merge_errors, sum_maps};
+use crate::{Latency, Rate, Requests, RunResult, Samples, StepResult, TlsStats};
+use std::collections::BTreeMap;
+
+/// The repetitions as one result with each kept in `repetitions`; one repetition is
+/// returned as it is (a run of one is not a repeated run).
+///
+/// # Errors
+/// A repetition's histogram that cannot be decoded.
+pub fn combine(mut reps: Vec<RunResult>) -> Result<RunResult, String> {
+    if reps.len() <= 1 {
+        return reps
+            .pop()
+            .ok_or_else(|| "no repetition to combine".to_string());
+    }
+    for r in &mut reps {
+        r.repetitions.clear();
+    }
+    let (mut corrected, mut uncorrected, mut lag) =
+        (latency_histogram(), latency_histogram(), lag_histogram());
+    let mut lag_exact = true;
+    for (i, r) in reps.iter().enumerate() {
+        let add = |into: &mut hdrhistogram::Histogram<u64>, b64: &str, what: &str| {
+            decode_base64(b64)
+                .and_then(|h| into.add(&h).map_err(|e| format!("{e:?}")))
+                .map_err(|e| format!("repetition {}: {what} histogram: {e}", i + 1))
+        };
+        add(&mut corrected, &r.histogram, "corrected")?;
+        add(&mut uncorrected, &r.histogram_uncorrected, "uncorrected")?;
+        if r.histogram_lag.is_empty() {
+            lag_exact = false;
+        } else {
+            add(&mut lag, &r.histogram_lag, "lag")?;
+        }
+    }
+    let all: Vec<&RunResult> = reps.iter().collect();
+    let first = &reps[0];
+    let sum = |f: &dyn Fn(&RunResult) -> u64| reps.iter().map(f).sum::<u64>();
+    let duration_s: f64 = reps.iter().map(|r| r.duration_s).sum();
+    // Each repetition's rate times its window is what it sent (or completed).
+    let per_s = |f: &dyn Fn(&RunResult) -> f64| {
+        if duration_s > 0.0 {
+            reps.iter().map(|r| f(r) * r.duration_s).sum::<f64>() / duration_s
+        } else {
+            0.0
+        }
+    };
+    let lag_p = if lag_exact {
+        percentiles(&lag, 1.0)
+    } else {
+        first.latency_ms.generator_lag.clone()
+    };
+    let mut out = RunResult {
+        schema: first.schema.clone(),
+        partial: reps.iter().any(|r| r.partial),
+        target: first.target.clone(),
+        config: first.config.clone(),
+        started_at: first.started_at.clone(),
+        duration_s,
+        rate: Rate {
+            target: first.rate.target,
+            achieved: per_s(&|r| r.rate.achieved),
+            completed_per_s: per_s(&|r| r.rate.completed_per_s),
+            reached: reps.iter().all(|r| r.rate.reached),
+            shortfall: reps.iter().fold(Default::default(), |mut s, r| {
+                s.add(&r.rate.shortfall);
+                s
+            }),
+        },
+        requests: Requests {
+            intended: sum(&|r| r.requests.intended),
+            sent: sum(&|r| r.requests.sent),
+            completed: sum(&|r| r.requests.completed),
+            failed: sum(&|r| r.requests.failed),
+            not_sent: sum(&|r| r.requests.not_sent),
+            unfinished: sum(&|r| r.requests.unfinished),
+            timed_out_unsent: sum(&|r| r.requests.timed_out_unsent),
+        },
+        errors: merge_errors(&all),
+        latency_ms: Latency {
+            corrected: percentiles(&corrected, 1000.0),
+            uncorrected: percentiles(&uncorrected, 1000.0),
+            generator_lag: lag_p.clone(),
+        },
+        timeline: end_to_end(&reps),
+        backends: sum_maps(reps.iter().map(|r| &r.backends)),
+        backends_seen: seen_end_to_end(&reps),
+        bytes_read: sum(&|r| r.bytes_read),
+        tls: TlsStats {
+            handshakes: sum(&|r| r.tls.handshakes),
+            resumed: sum(&|r| r.tls.resumed),
+            version: reps.iter().find_map(|r| r.tls.version.clone()),
+        },
+        generator: crate::Generator {
+            overloaded: reps.iter().any(|r| r.generator.overloaded),
+            lag_p99_ms: lag_p.p99.unwrap_or(0.0),
+            cpu_s: reps.iter().map(|r| r.generator.cpu_s).sum(),
+            ..first.generator.clone()
+        },
+        histogram: encode_base64(&corrected),
+        histogram_uncorrected: encode_base64(&uncorrected),
+        histogram_lag: if lag_exact {
+            encode_base64(&lag)
+        } else {
+            String::new()
+        },
+        generators: None,
+        // What is bound to one system's deployment (its events, windows and
+        // propagation) is the first repetition's, whose time is also the start of
+        // the pooled timeline; every repetition's own is in `repetitions`.
+        lab: first.lab.clone(),
+        windows_part: Vec::new(),
+        samples: samples_end_to_end(&reps),
+        machine: first.machine.clone(),
+        ingressbench_version: first.ingressbench_version.clone(),
+        steps: steps_pooled(&reps),
+        repetitions: Vec::new(),
+    };
+    out.config.duration_s = duration_s;
+    out.repetitions = reps;
+    Ok(out)
+}
+
+/// Where each repetition starts on the pooled timeline, in seconds.
+fn offsets(reps: &[RunResult]) -> Vec<u64> {
+    let mut at = 0;
+    reps.iter()
+        .map(|r| {
+            let o = at;
+            at += r.timeline.last().map_or(0, |e| e.t + 1);
+            o
+        })
+        .collect()
+}
+
+fn end_to_end(reps: &[RunResult]) -> Vec<crate::TimelineEntry> {
+    reps.iter()
+        .zip(offsets(reps))
+        .flat_map(|(r, o)| {
+            r.timeline.iter().map(move |e| crate::TimelineEntry {
+                t: e.t + o,
+                ..e.clone()
+            })
+        })
+        .collect()
+}
+
+fn seen_end_to_end(reps: &[RunResult]) -> BTreeMap<String, [f64; 2]> {
+    let mut seen: BTreeMap<String, [f64; 2]> = BTreeMap::new();
+    for (r, o) in reps.iter().zip(offsets(reps)) {
+        let ms = o as f64 * 1000.0;
+        for (id, [a, b]) in &r.backends_seen {
+            let e = seen.entry(id.clone()).or_insert([a + ms, b + ms]);
+            e[0] = e[0].min(a + ms);
+            e[1] = e[1].max(b + ms);
+        }
+    }
+    seen
+}
+
+fn samples_end_to_end(reps: &[RunResult]) -> Option<Samples> {
+    let mut out: Option<Samples> = None;
+    for (r, o) in reps.iter().zip(offsets(reps)) {
+        let Some(s) = &r.samples else { continue };
+        let into = out.get_or_insert_with(|| Samples {
+            fraction: s.fraction,
+            ..Default::default()
+        });
+        let ms = o as f64 * 1000.0;
+        into.t_ms.extend(s.t_ms.iter().map(|t| t + ms));
+        into.latency_ms.extend(&s.latency_ms);
+        into.status.extend(&s.status);
+        into.error.extend(&s.error);
+        into.error_kinds.clone_from(&s.error_kinds);
+        // Backend indices point into each repetition's own id list: re-index.
+        for b in &s.backend {
+            let id = usize::try_from(*b).ok().and_then(|i| s.backend_ids.get(i));
+            let at = id.map_or(-1, |id| {
+                let p = into.backend_ids.iter().position(|x| x == id);
+                p.unwrap_or_else(|| {
+                    into.backend_ids.push(id.clone());
+                    into.backend_ids.len() - 1
+                }) as i32
+            });
+            into.backend.push(at);
+        }
+    }
+    out
+}
+
+/// Each plan step over every repetition: counts summed, rates over the summed
+/// windows, and each latency percentile the median of the repetitions' (a step
+/// keeps no histogram to pool).
+fn steps_pooled(reps: &[RunResult]) -> Vec<StepResult> {
+    let n = reps.iter().map(|r| r.steps.len()).max().unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            let of: Vec<&StepResult> = reps.iter().filter_map(|r| r.steps.get(i)).collect();
+            let mut st = of[0].clone();
+            let secs: f64 = of.iter().map(|s| s.duration_s).sum();
+            let add = |f: fn(&StepResult) -> u64| of.iter().map(|s| f(s)).sum::<u64>();
+            st.intended = add(|s| s.intended);
+            st.sent = add(|s| s.sent);
+            st.completed = add(|s| s.completed);
+            st.failed = add(|s| s.failed);
+            st.errors_by_kind = sum_maps(of.iter().map(|s| &s.errors_by_kind));
+            st.offered = if secs > 0.0 {
+                st.intended as f64 / secs
+            } else {
+                0.0
+            };
+            st.achieved = if secs > 0.0 {
+                st.sent.min(st.intended) as f64 / secs
+            } else {
+                0.0
+            };
+            st.reached = of.iter().all(|s| s.reached);
+            st.overloaded = of.iter().any(|s| s.overloaded);
+            st.lag_p99_ms = median(of.iter().map(|s| s.lag_p99_ms).collect());
+            let p = |f: fn(&crate::Percentiles) -> Option<f64>| {
+                let v: Vec<f64> = of.iter().filter_map(|s| f(&s.latency_ms)).collect();
+                (!v.is_empty()).then(|| median(v))
+            };
+            st.latency_ms = crate::Percentiles {
+                p50: p(|x| x.p50),
+                p75: p(|x| x.p75),
+                p90: p(|x| x.p90),
+                p99: p(|x| x.p99),
+                p99_9: p(|x| x.p99_9),
+                p99_99: p(|x| x.p99_99),
+                p99_999: p(|x| x.p99_999),
+                p99_9999: p(|x| x.p99_9999),
+                max: of.iter().filter_map(|s| s.latency_ms.max).reduce(f64::max),
+                mean: p(|x| x.mean),
+                stdev: p(|x| x.stdev),
+                count: of.iter().map(|s| s.latency_ms.count).sum(),
+            };
+            st
+        })
+        .collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    if v.is_empty() {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::TimelineEntry;
+
+    fn rep(latencies_us: &[u64], seconds: u64, p99_step: f64) -> RunResult {
+        let mut h = latency_histogram();
+        for v in latencies_us {
+            h.record(*v).unwrap();
+        }
+        let n = latencies_us.len() as u64;
+        RunResult {
+            schema: crate::RESULT_SCHEMA.into(),
+            duration_s: seconds as f64,
+            histogram: encode_base64(&h),
+            histogram_uncorrected: encode_base64(&h),
+            requests: Requests {
+                intended: n,
+                sent: n,
+                completed: n,
+                ..Default::default()
+            },
+            rate: Rate {
+                target: Some(n as f64 / seconds as f64),
+                achieved: n as f64 / seconds as f64,
+                reached: true,
+                ..Default::default()
+            },
+            timeline: (0..seconds)
+                .map(|t| TimelineEntry {
+                    t,
+                    sent: n / seconds,
+                    ..Default::default()
+                })
+                .collect(),
+            backends: [("a".to_string(), n)].into(),
+            steps: vec![StepResult {
+                intended: n,
+                sent: n,
+                completed: n,
+                duration_s: seconds as f64,
+                latency_ms: crate::Percentiles {
+                    p99: Some(p99_step),
+                    count: n,
+                    ..Default::default()
+                },
+                reached: true,
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn repetitions_pool_their_requests_and_keep_each_whole() {
+        let a = rep(&[1000; 100], 2, 1.0);
+        let b = rep(&[9000; 100], 3, 3.0);
+        let c = rep(&[2000; 100], 2, 2.0);
+        let all = combine(vec![a.clone(), b.clone(), c.clone()]).unwrap();
+        assert_eq!(all.repetitions, vec![a, b, c]);
+        assert_eq!(all.requests.completed, 300);
+        assert_eq!(all.duration_s, 7.0);
+        assert_eq!(all.config.duration_s, 7.0);
+        assert!((all.rate.achieved - 300.0 / 7.0).abs() < 1e-9);
+        // Pooled, not averaged: a third of all requests took 9 ms.
+        let p = &all.latency_ms.corrected;
+        assert_eq!(p.count, 300);
+        assert!((p.p50.unwrap() - 2.0).abs() < 0.01, "{p:?}");
+        assert!((p.p99.unwrap() - 9.0).abs() < 0.01, "{p:?}");
+        // Timelines end to end: 2 + 3 + 2 seconds.
+        let ts: Vec<u64> = all.timeline.iter().map(|e| e.t).collect();
+        assert_eq!(ts, (0..7).collect::<Vec<_>>());
+        assert_eq!(all.backends["a"], 300);
+        // A step over the repetitions: counts add, latency is the median.
+        assert_eq!(all.steps[0].intended, 300);
+        assert_eq!(all.steps[0].latency_ms.p99, Some(2.0));
+        assert_eq!(all.steps[0].latency_ms.count, 300);
+    }
+
+    #[test]
+    fn one_repetition_is_a_plain_run() {
+        let a = rep(&[1000; 10], 1, 1.0);
+        assert_eq!(combine(vec![a.clone()]).unwrap(), a);
+        assert!(combine(Vec::new()).is_err());
+        let mut bad = a.clone();
+        bad.histogram = "not base64".into();
+        let e = combine(vec![a, bad]).unwrap_err();
+        assert!(e.starts_with("repetition 2: corrected histogram"), "{e}");
+    }
+}
