@@ -93,6 +93,11 @@ pub struct LoadArgs {
     /// Never draw the live progress line, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
+    /// Serve live metrics (Prometheus or OpenMetrics text) at
+    /// http://ADDR:PORT/metrics while the load runs; 127.0.0.1:9464 keeps them on
+    /// this machine.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
     /// Split the load over this many generator processes (each pinned to a CPU of
     /// its own when there are enough), merged into one result.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -216,6 +221,11 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
     if kubernetes && args.generators == 0 {
         return Err(usage("--generators 0: give at least 1"));
     }
+    if args.metrics_listen.is_some() && (kubernetes || args.generators != 1) {
+        return Err(usage(
+            "--metrics-listen needs a single generator: the generators' seconds reach this process only at the end",
+        ));
+    }
     Ok(if kubernetes {
         Mode::Kubernetes
     } else if args.generators != 1 {
@@ -229,10 +239,18 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let (plan, config, target) = resolve(&args)?;
     check_outputs(&args)?;
+    // Bound before the load: a port in use is bad input, not a failed run. Closed
+    // when this function returns, however the run ends.
+    let metrics = super::metrics::start(args.metrics_listen.as_deref(), || {
+        live::Live::load(&target, plan.rate)
+    })?;
     let stop = stop_on_signals()?;
     let live = !args.quiet && std::io::stderr().is_terminal();
     let total_s = plan.duration.as_secs();
     let outcome = engine::run(&plan, stop, |e| {
+        if let Some((_, m)) = &metrics {
+            m.second(e);
+        }
         if live {
             let p99 = report::fmt::fmt_ms(e.p99);
             eprint!(
