@@ -28,6 +28,27 @@ if [ ${#need_apt[@]} -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
+# Prometheus' own tools read the live metrics in the tests (`promtool check metrics`,
+# and a `prometheus` server each test starts on 127.0.0.1). Only the binaries are
+# wanted: the package's service is kept from starting (a policy-rc.d for the install,
+# where the machine has none) and stopped if it started anyway.
+if ! command -v promtool >/dev/null || ! command -v prometheus >/dev/null; then
+  echo "setup: installing prometheus (promtool and the server, no service)"
+  export DEBIAN_FRONTEND=noninteractive
+  policy=/usr/sbin/policy-rc.d
+  own_policy=""
+  if [ ! -e "$policy" ]; then
+    printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
+    $SUDO chmod 0755 "$policy"
+    own_policy=1
+  fi
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  [ -z "$own_policy" ] || $SUDO rm -f "$policy"
+  if command -v systemctl >/dev/null && [ -d /run/systemd/system ]; then
+    $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true
+  fi
+fi
 if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found: install Rust (rustup) first" >&2
   exit 2

@@ -101,6 +101,11 @@ pub struct LoadArgs {
     /// the result (`compare` then ranks them: docs/compare.md).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeat: usize,
+    /// Serve live metrics (Prometheus or OpenMetrics text) at
+    /// http://ADDR:PORT/metrics while the load runs; 127.0.0.1:9464 keeps them on
+    /// this machine.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
     /// Split the load over this many generator processes (each pinned to a CPU of
     /// its own when there are enough), merged into one result.
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -233,6 +238,11 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
             args.repeat
         )));
     }
+    if args.metrics_listen.is_some() && (kubernetes || args.generators != 1) {
+        return Err(usage(
+            "--metrics-listen needs a single generator: the generators' seconds reach this process only at the end",
+        ));
+    }
     Ok(if kubernetes {
         Mode::Kubernetes
     } else if args.generators != 1 {
@@ -246,6 +256,11 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     let (plan, config, target) = resolve(&args)?;
     check_outputs(&args)?;
+    // Bound before the load: a port in use is bad input, not a failed run. Closed
+    // when this function returns, however the run ends.
+    let metrics = super::metrics::start(args.metrics_listen.as_deref(), || {
+        live::Live::load(&target, plan.rate)
+    })?;
     let stop = stop_on_signals()?;
     let live = !args.quiet && std::io::stderr().is_terminal();
     let total_s = plan.duration.as_secs();
@@ -260,6 +275,9 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
             String::new()
         };
         let outcome = engine::run(&plan, stop.clone(), |e| {
+            if let Some((_, m)) = &metrics {
+                m.second(e);
+            }
             if live {
                 let p99 = report::fmt::fmt_ms(e.p99);
                 eprint!(

@@ -8,6 +8,7 @@ mod compare;
 mod generators;
 pub use results::duration;
 mod load;
+mod metrics;
 mod report;
 mod run;
 mod search;

@@ -77,6 +77,11 @@ pub struct RunArgs {
     /// --max-regression, as absolute limits).
     #[arg(long = "fail-on", value_name = "METRIC>LIMIT")]
     pub fail_on: Vec<String>,
+    /// Serve live metrics (Prometheus or OpenMetrics text) at
+    /// http://ADDR:PORT/metrics while the run goes on, each series labelled with the
+    /// system under load; 127.0.0.1:9464 keeps them on this machine.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics_listen: Option<String>,
 }
 
 /// Flags of `ingressbench cleanup`.
@@ -257,6 +262,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             "--generators {generators} on the network lab: its load leaves from a namespace of this process: drop --generators"
         )));
     }
+    if generators > 1 && a.metrics_listen.is_some() {
+        return Err(usage(format!(
+            "--metrics-listen with --generators {generators}: the generators' seconds reach this process only at the end: drop one"
+        )));
+    }
     if !on_cluster && (a.generator_image.is_some() || a.lead.is_some()) {
         return Err(usage(
             "--generator-image and --lead are for generator pods: use them with platform kubernetes and --generators N",
@@ -309,6 +319,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             }))
         }
     };
+    // Bound before anything starts: a port in use is bad input. Closed when this
+    // function returns, however the run ends.
+    let metrics = super::metrics::start(a.metrics_listen.as_deref(), || {
+        live::Live::scenario(&s.name)
+    })?;
     let out = a.out.unwrap_or_else(|| runner::default_out_dir(&s.name));
     // One run per folder, and no silent overwrite: held until this function returns.
     let _lock = results::folder::RunFolder::new(&out)
@@ -331,6 +346,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         progress: Box::new(|line| eprintln!("ingressbench: {line}")),
         load,
         repeat: a.repeat,
+        watch: metrics
+            .as_ref()
+            .map(|(_, l)| Arc::new(super::metrics::Watch(l.clone())) as Arc<dyn runner::Watch>),
         system_done: Box::new(|r| {
             eprintln!(
                 "ingressbench: {}: done: p99 {} max {}, {} errors",

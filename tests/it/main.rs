@@ -27,6 +27,7 @@ mod lab_haproxy;
 mod lab_nginx;
 mod lab_run;
 mod load;
+mod metrics;
 mod network_lab;
 mod outputs;
 mod repeat;

@@ -683,6 +683,7 @@ fn summarize_second(second: u64, iv: Option<&Interval>) -> SecondSummary {
             entry.p99 = us_to_ms(iv.corrected.value_at_quantile(0.99));
             entry.max = us_to_ms(iv.corrected.max());
         }
+        entry.lag_max_ms = iv.lag_max_ns as f64 / 1e6;
         entry.backends = iv.backends.to_map();
         histogram_v2 = serialize_v2(&iv.corrected);
     }

@@ -99,6 +99,9 @@ pub struct Interval {
     pub completed: u64,
     pub errors: [u64; 7],
     pub backends: BackendTally,
+    /// The largest send lag of the second, ns: a max, not a histogram, so the live
+    /// view gets the second's lag for one compare per request.
+    pub lag_max_ns: u64,
 }
 
 impl Interval {
@@ -111,6 +114,7 @@ impl Interval {
             completed: 0,
             errors: [0; 7],
             backends: BackendTally::default(),
+            lag_max_ns: 0,
         }
     }
 
@@ -123,6 +127,7 @@ impl Interval {
             *a += b;
         }
         self.backends.merge(&o.backends);
+        self.lag_max_ns = self.lag_max_ns.max(o.lag_max_ns);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -356,6 +361,7 @@ impl Recorder {
         self.interval.sent += 1;
         if let Some(l) = lag_ns {
             self.totals.lag.saturating_record(l.clamp(1, MAX_LAG_NS));
+            self.interval.lag_max_ns = self.interval.lag_max_ns.max(l);
         }
     }
 
@@ -452,6 +458,22 @@ mod tests {
         assert!(r.roll(6_000_000_001).is_some());
         assert!(r.roll(7_200_000_000).is_none());
         assert!(r.window_started(6_500_000_000) && !r.window_started(4_000_000_000));
+    }
+
+    #[test]
+    fn an_interval_keeps_its_largest_lag_and_merges_by_max() {
+        let mut r = Recorder::new(0);
+        r.sent(Some(3_000));
+        r.sent(Some(9_000));
+        r.sent(None);
+        r.sent(Some(5_000));
+        let mut a = r.take_interval();
+        assert_eq!((a.sent, a.lag_max_ns), (4, 9_000));
+        assert_eq!(r.interval.lag_max_ns, 0, "the next second starts afresh");
+        let mut b = Interval::empty(a.second);
+        b.lag_max_ns = 12_000;
+        a.merge(&b);
+        assert_eq!(a.lag_max_ns, 12_000);
     }
 
     #[test]

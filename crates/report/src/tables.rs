@@ -1017,11 +1017,13 @@ mod tests {
             reached,
             ..Default::default()
         };
-        let mut r = RunResult::default();
-        r.steps = vec![
-            step("2000:5s", 2000.0, 9.0, false),
-            step("1000:5s", 1000.0, 2.0, true),
-        ];
+        let r = RunResult {
+            steps: vec![
+                step("2000:5s", 2000.0, 9.0, false),
+                step("1000:5s", 1000.0, 2.0, true),
+            ],
+            ..Default::default()
+        };
         let input = ReportInput::single("load", r);
         let t = steps(&input);
         assert_eq!(t.rows.len(), 2);

@@ -477,6 +477,11 @@ pub struct TimelineEntry {
     pub p50: f64,
     pub p99: f64,
     pub max: f64,
+    /// The generator's largest send lag in this second, in ms (0 in files written
+    /// before it existed): how far behind its schedule it fell, for live views that
+    /// cannot wait for the run's lag histogram.
+    #[serde(default)]
+    pub lag_max_ms: f64,
     /// Responses per backend id in this second.
     pub backends: BTreeMap<String, u64>,
     /// The second's corrected histogram (µs, V2 deflate, base64), written only in a
@@ -1234,6 +1239,11 @@ mod tests {
         .unwrap();
         assert_eq!(q.timed_out_unsent, 0);
         assert!(q.balanced());
+        let e: TimelineEntry = serde_json::from_str(
+            r#"{"t": 0, "sent": 1, "completed": 1, "errors": 0, "errors_by_kind": {}, "p50": 1.0, "p99": 1.0, "max": 1.0, "backends": {}}"#,
+        )
+        .unwrap();
+        assert_eq!(e.lag_max_ms, 0.0);
     }
 
     #[test]

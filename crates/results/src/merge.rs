@@ -415,6 +415,7 @@ fn merge_timelines(results: &[&RunResult]) -> Vec<TimelineEntry> {
             e.p50 = e.p50.max(s.p50);
             e.p99 = e.p99.max(s.p99);
             e.max = e.max.max(s.max);
+            e.lag_max_ms = e.lag_max_ms.max(s.lag_max_ms);
             match s.histogram.as_deref().map(decode_base64) {
                 Some(Ok(sh)) if h.add(&sh).is_ok() => {}
                 _ => exact = false,

@@ -82,6 +82,21 @@ pub struct LoadRun {
     pub on_start: Box<dyn FnOnce(Nanos) + Send>,
 }
 
+/// A live view of each system's load (the binary's metrics endpoint): told which
+/// system runs, each change as it is made, and each second of the load as the engine
+/// completes it. Called from the load's thread and the runner's, once a second or a
+/// change: never per request.
+pub trait Watch: Send + std::marker::Sync {
+    /// A system's load is about to start: `name` as its results folder is named,
+    /// the URL it is sent to and its rate (`None`: a closed loop).
+    fn system(&self, name: &str, target: &str, rate: Option<f64>);
+    /// The `index`th change (from 1) of the measured window is being made: `change`
+    /// as the event log says it (`scale 2 -> 4`, `route v2`, `reload`).
+    fn step(&self, index: usize, change: &str);
+    /// A second of the load is complete.
+    fn second(&self, entry: &results::TimelineEntry);
+}
+
 /// How to run a scenario.
 pub struct RunOptions {
     /// Results folder (created).
@@ -102,6 +117,10 @@ pub struct RunOptions {
     /// How many times each system runs (`--repeat N`, at least 1); the systems take
     /// turns, so a drift of the machine touches each alike.
     pub repeat: usize,
+    /// Who watches the load live (`--metrics-listen`). The seconds come from this
+    /// process's engine only: a load run elsewhere ([`LoadRunner`]) shows its
+    /// systems and changes, not its seconds.
+    pub watch: Option<Arc<dyn Watch>>,
 }
 
 /// What a scenario run produced.
@@ -301,10 +320,13 @@ struct Events {
     forward: Option<mpsc::Sender<Nanos>>,
     /// [`LoadRunner::mark_lead`], when the load runs elsewhere.
     lead: Nanos,
+    /// Told of each change that opens a window ([`RunOptions::watch`]).
+    watch: Option<Arc<dyn Watch>>,
 }
 
 impl Events {
     fn log(&mut self, kind: EventKind, detail: impl Into<String>, took: Option<Duration>) -> Nanos {
+        let detail = detail.into();
         let mut t = self.clock.now();
         let opens = kind.change().is_some() && self.origin != 0 && t >= self.origin;
         if opens && self.forward.is_some() {
@@ -322,13 +344,12 @@ impl Events {
             while self.clock.now() < t {
                 std::thread::sleep(Duration::from_nanos(t.saturating_sub(self.clock.now())));
             }
+            if let (Some(w), Some(change)) = (&self.watch, kind.change()) {
+                w.step(self.opened.len(), format!("{change} {detail}").trim_end());
+            }
         }
-        self.list.push((
-            t,
-            kind,
-            detail.into(),
-            took.map(|d| d.as_secs_f64() * 1000.0),
-        ));
+        self.list
+            .push((t, kind, detail, took.map(|d| d.as_secs_f64() * 1000.0)));
         t
     }
 
@@ -485,6 +506,7 @@ pub(crate) fn deploy(
             opened: Vec::new(),
             forward: None,
             lead: 0,
+            watch: None,
         },
         stop_mode: scn.backends.stop.into(),
         stop: opts.stop.clone(),
@@ -641,6 +663,11 @@ fn run_system(
         (runner, rx)
     });
     let load_url = url.clone();
+    let watch = opts.watch.clone();
+    if let Some(w) = &watch {
+        w.system(out_name, &url, plan.rate);
+        sys.events.watch = Some(w.clone());
+    }
     let handle = std::thread::Builder::new()
         .name("ib-load".into())
         .spawn(move || -> Result<(RunResult, Tally), String> {
@@ -649,8 +676,14 @@ fn run_system(
             };
             match elsewhere {
                 None => {
-                    let mut o = engine::run_marked(&plan, clock, es, Some(marks), on_start, |_| {})
-                        .map_err(|e| e.to_string())?;
+                    let on_second = |e: &results::TimelineEntry| {
+                        if let Some(w) = &watch {
+                            w.second(e);
+                        }
+                    };
+                    let mut o =
+                        engine::run_marked(&plan, clock, es, Some(marks), on_start, on_second)
+                            .map_err(|e| e.to_string())?;
                     let tally = std::mem::take(&mut o.totals.windows);
                     Ok((o.to_result(&load_url, config), tally))
                 }
@@ -1219,6 +1252,7 @@ mod tests {
         let clock = Clock::start();
         let (tx, rx) = mpsc::channel();
         let lead = Duration::from_millis(80);
+        let watch = Arc::new(Steps::default());
         let mut ev = Events {
             clock,
             origin: 1,
@@ -1227,6 +1261,7 @@ mod tests {
             opened: Vec::new(),
             forward: Some(tx),
             lead: lead.as_nanos() as Nanos,
+            watch: Some(watch.clone()),
         };
         let asked = clock.now();
         let t = ev.log(EventKind::RouteRequested, "cors", None);
@@ -1242,6 +1277,24 @@ mod tests {
         ev.log(EventKind::RouteApplied, "cors", None);
         assert!(rx.try_recv().is_err());
         assert_eq!(ev.marks.len(), 1);
+        // The live view is told of the change once, as the event log says it.
+        ev.log(EventKind::ReloadRequested, "", None);
+        assert_eq!(
+            *watch.0.lock().unwrap(),
+            [(1, "route cors".to_string()), (2, "reload".to_string())]
+        );
+    }
+
+    /// A live view that keeps the changes it is told of.
+    #[derive(Default)]
+    struct Steps(std::sync::Mutex<Vec<(usize, String)>>);
+
+    impl Watch for Steps {
+        fn system(&self, _: &str, _: &str, _: Option<f64>) {}
+        fn step(&self, index: usize, change: &str) {
+            self.0.lock().unwrap().push((index, change.to_string()));
+        }
+        fn second(&self, _: &results::TimelineEntry) {}
     }
 
     #[test]

@@ -66,6 +66,7 @@ fn part(index: usize, count: usize, seconds: &[&[u64]]) -> RunResult {
                     max: h.max() as f64 / 1000.0,
                     backends: [(format!("b{index}"), v.len() as u64)].into(),
                     histogram: Some(encode_base64(&h)),
+                    lag_max_ms: (index as f64 + 1.0) / 10.0,
                     ..Default::default()
                 }
             })
@@ -185,6 +186,8 @@ fn timelines_add_per_second_with_exact_percentiles() {
         [("b0".into(), 4), ("b1".into(), 3)].into()
     );
     assert_eq!(m.timeline[2].backends, [("b1".into(), 1)].into());
+    // A second's largest lag is the largest of its parts'.
+    assert_eq!(m.timeline[0].lag_max_ms, 0.2);
     // The entries still sum to the run.
     let sent: u64 = m.timeline.iter().map(|e| e.sent).sum();
     assert_eq!(sent, m.requests.sent);
