@@ -47,6 +47,16 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
         table_html(&mut h, input, t);
     }
 
+    // Only runs that followed a load plan have one (charts::build leaves it out).
+    if let Some(c) = chart("chart-plan") {
+        section(
+            &mut h,
+            "plan",
+            "Latency against the load plan's offered rate",
+        );
+        figure(&mut h, c, "");
+    }
+
     section(&mut h, "latency", "Latency over time");
     for (c, svg) in charts
         .iter()
