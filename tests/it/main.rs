@@ -29,6 +29,7 @@ mod lab_run;
 mod load;
 mod network_lab;
 mod outputs;
+mod plans;
 mod report;
 mod report_e2e;
 mod search;
