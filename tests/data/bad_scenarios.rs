@@ -145,6 +145,21 @@ const BAD: &[(&str, &str, &str)] = &[
     ),
     (
         "  rate: 200\n",
+        "  rate: [1000:30s, abc:10s]\n",
+        "line 6: load.rate: the plan 'abc:10s' has a rate that is not a number of requests per second",
+    ),
+    (
+        "  rate: 200\n",
+        "  rate: [1000, 2000]\n",
+        "line 6: load.rate: a plan's steps are RATE:DURATION or FROM..TO:DURATION, not 1000",
+    ),
+    (
+        "  rate: 200\n",
+        "  rate: [1000:30s, 2000:30s]\n",
+        "line 7: load.duration: the plan in load.rate lasts 60s, not 4s: leave load.duration out (a plan sets the measured window)",
+    ),
+    (
+        "  rate: 200\n",
         "",
         "line 5: load.rate: missing: give the requests per second (or load.rates: [0.3, 0.5] to run at fractions of each system's maximum)",
     ),

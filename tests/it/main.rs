@@ -30,6 +30,7 @@ mod load;
 mod metrics;
 mod network_lab;
 mod outputs;
+mod plans;
 mod repeat;
 mod report;
 mod report_e2e;

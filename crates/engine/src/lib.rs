@@ -711,6 +711,13 @@ impl Outcome {
         };
         let lag = percentiles(&t.lag, 1.0);
         let rate_target = config.rate;
+        // A load plan's rate changes along the run: what it called for in the window
+        // is what the window is judged by. Its mean over the whole plan would fail a run
+        // interrupted in a low step (and pass one interrupted in a high step).
+        let judged = match (&self.profile, self.duration_s > 0.0) {
+            (Some(_), true) => Some(t.intended as f64 / self.duration_s),
+            _ => rate_target,
+        };
         let mut status_codes = BTreeMap::new();
         for (code, n) in t.status.iter().enumerate() {
             if *n > 0 {
@@ -735,7 +742,7 @@ impl Outcome {
                 },
                 // Nothing was due in a window that never began (an interrupt during
                 // start-up): no shortfall to report.
-                reached: rate_target.is_none_or(|r| t.intended == 0 || achieved >= 0.99 * r),
+                reached: judged.is_none_or(|r| t.intended == 0 || achieved >= 0.99 * r),
                 shortfall: t.shortfall.clone(),
             },
             requests: Requests {

@@ -47,6 +47,40 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
         table_html(&mut h, input, t);
     }
 
+    // Only runs that followed a load plan have one (charts::build leaves it out).
+    if let Some(c) = chart("chart-plan") {
+        section(
+            &mut h,
+            "plan",
+            "Latency against the load plan's offered rate",
+        );
+        figure(&mut h, c, "");
+        if let Some(t) = table("table-steps") {
+            table_html(&mut h, input, t);
+        }
+    }
+
+    // A search's maximum (load.rates) and a sizing scan (S4): only runs that made
+    // one have these charts and tables.
+    if chart("chart-rates").is_some() || table("table-maxima").is_some() {
+        section(&mut h, "maxima", "Maximum throughput");
+        if let Some(c) = chart("chart-rates") {
+            figure(&mut h, c, "");
+        }
+        if let Some(t) = table("table-maxima") {
+            table_html(&mut h, input, t);
+        }
+    }
+    if let Some(t) = table("table-sizing") {
+        section(&mut h, "sizing", "Throughput per core (sizing)");
+        for id in ["chart-sizing-rps", "chart-sizing-tps"] {
+            if let Some(c) = chart(id) {
+                figure(&mut h, c, "");
+            }
+        }
+        table_html(&mut h, input, t);
+    }
+
     section(&mut h, "latency", "Latency over time");
     for (c, svg) in charts
         .iter()
@@ -526,6 +560,53 @@ mod tests {
         ] {
             assert!(page.contains(&format!("<table id=\"{id}\"")), "{id}");
         }
+    }
+
+    /// The tables of a load plan, a search and a sizing scan are on the page, each in
+    /// its own section, and only when the run made one.
+    #[test]
+    fn plan_search_and_sizing_tables_have_their_sections() {
+        let plain = render(&input(false), &[], "now");
+        for id in ["table-steps", "table-maxima", "table-sizing"] {
+            assert!(!plain.contains(&format!("<table id=\"{id}\"")), "{id}");
+        }
+        let mut i = input(false);
+        i.series[0].result.steps = vec![results::StepResult {
+            plan: "1000:5s".into(),
+            offered: 1000.0,
+            ..Default::default()
+        }];
+        i.searches = vec![crate::input::Searched {
+            name: "a".into(),
+            run: 0,
+            search: results::search::SearchResult {
+                max_rate: Some(900.0),
+                ..Default::default()
+            },
+        }];
+        i.sizings = vec![crate::input::Sized {
+            name: "a".into(),
+            ..Default::default()
+        }];
+        let charts = crate::charts::build(&i)
+            .into_iter()
+            .map(|c| (c, "<svg></svg>".to_string()))
+            .collect::<Vec<_>>();
+        let page = render(&i, &charts, "now");
+        for id in [
+            "table-maxima",
+            "table-sizing",
+            "id=\"fig-plan\"",
+            "id=\"fig-rates\"",
+        ] {
+            let id = if id.starts_with("id=") {
+                id.to_string()
+            } else {
+                format!("<table id=\"{id}\"")
+            };
+            assert!(page.contains(&id), "{id}");
+        }
+        assert!(page.contains("<table id=\"table-steps\""));
     }
 
     #[test]

@@ -108,6 +108,43 @@ fn quick_scales_times_down() {
     );
 }
 
+/// `load.rate` as a list is a load plan: it sets the measured window, `--quick`
+/// shrinks its durations but keeps its rates, and the engine gets it whole.
+#[test]
+fn a_plan_in_load_rate_sets_the_window_and_reaches_the_engine() {
+    let text = S1
+        .replace("  rate: 2000\n", "  rate: [1000:2s, 2000:2s]\n")
+        .replace("  duration: 60s\n", "");
+    let s = Scenario::parse(&text, "s1.yaml").unwrap();
+    let p = s.load.rate.plan().expect("a list is a plan");
+    let shape = |p: &engine::profile::RateProfile| -> Vec<(f64, f64, f64)> {
+        p.segments()
+            .iter()
+            .map(|g| (g.from, g.to, g.secs))
+            .collect()
+    };
+    assert_eq!(shape(p), [(1000.0, 1000.0, 2.0), (2000.0, 2000.0, 2.0)]);
+    assert_eq!(s.load.duration.0, Duration::from_secs(4));
+    // One string, as -R takes it, is the same plan; a duration that agrees is kept.
+    let one = text.replace("[1000:2s, 2000:2s]", "\"1000:2s,2000:2s\"\n  duration: 4s");
+    assert_eq!(
+        Scenario::parse(&one, "s1.yaml").unwrap().load.rate,
+        s.load.rate
+    );
+
+    let q = s.quick();
+    let qp = q.load.rate.plan().expect("--quick keeps the plan");
+    assert_eq!(shape(qp), [(1000.0, 1000.0, 0.5), (2000.0, 2000.0, 0.5)]);
+    assert_eq!(q.load.duration.0, Duration::from_secs(1));
+
+    let spec = runner::load_spec(&s, &placeholder_url(&s), None);
+    assert_eq!(spec.profile.as_ref(), Some(p));
+    let (plan, config) = spec.resolve().unwrap();
+    assert_eq!(plan.duration, Duration::from_secs(4));
+    assert_eq!(plan.rate, Some(1500.0));
+    assert_eq!(config.plan.as_deref(), Some("1000:2s,2000:2s"));
+}
+
 #[test]
 fn an_unknown_system_or_platform_names_the_line_and_the_known_ones() {
     let bad = S1.replace("haproxy-runtime", "haproxy-rutime");
