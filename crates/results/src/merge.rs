@@ -134,15 +134,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
 
     let results: Vec<&RunResult> = done.iter().map(|(_, r)| *r).collect();
     let sum = |f: &dyn Fn(&RunResult) -> u64| results.iter().map(|r| f(r)).sum::<u64>();
-    let requests = Requests {
-        intended: sum(&|r| r.requests.intended),
-        sent: sum(&|r| r.requests.sent),
-        completed: sum(&|r| r.requests.completed),
-        failed: sum(&|r| r.requests.failed),
-        not_sent: sum(&|r| r.requests.not_sent),
-        unfinished: sum(&|r| r.requests.unfinished),
-        timed_out_unsent: sum(&|r| r.requests.timed_out_unsent),
-    };
+    let requests = sum_requests(&results);
     let entries: Vec<GeneratorPart> = parts.iter().map(part_entry).collect();
 
     let mut config = first.config.clone();
@@ -210,11 +202,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
             seen
         },
         bytes_read: sum(&|r| r.bytes_read),
-        tls: TlsStats {
-            handshakes: sum(&|r| r.tls.handshakes),
-            resumed: sum(&|r| r.tls.resumed),
-            version: results.iter().find_map(|r| r.tls.version.clone()),
-        },
+        tls: sum_tls(&results),
         generator: crate::Generator {
             overloaded: g(&|x| x.overloaded),
             lag_p99_ms: lag_p.p99.unwrap_or(0.0),
@@ -325,6 +313,29 @@ fn part_entry(p: &Part) -> GeneratorPart {
     e.lag_p99_ms = r.generator.lag_p99_ms;
     e.cpu_s = r.generator.cpu_s;
     e
+}
+
+/// The request balances of several results (generators' parts, repetitions) added.
+pub(crate) fn sum_requests(results: &[&RunResult]) -> Requests {
+    let sum = |f: fn(&Requests) -> u64| results.iter().map(|r| f(&r.requests)).sum::<u64>();
+    Requests {
+        intended: sum(|q| q.intended),
+        sent: sum(|q| q.sent),
+        completed: sum(|q| q.completed),
+        failed: sum(|q| q.failed),
+        not_sent: sum(|q| q.not_sent),
+        unfinished: sum(|q| q.unfinished),
+        timed_out_unsent: sum(|q| q.timed_out_unsent),
+    }
+}
+
+/// Handshakes of several results added; the first version any of them saw.
+pub(crate) fn sum_tls(results: &[&RunResult]) -> TlsStats {
+    TlsStats {
+        handshakes: results.iter().map(|r| r.tls.handshakes).sum(),
+        resumed: results.iter().map(|r| r.tls.resumed).sum(),
+        version: results.iter().find_map(|r| r.tls.version.clone()),
+    }
 }
 
 /// Counts summed by kind and status code; the first message of each kind is kept from

@@ -10,8 +10,8 @@
 use crate::histogram::{
     decode_base64, encode_base64, lag_histogram, latency_histogram, percentiles,
 };
-use crate::merge::{merge_errors, sum_maps};
-use crate::{Latency, Rate, Requests, RunResult, Samples, StepResult, TlsStats};
+use crate::merge::{merge_errors, sum_maps, sum_requests, sum_tls};
+use crate::{Latency, Rate, RunResult, Samples, StepResult};
 use std::collections::BTreeMap;
 
 /// The repetitions as one result with each kept in `repetitions`; one repetition is
@@ -79,15 +79,7 @@ pub fn combine(mut reps: Vec<RunResult>) -> Result<RunResult, String> {
                 s
             }),
         },
-        requests: Requests {
-            intended: sum(&|r| r.requests.intended),
-            sent: sum(&|r| r.requests.sent),
-            completed: sum(&|r| r.requests.completed),
-            failed: sum(&|r| r.requests.failed),
-            not_sent: sum(&|r| r.requests.not_sent),
-            unfinished: sum(&|r| r.requests.unfinished),
-            timed_out_unsent: sum(&|r| r.requests.timed_out_unsent),
-        },
+        requests: sum_requests(&all),
         errors: merge_errors(&all),
         latency_ms: Latency {
             corrected: percentiles(&corrected, 1000.0),
@@ -98,11 +90,7 @@ pub fn combine(mut reps: Vec<RunResult>) -> Result<RunResult, String> {
         backends: sum_maps(reps.iter().map(|r| &r.backends)),
         backends_seen: seen_end_to_end(&reps),
         bytes_read: sum(&|r| r.bytes_read),
-        tls: TlsStats {
-            handshakes: sum(&|r| r.tls.handshakes),
-            resumed: sum(&|r| r.tls.resumed),
-            version: reps.iter().find_map(|r| r.tls.version.clone()),
-        },
+        tls: sum_tls(&all),
         generator: crate::Generator {
             overloaded: reps.iter().any(|r| r.generator.overloaded),
             lag_p99_ms: lag_p.p99.unwrap_or(0.0),
@@ -268,7 +256,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::TimelineEntry;
+    use crate::{Requests, TimelineEntry};
 
     fn rep(latencies_us: &[u64], seconds: u64, p99_step: f64) -> RunResult {
         let mut h = latency_histogram();

@@ -287,6 +287,23 @@ pub fn text(c: &Comparison) -> String {
 /// schemes following the reader's setting. Figures are written in the page's units
 /// (`µs`, spaced), so the crossings are worked out again here rather than taken from
 /// the terminal's.
+/// One threshold line of the page: a crossing (`new_class` marks the new value as
+/// worse) or a move past the limit that is not significant.
+fn crossing_row(h: &mut String, c: &Crossing, new_class: &str) {
+    let _ = writeln!(
+        h,
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"{new_class}\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td><td class=\"text\">{}</td></tr>",
+        escape(&c.run),
+        escape(&c.system),
+        escape(&c.metric),
+        escape(&c.base),
+        escape(&c.new),
+        escape(&c.limit),
+        escape(&c.spec),
+        escape(&c.test.map(|t| t.verdict()).unwrap_or_default())
+    );
+}
+
 pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
     let (crossed, noise): (Vec<Crossing>, Vec<Crossing>) = comparisons
         .iter()
@@ -317,36 +334,14 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
                     );
                     continue;
                 }
-                let _ = writeln!(
-                    h,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n worse\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td><td class=\"text\">{}</td></tr>",
-                    escape(&c.run),
-                    escape(&c.system),
-                    escape(&c.metric),
-                    escape(&c.base),
-                    escape(&c.new),
-                    escape(&c.limit),
-                    escape(&c.spec),
-                    escape(&c.test.map(|t| t.verdict()).unwrap_or_default())
-                );
+                crossing_row(&mut h, c, "n worse");
             }
             h.push_str("</table>\n");
         }
         if !noise.is_empty() {
             h.push_str("<h2>Over the limit, not significant</h2>\n<p class=\"muted\">The medians of the repetitions moved past the limit, but the rank test cannot tell the move from run-to-run noise: these do not fail the gate.</p>\n<table class=\"deltas\" id=\"not-significant\">\n<tr><th>run</th><th>system</th><th>metric</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">limit</th><th>spec</th><th>test</th></tr>\n");
             for c in &noise {
-                let _ = writeln!(
-                    h,
-                    "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td><code>{}</code></td><td class=\"text\">{}</td></tr>",
-                    escape(&c.run),
-                    escape(&c.system),
-                    escape(&c.metric),
-                    escape(&c.base),
-                    escape(&c.new),
-                    escape(&c.limit),
-                    escape(&c.spec),
-                    escape(&c.test.map(|t| t.verdict()).unwrap_or_default())
-                );
+                crossing_row(&mut h, c, "n");
             }
             h.push_str("</table>\n");
         }
