@@ -298,9 +298,11 @@ fn load_line(input: &ReportInput) -> String {
         let c = &s.result.config;
         format!(
             "{} over {} connections, {} thread{}, {} s (+{} s warm-up), schedule {}{}{}",
-            c.rate
-                .map(|r| format!("{} req/s", fmt_num(r)))
-                .unwrap_or_else(|| "closed loop (--max)".into()),
+            match (&c.plan, c.rate) {
+                (Some(p), Some(r)) => format!("plan {p} (mean {} req/s)", fmt_num(r)),
+                (_, Some(r)) => format!("{} req/s", fmt_num(r)),
+                (_, None) => "closed loop (--max)".into(),
+            },
             c.connections,
             c.threads,
             if c.threads == 1 { "" } else { "s" },

@@ -211,6 +211,11 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     let c = &r.config;
     let _ = writeln!(s, "Running {} test @ {}", fmt_secs(c.duration_s), r.target);
     let rate = match c.rate {
+        Some(rt) if c.plan.is_some() => format!(
+            "plan {} (mean {rt} requests/s), schedule: {}",
+            c.plan.as_deref().unwrap_or_default(),
+            c.schedule
+        ),
         Some(rt) => format!("{rt} requests/s, schedule: {}", c.schedule),
         None => "closed loop (--max)".to_string(),
     };
@@ -397,7 +402,9 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
             .collect();
         fractions.sort_by(f64::total_cmp);
         fractions.dedup();
-        let rate = if fractions.is_empty() {
+        let rate = if let Some(p) = &c.plan {
+            format!("plan {p} (mean {} req/s)", c.rate.unwrap_or(0.0))
+        } else if fractions.is_empty() {
             format!("{} req/s", c.rate.unwrap_or(0.0))
         } else {
             let pct: Vec<String> = fractions
@@ -620,6 +627,56 @@ mod tests {
         );
         r.requests.completed = 89;
         assert!(warnings(&r).iter().any(|w| w.contains("bug")));
+    }
+
+    /// A plan's run says so in its header, with its mean, and lists its steps and
+    /// its repetitions; a constant rate shows neither.
+    #[test]
+    fn a_plan_and_repetitions_are_named_in_the_summary() {
+        let mut r = RunResult::default();
+        r.config.rate = Some(1500.0);
+        r.config.plan = Some("1000:2s,2000:2s".into());
+        r.config.schedule = "connection".into();
+        r.steps = vec![
+            results::StepResult {
+                plan: "1000:2s".into(),
+                offered: 1000.0,
+                achieved: 1000.0,
+                reached: true,
+                ..Default::default()
+            },
+            results::StepResult {
+                plan: "2000:2s".into(),
+                offered: 2000.0,
+                achieved: 1500.0,
+                overloaded: true,
+                ..Default::default()
+            },
+        ];
+        r.repetitions = vec![RunResult::default(), RunResult::default()];
+        let s = summary(&r, false);
+        assert!(
+            s.contains("plan 1000:2s,2000:2s (mean 1500 requests/s), schedule: connection"),
+            "{s}"
+        );
+        let step_lines: Vec<&str> = s
+            .lines()
+            .filter(|l| l.starts_with("    1000:2s ") || l.starts_with("    2000:2s "))
+            .collect();
+        assert_eq!(step_lines.len(), 2, "{s}");
+        assert!(
+            step_lines[1].ends_with("(below the offered rate, generator late)"),
+            "{s}"
+        );
+        assert!(
+            s.contains("2 repetitions (the figures above pool them all)"),
+            "{s}"
+        );
+        r.config.plan = None;
+        r.steps.clear();
+        r.repetitions.clear();
+        let s = summary(&r, false);
+        assert!(!s.contains("plan") && !s.contains("repetitions"), "{s}");
     }
 
     #[test]
