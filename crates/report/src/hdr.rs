@@ -121,7 +121,7 @@ pub fn java_percentiles(h: &Histogram<u64>, ticks: u32) -> Vec<(u64, f64, u64)> 
     let next_level = |level: f64| {
         // Java: ticks * (long) Math.pow(2, (long) (log(100 / (100 - level)) / log(2)) + 1).
         let halvings = ((100.0 / (100.0 - level)).ln() / 2f64.ln()) as i64;
-        let reporting = f64::from(ticks) * 2f64.powi((halvings + 1).min(1000) as i32);
+        let reporting = f64::from(ticks) * 2f64.powi(halvings.saturating_add(1).min(1000) as i32);
         level + 100.0 / reporting
     };
     let (mut level, mut running, mut i, mut fresh, mut last) = (0.0, 0u64, 0usize, true, false);
