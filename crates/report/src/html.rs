@@ -460,14 +460,17 @@ pub fn table_html(h: &mut String, input: &ReportInput, t: &Table) {
         );
     }
     for r in &t.rows {
-        match r.series {
+        // A row's series is a result's; the rows of a sizing scan or a search whose
+        // systems wrote no result.json have none to name.
+        let series = r.series.filter(|i| *i < input.series.len());
+        match series {
             Some(i) => {
                 let _ = write!(h, "<tr data-series=\"{}\">", escape(&input.series[i].name));
             }
             None => h.push_str("<tr>"),
         }
         for (c, ((k, _), text)) in t.cols.iter().zip(&r.cells).enumerate() {
-            let swatch = match (c, r.series) {
+            let swatch = match (c, series) {
                 (0, Some(i)) => format!(
                     "<span class=\"sw\" style=\"background:{}\"></span>",
                     series_css(i)
@@ -595,6 +598,15 @@ mod tests {
             .map(|c| (c, "<svg></svg>".to_string()))
             .collect::<Vec<_>>();
         let page = render(&i, &charts, "now");
+        // A sizing scan's rows name no result (its systems write none): the page
+        // renders them without a series.
+        let mut only_scan = ReportInput {
+            sizings: i.sizings.clone(),
+            ..Default::default()
+        };
+        only_scan.sizings[0].sizing.rows = vec![results::sizing::SizingRow::default()];
+        let scan_page = render(&only_scan, &[], "now");
+        assert!(scan_page.contains("<table id=\"table-sizing\""));
         for id in [
             "table-maxima",
             "table-sizing",
