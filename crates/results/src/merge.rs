@@ -108,29 +108,23 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         return Err(MergeError::NoResult(why.join("; ")));
     };
 
-    let mut corrected = latency_histogram();
-    let mut uncorrected = latency_histogram();
-    let mut lag = lag_histogram();
-    let mut lag_exact = true;
+    let mut pooled = Pooled::new();
     for &(i, r) in &done {
         check_part(r, i, count, first_i, first)?;
-        let add = |into: &mut Histogram<u64>, b64: &str, what: &'static str| {
-            decode_base64(b64)
-                .and_then(|h| into.add(&h).map_err(|e| format!("{e:?}")))
-                .map_err(|reason| MergeError::Histogram {
-                    generator: name(i),
-                    what,
-                    reason,
-                })
-        };
-        add(&mut corrected, &r.histogram, "corrected")?;
-        add(&mut uncorrected, &r.histogram_uncorrected, "uncorrected")?;
-        if r.histogram_lag.is_empty() {
-            lag_exact = false;
-        } else {
-            add(&mut lag, &r.histogram_lag, "lag")?;
-        }
+        pooled
+            .add(r)
+            .map_err(|(what, reason)| MergeError::Histogram {
+                generator: name(i),
+                what,
+                reason,
+            })?;
     }
+    let Pooled {
+        corrected,
+        uncorrected,
+        lag,
+        lag_exact,
+    } = pooled;
 
     let results: Vec<&RunResult> = done.iter().map(|(_, r)| *r).collect();
     let sum = |f: &dyn Fn(&RunResult) -> u64| results.iter().map(|r| f(r)).sum::<u64>();
@@ -313,6 +307,49 @@ fn part_entry(p: &Part) -> GeneratorPart {
     e.lag_p99_ms = r.generator.lag_p99_ms;
     e.cpu_s = r.generator.cpu_s;
     e
+}
+
+/// The histograms of several results added (a split run's parts, a repeated run's
+/// repetitions): percentiles of parts cannot be combined, their histograms can.
+pub(crate) struct Pooled {
+    pub(crate) corrected: Histogram<u64>,
+    pub(crate) uncorrected: Histogram<u64>,
+    pub(crate) lag: Histogram<u64>,
+    /// Whether every result had its lag histogram (files written before it existed
+    /// have none: the pooled lag is then not exact).
+    pub(crate) lag_exact: bool,
+}
+
+impl Pooled {
+    pub(crate) fn new() -> Self {
+        Pooled {
+            corrected: latency_histogram(),
+            uncorrected: latency_histogram(),
+            lag: lag_histogram(),
+            lag_exact: true,
+        }
+    }
+
+    /// Adds one result's histograms; on failure, which one and why.
+    pub(crate) fn add(&mut self, r: &RunResult) -> Result<(), (&'static str, String)> {
+        let add = |into: &mut Histogram<u64>, b64: &str, what: &'static str| {
+            decode_base64(b64)
+                .and_then(|h| into.add(&h).map_err(|e| format!("{e:?}")))
+                .map_err(|reason| (what, reason))
+        };
+        add(&mut self.corrected, &r.histogram, "corrected")?;
+        add(
+            &mut self.uncorrected,
+            &r.histogram_uncorrected,
+            "uncorrected",
+        )?;
+        if r.histogram_lag.is_empty() {
+            self.lag_exact = false;
+        } else {
+            add(&mut self.lag, &r.histogram_lag, "lag")?;
+        }
+        Ok(())
+    }
 }
 
 /// The request balances of several results (generators' parts, repetitions) added.

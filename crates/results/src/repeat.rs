@@ -7,10 +7,8 @@
 //! repetition, as if it had been one longer run: histograms are added (percentiles of
 //! parts cannot be averaged), counts summed, and the timelines laid end to end.
 
-use crate::histogram::{
-    decode_base64, encode_base64, lag_histogram, latency_histogram, percentiles,
-};
-use crate::merge::{merge_errors, sum_maps, sum_requests, sum_tls};
+use crate::histogram::{encode_base64, percentiles};
+use crate::merge::{merge_errors, sum_maps, sum_requests, sum_tls, Pooled};
 use crate::{Latency, Rate, RunResult, Samples, StepResult};
 use std::collections::BTreeMap;
 
@@ -28,23 +26,18 @@ pub fn combine(mut reps: Vec<RunResult>) -> Result<RunResult, String> {
     for r in &mut reps {
         r.repetitions.clear();
     }
-    let (mut corrected, mut uncorrected, mut lag) =
-        (latency_histogram(), latency_histogram(), lag_histogram());
-    let mut lag_exact = true;
+    let mut pooled = Pooled::new();
     for (i, r) in reps.iter().enumerate() {
-        let add = |into: &mut hdrhistogram::Histogram<u64>, b64: &str, what: &str| {
-            decode_base64(b64)
-                .and_then(|h| into.add(&h).map_err(|e| format!("{e:?}")))
-                .map_err(|e| format!("repetition {}: {what} histogram: {e}", i + 1))
-        };
-        add(&mut corrected, &r.histogram, "corrected")?;
-        add(&mut uncorrected, &r.histogram_uncorrected, "uncorrected")?;
-        if r.histogram_lag.is_empty() {
-            lag_exact = false;
-        } else {
-            add(&mut lag, &r.histogram_lag, "lag")?;
-        }
+        pooled
+            .add(r)
+            .map_err(|(what, e)| format!("repetition {}: {what} histogram: {e}", i + 1))?;
     }
+    let Pooled {
+        corrected,
+        uncorrected,
+        lag,
+        lag_exact,
+    } = pooled;
     let all: Vec<&RunResult> = reps.iter().collect();
     let first = &reps[0];
     let sum = |f: &dyn Fn(&RunResult) -> u64| reps.iter().map(f).sum::<u64>();
@@ -256,6 +249,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::histogram::latency_histogram;
     use crate::{Requests, TimelineEntry};
 
     fn rep(latencies_us: &[u64], seconds: u64, p99_step: f64) -> RunResult {
