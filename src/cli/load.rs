@@ -292,15 +292,16 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         if live {
             eprint!("\r\x1b[2K");
         }
+        started_at_unix_ns.get_or_insert(outcome.started_at_unix_ns);
+        let r = outcome.to_result(&target, config.clone());
+        // The result is made: each second's histogram moves on to --hdr-log.
         let offset = seconds.last().map_or(0, |(t, _)| t + 1);
         seconds.extend(
             outcome
                 .seconds
-                .iter()
-                .map(|s| (offset + s.entry.t, s.histogram_v2.clone())),
+                .into_iter()
+                .map(|s| (offset + s.entry.t, s.histogram_v2)),
         );
-        started_at_unix_ns.get_or_insert(outcome.started_at_unix_ns);
-        let r = outcome.to_result(&target, config.clone());
         let partial = r.partial;
         if args.repeat > 1 && !args.quiet {
             eprintln!(
@@ -315,10 +316,7 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
             break;
         }
     }
-    let mut result = results::repeat::combine(reps).map_err(anyhow::Error::msg)?;
-    // Stopped before every repetition ran: the run is partial even if the last
-    // one it made was whole.
-    result.partial |= args.repeat > 1 && result.repetitions.len() < args.repeat;
+    let result = results::repeat::combine(reps, args.repeat).map_err(anyhow::Error::msg)?;
     let seconds: Vec<(u64, &[u8])> = seconds.iter().map(|(t, h)| (*t, h.as_slice())).collect();
     if !emit(&args, &result, &seconds, started_at_unix_ns.unwrap_or(0)) {
         return Ok(1);

@@ -484,10 +484,6 @@ pub fn run_marked(
             .profile
             .as_ref()
             .map(|p| Arc::new(p.with_warmup(plan.warmup))),
-        steps: plan
-            .profile
-            .as_ref()
-            .map(|_| Arc::new(windows::Marks::new())),
         step_bounds: plan.profile.as_ref().map_or_else(Vec::new, |p| {
             p.report_steps()
                 .iter()
@@ -527,13 +523,6 @@ pub fn run_marked(
         }
     };
     shared.start.store(start, Ordering::Release);
-    if let Some(steps) = &shared.steps {
-        // The plan is known before the run: its steps are marked ahead, and each
-        // request lands in the step of its intended time.
-        for (a, _) in shared.step_bounds.iter().skip(1) {
-            steps.mark(start + shared.warmup_ns + a);
-        }
-    }
     let cpu0 = process_cpu_s();
     shared.gate.wait();
     let measure_start = start + shared.warmup_ns;

@@ -99,16 +99,32 @@ pub struct Shared {
     pub failure: std::sync::Mutex<Option<String>>,
     /// Change windows to count requests by, when the run is marked.
     pub marks: Option<Arc<crate::windows::Marks>>,
-    /// A load plan (its warm-up in front) in place of a constant rate, and its
-    /// report steps' starts on the load's clock, marked before the schedule starts.
+    /// A load plan (its warm-up in front) in place of a constant rate.
     pub profile: Option<Arc<crate::profile::RateProfile>>,
-    pub steps: Option<Arc<crate::windows::Marks>>,
-    /// The report steps' bounds, ns from the measured window's start.
+    /// The plan's report steps' bounds, ns from the measured window's start (empty
+    /// without a plan): fixed before the run, so a request's step follows from its
+    /// intended time alone.
     pub step_bounds: Vec<(Nanos, Nanos)>,
     /// What each response is scanned for, counted per window (empty: nothing).
     pub markers: Box<[http1::Marker]>,
     /// This generator's place in a split run (`None`: the whole run).
     pub slice: Option<crate::split::Slice>,
+}
+
+/// The load plan's step (index into `bounds`, ns from the measured window's start
+/// `measure_start`) of a request intended at clock time `t`; `None` without a plan.
+/// A request intended before the window is in the first.
+#[inline]
+fn step_of(bounds: &[(Nanos, Nanos)], measure_start: Nanos, t: Nanos) -> Option<usize> {
+    if bounds.is_empty() {
+        return None;
+    }
+    let since = t.saturating_sub(measure_start);
+    Some(
+        bounds
+            .partition_point(|(a, _)| *a <= since)
+            .saturating_sub(1),
+    )
 }
 
 /// What a worker tells the collector.
@@ -596,8 +612,8 @@ impl Worker {
             }
             if measured {
                 self.rec.sent(lag);
-                if let Some(st) = &self.shared.steps {
-                    self.rec.totals.steps.sent(st.window_of(due), lag);
+                if let Some(st) = step_of(&self.shared.step_bounds, self.measure_start, due) {
+                    self.rec.totals.steps.sent(st, lag);
                 }
             }
             // Closed loop has no schedule to be late for: a request is intended when
@@ -752,14 +768,11 @@ impl Worker {
         } else {
             self.rec.error(ErrorKind::Timeout);
         }
+        let step = step_of(&self.shared.step_bounds, self.measure_start, intended);
         let t = &mut self.rec.totals;
-        let tallies = [
-            (&self.shared.marks, &mut t.windows),
-            (&self.shared.steps, &mut t.steps),
-        ];
-        for (marks, tally) in tallies {
-            if let Some(m) = marks {
-                let w = m.window_of(intended);
+        let windows = self.shared.marks.as_ref().map(|m| m.window_of(intended));
+        for (w, tally) in [(windows, &mut t.windows), (step, &mut t.steps)] {
+            if let Some(w) = w {
                 if record {
                     tally.censored(w, latency);
                 } else {
@@ -923,12 +936,11 @@ impl Worker {
                     windows.marked(w, c.parser.markers(), now);
                 }
             }
-            if let Some(st) = &self.shared.steps {
-                let w = st.window_of(c.intended);
+            if let Some(st) = step_of(&self.shared.step_bounds, self.measure_start, c.intended) {
                 self.rec
                     .totals
                     .steps
-                    .response(w, now - c.intended, resp.status);
+                    .response(st, now - c.intended, resp.status);
             }
             if resp.status >= 400 {
                 let t = &mut self.rec.totals;
@@ -967,8 +979,8 @@ impl Worker {
             if let Some(m) = &self.shared.marks {
                 self.rec.totals.windows.error(m.window_of(c.intended), kind);
             }
-            if let Some(st) = &self.shared.steps {
-                self.rec.totals.steps.error(st.window_of(c.intended), kind);
+            if let Some(st) = step_of(&self.shared.step_bounds, self.measure_start, c.intended) {
+                self.rec.totals.steps.error(st, kind);
             }
             self.rec.totals.first_errors.note(kind, &f.cause);
             if c.sampled {
@@ -1436,5 +1448,25 @@ mod tests {
         let not_epoll: std::os::fd::OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
         let e = epoll_wait(&not_epoll, &mut events, &ts).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod step_tests {
+    use super::step_of;
+
+    /// A request's step follows from its intended time: the last step starting at or
+    /// before it, counted from the measured window's start.
+    #[test]
+    fn a_request_is_in_the_step_of_its_intended_time() {
+        let bounds = [(0, 1_000), (1_000, 3_000), (3_000, 4_000)];
+        let at = |t| step_of(&bounds, 10_000, t);
+        assert_eq!(at(9_000), Some(0), "before the window: the first");
+        assert_eq!(at(10_000), Some(0));
+        assert_eq!(at(10_999), Some(0));
+        assert_eq!(at(11_000), Some(1));
+        assert_eq!(at(13_000), Some(2));
+        assert_eq!(at(99_000), Some(2), "the drain counts for the last");
+        assert_eq!(step_of(&[], 10_000, 11_000), None, "no plan");
     }
 }

@@ -13,12 +13,18 @@ use crate::{Latency, Rate, RunResult, Samples, StepResult};
 use std::collections::BTreeMap;
 
 /// The repetitions as one result with each kept in `repetitions`; one repetition is
-/// returned as it is (a run of one is not a repeated run).
+/// returned as it is (a run of one is not a repeated run). Fewer repetitions than the
+/// `asked` for (an interrupt) make the result partial, even if each that ran was
+/// whole.
 ///
 /// # Errors
 /// A repetition's histogram that cannot be decoded.
-pub fn combine(mut reps: Vec<RunResult>) -> Result<RunResult, String> {
+pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, String> {
+    let short = reps.len() < asked;
     if reps.len() <= 1 {
+        if let Some(r) = reps.first_mut() {
+            r.partial |= short;
+        }
         return reps
             .pop()
             .ok_or_else(|| "no repetition to combine".to_string());
@@ -57,7 +63,7 @@ pub fn combine(mut reps: Vec<RunResult>) -> Result<RunResult, String> {
     };
     let mut out = RunResult {
         schema: first.schema.clone(),
-        partial: reps.iter().any(|r| r.partial),
+        partial: short || reps.iter().any(|r| r.partial),
         target: first.target.clone(),
         config: first.config.clone(),
         started_at: first.started_at.clone(),
@@ -305,7 +311,7 @@ mod tests {
         let a = rep(&[1000; 100], 2, 1.0);
         let b = rep(&[9000; 100], 3, 3.0);
         let c = rep(&[2000; 100], 2, 2.0);
-        let all = combine(vec![a.clone(), b.clone(), c.clone()]).unwrap();
+        let all = combine(vec![a.clone(), b.clone(), c.clone()], 3).unwrap();
         assert_eq!(all.repetitions, vec![a, b, c]);
         assert_eq!(all.requests.completed, 300);
         assert_eq!(all.duration_s, 7.0);
@@ -329,11 +335,14 @@ mod tests {
     #[test]
     fn one_repetition_is_a_plain_run() {
         let a = rep(&[1000; 10], 1, 1.0);
-        assert_eq!(combine(vec![a.clone()]).unwrap(), a);
-        assert!(combine(Vec::new()).is_err());
+        assert_eq!(combine(vec![a.clone()], 1).unwrap(), a);
+        assert!(combine(Vec::new(), 1).is_err());
+        // Stopped after the first of three: partial, though that one was whole.
+        assert!(combine(vec![a.clone()], 3).unwrap().partial);
+        assert!(combine(vec![a.clone(), a.clone()], 3).unwrap().partial);
         let mut bad = a.clone();
         bad.histogram = "not base64".into();
-        let e = combine(vec![a, bad]).unwrap_err();
+        let e = combine(vec![a, bad], 2).unwrap_err();
         assert!(e.starts_with("repetition 2: corrected histogram"), "{e}");
     }
 }

@@ -64,7 +64,7 @@ impl Rate {
     /// counts as given so that it is refused as a bad rate, not as a missing one).
     pub fn given(&self) -> bool {
         match self {
-            Rate::Fixed(r) => *r > 0.0 || r.is_nan() || *r < 0.0,
+            Rate::Fixed(r) => *r != 0.0,
             Rate::Plan(_) => true,
         }
     }

@@ -260,6 +260,8 @@ fn run_repeated(
         .collect();
     let repeat = opts.repeat.max(1);
     let mut reps: Vec<Vec<RunResult>> = vec![Vec::new(); runs.len()];
+    // Each run's repetitions so far, combined: what is on disk.
+    let mut latest: Vec<Option<RunResult>> = vec![None; runs.len()];
     let mut partial = false;
     'all: for rep in 1..=repeat {
         for (i, (label, name, passive)) in runs.iter().enumerate() {
@@ -276,15 +278,15 @@ fn run_repeated(
             let r = run_system(scn, name, &opts, None, passive.as_ref())?;
             let stopped = r.partial;
             reps[i].push(r);
-            let mut all = results::repeat::combine(reps[i].clone())
+            let all = results::repeat::combine(reps[i].clone(), repeat)
                 .map_err(|e| RunError::Setup(format!("{label}: {e}")))?;
-            all.partial |= repeat > 1 && reps[i].len() < repeat;
             folder
                 .write_result(label, &all)
                 .map_err(io(&format!("write {label}'s result")))?;
             if repeat == 1 {
                 (opts.system_done)(&all);
             }
+            latest[i] = Some(all);
             if stopped {
                 partial = true;
                 break 'all;
@@ -292,10 +294,7 @@ fn run_repeated(
         }
     }
     let mut results = Vec::new();
-    for r in reps.into_iter().filter(|r| !r.is_empty()) {
-        let n = r.len();
-        let mut all = results::repeat::combine(r).map_err(RunError::Setup)?;
-        all.partial |= repeat > 1 && n < repeat;
+    for all in latest.into_iter().flatten() {
         partial |= all.partial;
         if repeat > 1 {
             (opts.system_done)(&all);
