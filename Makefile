@@ -19,10 +19,10 @@ lint: setup
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --locked --all-targets -- -D warnings
 
-test: lint
-	@scripts/k8s-testenv/build.sh
-	$(CARGO) build --release --locked
-	$(CARGO) test --workspace --release --locked --no-fail-fast -- --test-threads=2
+# The tests under cargo-nextest (.config/nextest.toml), lints first, closing summary
+# last: scripts/test.sh, docs/testing.md.
+test: setup
+	@scripts/test.sh
 
 bench: build
 	@bench/run.sh

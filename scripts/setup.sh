@@ -1,7 +1,17 @@
 #!/usr/bin/env bash
 # Installs what ingressbench's demo and tests need, only what is missing.
 # Runs as root on the project's machines (apt-get works as is); elsewhere it uses sudo.
+#
+#   scripts/setup.sh               what `make demo` needs
+#   scripts/setup.sh --test-tools  and cargo-nextest, which `make test` runs the tests with
 set -euo pipefail
+test_tools=0
+for arg in "$@"; do
+  case "$arg" in
+    --test-tools) test_tools=1 ;;
+    *) echo "setup.sh: unknown argument '$arg' (known: --test-tools)" >&2; exit 2 ;;
+  esac
+done
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
 
@@ -80,3 +90,18 @@ fi
 echo "setup: envoy: $("$ENVOY_DIR/envoy" --version | grep -o 'version: .*' | head -1) ($ENVOY_DIR/envoy)"
 
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
+
+# cargo-nextest, pinned, built from crates.io into the cache (not ~/.cargo/bin). Only
+# the test runner is wanted: no self-update (its HTTP and TLS stack), and a quick
+# optimisation level, since it only starts test processes and reads their output.
+NEXTEST_VERSION=0.9.151
+TOOLS="${INGRESSBENCH_CACHE:-$HOME/.cache/ingressbench}/tools"
+if [ $test_tools = 1 ] && ! "$TOOLS/bin/cargo-nextest" nextest --version 2>/dev/null | grep -q "^cargo-nextest $NEXTEST_VERSION\b"; then
+  echo "setup: building cargo-nextest $NEXTEST_VERSION from crates.io into $TOOLS"
+  CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=0 \
+    CARGO_PROFILE_RELEASE_STRIP=true CARGO_TARGET_DIR="$TOOLS/build" \
+    cargo install --quiet --locked --root "$TOOLS" cargo-nextest --version "=$NEXTEST_VERSION" \
+    --no-default-features --features default-no-update
+  rm -rf "$TOOLS/build"
+fi

@@ -6,7 +6,7 @@
 //! failing assertion never leaves a server behind.
 
 use crate::common::backend::Backend;
-use crate::common::{bin, exclusive, tls};
+use crate::common::{bin, exclusive, shared, tls};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -275,7 +275,7 @@ fn malformed_request_gets_400_and_close() {
 #[test]
 fn delay_holds_each_answer() {
     // Timed: not beside a load, a proxy or Chromium.
-    let _alone = exclusive();
+    let _turn = shared();
     let b = start(&["--delay", "300ms"]);
     let t = Instant::now();
     let r = get(b.addr, "/slow");
@@ -388,7 +388,7 @@ fn sigterm_drains_like_a_pod() {
 #[test]
 fn drain_timeout_ends_a_stuck_drain_with_exit_0() {
     // Timed: not beside a load, a proxy or Chromium.
-    let _alone = exclusive();
+    let _turn = shared();
     let mut b = start(&["--delay", "30s", "--drain-timeout", "500ms"]);
     let mut busy = connect(b.addr);
     send(&mut busy, "GET / HTTP/1.1\r\nHost: t\r\n\r\n");

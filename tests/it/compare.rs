@@ -4,18 +4,18 @@
 //! of several systems, and bad input.
 
 use crate::common::backend::Backend;
-use crate::common::{exclusive, fmt_ms, run};
+use crate::common::{fmt_ms, run, shared};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The result of one real 2 s load at 500 req/s against the built-in backend, made
-/// once and shared by every test.
+/// The result of one real 1 s load at 500 req/s against the built-in backend, made
+/// once per test process (under nextest, once per test: each is its own process).
 fn real_result() -> &'static Value {
     static R: OnceLock<Value> = OnceLock::new();
     R.get_or_init(|| {
-        let _alone = exclusive();
+        let _turn = shared();
         let dir = tempfile::tempdir().unwrap();
         let backend = Backend::start_args(&[]);
         let json = dir.path().join("a.json");
@@ -26,7 +26,7 @@ fn real_result() -> &'static Value {
                 "-t1",
                 "-c10",
                 "-R500",
-                "-d2s",
+                "-d1s",
                 "--json",
                 json.to_str().unwrap(),
                 &url,
@@ -230,7 +230,7 @@ fn runs_of_different_setups_are_flagged() {
         .unwrap_or_else(|| panic!("no warning: {out}"));
     assert_eq!(
         warning,
-        "WARNING: not comparable: rate: 500 req/s vs 1000 req/s; connections: 10 vs 20; duration: 2s vs 30s"
+        "WARNING: not comparable: rate: 500 req/s vs 1000 req/s; connections: 10 vs 20; duration: 1s vs 30s"
     );
     // A lab run of another scenario is flagged too.
     let la = write(

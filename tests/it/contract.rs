@@ -12,7 +12,7 @@
 //! - stopped, it is not alive and leaves no process behind.
 
 use crate::common::lab::{assert_no_process_with, get, ids_seen, path_text};
-use crate::common::{exclusive, processes_with, BIN};
+use crate::common::{processes_with, shared, BIN};
 use lab::backends::StopMode;
 use lab::controller::{self, Sync};
 use lab::local::LocalProcesses;
@@ -227,7 +227,7 @@ fn contract(profile: &lab::profiles::Profile) {
 
 #[test]
 fn every_registered_profile_keeps_the_driver_contract() {
-    let _alone = exclusive();
+    let _turn = shared();
     assert!(PROFILES.len() >= 5);
     for p in PROFILES {
         eprintln!("contract: {}", p.name);

@@ -5,7 +5,7 @@
 //! tuned variant.
 
 use crate::common::backend::Backend;
-use crate::common::load::run_load;
+use crate::common::load::run_load_alone;
 use crate::common::proc::Proc;
 use crate::common::{bin, exclusive, processes_with, read_json};
 use rustix::process::Signal;
@@ -100,7 +100,7 @@ fn get(conn: &mut TcpStream, path: &str) -> Result<(u16, String), std::io::Error
 fn a_backend_flapping_with_a_known_period_fails_at_that_period() {
     let dir = tempfile::tempdir().unwrap();
     let b = flapping(dir.path(), "1s/1s", "reset");
-    let out = run_load(
+    let out = run_load_alone(
         &[
             "-c10",
             "-R200",

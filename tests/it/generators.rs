@@ -6,7 +6,9 @@
 //! through `Load::spawn`).
 
 use crate::common::backend::Backend;
-use crate::common::load::{decode_histogram, may_retry_overloaded, run_load, Load, LoadOutput};
+use crate::common::load::{
+    decode_histogram, may_retry_overloaded, run_load_alone, Load, LoadOutput,
+};
 use crate::common::{cpu, processes_with};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -46,7 +48,7 @@ fn assert_no_generator_left(needle: &str) {
 #[test]
 fn two_generators_merge_into_the_sum_of_their_parts() {
     let b = Backend::start("b-gen", &[]);
-    let out = run_load(
+    let out = run_load_alone(
         &[
             "--generators",
             "2",
@@ -158,7 +160,7 @@ fn two_half_rate_generators_measure_what_one_does() {
     let url = b.url();
     let measure = |args: &[&str]| {
         cpu::wait_for_quiet(Duration::from_secs(20));
-        let out = run_load(
+        let out = run_load_alone(
             &[args, &["-c20", "-R1000", "-d5s", &url]].concat(),
             limit(5),
         );

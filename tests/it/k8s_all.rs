@@ -17,7 +17,7 @@ use crate::common::k8s_contour::Contour;
 use crate::common::k8s_pods::PodRunner;
 use crate::common::k8s_traefik::{Providers, Traefik};
 use crate::common::proc::Proc;
-use crate::common::{exclusive, processes_with, read_json, BIN};
+use crate::common::{processes_with, read_json, shared, BIN};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -72,7 +72,7 @@ fn check_load(system: &str, r: &Value, min_completed: u64) {
 
 #[test]
 fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned_up() {
-    let _alone = exclusive();
+    let _turn = shared();
     let t0 = Instant::now();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let pods = PodRunner::start(&cluster, BIN);

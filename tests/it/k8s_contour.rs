@@ -9,7 +9,7 @@ use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_contour::{Contour, DATA_ADDR};
 use crate::common::k8s_pods::PodRunner;
 use crate::common::proc::Proc;
-use crate::common::{exclusive, processes_with, read_json, BIN};
+use crate::common::{processes_with, read_json, shared, BIN};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -106,7 +106,7 @@ fn parse_rfc3339_ms_inverts_the_results_format() {
 
 #[test]
 fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server() {
-    let _alone = exclusive();
+    let _turn = shared();
     let t0 = Instant::now();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let pods = PodRunner::start(&cluster, BIN);

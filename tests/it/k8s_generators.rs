@@ -9,7 +9,7 @@
 use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_pods::{pod_netns_on_machine, PodRunner};
 use crate::common::proc::Proc;
-use crate::common::{exclusive, processes_with, read_json, BIN};
+use crate::common::{exclusive, processes_with, read_json, shared, BIN};
 use std::time::{Duration, Instant};
 
 /// The target: the cluster namespace's own address (API_IP in the harness).
@@ -128,7 +128,7 @@ fn two_generators_run_as_an_indexed_job_and_give_one_merged_result() {
 #[test]
 fn a_scenario_runs_its_load_from_two_generator_pods_through_traefik() {
     use crate::common::k8s_traefik::{Providers, Traefik};
-    let _alone = exclusive();
+    let _turn = shared();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let runner = PodRunner::start(&cluster, BIN);
     let traefik = Traefik::start(

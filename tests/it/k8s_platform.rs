@@ -3,8 +3,8 @@
 //! makes its namespace and backends, scales them through the API, reads readiness
 //! and termination from the cluster's watches, and leaves nothing behind.
 
-use crate::common::exclusive;
 use crate::common::k8s::TestCluster;
+use crate::common::shared;
 use cluster::{ClusterSpec, Kubernetes};
 use lab::platform::{BackendSpec, Platform, PlatformEvent, SiteSpec, StopMode, TlsSpec};
 use std::net::IpAddr;
@@ -37,7 +37,7 @@ fn site(out: &std::path::Path, replicas: u32) -> SiteSpec {
 
 #[test]
 fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() {
-    let _alone = exclusive();
+    let _turn = shared();
     let cluster = TestCluster::up();
     // With the service account and rules users are given, not as admin.
     let kubeconfig = cluster.kubeconfig_for("deploy/rbac.yaml", "ingressbench");
@@ -204,7 +204,7 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
 #[test]
 fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_acceptance() {
     use lab::{Expect, LabError, Route};
-    let _alone = exclusive();
+    let _turn = shared();
     let cluster = TestCluster::up();
     let crds =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/build.sh");

@@ -8,12 +8,12 @@ use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_pods::PodRunner;
 use crate::common::k8s_traefik::{Providers, Traefik};
 use crate::common::proc::Proc;
-use crate::common::{exclusive, read_json, BIN};
+use crate::common::{read_json, shared, BIN};
 use std::time::{Duration, Instant};
 
 #[test]
 fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
-    let _alone = exclusive();
+    let _turn = shared();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let _pods = PodRunner::start(&cluster, BIN);
     let dir = tempfile::tempdir().unwrap();

@@ -9,7 +9,7 @@ use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_pods::PodRunner;
 use crate::common::k8s_traefik::{Providers, Traefik, ENTRY_POINT};
 use crate::common::proc::Proc;
-use crate::common::{exclusive, read_json, BIN};
+use crate::common::{read_json, shared, BIN};
 use serde_json::Value;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -73,7 +73,7 @@ fn in_order(seen: &[String], want: &[&str]) -> usize {
 
 #[test]
 fn s3_route_changes_reach_traffic_through_traefiks_ingress_and_gateway_providers() {
-    let _alone = exclusive();
+    let _turn = shared();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let pods = PodRunner::start(&cluster, BIN);
     let mut traefik = Traefik::start(

@@ -2,9 +2,9 @@
 //! the admin API take effect (seen in responses), the process is never restarted,
 //! and stopping leaves nothing behind.
 
-use crate::common::exclusive;
 use crate::common::lab::{self as labsupport, caddy::Caddy, ids_seen, Driver};
 use crate::common::lab::{Endpoint, Expect, Resp, Route};
+use crate::common::shared;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -29,7 +29,7 @@ fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy)) {
 
 #[test]
 fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let b1 = labsupport::backend("b1");
     let b2 = labsupport::backend("b2");

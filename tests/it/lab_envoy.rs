@@ -4,9 +4,9 @@
 //! update is reported with Envoy's reason, `envoy-hot-restart` starts a new epoch per
 //! change, and stopping leaves no process and no shared memory behind.
 
-use crate::common::exclusive;
 use crate::common::lab::envoy::{hot_restart::EnvoyHotRestart, xds::EnvoyXds};
 use crate::common::lab::{self as labsupport, ids_seen, Driver, Endpoint, Expect, Route};
+use crate::common::shared;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -111,7 +111,7 @@ fn backends() -> Vec<labsupport::Backend> {
 
 #[test]
 fn envoy_xds_takes_every_change_over_ads_without_a_restart() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let b = backends();
     let ctx = labsupport::context(dir.path());
@@ -162,7 +162,7 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
         LocalityLbEndpoints,
     };
     use xds::{TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE};
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let b1 = labsupport::backend("b1");
     let ctx = labsupport::context(dir.path());
@@ -266,7 +266,7 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
 
 #[test]
 fn envoy_hot_restart_starts_a_new_epoch_per_change_and_leaves_nothing() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let b = backends();
     let ctx = labsupport::context(dir.path());

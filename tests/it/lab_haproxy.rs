@@ -2,9 +2,9 @@
 //! routes change, and the responses show each change took effect; nothing is left
 //! running afterwards.
 
-use crate::common::exclusive;
 use crate::common::lab::haproxy::{Haproxy, Mode};
 use crate::common::lab::{self as labsupport, Driver, Endpoint, Expect, Route};
+use crate::common::shared;
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
@@ -26,7 +26,7 @@ fn settled(d: &mut Haproxy, what: &str, change: impl FnOnce(&mut Haproxy)) -> Du
 }
 
 fn exercise(mode: Mode) {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let b: Vec<_> = ["b1", "b2", "b3"]
         .iter()
@@ -140,7 +140,7 @@ fn haproxy_runtime_follows_endpoint_and_route_changes() {
 
 #[test]
 fn a_port_in_use_is_reported_from_haproxy_log() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let ctx = labsupport::context(dir.path());
     let _taken = std::net::TcpListener::bind(("127.0.0.1", ctx.http_port)).unwrap();

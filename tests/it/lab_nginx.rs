@@ -1,10 +1,10 @@
 //! The nginx profiles against real nginx and real backends: endpoint changes, route
 //! changes, a rejected change, an empty endpoint list, a reload, and a clean stop.
 
-use crate::common::exclusive;
 use crate::common::lab::nginx::{Mode, Nginx};
 use crate::common::lab::{assert_no_process_with, backend, context, get, ids_seen, path_text};
 use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use crate::common::shared;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -48,7 +48,7 @@ fn route(d: &mut Nginx, r: Route) {
 }
 
 fn exercise(mode: Mode) {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let b1 = backend("b1");
     let b2 = backend("b2");

@@ -3,7 +3,9 @@
 //! the run ends.
 
 use crate::common::proc::Proc;
-use crate::common::{bin, exclusive, processes_with, read_json, ERROR_KINDS};
+use crate::common::{
+    bin, exclusive, in_our_network_namespace, processes_with, read_json, shared, ERROR_KINDS,
+};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -15,8 +17,7 @@ fn all() -> String {
     format!("[{}]", lab::profiles::names().join(", "))
 }
 
-/// Envoy's hot-restart shared memory regions now on the machine. Only tests holding
-/// `exclusive()` start proxies, so a region that appears during one is that test's.
+/// Envoy's hot-restart shared memory regions now on the machine.
 fn envoy_shared_memory() -> std::collections::BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
         .into_iter()
@@ -24,6 +25,42 @@ fn envoy_shared_memory() -> std::collections::BTreeSet<String> {
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .filter(|n| n.starts_with("envoy_shared_memory_"))
+        .collect()
+}
+
+/// The regions of [`envoy_shared_memory`] some live process has mapped, with the
+/// command lines of the processes that map them.
+fn mapped_envoy_shared_memory() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(maps) = std::fs::read_to_string(e.path().join("maps")) else {
+            continue;
+        };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        for region in maps
+            .lines()
+            .filter_map(|l| l.split_once("/dev/shm/").map(|(_, n)| n.trim()))
+            .filter(|n| n.starts_with("envoy_shared_memory_"))
+        {
+            out.push((region.to_string(), cmd.clone()));
+        }
+    }
+    out
+}
+
+/// Regions made since `before` that no live process maps: left behind by a run that
+/// has ended. Tests run beside this one may start Envoys of their own; their regions
+/// are mapped while they run, so they are never counted here.
+fn envoy_shared_memory_left(before: &std::collections::BTreeSet<String>) -> Vec<String> {
+    let mapped: std::collections::BTreeSet<String> = mapped_envoy_shared_memory()
+        .into_iter()
+        .map(|(region, _)| region)
+        .collect();
+    envoy_shared_memory()
+        .difference(before)
+        .filter(|r| !mapped.contains(*r))
+        .cloned()
         .collect()
 }
 
@@ -371,7 +408,7 @@ fn route_changes_are_seen_no_sooner_than_the_backend_can_answer() {
 /// arrivals, route propagation from the added-up markers; no generator left.
 #[test]
 fn a_scenario_split_over_two_generators_keeps_its_change_windows() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let scn = scenario(
@@ -436,6 +473,7 @@ fn a_scenario_split_over_two_generators_keeps_its_change_windows() {
     let generators: Vec<_> = processes_with("--part")
         .into_iter()
         .filter(|(_, c)| c.contains("--marks"))
+        .filter(|(pid, _)| in_our_network_namespace(pid))
         .collect();
     assert!(generators.is_empty(), "left: {generators:?}");
 }
@@ -514,22 +552,22 @@ fn interrupted_run_with(signal: &str, system: &str, flags: &[&str]) {
     );
     assert_nothing_left(dir.path());
     assert_eq!(
-        envoy_shared_memory(),
-        shm,
+        envoy_shared_memory_left(&shm),
+        Vec::<String>::new(),
         "Envoy shared memory left behind"
     );
 }
 
 #[test]
 fn sigint_writes_a_partial_result_and_leaves_nothing() {
-    let _alone = exclusive();
+    let _turn = shared();
     interrupted_run("-INT", "nginx-reload");
     interrupted_run("-INT", "envoy-hot-restart");
 }
 
 #[test]
 fn sigterm_writes_a_partial_result_and_leaves_nothing() {
-    let _alone = exclusive();
+    let _turn = shared();
     interrupted_run("-TERM", "haproxy-runtime");
     interrupted_run("-TERM", "envoy-xds");
 }
@@ -556,11 +594,12 @@ fn killed_run_leaves_nothing_with(system: &str, flags: &[&str]) {
     }
     std::thread::sleep(Duration::from_secs(2));
     if system == "envoy-hot-restart" {
-        assert_ne!(
-            envoy_shared_memory(),
-            shm,
-            "hot restart made no shared memory"
-        );
+        let run = dir.path().display().to_string();
+        let ours: Vec<_> = mapped_envoy_shared_memory()
+            .into_iter()
+            .filter(|(region, cmd)| !shm.contains(region) && cmd.contains(&run))
+            .collect();
+        assert!(!ours.is_empty(), "hot restart made no shared memory");
     }
     let watchdog = format!("__watchdog --parent {pid}");
     assert_eq!(processes_with(&watchdog).len(), 1, "one watchdog per run");
@@ -574,15 +613,15 @@ fn killed_run_leaves_nothing_with(system: &str, flags: &[&str]) {
         std::thread::sleep(Duration::from_millis(50));
     }
     assert_eq!(
-        envoy_shared_memory(),
-        shm,
+        envoy_shared_memory_left(&shm),
+        Vec::<String>::new(),
         "Envoy shared memory left behind"
     );
 }
 
 #[test]
 fn sigkill_leaves_no_process_and_no_scratch_folder() {
-    let _alone = exclusive();
+    let _turn = shared();
     killed_run_leaves_nothing("caddy-api");
     killed_run_leaves_nothing("envoy-hot-restart");
     killed_run_leaves_nothing("envoy-xds");
@@ -592,6 +631,7 @@ fn sigkill_leaves_no_process_and_no_scratch_folder() {
     let left: Vec<_> = processes_with("--marks")
         .into_iter()
         .filter(|(_, c)| c.contains("--part"))
+        .filter(|(pid, _)| in_our_network_namespace(pid))
         .collect();
     assert!(left.is_empty(), "generators left: {left:?}");
 }
@@ -600,13 +640,13 @@ fn sigkill_leaves_no_process_and_no_scratch_folder() {
 /// measured; the merged result is partial and balanced.
 #[test]
 fn sigint_of_a_split_run_writes_a_merged_partial_result() {
-    let _alone = exclusive();
+    let _turn = shared();
     interrupted_run_with("-INT", "haproxy-runtime", &["--generators", "2"]);
 }
 
 #[test]
 fn a_proxy_that_dies_is_an_event_and_the_load_goes_on() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let scn = scenario(dir.path(), "[caddy-api]", "5s", "  - wait: 1s\n");
@@ -678,7 +718,7 @@ fn bad_scenarios_are_one_line_with_the_line_number() {
 /// them; a load plan in `load.rate` runs the same way and reports its steps.
 #[test]
 fn repeated_systems_take_turns_and_keep_every_repetition() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let text = [

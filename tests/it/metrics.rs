@@ -5,7 +5,7 @@
 
 use crate::common::backend::Backend;
 use crate::common::proc::{tail, Proc};
-use crate::common::{bin, exclusive, read_json};
+use crate::common::{bin, exclusive, read_json, shared};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -283,7 +283,7 @@ fn a_port_in_use_is_bad_input_before_any_load() {
 
 #[test]
 fn a_scenario_run_labels_its_metrics_with_the_system_and_the_change() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let scn = dir.path().join("s.yaml");
     std::fs::write(
@@ -356,7 +356,7 @@ fn a_scenario_run_labels_its_metrics_with_the_system_and_the_change() {
 /// `_total`, and has `info`) and its samples prove the negotiation and the text.
 #[test]
 fn prometheus_scrapes_a_load_in_openmetrics() {
-    let _alone = exclusive();
+    let _turn = shared();
     let backend = Backend::start("b1", &[]);
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = bin();

@@ -6,7 +6,7 @@
 //! sweeps what a killed one left).
 
 use crate::common::proc::{tail, Proc};
-use crate::common::{bin, exclusive, read_json};
+use crate::common::{bin, exclusive, read_json, shared};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::path::Path;
@@ -58,7 +58,7 @@ fn run_to_end(scn: &Path, out: &Path, limit: Duration) -> (crate::common::proc::
 
 #[test]
 fn every_data_path_carries_the_load_over_its_own_links_and_leaves_nothing() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let scn = scenario(
         dir.path(),
@@ -171,7 +171,7 @@ fn wait_built(p: &mut Proc, pid: u32) {
 
 #[test]
 fn interrupted_failed_and_killed_runs_leave_no_namespace_or_server() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let scn = scenario(
         dir.path(),
@@ -251,7 +251,7 @@ fn interrupted_failed_and_killed_runs_leave_no_namespace_or_server() {
 
 #[test]
 fn an_interrupted_search_is_written_partial_and_claims_no_maximum() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let scn = scenario(
         dir.path(),

@@ -6,8 +6,8 @@
 //! Every run is bounded in time and sends only to 127.0.0.1.
 
 use crate::common::backend::Backend;
-use crate::common::load::{may_retry_overloaded, run_load, Load, LoadOutput};
-use crate::common::{cpu, exclusive, read_json, runs, servers, tls};
+use crate::common::load::{may_retry_overloaded, run_load_alone, Load, LoadOutput};
+use crate::common::{cpu, exclusive, read_json, runs, servers, shared, tls};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -149,7 +149,7 @@ fn run_not_overloaded(args: &[&str], limit: Duration) -> LoadOutput {
     let mut attempt = 1;
     loop {
         cpu::wait_for_quiet(Duration::from_secs(20));
-        let out = run_load(args, limit);
+        let out = run_load_alone(args, limit);
         if !may_retry_overloaded(attempt, &[&out]) {
             return out;
         }
@@ -263,7 +263,7 @@ fn connections_are_opened_once_across_steps() {
     );
     let url = format!("https://{}/", b.addr);
     let port = b.addr.port();
-    let lock = exclusive();
+    let lock = shared();
     assert!(peers_of(port).is_empty(), "a connection before the run");
     // Every connection the backend sees during the run, sampled every 10 ms: a
     // connection opened again at a step would stay in the list with a new port.
@@ -318,7 +318,7 @@ fn connections_are_opened_once_across_steps() {
 fn an_interrupted_plan_is_judged_by_the_steps_it_reached() {
     let b = Backend::start("b-plan-int", &[]);
     let url = b.url();
-    let load = Load::spawn(&["-t1", "-c4", "-R", "100:2s,1000:20s", &url]);
+    let load = Load::spawn_exclusive(&["-t1", "-c4", "-R", "100:2s,1000:20s", &url], exclusive());
     thread::sleep(Duration::from_millis(3500));
     let st = std::process::Command::new("kill")
         .args(["-INT", &load.pid().to_string()])
@@ -420,7 +420,7 @@ fn a_scenario_runs_its_plan_through_a_proxy() {
     .unwrap();
     let out = dir.path().join("out");
     {
-        let _alone = exclusive();
+        let _turn = shared();
         runs::lab_run(&scn, "caddy-api", &out, Duration::from_secs(120));
     }
     let r = read_json(&out.join("caddy-api").join("result.json"));

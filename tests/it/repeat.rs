@@ -6,7 +6,7 @@
 //! with which the rank test can reach alpha 0.05 (its smallest p is 2/70 = 0.029).
 
 use crate::common::backend::Backend;
-use crate::common::load::{run_load, LoadOutput};
+use crate::common::load::{run_load_alone, LoadOutput};
 use crate::common::{cpu, run};
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ const REPS: &str = "4";
 fn repeated(b: &Backend) -> LoadOutput {
     cpu::wait_for_quiet(Duration::from_secs(20));
     let url = b.url();
-    let out = run_load(
+    let out = run_load_alone(
         &[
             url.as_str(),
             "-R",

@@ -7,7 +7,7 @@
 use crate::common::backend::Backend;
 use crate::common::expect::CHARTS;
 use crate::common::proc::{Output, Proc};
-use crate::common::{bin, exclusive, read_json, servers, ERROR_KINDS};
+use crate::common::{bin, read_json, servers, shared, ERROR_KINDS};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::path::Path;
@@ -169,7 +169,7 @@ fn assert_offline(page: &str, targets: &[String]) {
 
 #[test]
 fn report_of_two_load_runs_side_by_side() {
-    let _alone = exclusive();
+    let _turn = shared();
     let t = tempfile::tempdir().unwrap();
     let backend = Backend::start("b1", &[]);
     let ok_json = t.path().join("ok").join("result.json");
@@ -273,7 +273,7 @@ fn report_of_two_load_runs_side_by_side() {
 
 #[test]
 fn a_run_folder_gets_its_report_inside() {
-    let _alone = exclusive();
+    let _turn = shared();
     let t = tempfile::tempdir().unwrap();
     let backend = Backend::start("b1", &[]);
     let run_dir = t.path().join("run");
@@ -327,7 +327,7 @@ fn a_run_folder_gets_its_report_inside() {
 
 #[test]
 fn a_lab_run_ends_with_its_report() {
-    let _alone = exclusive();
+    let _turn = shared();
     let t = tempfile::tempdir().unwrap();
     let scn = t.path().join("s.yaml");
     std::fs::write(

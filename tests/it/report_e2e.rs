@@ -9,7 +9,7 @@
 use crate::common::backend::Backend;
 use crate::common::chromium::{self, Scheme};
 use crate::common::expect::{self, total_errors, u64_at, Series};
-use crate::common::{exclusive, read_json, runs, servers, ERROR_KINDS};
+use crate::common::{read_json, runs, servers, shared, ERROR_KINDS};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::path::Path;
@@ -35,7 +35,7 @@ fn a_clean_load_run() {
     let art = chromium::artifacts("clean");
     let run = tmp.path().join("clean");
     let result = {
-        let _alone = exclusive();
+        let _turn = shared();
         let b = backend("b-clean", &[]);
         let url = b.url();
         let args = ["-c10", "-R300", "-d3s", "--sample", "0.2", &url];
@@ -82,7 +82,7 @@ fn errors_of_every_kind() {
         "never-accepts",
     ];
     {
-        let _alone = exclusive();
+        let _turn = shared();
         let b = backend(
             "b-503",
             &["--status", "503", "--delay", "uniform:1ms-100ms"],
@@ -213,7 +213,7 @@ fn a_run_without_responses_is_never_an_improvement() {
     let art = chromium::artifacts("failed");
     let (base, dead) = (tmp.path().join("base"), tmp.path().join("dead"));
     let (base_r, dead_r) = {
-        let _alone = exclusive();
+        let _turn = shared();
         let b = backend("b-base", &[]);
         let url = b.url();
         let limit = Duration::from_secs(30);
@@ -310,7 +310,7 @@ fn five_series_at_a_laptops_width() {
     let art = chromium::artifacts("five");
     let one = tmp.path().join("one");
     let result = {
-        let _alone = exclusive();
+        let _turn = shared();
         let b = backend("b-five", &[]);
         let url = b.url();
         let args = ["-c5", "-R100", "-d2s", "--sample", "0.2", &url];
@@ -349,7 +349,7 @@ fn an_interrupted_run_shows_the_banner() {
     let art = chromium::artifacts("partial");
     let run = tmp.path().join("partial");
     let (out, result) = {
-        let _alone = exclusive();
+        let _turn = shared();
         let b = backend("b-partial", &[]);
         let url = b.url();
         let args = ["-c10", "-R300", "-d20s", "--sample", "0.2", &url];
@@ -386,7 +386,7 @@ fn several_systems_side_by_side() {
     let out = tmp.path().join("lab");
     let systems = ["nginx-lua", "caddy-api"];
     {
-        let _alone = exclusive();
+        let _turn = shared();
         runs::lab_run(
             &scenario,
             &systems.join(","),

@@ -202,40 +202,48 @@ mod tests {
         ticks / rustix::param::clock_ticks_per_second() as f64
     }
 
-    #[test]
-    fn half_a_core_halves_a_busy_loop_and_the_cgroup_goes_with_the_quota() {
-        if !rustix::process::geteuid().is_root() || controller().is_none() {
-            eprintln!("skipped: needs root and a cgroup cpu controller");
-            return;
+    /// Tests that need root and a cgroup cpu controller (`make test` leaves them out
+    /// only with INGRESSBENCH_TEST_OPT_OUT=cpu-quotas, by this module's name).
+    mod cpu_quotas {
+        use super::*;
+
+        #[test]
+        fn half_a_core_halves_a_busy_loop_and_the_cgroup_goes_with_the_quota() {
+            // Fails where quotas cannot be made rather than passing unseen; `make test`
+            // leaves it out only when asked (INGRESSBENCH_TEST_OPT_OUT=cpu-quotas).
+            assert!(
+                rustix::process::geteuid().is_root() && controller().is_some(),
+                "needs root and a cgroup cpu controller: opt out with INGRESSBENCH_TEST_OPT_OUT=cpu-quotas make test"
+            );
+            let q = CpuQuota::create("test-quota", 0.5).unwrap();
+            let dir = q.path().to_path_buf();
+            let mut busy = Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .stdin(Stdio::null())
+                .spawn()
+                .unwrap();
+            q.add(busy.id()).unwrap();
+            let listed = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
+            assert!(listed
+                .split_whitespace()
+                .any(|p| p == busy.id().to_string()));
+            let (c0, t0) = (cpu_s(busy.id()), Instant::now());
+            std::thread::sleep(Duration::from_secs(2));
+            let used = cpu_s(busy.id()) - c0;
+            let wall = t0.elapsed().as_secs_f64();
+            let _ = busy.kill();
+            let _ = busy.wait();
+            // Unlimited, a busy loop takes a whole core (1.0); the quota allows 0.5. The
+            // bound is generous for a noisy 2-core machine, but 1.0 would fail it.
+            let share = used / wall;
+            assert!(
+                (0.3..=0.65).contains(&share),
+                "{share:.2} of a core under a 0.5 quota ({:?})",
+                q.version()
+            );
+            drop(q);
+            assert!(!dir.exists(), "{} left behind", dir.display());
         }
-        let q = CpuQuota::create("test-quota", 0.5).unwrap();
-        let dir = q.path().to_path_buf();
-        let mut busy = Command::new("sh")
-            .args(["-c", "while :; do :; done"])
-            .stdin(Stdio::null())
-            .spawn()
-            .unwrap();
-        q.add(busy.id()).unwrap();
-        let listed = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap();
-        assert!(listed
-            .split_whitespace()
-            .any(|p| p == busy.id().to_string()));
-        let (c0, t0) = (cpu_s(busy.id()), Instant::now());
-        std::thread::sleep(Duration::from_secs(2));
-        let used = cpu_s(busy.id()) - c0;
-        let wall = t0.elapsed().as_secs_f64();
-        let _ = busy.kill();
-        let _ = busy.wait();
-        // Unlimited, a busy loop takes a whole core (1.0); the quota allows 0.5. The
-        // bound is generous for a noisy 2-core machine, but 1.0 would fail it.
-        let share = used / wall;
-        assert!(
-            (0.3..=0.65).contains(&share),
-            "{share:.2} of a core under a 0.5 quota ({:?})",
-            q.version()
-        );
-        drop(q);
-        assert!(!dir.exists(), "{} left behind", dir.display());
     }
 
     #[test]

@@ -16,8 +16,8 @@
 //! name resolves to nothing, so a page that asked for a CDN would show it as a failed
 //! resource rather than quietly working.
 
-use super::exclusive;
 use super::proc::{tail, Proc};
+use super::shared;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -256,7 +256,7 @@ pub fn inspect(report: &Path, work: &Path, scheme: Scheme) -> Page {
     ])
     .arg(file_url(&wrapper));
     let out = {
-        let _alone = exclusive();
+        let _turn = shared();
         Proc::spawn_group(name, &mut cmd, work).finish(LIMIT)
     };
     let json = extract_result(&out.stdout).unwrap_or_else(|| {
@@ -285,7 +285,7 @@ pub fn screenshot(report: &Path, png: &Path, height: u32, work: &Path, scheme: S
         .arg(format!("--screenshot={}", png.display()))
         .arg(file_url(report));
     let out = {
-        let _alone = exclusive();
+        let _turn = shared();
         Proc::spawn_group("screenshot", &mut cmd, work).finish(LIMIT)
     };
     let size = std::fs::metadata(png).map(|m| m.len()).unwrap_or(0);

@@ -2,7 +2,7 @@
 //! JSON result read and checked (shape and request balance).
 
 use super::proc::Proc;
-use super::{cpu, exclusive, Exclusive, BIN, ERROR_KINDS, PERCENTILE_KEYS};
+use super::{cpu, shared, Turn, BIN, ERROR_KINDS, PERCENTILE_KEYS};
 use serde_json::Value;
 use std::ffi::OsStr;
 use std::path::PathBuf;
@@ -17,7 +17,7 @@ pub struct Load {
     started: Instant,
     cpu_before: Option<cpu::Sample>,
     args: Vec<String>,
-    _lock: Exclusive,
+    _lock: Turn,
 }
 
 /// What a finished (or killed) load run left behind.
@@ -44,13 +44,15 @@ pub struct LoadOutput {
 
 impl Load {
     /// Starts `ingressbench load ARGS --json <tmp>/r.json`. `{dir}` in an argument is
-    /// replaced with the run's temp dir (for `--hdr-log {dir}/h.hlog`).
+    /// replaced with the run's temp dir (for `--hdr-log {dir}/h.hlog`). It shares the
+    /// machine ([`shared`]): a test that times the run uses [`Load::spawn_exclusive`].
     pub fn spawn<S: AsRef<OsStr>>(args: &[S]) -> Load {
-        Load::spawn_exclusive(args, exclusive())
+        Load::spawn_exclusive(args, shared())
     }
 
-    /// [`Load::spawn`] with the lock already held.
-    pub fn spawn_exclusive<S: AsRef<OsStr>>(args: &[S], lock: Exclusive) -> Load {
+    /// [`Load::spawn`] with the test's turn already taken ([`super::exclusive`] for a
+    /// timing test).
+    pub fn spawn_exclusive<S: AsRef<OsStr>>(args: &[S], lock: Turn) -> Load {
         let dir = tempfile::tempdir().expect("tempdir");
         let d = dir.path().to_str().expect("utf-8 temp path").to_string();
         let mut argv: Vec<String> = vec!["load".into()];
@@ -147,7 +149,7 @@ pub fn may_retry_overloaded(attempt: usize, runs: &[&LoadOutput]) -> bool {
         .any(|o| o.others_cpu.is_some_and(|c| c >= cpu::BUSY_CORES));
     let attempts = if busy { 4 } else { 2 };
     if overloaded && attempt < attempts {
-        eprintln!(
+        let why = format!(
             "attempt {attempt}: generator overloaded while other processes used {} cores; \
              running again",
             runs.iter()
@@ -155,6 +157,8 @@ pub fn may_retry_overloaded(attempt: usize, runs: &[&LoadOutput]) -> bool {
                 .collect::<Vec<_>>()
                 .join(" and ")
         );
+        eprintln!("{why}");
+        super::record_retry(&why);
         return true;
     }
     false
@@ -163,6 +167,11 @@ pub fn may_retry_overloaded(attempt: usize, runs: &[&LoadOutput]) -> bool {
 /// Runs `ingressbench load ARGS --json FILE`, killed after `limit`.
 pub fn run_load<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> LoadOutput {
     Load::spawn(args).finish(limit)
+}
+
+/// [`run_load`] for a timing test: the machine is the run's alone ([`super::exclusive`]).
+pub fn run_load_alone<S: AsRef<OsStr>>(args: &[S], limit: Duration) -> LoadOutput {
+    Load::spawn_exclusive(args, super::exclusive()).finish(limit)
 }
 
 impl LoadOutput {

@@ -32,7 +32,7 @@ use proc::{Output, Proc};
 use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -55,26 +55,79 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
     Proc::spawn("ingressbench", &mut cmd, dir.path()).finish(limit)
 }
 
-/// All tests run in one binary, two at a time (`make test`: `--test-threads=2`), on a
-/// machine of two cores: two load runs at once would steal each other's CPU and make
-/// rate and latency assertions about the machine instead of the engine. Every test
-/// that generates load, starts proxies, runs Chromium or asserts how long something
-/// took holds this lock meanwhile; the CPU other processes take is measured
-/// ([`cpu`]), but what this binary's other tests start counts as ours.
-static LOCK: Mutex<()> = Mutex::new(());
+/// Which tests may share the machine. `make test` runs each test in its own process
+/// under cargo-nextest (`.config/nextest.toml`): a test whose assertions are about time
+/// (rates held, latency, generator lag, CPU shares, propagation bounds) is in the
+/// nextest group `alone` and takes every test slot, so nothing runs beside it; every
+/// other test runs in parallel with the rest. Under a plain `cargo test` (one process,
+/// several threads) the same rule holds through this lock: a timing test holds it
+/// alone ([`exclusive`]), a test that loads the machine without timing it shares it
+/// ([`shared`], taken by [`load::Load::spawn`]).
+static LOCK: RwLock<()> = RwLock::new(());
 
-/// The right to use the machine alone. Taken by [`load::Load::spawn`]; taken earlier,
-/// with [`load::Load::spawn_exclusive`], by a test whose set-up must be timed against
-/// the run's start. Never taken twice by one test: that would wait forever.
-pub struct Exclusive {
-    _lock: MutexGuard<'static, ()>,
+/// A test's turn on the machine, held until dropped.
+pub enum Turn {
+    /// Nothing else runs meanwhile: a timing test.
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'static, ()>),
+    /// Other such tests may run beside it, never a timing test.
+    Shared(#[allow(dead_code)] RwLockReadGuard<'static, ()>),
 }
 
-pub fn exclusive() -> Exclusive {
-    // A test that panicked while holding the lock must not fail all the others.
-    Exclusive {
-        _lock: LOCK.lock().unwrap_or_else(|e| e.into_inner()),
+/// The nextest group whose tests run alone (`.config/nextest.toml`).
+pub const ALONE_GROUP: &str = "alone";
+
+/// The right to use the machine alone, for a test whose assertions are about time.
+/// Taken by the test itself before anything it times, and handed to
+/// [`load::Load::spawn_exclusive`]. Never taken twice by one test: that would wait
+/// forever.
+///
+/// # Panics
+/// Under nextest, when the test is not in the group `alone`: it would run beside
+/// other tests and time the machine instead of the code. The fix is to add it to
+/// that group's filter in `.config/nextest.toml`.
+pub fn exclusive() -> Turn {
+    if std::env::var_os("NEXTEST").is_some() {
+        let group = std::env::var("NEXTEST_TEST_GROUP").unwrap_or_default();
+        assert_eq!(
+            group,
+            ALONE_GROUP,
+            "{} times the machine but nextest runs it in group '{group}', beside other \
+             tests: add it to the group '{ALONE_GROUP}' in .config/nextest.toml",
+            std::thread::current().name().unwrap_or("this test")
+        );
     }
+    // A test that panicked while holding the lock must not fail all the others.
+    Turn::Alone(LOCK.write().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The right to load the machine beside other tests that do not time it.
+pub fn shared() -> Turn {
+    Turn::Shared(LOCK.read().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// Records that the running test is trying again (a timing test whose generator was
+/// overloaded), one line in the file `INGRESSBENCH_TEST_RETRIES` names: `make test`
+/// lists them in its closing summary, with their count, and fails a run that needed
+/// three or more, so a regression that overloads the generator now and then is seen
+/// instead of passing on its second try.
+pub fn record_retry(why: &str) {
+    use std::io::Write;
+    let Some(path) = std::env::var_os("INGRESSBENCH_TEST_RETRIES") else {
+        return;
+    };
+    // libtest names each test's thread after the test, under nextest as under cargo test.
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("(unnamed test)")
+        .to_string();
+    let line = format!("{test}\t{}\n", why.replace(['\t', '\n'], " "));
+    // One append of one short line: whole lines, whatever other tests write beside it.
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()))
+        .unwrap_or_else(|e| panic!("record a retry in {}: {e}", Path::new(&path).display()));
 }
 
 /// The error kinds of `ingressbench/result/v1`, by their JSON names, in the result's
@@ -142,4 +195,12 @@ pub fn processes_with(needle: &str) -> Vec<(String, String)> {
             (cmd.contains(needle) && !stat.contains(") Z ")).then_some((pid, cmd))
         })
         .collect()
+}
+
+/// Whether process `pid` is in this process's network namespace: generator pods of the
+/// Kubernetes tests run with the same flags as a local run's generators, each in a
+/// namespace of its own, and are not a local run's leftovers.
+pub fn in_our_network_namespace(pid: &str) -> bool {
+    let ns = |p: &str| std::fs::read_link(format!("/proc/{p}/ns/net")).ok();
+    ns(pid).is_some_and(|n| Some(n) == ns("self"))
 }
