@@ -6,7 +6,7 @@
 
 use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_pods::{pod_netns_on_machine, PodRecord, PodRunner, TEST_ARGS_ANNOTATION};
-use crate::common::{processes_with, shared, BIN};
+use crate::common::{exclusive, processes_with, BIN};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::process::Command;
@@ -225,7 +225,7 @@ fn print_timings(recs: &[PodRecord]) {
 
 #[test]
 fn kwok_pods_run_as_backends_in_their_own_network_namespaces_and_leave_nothing() {
-    let _turn = shared();
+    let _alone = exclusive();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let c = &cluster;
     let dir = tempfile::tempdir().unwrap();
