@@ -92,14 +92,15 @@ echo "setup: envoy: $("$ENVOY_DIR/envoy" --version | grep -o 'version: .*' | hea
 rustup component list --installed 2>/dev/null | grep -q rustfmt || rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
 # cargo-nextest, pinned, built from crates.io into the cache (not ~/.cargo/bin). Only
-# the test runner is wanted: no self-update (its HTTP and TLS stack), and a quick
-# optimisation level, since it only starts test processes and reads their output.
+# the test runner is wanted: no self-update (its HTTP and TLS stack), and no
+# optimisation (a shorter build), since it only starts test processes and reads
+# their output.
 NEXTEST_VERSION=0.9.151
 TOOLS="${INGRESSBENCH_CACHE:-$HOME/.cache/ingressbench}/tools"
 if [ $test_tools = 1 ] && ! "$TOOLS/bin/cargo-nextest" nextest --version 2>/dev/null | grep -q "^cargo-nextest $NEXTEST_VERSION\b"; then
   echo "setup: building cargo-nextest $NEXTEST_VERSION from crates.io into $TOOLS"
   CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \
-    CARGO_PROFILE_RELEASE_OPT_LEVEL=1 CARGO_PROFILE_RELEASE_DEBUG=0 \
+    CARGO_PROFILE_RELEASE_OPT_LEVEL=0 CARGO_PROFILE_RELEASE_DEBUG=0 \
     CARGO_PROFILE_RELEASE_STRIP=true CARGO_TARGET_DIR="$TOOLS/build" \
     cargo install --quiet --locked --root "$TOOLS" cargo-nextest --version "=$NEXTEST_VERSION" \
     --no-default-features --features default-no-update

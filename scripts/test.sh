@@ -24,21 +24,27 @@ mkdir -p "$OUT"
 elapsed() { echo $(($(date +%s) - START)); }
 say() { echo "make test: $* ($(elapsed) s)"; }
 
-# cargo-nextest, pinned, from crates.io into the cache (setup.sh --test-tools).
-scripts/setup.sh --test-tools >/dev/null
-NEXTEST="$CACHE/tools/bin/cargo-nextest"
-
 # --- The Kubernetes test environment, in the background -------------------------------
 k8s_log="$OUT/k8s-testenv-build.log"
-scripts/k8s-testenv/build.sh >"$k8s_log" 2>&1 &
+# A process group of its own, so that a failed lint or build stops its go commands too.
+setsid scripts/k8s-testenv/build.sh >"$k8s_log" 2>&1 &
 k8s_pid=$!
 cleanup() {
   if kill -0 "$k8s_pid" 2>/dev/null; then
-    kill -TERM "$k8s_pid" 2>/dev/null || true
+    kill -TERM -- "-$k8s_pid" 2>/dev/null || true
     wait "$k8s_pid" 2>/dev/null || true
   fi
 }
 trap cleanup EXIT
+
+# cargo-nextest, pinned, from crates.io into the cache (setup.sh --test-tools): built
+# while the Kubernetes build downloads its modules.
+if ! scripts/setup.sh --test-tools >"$OUT/setup-test-tools.log" 2>&1; then
+  cat "$OUT/setup-test-tools.log" >&2
+  exit 1
+fi
+NEXTEST="$CACHE/tools/bin/cargo-nextest"
+say "cargo-nextest ready"
 
 # --- Lints, then one build of every test binary and the binary under test -------------
 $CARGO fmt --all --check
