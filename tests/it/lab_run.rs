@@ -49,19 +49,31 @@ fn mapped_envoy_shared_memory() -> Vec<(String, String)> {
     out
 }
 
-/// Regions made since `before` that no live process maps: left behind by a run that
-/// has ended. Tests run beside this one may start Envoys of their own; their regions
-/// are mapped while they run, so they are never counted here.
+/// Regions made since `before` that no live process maps and that stay: left behind
+/// by a run that has ended. Tests run beside this one may start Envoys of their own:
+/// their regions are mapped while they run, and removed by their own run as it ends
+/// (unmapped for a moment before that), so a region is counted only if it is still
+/// there, unmapped, after 5 s. A leaked region is never removed by anyone: it stays.
 fn envoy_shared_memory_left(before: &std::collections::BTreeSet<String>) -> Vec<String> {
-    let mapped: std::collections::BTreeSet<String> = mapped_envoy_shared_memory()
-        .into_iter()
-        .map(|(region, _)| region)
-        .collect();
-    envoy_shared_memory()
-        .difference(before)
-        .filter(|r| !mapped.contains(*r))
-        .cloned()
-        .collect()
+    let unmapped_new = || -> Vec<String> {
+        let mapped: std::collections::BTreeSet<String> = mapped_envoy_shared_memory()
+            .into_iter()
+            .map(|(region, _)| region)
+            .collect();
+        envoy_shared_memory()
+            .difference(before)
+            .filter(|r| !mapped.contains(*r))
+            .cloned()
+            .collect()
+    };
+    let t = Instant::now();
+    loop {
+        let left = unmapped_new();
+        if left.is_empty() || t.elapsed() > Duration::from_secs(5) {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf {

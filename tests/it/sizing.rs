@@ -81,6 +81,19 @@ fn run(scn: &Path, out: &Path) -> Proc {
         .stop_with(Signal::INT, Duration::from_secs(20))
 }
 
+/// Waits until run `p` has put a quota cgroup in place (up to 60 s).
+fn wait_for_a_cgroup(root: &Path, p: &mut Proc) {
+    let t0 = Instant::now();
+    while cgroups_of(root, p.id()).is_empty() {
+        assert!(p.alive(), "the run ended early:\n{}", p.stderr_so_far());
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "no cgroup after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn rows(out: &Path) -> Vec<Value> {
     let s = read_json(&out.join("nginx-reload").join("sizing.json"));
     assert_eq!(s["schema"], "ingressbench/sizing/v1", "{s}");
@@ -159,15 +172,7 @@ mod cpu_quotas {
         let mut p = run(&scn, &out);
         let pid = p.id();
         // Into the first row's search, with its quota in place.
-        let t0 = Instant::now();
-        while cgroups_of(&root, pid).is_empty() {
-            assert!(p.alive(), "the run ended early:\n{}", p.stderr_so_far());
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "no cgroup after 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_a_cgroup(&root, &mut p);
         std::thread::sleep(Duration::from_millis(1500));
         p.signal(Signal::INT);
         let o = p.finish(Duration::from_secs(60));
@@ -193,15 +198,7 @@ mod cpu_quotas {
         let out = dir.path().join("out");
         let mut p = run(&scn, &out);
         let pid = p.id();
-        let t0 = Instant::now();
-        while cgroups_of(&root, pid).is_empty() {
-            assert!(p.alive(), "the run ended early:\n{}", p.stderr_so_far());
-            assert!(
-                t0.elapsed() < Duration::from_secs(60),
-                "no cgroup after 60 s"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        wait_for_a_cgroup(&root, &mut p);
         // SIGKILL runs none of the run's code: only its watchdog can clean up.
         p.signal(Signal::KILL);
         let _ = p.wait_timeout(Duration::from_secs(10));
