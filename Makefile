@@ -20,8 +20,9 @@ lint: setup
 	$(CARGO) clippy --workspace --locked --all-targets -- -D warnings
 
 # The tests under cargo-nextest (.config/nextest.toml), lints first, closing summary
-# last: scripts/test.sh, docs/testing.md.
-test: setup
+# last: scripts/test.sh, docs/testing.md. It runs `scripts/setup.sh --test-tools`
+# itself, once the Kubernetes build (mostly downloads at first) has started.
+test:
 	@scripts/test.sh
 
 bench: build

@@ -17,12 +17,12 @@ rc=0
 echo
 echo "== Slowest tests =="
 if [ -f "$junit" ]; then
-  # One <testcase .../> per test: its binary (classname), name and time in seconds.
-  grep -o '<testcase [^>]*>' "$junit" |
+  # One <testcase .../> per test: "seconds binary name", slowest first.
+  times=$(grep -o '<testcase [^>]*>' "$junit" |
     sed -n 's/.*name="\([^"]*\)".*classname="\([^"]*\)".*time="\([0-9.]*\)".*/\3 \2 \1/p' |
-    sort -rn | head -n "$SLOWEST" | awk '{ printf "  %7.1f s  %s %s\n", $1, $2, $3 }'
-  total=$(grep -o '<testcase [^>]*>' "$junit" | sed -n 's/.*time="\([0-9.]*\)".*/\1/p' |
-    awk '{ s += $1 } END { printf "%.0f", s }')
+    sort -rn)
+  head -n "$SLOWEST" <<<"$times" | awk '{ printf "  %7.1f s  %s %s\n", $1, $2, $3 }'
+  total=$(awk '{ s += $1 } END { printf "%.0f", s }' <<<"$times")
   echo "  (the tests' own times add up to ${total} s)"
 else
   echo "  no JUnit file at $junit: the run did not get as far as writing one"

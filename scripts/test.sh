@@ -37,14 +37,14 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# cargo-nextest, pinned, from crates.io into the cache (setup.sh --test-tools): built
-# while the Kubernetes build downloads its modules.
+# What the demo needs, and cargo-nextest, pinned, from crates.io into the cache
+# (setup.sh --test-tools): installed while the Kubernetes build downloads its modules.
 if ! scripts/setup.sh --test-tools >"$OUT/setup-test-tools.log" 2>&1; then
   cat "$OUT/setup-test-tools.log" >&2
   exit 1
 fi
 NEXTEST="$CACHE/tools/bin/cargo-nextest"
-say "cargo-nextest ready"
+say "setup done, cargo-nextest ready"
 
 # --- Lints, then one build of every test binary and the binary under test -------------
 $CARGO fmt --all --check
