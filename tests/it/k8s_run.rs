@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
     let _turn = shared();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
-    let _pods = PodRunner::start(&cluster, BIN);
+    let pods = PodRunner::start(&cluster, BIN);
     let dir = tempfile::tempdir().unwrap();
     let state = cluster.state_dir().to_path_buf();
 
@@ -50,6 +50,7 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
     let done = Proc::spawn_group("run", &mut run, dir.path()).finish(Duration::from_secs(180));
     eprintln!("k8s run took {:.1?}\n{}", t.elapsed(), done.stdout);
     assert!(done.success(), "{}\n{}", done.stdout, done.stderr);
+    let traefik_log = traefik.log();
     drop(traefik);
 
     let r = read_json(&out.join("traefik/result.json"));
@@ -62,7 +63,20 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
     assert!(n(&q["completed"]) > 1000, "{q}");
     // Every response came from a pod, by its name; the scaled-up pod among them.
     let backends = r["backends"].as_object().unwrap();
-    assert_eq!(backends.len(), 3, "{backends:?}");
+    assert_eq!(
+        pods.problems(),
+        Vec::<String>::new(),
+        "{}",
+        pods.log().join("\n")
+    );
+    assert_eq!(
+        backends.len(),
+        3,
+        "{backends:?}\npod runner log:\n{}\nproblems: {:?}\nTraefik's log:\n{}",
+        pods.log().join("\n"),
+        pods.problems(),
+        traefik_log
+    );
     assert!(
         backends.keys().all(|k| k.starts_with("ib-backend-")),
         "{backends:?}"

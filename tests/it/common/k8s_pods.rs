@@ -414,11 +414,22 @@ impl Shared {
             return;
         }
         // One live pod per IP: kwok hands a gone pod's IP to the next pod at once.
+        // A holder not being deleted means two live pods were given one IP: traffic
+        // for both reaches one process, which a test must hear of (it shows as a pod
+        // that never served).
         if let Some(old) = st.by_ip.get(&ip).cloned() {
-            self.note(
-                &mut st,
-                format!("{ip} is still held by pod uid {old}: tearing it down before {namespace}/{name}"),
+            let msg = format!(
+                "{ip} is still held by pod uid {old}: tearing it down before {namespace}/{name}"
             );
+            let deleting = st
+                .live
+                .get(&old)
+                .is_some_and(|l| l.pod.metadata.deletion_timestamp.is_some());
+            if deleting {
+                self.note(&mut st, msg);
+            } else {
+                self.problem(&mut st, format!("{msg} (the holder was not being deleted)"));
+            }
             self.remove(&mut st, &old, "its IP given to a new pod");
         }
         let rec = st.records.len();
