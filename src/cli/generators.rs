@@ -14,8 +14,8 @@ mod kubernetes;
 mod scenario;
 mod serve;
 
-pub use kubernetes::{coordinate_kubernetes, lead, KubernetesGenerators, Pods};
-pub use scenario::{whole, LocalGenerators};
+pub use kubernetes::{coordinate_kubernetes, KubernetesGenerators, Pods};
+pub use scenario::LocalGenerators;
 
 use super::load::{self, LoadArgs};
 use super::{duration, usage};

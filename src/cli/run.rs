@@ -2,7 +2,8 @@
 
 use super::usage;
 use clap::Args;
-use scenario::{runner, Scenario};
+use scenario::plan::{self, Plan};
+use scenario::{runner, PlatformKind};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -12,6 +13,21 @@ use std::sync::Arc;
 pub struct RunArgs {
     /// The scenario file (YAML).
     pub scenario: PathBuf,
+    #[command(flatten)]
+    pub plan: PlanArgs,
+    /// Results folder (default: results/<scenario>-<time>).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Replace what an existing --out folder holds (by default a folder with results
+    /// in it is refused).
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// The flags that shape a run's plan: `run` and `validate` take the same, so a
+/// scenario `validate` accepts with them is one `run` starts.
+#[derive(Args, Debug, Default)]
+pub struct PlanArgs {
     /// Scale durations and rates down (the scenario's `quick` section): under a minute.
     #[arg(long)]
     pub quick: bool,
@@ -22,15 +38,8 @@ pub struct RunArgs {
     /// in its result (`compare` then ranks them: docs/compare.md).
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub repeat: usize,
-    /// Results folder (default: results/<scenario>-<time>).
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Replace what an existing --out folder holds (by default a folder with results
-    /// in it is refused).
-    #[arg(long)]
-    pub force: bool,
-    /// Where the backends live: `local` or `kubernetes` (overrides the file's
-    /// `platform`).
+    /// Where the backends live: `local`, `kubernetes` or `network-lab` (overrides the
+    /// file's `platform`).
     #[arg(long)]
     pub platform: Option<String>,
     /// A system under test on a cluster and the URL its data plane listens on, as
@@ -84,6 +93,62 @@ pub struct RunArgs {
     pub metrics_listen: Option<String>,
 }
 
+impl PlanArgs {
+    /// The flags as the plan reads them; a flag that cannot be read is bad input.
+    fn flags(&self) -> anyhow::Result<plan::RunFlags> {
+        let platform = match &self.platform {
+            None => None,
+            Some(p) => Some(p.parse::<PlatformKind>().map_err(|_| {
+                usage(format!(
+                    "--platform {p}: use one of {}",
+                    PlatformKind::names()
+                ))
+            })?),
+        };
+        let mut systems = Vec::new();
+        for spec in &self.system {
+            let Some((name, url)) = spec.split_once('=') else {
+                return Err(usage(format!("--system {spec}: write it as NAME=URL")));
+            };
+            systems.push((name.to_string(), url.to_string()));
+        }
+        Ok(plan::RunFlags {
+            quick: self.quick,
+            only: self.only.clone(),
+            repeat: self.repeat,
+            cluster: scenario::ClusterFlags {
+                platform,
+                kubeconfig: self.kubeconfig.clone(),
+                context: self.context.clone(),
+                namespace: self.namespace.clone(),
+                keep: self.keep,
+                systems,
+                gateways: self
+                    .gateway
+                    .iter()
+                    .map(|g| match g.split_once('=') {
+                        Some((sys, gw)) => (Some(sys.to_string()), gw.to_string()),
+                        None => (None, g.clone()),
+                    })
+                    .collect(),
+                cacert: self.cacert.clone(),
+            },
+            generators: self.generators,
+            generator_image: self.generator_image.clone(),
+            lead: self.lead.clone(),
+            metrics_listen: self.metrics_listen.is_some(),
+        })
+    }
+
+    /// The checked plan and `--fail-on`'s limits: every refusal `run` makes before
+    /// it starts anything, and so every one `validate` makes.
+    fn plan(&self, file: &std::path::Path) -> anyhow::Result<(Plan, Vec<::report::gate::Gate>)> {
+        let plan = Plan::load(file, self.flags()?).map_err(|e| usage(e.to_string()))?;
+        let gates = ::report::gate::parse_gates(&self.fail_on).map_err(|e| usage(e.to_string()))?;
+        Ok((plan, gates))
+    }
+}
+
 /// Flags of `ingressbench cleanup`.
 #[derive(Args, Debug)]
 pub struct CleanupArgs {
@@ -100,7 +165,7 @@ pub struct CleanupArgs {
 
 /// Removes what interrupted or killed runs left in a cluster.
 pub fn cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
-    if a.platform != "kubernetes" {
+    if a.platform != PlatformKind::Kubernetes.name() {
         return Err(usage(format!(
             "--platform {}: only kubernetes has anything to clean (a local run's watchdog removes its processes and folders)",
             a.platform
@@ -131,189 +196,42 @@ pub fn cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
 pub struct ValidateArgs {
     /// The scenario file (YAML).
     pub scenario: PathBuf,
+    /// The flags `run` would be given: the checks are those `run` makes with them.
+    #[command(flatten)]
+    pub plan: PlanArgs,
 }
 
-fn load(path: &std::path::Path) -> anyhow::Result<(Scenario, String)> {
-    Scenario::load(path).map_err(|e| usage(e.to_string()))
-}
-
-/// The scenario's systems, as a list for a line of text: `nginx-reload, caddy-api`.
-fn system_names(s: &Scenario) -> String {
-    s.systems
-        .iter()
-        .map(|p| p.name())
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Checks a scenario without running it.
+/// Checks a scenario, with the flags `run` would be given, without running it.
 pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
-    let (s, _) = load(&a.scenario)?;
-    if let Some(z) = &s.sizing {
-        println!(
-            "{}: ok: sizing scan of {} systems ({}): {} rows each ({} allocations x {} measures)",
-            a.scenario.display(),
-            s.systems.len(),
-            system_names(&s),
-            z.rows().len(),
-            z.cores.len(),
-            z.measures().len()
-        );
-        return Ok(0);
-    }
-    let rate = if s.load.rates.is_empty() {
-        s.load.rate.to_string()
-    } else {
-        let pct: Vec<String> = s
-            .load
-            .rates
-            .iter()
-            .map(|f| format!("{:.0} %", f * 100.0))
-            .collect();
-        format!("{} of each maximum", pct.join(", "))
-    };
-    println!(
-        "{}: ok: {} systems ({}), {} backends, {} for {}s, {} change steps",
-        a.scenario.display(),
-        s.systems.len(),
-        system_names(&s),
-        s.backends.replicas,
-        rate,
-        s.load.duration.0.as_secs_f64(),
-        s.changes.len()
-    );
+    let (plan, _) = a.plan.plan(&a.scenario)?;
+    println!("{}: ok: {}", a.scenario.display(), plan.summary());
     Ok(0)
 }
 
 /// Runs a scenario and prints the comparison.
 pub fn run(a: RunArgs) -> anyhow::Result<i32> {
-    let (mut s, text) = load(&a.scenario)?;
-    if a.quick {
-        s = s.quick();
-    }
-    let mut systems = Vec::new();
-    for spec in &a.system {
-        let Some((name, url)) = spec.split_once('=') else {
-            return Err(usage(format!("--system {spec}: write it as NAME=URL")));
-        };
-        systems.push((name.to_string(), url.to_string()));
-    }
-    s.override_cluster(scenario::ClusterFlags {
-        platform: a.platform.clone(),
-        kubeconfig: a.kubeconfig.clone(),
-        context: a.context.clone(),
-        namespace: a.namespace.clone(),
-        keep: a.keep,
-        systems,
-        gateways: a
-            .gateway
-            .iter()
-            .map(|g| match g.split_once('=') {
-                Some((sys, gw)) => (Some(sys.to_string()), gw.to_string()),
-                None => (None, g.clone()),
-            })
-            .collect(),
-        cacert: a.cacert.clone(),
-    })
-    .map_err(usage)?;
-    for o in &a.only {
-        if !s.systems.iter().any(|p| p.name() == o) {
-            return Err(usage(format!(
-                "--only {o}: not in this scenario: use one of {}",
-                system_names(&s)
-            )));
-        }
-    }
-    let gates = ::report::gate::parse_gates(&a.fail_on).map_err(|e| usage(e.to_string()))?;
-    let on_cluster = s.platform == "kubernetes";
-    let pods = s
-        .kubernetes
-        .as_ref()
-        .map(|k| k.generators.clone())
-        .unwrap_or_default();
-    let generators = a.generators.or(pods.count).unwrap_or(1);
-    if generators == 0 {
-        return Err(usage("--generators 0: give at least 1"));
-    }
-    if generators > 1 && !s.load.rates.is_empty() {
-        return Err(usage(format!(
-            "--generators {generators} with load.rates: the search for each maximum runs in this process, so the runs at its fractions must too: drop --generators, or give load.rate"
-        )));
-    }
-    if a.repeat == 0 {
-        return Err(usage(
-            "--repeat 0: give at least 1 (the number of runs of each system)",
-        ));
-    }
-    if a.repeat > 1 && (!s.load.rates.is_empty() || s.sizing.is_some()) {
-        return Err(usage(format!(
-            "--repeat {} with {}: its runs follow a search of their own, which is not repeated: drop --repeat, or give load.rate",
-            a.repeat,
-            if s.sizing.is_some() { "sizing" } else { "load.rates" }
-        )));
-    }
-    if generators > 1 && s.sizing.is_some() {
-        return Err(usage(format!(
-            "--generators {generators} with sizing: each row's search runs in this process: drop --generators"
-        )));
-    }
-    if generators > 1 && s.platform == "network-lab" {
-        return Err(usage(format!(
-            "--generators {generators} on the network lab: its load leaves from a namespace of this process: drop --generators"
-        )));
-    }
-    if generators > 1 && a.metrics_listen.is_some() {
-        return Err(usage(format!(
-            "--metrics-listen with --generators {generators}: the generators' seconds reach this process only at the end: drop one"
-        )));
-    }
-    if !on_cluster && (a.generator_image.is_some() || a.lead.is_some()) {
-        return Err(usage(
-            "--generator-image and --lead are for generator pods: use them with platform kubernetes and --generators N",
-        ));
-    }
-    // The same split the run will make, checked before anything starts.
-    let spec = runner::load_spec(&s, "http://127.0.0.1:1/", None);
-    if generators > 1 {
-        let whole = super::generators::whole(&spec, generators);
-        engine::split::split(&whole, generators, 0).map_err(|e| match e {
-            // The scenario's key, not `load`'s flag.
-            engine::split::SplitError::Connections { count, connections } => usage(format!(
-                "--generators {count} needs at least {count} connections, not load.connections: {connections}: each generator needs one"
-            )),
-            e => usage(e.to_string()),
-        })?;
-    }
-    let load: Option<Arc<dyn runner::LoadRunner>> = match (generators > 1, on_cluster) {
-        (false, _) => None,
-        (true, false) => Some(Arc::new(super::generators::LocalGenerators {
-            count: generators,
+    let (plan, gates) = a.plan.plan(&a.scenario)?;
+    let s = &plan.scenario;
+    let load: Option<Arc<dyn runner::LoadRunner>> = match &plan.generators {
+        plan::Generators::InProcess => None,
+        plan::Generators::Local { count } => Some(Arc::new(super::generators::LocalGenerators {
+            count: *count,
         })),
-        (true, true) => {
-            let k = s.kubernetes.clone().unwrap_or_default();
-            if k.cacert.is_some() {
-                return Err(usage(
-                    "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read: use generator pods only with a URL whose certificate a public CA signed (or http://), or run the load here (no --generators)",
-                ));
-            }
+        plan::Generators::Pods { count, pods } => {
             Some(Arc::new(super::generators::KubernetesGenerators {
-                count: generators,
+                count: *count,
                 pods: super::generators::Pods {
                     cluster: cluster::ClusterSpec {
-                        kubeconfig: k.kubeconfig.clone(),
-                        context: k.context.clone(),
-                        namespace: k.namespace.clone(),
+                        kubeconfig: pods.kubeconfig.clone(),
+                        context: pods.context.clone(),
+                        namespace: pods.namespace.clone(),
                         ..cluster::ClusterSpec::default()
                     },
-                    image: a.generator_image.clone().or(pods.image.clone()),
+                    image: pods.image.clone(),
                     node_selector: pods.node_selector.clone(),
                     spread: pods.spread,
                     host_network: pods.host_network,
-                    lead: super::generators::lead(
-                        a.lead.as_deref(),
-                        pods.lead.as_ref().map(|d| d.0),
-                        &spec,
-                    )?,
+                    lead: pods.lead,
                     quiet: false,
                 },
             }))
@@ -321,7 +239,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     };
     // Bound before anything starts: a port in use is bad input. Closed when this
     // function returns, however the run ends.
-    let metrics = super::metrics::start(a.metrics_listen.as_deref(), || {
+    let metrics = super::metrics::start(a.plan.metrics_listen.as_deref(), || {
         live::Live::scenario(&s.name)
     })?;
     let out = a.out.unwrap_or_else(|| runner::default_out_dir(&s.name));
@@ -340,12 +258,10 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     lab::watchdog::start(&exe).map_err(|e| anyhow::anyhow!("start the watchdog: {e}"))?;
     let opts = runner::RunOptions {
         out_dir: out.clone(),
-        only: a.only,
         exe,
         stop: stop.clone(),
         progress: Box::new(|line| eprintln!("ingressbench: {line}")),
         load,
-        repeat: a.repeat,
         watch: metrics
             .as_ref()
             .map(|(_, l)| Arc::new(super::metrics::Watch(l.clone())) as Arc<dyn runner::Watch>),
@@ -360,10 +276,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         }),
     };
     // A sizing scan searches each row's maximum; every other scenario runs its load.
-    let outcome = if s.sizing.is_some() {
-        scenario::scan::run(&s, &text, opts)
-    } else {
-        runner::run(&s, &text, opts)
+    let outcome = match plan.load {
+        plan::LoadMode::Sizing => scenario::scan::run(&plan, opts),
+        plan::LoadMode::Given | plan::LoadMode::Fractions(_) => runner::run(&plan, opts),
     };
     let r = match outcome {
         Ok(r) => r,

@@ -193,4 +193,26 @@ const BAD: &[(&str, &str, &str)] = &[
         "systems: [nginx-lua]\npassive_health: {fail_timeout: 1s}\n",
         "line 3: passive_health: none of the systems has a tuned variant (those that do: nginx-reload, haproxy-reload, haproxy-runtime, caddy-api, envoy-xds, envoy-hot-restart)",
     ),
+    // The plan's refusals of a generator count the file gives (`run` makes them
+    // with no flag; `validate` the same).
+    (
+        "systems: [caddy-api]\n",
+        "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  urls: {traefik: \"https://198.18.0.1/\"}\n  generators:\n    count: 0\n",
+        "line 7: kubernetes.generators.count: 0: give at least 1",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  urls: {traefik: \"https://198.18.0.1/\"}\n  generators:\n    count: 100\n",
+        "line 7: kubernetes.generators.count: 100 needs at least 100 connections, not load.connections: 50: each generator needs one",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  urls: {traefik: \"https://198.18.0.1/\"}\n  cacert: /nonexistent/ca.pem\n  generators:\n    count: 2\n",
+        "line 8: kubernetes.generators.count: 2 on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read: use generator pods only with a URL whose certificate a public CA signed (or http://), or run the load here (drop kubernetes.generators.count)",
+    ),
+    (
+        "systems: [caddy-api]\nbackends:\n  replicas: 2\nload:\n  rate: 200\n  duration: 4s\nquick:\n  rate: 100\n",
+        "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  urls: {traefik: \"https://198.18.0.1/\"}\n  generators:\n    count: 2\nbackends:\n  replicas: 2\nload:\n  rates: [0.5]\n  duration: 4s\nsearch:\n  p99: 5ms\n",
+        "line 7: kubernetes.generators.count: 2 with load.rates: the search for each maximum runs in this process, so the runs at its fractions must too: drop kubernetes.generators.count, or give load.rate",
+    ),
 ];

@@ -53,8 +53,9 @@ fn validate_and_run_refuse_bad_scenarios_alike() {
     }
 }
 
-/// `run`'s cluster flags: each mistake is one line and exit 2, before anything starts
-/// (no cluster is contacted, nothing is written).
+/// `run`'s flags: each mistake is one line and exit 2, before anything starts (no
+/// cluster is contacted, nothing is written), and `validate` given the same flags
+/// says the same line.
 #[test]
 fn run_refuses_bad_cluster_flags() {
     let dir = tempfile::tempdir().unwrap();
@@ -90,6 +91,14 @@ fn run_refuses_bad_cluster_flags() {
         ),
         (vec!["--generators", "0"], "--generators 0: give at least 1"),
         (
+            vec!["--repeat", "0"],
+            "--repeat 0: give at least 1 (the number of runs of each system)",
+        ),
+        (
+            vec!["--generators", "2", "--metrics-listen", "127.0.0.1:0"],
+            "--metrics-listen with --generators 2: the generators' seconds reach this process only at the end: drop one",
+        ),
+        (
             vec!["--platform", "network-lab"],
             "systems: caddy-api is not a data path (platform: network-lab): use one of host, bridge, host-gw, vxlan, macvlan",
         ),
@@ -111,7 +120,7 @@ fn run_refuses_bad_cluster_flags() {
         ),
         (
             vec!["--generators", "2", "--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--cacert", "/nonexistent/ca.pem"],
-            "--generators on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read",
+            "--generators 2 on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read",
         ),
         (
             vec!["--generators", "2", "--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--lead", "soon"],
@@ -129,6 +138,12 @@ fn run_refuses_bad_cluster_flags() {
             o.stderr
         );
         assert!(!out.exists());
+        let mut args = vec!["validate", path];
+        args.extend(flags.iter().copied());
+        let v = run(&args, Duration::from_secs(10));
+        assert_eq!(v.code, Some(2), "validate {flags:?}: {}", v.stderr);
+        assert_eq!(v.stderr, o.stderr, "validate {flags:?}");
+        assert!(v.stdout.is_empty(), "validate {flags:?}: {}", v.stdout);
     }
     let o = run(&["cleanup", "--platform", "local"], Duration::from_secs(10));
     assert_eq!(o.code, Some(2), "{}", o.stderr);
@@ -151,10 +166,11 @@ fn run_refuses_generators_where_the_load_must_stay_in_this_process() {
     ] {
         let file = dir.path().join("n.yaml");
         std::fs::write(&file, text).unwrap();
+        let path = file.to_str().unwrap();
         let o = run(
             &[
                 "run",
-                file.to_str().unwrap(),
+                path,
                 "--out",
                 out.to_str().unwrap(),
                 "--generators",
@@ -169,6 +185,43 @@ fn run_refuses_generators_where_the_load_must_stay_in_this_process() {
             "{}",
             o.stderr
         );
+        assert!(!out.exists());
+        let v = run(
+            &["validate", path, "--generators", "2"],
+            Duration::from_secs(10),
+        );
+        assert_eq!((v.code, &v.stderr), (Some(2), &o.stderr));
+    }
+}
+
+/// A sizing scan (the bundled S4 file) runs its searches in this process, once.
+#[test]
+fn a_sizing_scan_refuses_generators_and_repeats_in_validate_as_in_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/sizing.yaml");
+    let ok = run(&["validate", file], Duration::from_secs(10));
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+    for (flags, want) in [
+        (
+            ["--generators", "2"],
+            "--generators 2 with sizing: each row's search runs in this process: drop --generators",
+        ),
+        (
+            ["--repeat", "2"],
+            "--repeat 2 with sizing: its runs follow a search of their own, which is not repeated",
+        ),
+    ] {
+        let mut args = vec!["run", file, "--out", out.to_str().unwrap()];
+        args.extend(flags);
+        let o = run(&args, Duration::from_secs(10));
+        assert_eq!(o.code, Some(2), "{flags:?}: {}", o.stderr);
+        assert_eq!(o.stderr.trim_end().lines().count(), 1, "{}", o.stderr);
+        assert!(o.stderr.contains(want), "{flags:?}: {}", o.stderr);
+        let mut args = vec!["validate", file];
+        args.extend(flags);
+        let v = run(&args, Duration::from_secs(10));
+        assert_eq!((v.code, &v.stderr), (Some(2), &o.stderr), "{flags:?}");
         assert!(!out.exists());
     }
 }

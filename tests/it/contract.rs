@@ -14,7 +14,7 @@
 use crate::common::lab::{assert_no_process_with, get, ids_seen, path_text};
 use crate::common::{processes_with, shared, BIN};
 use lab::backends::StopMode;
-use lab::controller::{self, Sync};
+use lab::endpoint_push::{self, Sync};
 use lab::local::LocalProcesses;
 use lab::platform::{fmt_set, BackendSpec, Placement, SiteSpec, TlsSpec};
 use lab::{certs, Driver, Expect, LabError, Platform, PlatformEvent, Route, PROFILES};
@@ -113,7 +113,7 @@ fn contract(profile: &lab::profiles::Profile) {
     });
     assert_eq!(ready.len(), 1, "one backend added");
     let eps = platform.endpoints();
-    let expect = match controller::endpoints_changed(d.as_mut(), &eps).expect("endpoints") {
+    let expect = match endpoint_push::endpoints_changed(d.as_mut(), &eps).expect("endpoints") {
         Sync::Pushed(e) => {
             assert!(caps.push_endpoints);
             e
@@ -142,7 +142,7 @@ fn contract(profile: &lab::profiles::Profile) {
     });
     assert_eq!(stopped, ready, "the newest backend is removed");
     let eps = platform.endpoints();
-    let expect = match controller::endpoints_changed(d.as_mut(), &eps).unwrap() {
+    let expect = match endpoint_push::endpoints_changed(d.as_mut(), &eps).unwrap() {
         Sync::Pushed(e) | Sync::Discovers(e) => e,
     };
     d.settle(&expect, SETTLE).expect("settle on two endpoints");

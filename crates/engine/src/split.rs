@@ -62,6 +62,15 @@ pub enum SplitError {
     Plan { count: usize },
 }
 
+/// The whole load before it is split over `n` generators: given threads raised to
+/// `n` at least, since each generator runs one (a scenario's `load.threads` is sized
+/// for one process, not for a split).
+pub fn whole(spec: &LoadSpec, n: usize) -> LoadSpec {
+    let mut s = spec.clone();
+    s.threads = s.threads.map(|t| t.max(n));
+    s
+}
+
 /// Splits `spec` `count` ways, every schedule starting at `start_at_unix_ns`.
 ///
 /// # Errors

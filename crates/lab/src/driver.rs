@@ -189,7 +189,7 @@ impl DriverContext {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Capabilities {
     /// It takes endpoint sets pushed to it ([`Driver::set_endpoints`]): a proxy on
-    /// this machine with the local controller in front. A Kubernetes controller
+    /// this machine with `endpoint_push` in front. A Kubernetes controller
     /// discovers endpoints itself and does not.
     pub push_endpoints: bool,
     /// It applies S3's route changes.

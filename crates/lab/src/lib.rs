@@ -8,8 +8,8 @@ pub mod backends;
 pub mod caddy;
 pub mod certs;
 pub mod cgroup;
-pub mod controller;
 pub mod driver;
+pub mod endpoint_push;
 pub mod envoy;
 pub mod haproxy;
 pub mod health;
@@ -28,20 +28,3 @@ pub use driver::{
 };
 pub use platform::{Platform, PlatformEvent, Target};
 pub use profiles::{driver_for, PROFILES};
-
-/// Builds a platform by the name scenarios use.
-///
-/// # Errors
-/// [`LabError::Other`] naming the platforms that exist.
-pub fn platform_for(name: &str, exe: &std::path::Path) -> Result<Box<dyn Platform>, LabError> {
-    match name {
-        "local" => Ok(Box::new(local::LocalProcesses::new(exe))),
-        "network-lab" => Err(LabError::Other(
-            "the network lab is built per data path: network::NetworkLab::new".into(),
-        )),
-        other => Err(LabError::Other(format!(
-            "unknown platform '{other}': use one of {}",
-            platform::PLATFORMS.join(", ")
-        ))),
-    }
-}

@@ -265,9 +265,6 @@ pub trait Platform: Send {
     }
 }
 
-/// Every platform, by the name scenarios use.
-pub const PLATFORMS: &[&str] = &["local", "kubernetes", "network-lab"];
-
 #[cfg(test)]
 mod tests {
     use super::*;

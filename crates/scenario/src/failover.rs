@@ -99,7 +99,7 @@ pub(crate) type Refusal = (&'static str, String);
 pub(crate) fn check(s: &Scenario) -> Result<(), Refusal> {
     if let Some(f) = &s.backends.flapping {
         let key = "backends.flapping";
-        if s.platform != "local" {
+        if s.platform != crate::PlatformKind::Local {
             return Err((
                 key,
                 format!(
@@ -133,7 +133,7 @@ pub(crate) fn check(s: &Scenario) -> Result<(), Refusal> {
         })?;
     }
     if let Some(p) = &s.passive_health {
-        if s.platform != "local" {
+        if s.platform != crate::PlatformKind::Local {
             return Err((
                 "passive_health",
                 "passive_health: the tuned variants are lab profiles (platform: local)".into(),

@@ -5,11 +5,14 @@
 //! with the file, line and key before any process starts.
 
 pub mod failover;
+pub mod plan;
+pub mod platform;
 pub mod runner;
 pub mod scan;
 pub mod sizing;
 
 use lab::backends::StopMode;
+pub use platform::PlatformKind;
 use serde::de::{self, Deserializer};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -33,6 +36,9 @@ pub enum ScenarioError {
     },
     #[error("scenario {file}: {msg}")]
     Other { file: String, msg: String },
+    /// A flag of `run` (or `validate`) at fault, or two flags together.
+    #[error("{0}")]
+    Flag(String),
 }
 
 /// A duration in a scenario: `12s`, `500ms`, `3m`, or a number of seconds.
@@ -532,22 +538,6 @@ pub struct Quick {
     pub connections: Option<usize>,
 }
 
-fn local() -> String {
-    "local".to_string()
-}
-
-fn platform_name<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    let s = String::deserialize(d)?;
-    if lab::platform::PLATFORMS.contains(&s.as_str()) {
-        Ok(s)
-    } else {
-        Err(de::Error::custom(format!(
-            "unknown platform `{s}`, expected one of {}",
-            lab::platform::PLATFORMS.join(", ")
-        )))
-    }
-}
-
 /// The `kubernetes:` section: how to reach the cluster and where each installed
 /// controller's data plane listens. Flags of `run` override each key.
 #[derive(Clone, Debug, Default, Deserialize, Serialize)]
@@ -654,7 +644,7 @@ pub(crate) fn routes_in(steps: &[Step], out: &mut Vec<RouteName>) {
 /// `run`'s flags for a cluster (see [`Scenario::override_cluster`]).
 #[derive(Clone, Debug, Default)]
 pub struct ClusterFlags {
-    pub platform: Option<String>,
+    pub platform: Option<PlatformKind>,
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
     pub namespace: Option<String>,
@@ -725,8 +715,8 @@ pub struct Scenario {
     pub description: String,
     pub systems: Vec<Profile>,
     /// Where the backends live: `local` (processes on this machine) by default.
-    #[serde(default = "local", deserialize_with = "platform_name")]
-    pub platform: String,
+    #[serde(default)]
+    pub platform: PlatformKind,
     /// What only a cluster has: how to reach it and where its systems listen.
     #[serde(default)]
     pub kubernetes: Option<KubernetesSection>,
@@ -866,6 +856,15 @@ impl Scenario {
         Ok((s, text))
     }
 
+    /// The systems, as a list for a line of text: `nginx-reload, caddy-api`.
+    pub fn system_names(&self) -> String {
+        self.systems
+            .iter()
+            .map(|p| p.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// Parses and checks scenario text; `file` names it in errors.
     ///
     /// The checks are exactly those `run` makes before it starts anything: the
@@ -987,12 +986,6 @@ impl Scenario {
     /// A one-line message naming the flag or key at fault.
     pub fn override_cluster(&mut self, o: ClusterFlags) -> Result<(), String> {
         if let Some(p) = o.platform {
-            if !lab::platform::PLATFORMS.contains(&p.as_str()) {
-                return Err(format!(
-                    "--platform {p}: use one of {}",
-                    lab::platform::PLATFORMS.join(", ")
-                ));
-            }
             self.platform = p;
         }
         let cluster_flags = !o.systems.is_empty()
@@ -1002,13 +995,13 @@ impl Scenario {
             || o.keep
             || !o.gateways.is_empty()
             || o.cacert.is_some();
-        if cluster_flags && self.platform != "kubernetes" {
+        if cluster_flags && self.platform != PlatformKind::Kubernetes {
             return Err(
                 "--system, --kubeconfig, --context, --namespace, --keep, --gateway and --cacert are for --platform kubernetes"
                     .into(),
             );
         }
-        if self.platform != "kubernetes" {
+        if self.platform != PlatformKind::Kubernetes {
             // A platform given on the command line meets the file's checks too.
             return self.check_platform().map_err(|b| b.msg);
         }
@@ -1172,7 +1165,7 @@ impl Scenario {
                 "sizing: a scan measures each proxy as shipped against steady backends: remove passive_health and backends.flapping",
             ));
         }
-        if self.platform != "local" {
+        if self.platform != PlatformKind::Local {
             return Err(Bad::new(
                 "platform",
                 format!("sizing: platform {} cannot scan CPU allocations: a scan gives the lab's own proxies CPUs and quotas (platform: local)", self.platform),
@@ -1235,7 +1228,7 @@ impl Scenario {
 
     /// The network lab's section, and what a data path cannot do.
     fn check_network_lab(&self) -> Result<(), Bad> {
-        let net = self.platform == "network-lab";
+        let net = self.platform == PlatformKind::NetworkLab;
         if let Some(n) = &self.network_lab {
             if !net {
                 return Err(Bad::new(
@@ -1286,22 +1279,24 @@ impl Scenario {
     }
 
     fn check_platform(&self) -> Result<(), Bad> {
-        let kube = self.platform == "kubernetes";
+        let kube = self.platform == PlatformKind::Kubernetes;
         let kind = |name: &str| {
             if lab::profiles::profile(name).is_some() {
-                "local"
+                PlatformKind::Local
             } else if lab::network::data_path(name).is_some() {
-                "network-lab"
+                PlatformKind::NetworkLab
             } else {
-                "kubernetes"
+                PlatformKind::Kubernetes
             }
         };
         for p in &self.systems {
             if kind(p.name()) != self.platform {
-                let (want, names) = match self.platform.as_str() {
-                    "kubernetes" => ("an installed controller", cluster::controllers::names()),
-                    "network-lab" => ("a data path", lab::network::path_names()),
-                    _ => ("a local profile", lab::profiles::names()),
+                let (want, names) = match self.platform {
+                    PlatformKind::Kubernetes => {
+                        ("an installed controller", cluster::controllers::names())
+                    }
+                    PlatformKind::NetworkLab => ("a data path", lab::network::path_names()),
+                    PlatformKind::Local => ("a local profile", lab::profiles::names()),
                 };
                 return Err(Bad::new(
                     "systems",

@@ -8,13 +8,14 @@
 //! and when it took effect, so a latency spike can be tied to the change behind it.
 
 use super::{Scenario, Step};
+use crate::plan::{LoadMode, Plan};
 use engine::search::{run_search, SearchError, SearchPlan};
 use engine::windows::{Marks, Tally};
 use engine::{self, tls::TlsOptions, LoadSpec};
 use lab::backends::StopMode;
-use lab::controller::{self, Sync};
+use lab::endpoint_push::{self, Sync};
 use lab::platform::{fmt_set, BackendSpec, SiteSpec, TlsSpec};
-use lab::{certs, driver_for, platform_for, Driver, Expect, LabError, Platform, PlatformEvent};
+use lab::{certs, driver_for, Driver, Expect, LabError, Platform, PlatformEvent};
 use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
 use results::search::SearchResult;
@@ -101,8 +102,6 @@ pub trait Watch: Send + std::marker::Sync {
 pub struct RunOptions {
     /// Results folder (created).
     pub out_dir: PathBuf,
-    /// Only these systems (names), in the scenario's order.
-    pub only: Vec<String>,
     /// The ingressbench binary, for the built-in backend.
     pub exe: PathBuf,
     /// Set by a signal handler: finish the current system early, write, stop.
@@ -114,9 +113,6 @@ pub struct RunOptions {
     pub system_done: Box<dyn FnMut(&RunResult)>,
     /// Where the load runs instead of this process's engine (`None`: here).
     pub load: Option<Arc<dyn LoadRunner>>,
-    /// How many times each system runs (`--repeat N`, at least 1); the systems take
-    /// turns, so a drift of the machine touches each alike.
-    pub repeat: usize,
     /// Who watches the load live (`--metrics-listen`). The seconds come from this
     /// process's engine only: a load run elsewhere ([`LoadRunner`]) shows its
     /// systems and changes, not its seconds.
@@ -133,56 +129,39 @@ pub struct RunOutput {
 /// scenario's, or those of `--only`), in order: how every kind of run starts.
 ///
 /// # Errors
-/// The folder cannot be written, or `--only` names none of the systems.
-pub(crate) fn start(
-    scn: &Scenario,
-    text: &str,
+/// The folder cannot be written.
+pub(crate) fn start<'p>(
+    plan: &'p Plan,
     opts: &RunOptions,
-) -> Result<(RunFolder, Vec<&'static str>), RunError> {
+) -> Result<(RunFolder, Vec<&'p str>), RunError> {
     let io = |what: &str| {
         let what = what.to_string();
         move |source| RunError::Io { what, source }
     };
     let folder = RunFolder::new(&opts.out_dir);
-    let effective = serde_json::to_vec_pretty(scn).unwrap_or_default();
+    let effective = serde_json::to_vec_pretty(&plan.scenario).unwrap_or_default();
     folder
-        .write_scenario(text, &effective)
+        .write_scenario(&plan.text, &effective)
         .map_err(io("write the scenario into the results folder"))?;
-    let systems: Vec<&'static str> = scn
-        .systems
-        .iter()
-        .map(|p| p.name())
-        .filter(|n| opts.only.is_empty() || opts.only.iter().any(|o| o == n))
-        .collect();
-    if systems.is_empty() {
-        return Err(RunError::Setup(format!(
-            "--only {}: none of these is in the scenario (it has: {})",
-            opts.only.join(","),
-            scn.systems
-                .iter()
-                .map(|p| p.name())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    }
-    Ok((folder, systems))
+    Ok((folder, plan.only.iter().map(String::as_str).collect()))
 }
 
-/// Runs `scn` (already `--quick`-ed if asked) and writes its results folder: the
+/// Runs the plan's scenario (already `--quick`-ed if asked) and writes its results folder: the
 /// scenario, and per system `result.json` and `events.json`. The summary is the
 /// caller's to render.
 ///
 /// # Errors
 /// [`RunError`] when a system cannot be set up; systems already run keep their
 /// results on disk.
-pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput, RunError> {
+pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<RunOutput, RunError> {
     let io = |what: &str| {
         let what = what.to_string();
         move |source| RunError::Io { what, source }
     };
-    let (folder, systems) = start(scn, text, &opts)?;
-    if scn.load.rates.is_empty() {
-        return run_repeated(scn, &folder, &systems, opts);
+    let scn = &plan.scenario;
+    let (folder, systems) = start(plan, &opts)?;
+    if plan.load == LoadMode::Given {
+        return run_repeated(scn, &folder, &systems, plan.repeat, opts);
     }
     let mut results = Vec::new();
     let mut partial = false;
@@ -235,14 +214,15 @@ pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput
     Ok(RunOutput { results, partial })
 }
 
-/// Each system at the scenario's rate, `opts.repeat` times, the systems taking
+/// Each system at the scenario's rate, `repeat` times, the systems taking
 /// turns (all of them once, then all again). Each system's result is written after
 /// every repetition, all of its repetitions so far in it, so an interrupt loses
 /// nothing that was measured.
 fn run_repeated(
     scn: &Scenario,
     folder: &RunFolder,
-    systems: &[&'static str],
+    systems: &[&str],
+    repeat: usize,
     mut opts: RunOptions,
 ) -> Result<RunOutput, RunError> {
     let io = |what: &str| {
@@ -258,7 +238,7 @@ fn run_repeated(
                 .map(move |(label, passive)| (label, *name, passive))
         })
         .collect();
-    let repeat = opts.repeat.max(1);
+    let repeat = repeat.max(1);
     let mut reps: Vec<Vec<RunResult>> = vec![Vec::new(); runs.len()];
     // Each run's repetitions so far, combined: what is on disk.
     let mut latest: Vec<Option<RunResult>> = vec![None; runs.len()];
@@ -394,48 +374,6 @@ impl Drop for System {
     }
 }
 
-/// The platform the scenario names, for one system. On a cluster each system gets its
-/// own run id (and so its own namespace): a namespace is deleted asynchronously, and
-/// the next system must not wait for it or meet its leftovers.
-fn make_platform(scn: &Scenario, system: &str, exe: &Path) -> Result<Box<dyn Platform>, LabError> {
-    if scn.platform == "network-lab" {
-        let n = scn.network_lab.clone().unwrap_or_default();
-        let opts = lab::network::NetworkOptions {
-            notrack: n.notrack,
-            sysctls: n.sysctls(),
-            access_log: n.access_log,
-        };
-        return Ok(Box::new(lab::network::NetworkLab::new(system, opts)?));
-    }
-    if scn.platform != "kubernetes" {
-        return platform_for(&scn.platform, exe);
-    }
-    let k = scn.kubernetes.clone().unwrap_or_default();
-    if !k.urls.contains_key(system) {
-        return Err(LabError::Other(format!(
-            "kubernetes: no URL for {system}: give its data plane's address with --system {system}=https://... or kubernetes.urls"
-        )));
-    }
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let run = format!("{stamp:x}-{system}");
-    let run: String = run.chars().take(40).collect();
-    let spec = cluster::ClusterSpec {
-        gateway: k.gateway_for(system),
-        cacert: k.cacert.clone(),
-        kubeconfig: k.kubeconfig,
-        context: k.context,
-        namespace: k.namespace,
-        keep: k.keep,
-        run,
-        urls: k.urls.into_iter().collect(),
-        image: k.image,
-        host: k.host,
-    };
-    Ok(Box::new(cluster::Kubernetes::new(spec)?))
-}
-
 /// The name of a run at a fraction of `system`'s maximum, as its folder and its
 /// rows are named: `host@30`.
 pub fn fraction_label(system: &str, fraction: f64) -> String {
@@ -486,7 +424,7 @@ pub(crate) fn deploy(
         },
     };
     let clock = Clock::start();
-    let mut platform = make_platform(scn, name, &opts.exe).map_err(lab)?;
+    let mut platform = crate::plan::platform_for(scn, name, &opts.exe).map_err(lab)?;
     // A cluster offers its installed controllers, the network lab its direct server;
     // otherwise the lab's profiles.
     let driver = match platform.driver_for(name) {
@@ -953,7 +891,7 @@ impl System {
         self.endpoints_changed();
     }
 
-    /// The endpoint set changed: the local controller pushes it to drivers that take
+    /// The endpoint set changed: `endpoint_push` pushes it to drivers that take
     /// it; either way the driver settles on the new set.
     fn endpoints_changed(&mut self) {
         let eps = self.platform.endpoints();
@@ -970,7 +908,7 @@ impl System {
             &detail,
             EventKind::EndpointsApplied,
             Expect::endpoints(&eps),
-            |d| controller::endpoints_changed(d, &eps).map(|_: Sync| ()),
+            |d| endpoint_push::endpoints_changed(d, &eps).map(|_: Sync| ()),
         );
     }
 }
@@ -1020,7 +958,7 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
                         d.stop()?;
                         d.start()?;
                         d.wait_ready(Duration::from_secs(15))?;
-                        controller::endpoints_changed(d, &eps).map(|_| ())
+                        endpoint_push::endpoints_changed(d, &eps).map(|_| ())
                     },
                 );
             }

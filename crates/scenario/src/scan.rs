@@ -7,6 +7,7 @@
 //! fraction runs it on one CPU under a CPU quota (a cgroup, as a Kubernetes CPU limit
 //! is), so a 2-core machine whose generator keeps a core still scans 0.25, 0.5 and 1.
 
+use crate::plan::Plan;
 use crate::runner::{deploy, search_plan, start, RunError, RunOptions, RunOutput};
 use crate::sizing::allocation;
 use crate::{Key, PlacementSpec, Scenario, TlsVersion};
@@ -27,8 +28,9 @@ use std::sync::atomic::Ordering;
 ///
 /// # Errors
 /// [`RunError`] when a system cannot be set up; rows already scanned stay on disk.
-pub fn run(scn: &Scenario, text: &str, mut opts: RunOptions) -> Result<RunOutput, RunError> {
-    let (folder, systems) = start(scn, text, &opts)?;
+pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<RunOutput, RunError> {
+    let scn = &plan.scenario;
+    let (folder, systems) = start(plan, &opts)?;
     let mut partial = false;
     for name in systems {
         if opts.stop.load(Ordering::Relaxed) {

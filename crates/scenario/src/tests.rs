@@ -35,7 +35,7 @@ fn s1_parses() {
         s.systems.iter().map(|p| p.name()).collect::<Vec<_>>(),
         ["nginx-reload", "haproxy-runtime"]
     );
-    assert_eq!(s.platform, "local");
+    assert_eq!(s.platform, PlatformKind::Local);
     assert_eq!(s.backends.replicas, 5);
     assert_eq!(s.load.duration.0, Duration::from_secs(60));
     assert_eq!(s.load.threads, 1);
@@ -179,12 +179,18 @@ include!("../../../tests/data/bad_scenarios.rs");
 
 #[test]
 fn bad_scenarios_name_the_key_and_its_line() {
-    Scenario::parse(BASE, "bad.yaml").expect("the base is valid");
+    // The file's checks, then the plan's (what `run` refuses with no flags).
+    let plan = |text: &str| {
+        Scenario::parse(text, "bad.yaml").and_then(|s| {
+            crate::plan::Plan::build(s, text.to_string(), "bad.yaml", Default::default())
+        })
+    };
+    plan(BASE).expect("the base is valid");
     Scenario::parse(BASE, "bad.yaml").unwrap().quick();
     for (from, to, want) in BAD {
         assert!(BASE.contains(from), "{from:?}");
         let text = BASE.replacen(from, to, 1);
-        let got = Scenario::parse(&text, "bad.yaml")
+        let got = plan(&text)
             .map(|_| "accepted".to_string())
             .unwrap_or_else(|e| e.to_string());
         assert_eq!(got, format!("scenario bad.yaml: {want}"), "{text}");

@@ -15,6 +15,7 @@ use results::clock::Nanos;
 use results::clock::{estimate_offset, ClockProbe};
 use results::merge::Part;
 use results::{GeneratorPart, MarksReceived, RunResult};
+use scenario::plan::DEFAULT_POD_LEAD;
 use scenario::runner::{LoadRun, LoadRunner};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -26,8 +27,6 @@ use std::time::{Duration, Instant};
 const FINISH_GRACE: Duration = Duration::from_secs(20);
 /// After an interrupt: the parts' drain and the collection.
 const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
-/// The pods' default head start: scheduling and an image pull.
-const DEFAULT_LEAD: Duration = Duration::from_secs(30);
 /// How often the pods are listed while waiting.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -405,7 +404,7 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
         node_selector: node_selector(&args.node_selector)?,
         spread: args.spread,
         host_network: args.host_network,
-        lead: lead(args.lead.as_deref(), None, &spec)?,
+        lead: lead(args.lead.as_deref(), &spec)?,
         quiet: args.quiet,
     };
     let stop = load::stop_on_signals()?;
@@ -417,18 +416,15 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
     }
 }
 
-/// `--lead`, else `given` (a scenario's), else the default for `spec`.
+/// `--lead`, else the default for `spec` ([`DEFAULT_POD_LEAD`] beyond its connect
+/// timeout; a scenario's plan resolves its own the same way).
 ///
 /// # Errors
 /// A usage error for a malformed duration.
-pub fn lead(
-    flag: Option<&str>,
-    given: Option<Duration>,
-    spec: &engine::LoadSpec,
-) -> anyhow::Result<Duration> {
+fn lead(flag: Option<&str>, spec: &engine::LoadSpec) -> anyhow::Result<Duration> {
     match flag {
         Some(l) => duration::parse(l).map_err(|e| usage(format!("--lead: {e}"))),
-        None => Ok(given.unwrap_or(DEFAULT_LEAD + spec.connect_timeout)),
+        None => Ok(DEFAULT_POD_LEAD + spec.connect_timeout),
     }
 }
 
@@ -448,7 +444,7 @@ pub struct KubernetesGenerators {
 impl LoadRunner for KubernetesGenerators {
     fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String> {
         let n = self.count;
-        let spec = &super::whole(&load.spec, n);
+        let spec = &split::whole(&load.spec, n);
         let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
         let start_at = split::start_instant(now_unix_ns(), self.pods.lead);
         let mut args = vec!["load".to_string()];

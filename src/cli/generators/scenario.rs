@@ -24,19 +24,10 @@ pub struct LocalGenerators {
     pub count: usize,
 }
 
-/// The whole load that `n` generators split: the scenario's, with at least one
-/// thread per generator (scenarios default to `load.threads: 1`, meant for one
-/// generator).
-pub fn whole(spec: &LoadSpec, n: usize) -> LoadSpec {
-    let mut s = spec.clone();
-    s.threads = s.threads.map(|t| t.max(n));
-    s
-}
-
 impl LoadRunner for LocalGenerators {
     fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String> {
         let n = self.count;
-        let spec = &whole(&load.spec, n);
+        let spec = &split::whole(&load.spec, n);
         let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
         let flags = load_flags(spec)?;
         // The scenario's generator CPUs (placement), one per child when there are

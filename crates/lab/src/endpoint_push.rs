@@ -1,5 +1,6 @@
-//! The local controller: what an ingress controller does between the platform and
-//! the proxy, for proxies on this machine.
+//! Endpoint push: what an ingress controller does between the platform and the
+//! proxy, for proxies on this machine (not to be confused with `cluster::controllers`,
+//! the ingress controllers installed in a cluster, which are systems under test).
 //!
 //! On a cluster the controller is the system under test and discovers endpoints
 //! itself. Here nothing watches the backends, so after every scale step this feeds

@@ -1,0 +1,428 @@
+//! One checked run plan, built once from the scenario file and `run`'s flags.
+//!
+//! `validate` and `run` both build a [`Plan`], so a file that validates is one `run`
+//! accepts with the same flags, and every refusal has one wording and one line. What
+//! the plan decides (where the load runs, which kind of load, the CPUs of each part)
+//! is read from it afterwards, not re-derived; and the platform of each system is
+//! built here, in [`Plan::platform_for`], the one place that matches on
+//! [`PlatformKind`] to construct one.
+
+use crate::{
+    Bad, ClusterFlags, GeneratorPods, PlacementSpec, PlatformKind, Scenario, ScenarioError,
+};
+use engine::split::{self, SplitError};
+use lab::{LabError, Platform};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The head start of generator pods before the load, beyond the connect timeout:
+/// scheduling and an image pull.
+pub const DEFAULT_POD_LEAD: Duration = Duration::from_secs(30);
+
+/// `run`'s flags that shape the plan (those that only say where to write, or when to
+/// fail afterwards, stay with the command). `validate` takes the same.
+#[derive(Clone, Debug)]
+pub struct RunFlags {
+    /// `--quick`: the scenario's `quick` section replaces durations, rates, connections.
+    pub quick: bool,
+    /// `--only`: these systems, each one of the scenario's.
+    pub only: Vec<String>,
+    /// `--repeat`: runs of each system, taking turns.
+    pub repeat: usize,
+    /// `--platform`, `--system`, `--kubeconfig` and the other cluster flags.
+    pub cluster: ClusterFlags,
+    /// `--generators`: over how many generators each system's load is split.
+    pub generators: Option<usize>,
+    /// `--generator-image`.
+    pub generator_image: Option<String>,
+    /// `--lead`, as written.
+    pub lead: Option<String>,
+    /// Whether `--metrics-listen` is given (the live metrics come from this process).
+    pub metrics_listen: bool,
+}
+
+impl Default for RunFlags {
+    fn default() -> Self {
+        RunFlags {
+            quick: false,
+            only: Vec::new(),
+            repeat: 1,
+            cluster: ClusterFlags::default(),
+            generators: None,
+            generator_image: None,
+            lead: None,
+            metrics_listen: false,
+        }
+    }
+}
+
+/// What each system's load is.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LoadMode {
+    /// `load.rate`: a constant rate or a plan of steps and ramps.
+    Given,
+    /// `load.rates`: fractions of each system's maximum, searched first.
+    Fractions(Vec<f64>),
+    /// `sizing`: each system's maximum at each CPU allocation (study S4).
+    Sizing,
+}
+
+/// Where each system's load is generated.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Generators {
+    /// By this process.
+    InProcess,
+    /// Split over `count` child processes on this machine.
+    Local { count: usize },
+    /// Split over the `count` pods of an indexed Job in the cluster.
+    Pods {
+        count: usize,
+        pods: GeneratorPodsPlan,
+    },
+}
+
+impl Generators {
+    /// How many generators share each system's load.
+    pub fn count(&self) -> usize {
+        match self {
+            Generators::InProcess => 1,
+            Generators::Local { count } | Generators::Pods { count, .. } => *count,
+        }
+    }
+}
+
+/// The generator pods, resolved from `kubernetes.generators` and the flags.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GeneratorPodsPlan {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+    pub namespace: Option<String>,
+    /// `None`: the default image (`ingressbench`).
+    pub image: Option<String>,
+    pub node_selector: BTreeMap<String, String>,
+    pub spread: bool,
+    pub host_network: bool,
+    /// The pods' head start before the load.
+    pub lead: Duration,
+}
+
+/// A scenario checked together with the flags it runs under.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The scenario with the flags applied (`--quick`, the cluster flags).
+    pub scenario: Scenario,
+    /// The file as written, stored beside the results.
+    pub text: String,
+    /// The systems to run, in the scenario's order (all unless `--only`).
+    pub only: Vec<String>,
+    pub repeat: usize,
+    pub load: LoadMode,
+    pub generators: Generators,
+    /// The CPUs of the generator, the proxy and the backends on this machine.
+    pub placement: lab::platform::Placement,
+}
+
+/// Where a generator count came from, so a refusal names what the user wrote.
+#[derive(Clone, Copy)]
+enum CountFrom {
+    Flag,
+    File,
+}
+
+impl CountFrom {
+    /// `--generators 3` or `kubernetes.generators.count: 3`.
+    fn said(self, n: usize) -> String {
+        match self {
+            CountFrom::Flag => format!("--generators {n}"),
+            CountFrom::File => format!("kubernetes.generators.count: {n}"),
+        }
+    }
+
+    /// What to drop to take it back.
+    fn what(self) -> &'static str {
+        match self {
+            CountFrom::Flag => "--generators",
+            CountFrom::File => "kubernetes.generators.count",
+        }
+    }
+}
+
+impl Plan {
+    /// Reads the scenario file and checks it with `flags`.
+    ///
+    /// # Errors
+    /// [`ScenarioError`]: the file's (naming the line and the key), or a flag's.
+    pub fn load(path: &Path, flags: RunFlags) -> Result<Plan, ScenarioError> {
+        let (s, text) = Scenario::load(path)?;
+        Plan::build(s, text, &path.display().to_string(), flags)
+    }
+
+    /// Checks a parsed scenario (`text` as written, `file` naming it) with `flags`.
+    ///
+    /// # Errors
+    /// [`ScenarioError`]: a refusal naming the flag, or the key and its line.
+    pub fn build(
+        mut s: Scenario,
+        text: String,
+        file: &str,
+        flags: RunFlags,
+    ) -> Result<Plan, ScenarioError> {
+        let flag = |msg: String| ScenarioError::Flag(msg);
+        // A refusal that names a key of the file: its line, as the file's own checks.
+        let keyed = |key: &'static str, msg: String| {
+            let bad = Bad::new(key, msg);
+            match bad.line(&text) {
+                Some(line) => ScenarioError::Invalid {
+                    file: file.to_string(),
+                    line,
+                    msg: bad.msg,
+                },
+                None => ScenarioError::Other {
+                    file: file.to_string(),
+                    msg: bad.msg,
+                },
+            }
+        };
+        if flags.quick {
+            s = s.quick();
+        }
+        s.override_cluster(flags.cluster).map_err(flag)?;
+        for o in &flags.only {
+            if !s.systems.iter().any(|p| p.name() == o) {
+                return Err(flag(format!(
+                    "--only {o}: not in this scenario: use one of {}",
+                    s.system_names()
+                )));
+            }
+        }
+        if flags.repeat == 0 {
+            return Err(flag(
+                "--repeat 0: give at least 1 (the number of runs of each system)".into(),
+            ));
+        }
+        let load = if s.sizing.is_some() {
+            LoadMode::Sizing
+        } else if !s.load.rates.is_empty() {
+            LoadMode::Fractions(s.load.rates.clone())
+        } else {
+            LoadMode::Given
+        };
+        if flags.repeat > 1 && load != LoadMode::Given {
+            let key = if load == LoadMode::Sizing {
+                "sizing"
+            } else {
+                "load.rates"
+            };
+            return Err(keyed(
+                key,
+                format!(
+                    "--repeat {} with {key}: its runs follow a search of their own, which is not repeated: drop --repeat, or give load.rate",
+                    flags.repeat
+                ),
+            ));
+        }
+        let on_cluster = s.platform == PlatformKind::Kubernetes;
+        if !on_cluster && (flags.generator_image.is_some() || flags.lead.is_some()) {
+            return Err(flag(
+                "--generator-image and --lead are for generator pods: use them with platform kubernetes and --generators N".into(),
+            ));
+        }
+        let pods: GeneratorPods = s
+            .kubernetes
+            .as_ref()
+            .map(|k| k.generators.clone())
+            .unwrap_or_default();
+        let (count, from) = match (flags.generators, pods.count) {
+            (Some(n), _) => (n, CountFrom::Flag),
+            (None, Some(n)) => (n, CountFrom::File),
+            (None, None) => (1, CountFrom::Flag),
+        };
+        // A refusal of a count: on the file's line when the file gave it.
+        let refuse = |msg: String| match from {
+            CountFrom::Flag => flag(msg),
+            CountFrom::File => keyed("kubernetes.generators.count", msg),
+        };
+        let said = from.said(count);
+        let drop = from.what();
+        if count == 0 {
+            return Err(refuse(format!("{said}: give at least 1")));
+        }
+        if count > 1 {
+            let conflict = match load {
+                LoadMode::Fractions(_) => Some(format!(
+                    "{said} with load.rates: the search for each maximum runs in this process, so the runs at its fractions must too: drop {drop}, or give load.rate"
+                )),
+                LoadMode::Sizing => Some(format!(
+                    "{said} with sizing: each row's search runs in this process: drop {drop}"
+                )),
+                LoadMode::Given => None,
+            };
+            let conflict = conflict.or_else(|| match s.platform {
+                PlatformKind::NetworkLab => Some(format!(
+                    "{said} on the network lab: its load leaves from a namespace of this process: drop {drop}"
+                )),
+                PlatformKind::Local | PlatformKind::Kubernetes => None,
+            });
+            let conflict = conflict.or_else(|| {
+                flags.metrics_listen.then(|| format!(
+                    "--metrics-listen with {said}: the generators' seconds reach this process only at the end: drop one"
+                ))
+            });
+            if let Some(msg) = conflict {
+                return Err(refuse(msg));
+            }
+            // The same split the run will make, checked before anything starts.
+            let spec = crate::runner::load_spec(&s, "http://127.0.0.1:1/", None);
+            split::split(&split::whole(&spec, count), count, 0).map_err(|e| match e {
+                SplitError::Connections { connections, .. } => refuse(format!(
+                    "{said} needs at least {count} connections, not load.connections: {connections}: each generator needs one"
+                )),
+                SplitError::Threads { threads, .. } => refuse(format!(
+                    "{said} needs at least {count} threads, not load.threads: {threads}: each generator runs one"
+                )),
+                SplitError::Plan { .. } => refuse(format!(
+                    "{said} with a load plan in load.rate: a plan runs on one generator for now: give a constant rate, or drop {drop}"
+                )),
+                e => refuse(e.to_string()),
+            })?;
+        }
+        let generators = match (count, on_cluster) {
+            (1, _) => Generators::InProcess,
+            (count, false) => Generators::Local { count },
+            (count, true) => {
+                let k = s.kubernetes.clone().unwrap_or_default();
+                if k.cacert.is_some() {
+                    return Err(refuse(format!(
+                        "{said} on a cluster: kubernetes.cacert (--cacert) names a file on this machine, which the generator pods cannot read: use generator pods only with a URL whose certificate a public CA signed (or http://), or run the load here (drop {drop})"
+                    )));
+                }
+                let connect_timeout = s.load.connect_timeout.0;
+                let lead = match &flags.lead {
+                    Some(l) => {
+                        results::duration::parse(l).map_err(|e| flag(format!("--lead: {e}")))?
+                    }
+                    None => pods
+                        .lead
+                        .as_ref()
+                        .map_or(DEFAULT_POD_LEAD + connect_timeout, |d| d.0),
+                };
+                Generators::Pods {
+                    count,
+                    pods: GeneratorPodsPlan {
+                        kubeconfig: k.kubeconfig,
+                        context: k.context,
+                        namespace: k.namespace,
+                        image: flags.generator_image.clone().or(pods.image.clone()),
+                        node_selector: pods.node_selector.clone(),
+                        spread: pods.spread,
+                        host_network: pods.host_network,
+                        lead,
+                    },
+                }
+            }
+        };
+        let only = if flags.only.is_empty() {
+            s.systems.iter().map(|p| p.name().to_string()).collect()
+        } else {
+            flags.only
+        };
+        Ok(Plan {
+            placement: PlacementSpec::resolve(s.placement.as_ref()),
+            scenario: s,
+            text,
+            only,
+            repeat: flags.repeat,
+            load,
+            generators,
+        })
+    }
+
+    /// The platform of `system` ([`platform_for`]).
+    ///
+    /// # Errors
+    /// [`LabError`] when the platform cannot start.
+    pub fn platform_for(&self, system: &str, exe: &Path) -> Result<Box<dyn Platform>, LabError> {
+        platform_for(&self.scenario, system, exe)
+    }
+
+    /// One line of what will run, for `validate`.
+    pub fn summary(&self) -> String {
+        let s = &self.scenario;
+        let systems = format!("{} systems ({})", s.systems.len(), s.system_names());
+        let what = match &self.load {
+            LoadMode::Sizing => {
+                let z = s.sizing.as_ref().expect("a sizing plan has its section");
+                return format!(
+                    "sizing scan of {systems}: {} rows each ({} allocations x {} measures)",
+                    z.rows().len(),
+                    z.cores.len(),
+                    z.measures().len()
+                );
+            }
+            LoadMode::Given => s.load.rate.to_string(),
+            LoadMode::Fractions(f) => {
+                let pct: Vec<String> = f.iter().map(|f| format!("{:.0} %", f * 100.0)).collect();
+                format!("{} of each maximum", pct.join(", "))
+            }
+        };
+        let generators = match &self.generators {
+            Generators::InProcess => String::new(),
+            Generators::Local { count } => format!(", over {count} local generators"),
+            Generators::Pods { count, .. } => format!(", over {count} generator pods"),
+        };
+        format!(
+            "{systems}, {} backends, {what} for {}s, {} change steps{generators}",
+            s.backends.replicas,
+            s.load.duration.0.as_secs_f64(),
+            s.changes.len()
+        )
+    }
+}
+
+/// The platform of `system` in `scn` (the plan's scenario, or a sizing row's): the
+/// one place a platform is built, matching on [`PlatformKind`]. On a cluster each
+/// system gets its own run id (and so its own namespace): a namespace is deleted
+/// asynchronously, and the next system must not wait for it or meet its leftovers.
+///
+/// # Errors
+/// [`LabError`] when the platform cannot start (a network lab's namespaces, a
+/// cluster's client).
+pub(crate) fn platform_for(
+    scn: &Scenario,
+    system: &str,
+    exe: &Path,
+) -> Result<Box<dyn Platform>, LabError> {
+    match scn.platform {
+        PlatformKind::Local => Ok(Box::new(lab::local::LocalProcesses::new(exe))),
+        PlatformKind::NetworkLab => {
+            let n = scn.network_lab.clone().unwrap_or_default();
+            let opts = lab::network::NetworkOptions {
+                notrack: n.notrack,
+                sysctls: n.sysctls(),
+                access_log: n.access_log,
+            };
+            Ok(Box::new(lab::network::NetworkLab::new(system, opts)?))
+        }
+        PlatformKind::Kubernetes => {
+            let k = scn.kubernetes.clone().unwrap_or_default();
+            let stamp = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs());
+            let run: String = format!("{stamp:x}-{system}").chars().take(40).collect();
+            let spec = cluster::ClusterSpec {
+                gateway: k.gateway_for(system),
+                cacert: k.cacert.clone(),
+                kubeconfig: k.kubeconfig,
+                context: k.context,
+                namespace: k.namespace,
+                keep: k.keep,
+                run,
+                urls: k.urls.into_iter().collect(),
+                image: k.image,
+                host: k.host,
+            };
+            Ok(Box::new(cluster::Kubernetes::new(spec)?))
+        }
+    }
+}
