@@ -1,0 +1,109 @@
+//! Why a request failed: the error kinds users see, and their counts.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Why a request failed. The names are the ones users see in tables and JSON.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ErrorKind {
+    /// Refused, reset or unreachable while connecting.
+    Connect,
+    /// No connection (TCP and TLS) within the connect timeout.
+    ConnectTimeout,
+    /// The TLS handshake failed.
+    Tls,
+    /// Reset, EOF or bad bytes while reading a response.
+    Read,
+    /// The request could not be written.
+    Write,
+    /// No full response within the request timeout.
+    Timeout,
+    /// A full response with status >= 400.
+    Status,
+}
+
+impl ErrorKind {
+    /// Every kind, in the order tables show them.
+    pub const ALL: [ErrorKind; 7] = [
+        ErrorKind::Connect,
+        ErrorKind::ConnectTimeout,
+        ErrorKind::Tls,
+        ErrorKind::Read,
+        ErrorKind::Write,
+        ErrorKind::Timeout,
+        ErrorKind::Status,
+    ];
+
+    /// The kind's name in JSON and tables.
+    pub fn name(self) -> &'static str {
+        match self {
+            ErrorKind::Connect => "connect",
+            ErrorKind::ConnectTimeout => "connect_timeout",
+            ErrorKind::Tls => "tls",
+            ErrorKind::Read => "read",
+            ErrorKind::Write => "write",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Status => "status",
+        }
+    }
+
+    /// Position in [`ErrorKind::ALL`], for counting in a fixed array.
+    #[inline]
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Error counts by kind, plus each HTTP status >= 400 seen.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Errors {
+    pub connect: u64,
+    pub connect_timeout: u64,
+    pub tls: u64,
+    pub read: u64,
+    pub write: u64,
+    pub timeout: u64,
+    pub status: u64,
+    /// Status code (as a string, e.g. "503") to count.
+    pub status_codes: BTreeMap<String, u64>,
+    /// The first error of each kind that occurred, kind name to its message
+    /// (`{"tls": "invalid peer certificate: UnknownIssuer"}`): counts say how often,
+    /// this says why. Absent in files written before it existed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub first: BTreeMap<String, String>,
+}
+
+impl Errors {
+    /// Builds the table from an array indexed by [`ErrorKind::index`].
+    pub fn from_counts(counts: &[u64; 7], status_codes: BTreeMap<String, u64>) -> Self {
+        Errors {
+            connect: counts[0],
+            connect_timeout: counts[1],
+            tls: counts[2],
+            read: counts[3],
+            write: counts[4],
+            timeout: counts[5],
+            status: counts[6],
+            status_codes,
+            first: BTreeMap::new(),
+        }
+    }
+
+    /// The count of one kind.
+    pub fn get(&self, kind: ErrorKind) -> u64 {
+        match kind {
+            ErrorKind::Connect => self.connect,
+            ErrorKind::ConnectTimeout => self.connect_timeout,
+            ErrorKind::Tls => self.tls,
+            ErrorKind::Read => self.read,
+            ErrorKind::Write => self.write,
+            ErrorKind::Timeout => self.timeout,
+            ErrorKind::Status => self.status,
+        }
+    }
+
+    /// All errors of every kind.
+    pub fn total(&self) -> u64 {
+        ErrorKind::ALL.iter().map(|k| self.get(*k)).sum()
+    }
+}

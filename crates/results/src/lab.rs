@@ -1,0 +1,122 @@
+//! What the local lab reports of a system under test: the proxy's own resources, its
+//! placement on CPUs, its events and versions.
+
+use crate::{
+    failover, ClusterInfo, Event, EventWindow, NetworkInfo, Propagation, RoutePropagation,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One second of what the system under test spent (its processes on this machine).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceSample {
+    /// When it was read, seconds from the start of the measured window (about once a
+    /// second; later while a change was being applied).
+    pub t_s: f64,
+    /// CPU (user + system) used since the previous reading, in cores: 1.0 is a whole
+    /// core busy.
+    pub cpu: f64,
+    /// Resident memory at the end of the second, MiB.
+    pub rss_mib: f64,
+    /// Processes alive then (a reload's old workers included).
+    pub processes: u32,
+}
+
+/// What the system under test spent over the measured window, read every second from
+/// `/proc` for every process of its process groups.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Resources {
+    pub samples: Vec<ResourceSample>,
+    /// CPU cores used on average and in the busiest second.
+    pub cpu_mean: f64,
+    pub cpu_max: f64,
+    /// Largest resident memory seen, MiB.
+    pub rss_max_mib: f64,
+    /// CPU milliseconds per 1,000 completed requests.
+    pub cpu_ms_per_1000: Option<f64>,
+}
+
+impl Resources {
+    /// The samples with their summary; `completed`: the run's completed requests.
+    pub fn of(samples: Vec<ResourceSample>, completed: u64) -> Self {
+        let mut prev = 0.0;
+        let mut total = 0.0;
+        for s in &samples {
+            total += s.cpu * (s.t_s - prev).max(0.0);
+            prev = s.t_s;
+        }
+        Resources {
+            cpu_mean: if prev > 0.0 { total / prev } else { 0.0 },
+            cpu_max: samples.iter().map(|s| s.cpu).fold(0.0, f64::max),
+            rss_max_mib: samples.iter().map(|s| s.rss_mib).fold(0.0, f64::max),
+            cpu_ms_per_1000: (completed > 0).then(|| total * 1000.0 / completed as f64 * 1000.0),
+            samples,
+        }
+    }
+}
+
+/// What a lab run adds to a result.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LabInfo {
+    /// The profile, e.g. `nginx-reload`.
+    pub system: String,
+    pub scenario: String,
+    /// Versions of the proxy and its parts, e.g. `{"nginx": "1.22.1"}`.
+    pub versions: BTreeMap<String, String>,
+    pub events: Vec<Event>,
+    pub windows: Vec<EventWindow>,
+    /// The same figures for the requests intended before the first change (the
+    /// whole run when nothing changed): with `windows`, they add up to the run.
+    /// Absent in results written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before_changes: Option<EventWindow>,
+    pub propagation: Propagation,
+    /// Route changes as traffic saw them; absent when the run changed no route (and
+    /// in results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_propagation: Option<RoutePropagation>,
+    /// What the system under test spent, per second (absent when none of it ran on
+    /// this machine, and in results written before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Resources>,
+    /// The proxy process died during the run.
+    pub proxy_died: bool,
+    /// Which CPUs the generator, the proxy and the backends ran on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<PlacementInfo>,
+    /// On a cluster: where the run worked and which pods served it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<ClusterInfo>,
+    /// On the network lab: the data path and how the nodes were tuned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkInfo>,
+    /// In a run at fractions of a maximum (`load.rates`): which fraction this is and
+    /// the maximum it is a fraction of (the search is in the system's `search.json`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<Fraction>,
+    /// With flapping backends (`backends.flapping`): their phases and what each saw,
+    /// see [`failover`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<failover::Failover>,
+}
+
+/// A run at a fraction of the maximum its system sustained (study S2's 30-50 %).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Fraction {
+    /// The system the maximum was searched for (`host`), without the fraction.
+    pub of: String,
+    /// 0 to 1, e.g. 0.3.
+    pub fraction: f64,
+    /// The maximum found by the search, req/s.
+    pub max_rate: f64,
+}
+
+/// The CPUs each part of a lab run used, as `0-3,6` lists, and the proxy's workers.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlacementInfo {
+    pub generator: String,
+    pub proxy: String,
+    pub backends: String,
+    /// Workers (processes or threads) the proxy ran: one per CPU of its set.
+    pub proxy_workers: usize,
+}

@@ -1,0 +1,210 @@
+//! What the load measured: latency percentiles, request counts, the rate reached, TLS
+//! handshakes, the per-second timeline.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The percentiles every latency figure reports, in milliseconds.
+///
+/// Every figure is `None` (JSON `null`) when it was computed from no value at all: a
+/// run that received no response has no latency, and `0.0` would read as a perfect
+/// one. Files written before this change hold numbers, which still read as `Some`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Percentiles {
+    pub p50: Option<f64>,
+    pub p75: Option<f64>,
+    pub p90: Option<f64>,
+    pub p99: Option<f64>,
+    #[serde(rename = "p99.9")]
+    pub p99_9: Option<f64>,
+    #[serde(rename = "p99.99")]
+    pub p99_99: Option<f64>,
+    #[serde(rename = "p99.999")]
+    pub p99_999: Option<f64>,
+    #[serde(rename = "p99.9999")]
+    pub p99_9999: Option<f64>,
+    pub max: Option<f64>,
+    pub mean: Option<f64>,
+    pub stdev: Option<f64>,
+    /// Number of values the figures were computed from.
+    #[serde(default)]
+    pub count: u64,
+}
+
+impl Percentiles {
+    /// The quantiles (as fractions) behind the `pNN` fields, in field order, with
+    /// their labels: the "nines" every table and chart uses.
+    pub const QUANTILES: [(f64, &'static str); 8] = [
+        (0.50, "50"),
+        (0.75, "75"),
+        (0.90, "90"),
+        (0.99, "99"),
+        (0.999, "99.9"),
+        (0.9999, "99.99"),
+        (0.99999, "99.999"),
+        (0.999999, "99.9999"),
+    ];
+
+    /// The `pNN` values in the order of [`Percentiles::QUANTILES`].
+    pub fn values(&self) -> [Option<f64>; 8] {
+        [
+            self.p50,
+            self.p75,
+            self.p90,
+            self.p99,
+            self.p99_9,
+            self.p99_99,
+            self.p99_999,
+            self.p99_9999,
+        ]
+    }
+
+    /// Whether the figures come from no value at all (every field `None`).
+    pub fn is_empty(&self) -> bool {
+        self.max.is_none()
+    }
+}
+
+/// Latency from the intended send time, from the actual send time, and the
+/// generator's own delay in sending.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    pub corrected: Percentiles,
+    pub uncorrected: Percentiles,
+    pub generator_lag: Percentiles,
+}
+
+/// The request balance: `intended = completed + failed + not_sent + unfinished`, and
+/// of those, `sent + timed_out_unsent = completed + failed + unfinished`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Requests {
+    /// Requests the schedule called for in the measured window.
+    pub intended: u64,
+    /// Requests the engine started (connect or write begun), during the window or in
+    /// the drain after it.
+    pub sent: u64,
+    /// Full responses with status < 400.
+    pub completed: u64,
+    /// Requests that ended in an error of any kind (status >= 400 included).
+    pub failed: u64,
+    /// Intended requests never started because the run was interrupted (always 0
+    /// at a normal end: what is due is sent in the drain after the window). Still
+    /// written, so readers of older files find it where it always was.
+    #[serde(default)]
+    pub not_sent: u64,
+    /// Requests still in flight when an interrupted run gave up waiting for them.
+    pub unfinished: u64,
+    /// Of `failed`: `timeout`s that were never sent, because every connection of
+    /// theirs was still busy when the drain after the window ended (`--timeout`
+    /// after it). Absent (0) in files written before the drain existed.
+    #[serde(default)]
+    pub timed_out_unsent: u64,
+}
+
+impl Requests {
+    /// Whether every intended request is accounted for exactly once.
+    pub fn balanced(&self) -> bool {
+        self.intended == self.completed + self.failed + self.not_sent + self.unfinished
+            && self.sent + self.timed_out_unsent == self.completed + self.failed + self.unfinished
+    }
+}
+
+/// Why some requests due in the measured window had not been started by its end, by
+/// cause: the three add up to `intended` minus the requests started in the window
+/// (counting, as started, those due with a free connection within the lag limit of
+/// the end: the loop's ordinary wake-up, not a delay).
+/// At a normal end they are then sent in the drain (or time out) and measured from
+/// their intended times like any other; after an interrupt they are `not_sent`.
+///
+/// Only the first says anything about the generator; the other two are the system
+/// under test's doing, already in the corrected latency and the error counts.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Shortfall {
+    /// A connection was free but the generator had not sent them: it was late by more
+    /// than the lag limit (see `generator.overloaded`).
+    #[serde(default)]
+    pub generator_late: u64,
+    /// Every connection that could carry them was waiting for a response: the server
+    /// was slow to answer (its latency), not a fault of the generator.
+    #[serde(default)]
+    pub connections_busy: u64,
+    /// Every connection that could carry them was still being opened (TCP connect or
+    /// TLS handshake), the way connections that time out or fail to open hold
+    /// requests back; see the `connect`, `connect_timeout` and `tls` errors.
+    #[serde(default)]
+    pub connections_failed: u64,
+}
+
+impl Shortfall {
+    /// Requests behind for any reason.
+    pub fn total(&self) -> u64 {
+        self.generator_late + self.connections_busy + self.connections_failed
+    }
+
+    /// Adds another count (another worker's, or generator's).
+    pub fn add(&mut self, o: &Shortfall) {
+        self.generator_late += o.generator_late;
+        self.connections_busy += o.connections_busy;
+        self.connections_failed += o.connections_failed;
+    }
+}
+
+/// Target and achieved request rates, per second.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rate {
+    /// The `-R` rate; `null` in `--max` mode.
+    pub target: Option<f64>,
+    /// Requests started during the measured window, per second of it (those started
+    /// in the drain after it, though due in it, are not counted: see `shortfall`).
+    pub achieved: f64,
+    /// Successful responses per second of the measured window.
+    pub completed_per_s: f64,
+    /// Whether `achieved` is at least 99 % of `target` (always true with `--max`).
+    pub reached: bool,
+    /// Why requests due in the window were not started by its end (what keeps
+    /// `achieved` below `target`). Zero in files written before it existed.
+    #[serde(default)]
+    pub shortfall: Shortfall,
+}
+
+/// TLS figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsStats {
+    /// Handshakes completed in the measured window.
+    pub handshakes: u64,
+    /// Of those, how many resumed a session.
+    pub resumed: u64,
+    /// Negotiated protocol version, e.g. "TLSv1.3".
+    pub version: Option<String>,
+}
+
+/// One second of the run (by completion time).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TimelineEntry {
+    /// Seconds since the start of the measured window (the second's start).
+    pub t: u64,
+    /// Requests started in this second.
+    pub sent: u64,
+    /// Successful responses in this second.
+    pub completed: u64,
+    /// Errors of any kind in this second.
+    pub errors: u64,
+    /// Errors by kind in this second (kinds with zero omitted).
+    pub errors_by_kind: BTreeMap<String, u64>,
+    /// Corrected latency percentiles of the responses in this second, in ms.
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// The generator's largest send lag in this second, in ms (0 in files written
+    /// before it existed): how far behind its schedule it fell, for live views that
+    /// cannot wait for the run's lag histogram.
+    #[serde(default)]
+    pub lag_max_ms: f64,
+    /// Responses per backend id in this second.
+    pub backends: BTreeMap<String, u64>,
+    /// The second's corrected histogram (µs, V2 deflate, base64), written only in a
+    /// generator's part of a split run so the merge can recompute `p50` and `p99` of
+    /// the second exactly: percentiles of parts cannot be added.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<String>,
+}
