@@ -85,7 +85,9 @@ pub fn main() -> i32 {
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
         Command::Watchdog { parent: _ } => {
-            lab::watchdog::serve(std::io::stdin().lock());
+            lab::watchdog::serve(std::io::stdin().lock(), || {
+                lab::cgroup::sweep();
+            });
             Ok(0)
         }
     };

@@ -171,12 +171,12 @@ pub fn cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
             a.platform
         )));
     }
-    let spec = cluster::ClusterSpec {
+    let spec = kubernetes::ClusterSpec {
         kubeconfig: a.kubeconfig,
         context: a.context,
-        ..cluster::ClusterSpec::default()
+        ..kubernetes::ClusterSpec::default()
     };
-    let gone = cluster::cleanup(&spec).map_err(anyhow::Error::from)?;
+    let gone = kubernetes::cleanup(&spec).map_err(anyhow::Error::from)?;
     if gone.is_empty() {
         println!(
             "nothing to clean: no namespace labelled app.kubernetes.io/managed-by=ingressbench"
@@ -221,11 +221,11 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             Some(Arc::new(super::generators::KubernetesGenerators {
                 count: *count,
                 pods: super::generators::Pods {
-                    cluster: cluster::ClusterSpec {
+                    cluster: kubernetes::ClusterSpec {
                         kubeconfig: pods.kubeconfig.clone(),
                         context: pods.context.clone(),
                         namespace: pods.namespace.clone(),
-                        ..cluster::ClusterSpec::default()
+                        ..kubernetes::ClusterSpec::default()
                     },
                     image: pods.image.clone(),
                     node_selector: pods.node_selector.clone(),

@@ -5,7 +5,7 @@
 
 use crate::common::k8s::TestCluster;
 use crate::common::shared;
-use cluster::{ClusterSpec, Kubernetes};
+use kubernetes::{ClusterSpec, Kubernetes};
 use lab::platform::{BackendSpec, Platform, PlatformEvent, SiteSpec, StopMode, TlsSpec};
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
@@ -179,7 +179,7 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
         let mut p = Kubernetes::new(spec.clone()).unwrap();
         p.prepare(&site(&out2_dir, 1)).expect("prepare t2");
         p.teardown();
-        cluster::cleanup(&spec).expect("cleanup")
+        kubernetes::cleanup(&spec).expect("cleanup")
     });
     assert_eq!(gone, vec!["ingressbench-t2".to_string()]);
     assert!(cluster.wait_for(

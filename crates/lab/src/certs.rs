@@ -5,23 +5,7 @@ use super::driver::LabError;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The key type of the proxy's certificate.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum KeyType {
-    Rsa2048,
-    EcdsaP256,
-}
-
-impl KeyType {
-    /// Parses a scenario's key name: `rsa2048` or `ecdsa-p256`.
-    pub fn parse(s: &str) -> Option<KeyType> {
-        match s {
-            "rsa2048" | "rsa-2048" => Some(KeyType::Rsa2048),
-            "ecdsa-p256" | "p256" => Some(KeyType::EcdsaP256),
-            _ => None,
-        }
-    }
-}
+pub use sut::KeyType;
 
 /// Generates a self-signed certificate and key in `dir`; returns (cert, key).
 ///

@@ -1,5 +1,5 @@
 //! Endpoint push: what an ingress controller does between the platform and the
-//! proxy, for proxies on this machine (not to be confused with `cluster::controllers`,
+//! proxy, for proxies on this machine (not to be confused with `kubernetes::controllers`,
 //! the ingress controllers installed in a cluster, which are systems under test).
 //!
 //! On a cluster the controller is the system under test and discovers endpoints

@@ -14,21 +14,7 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-/// The tuned variant's settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PassiveHealth {
-    /// Failed requests that take a backend out (nginx `max_fails`, HAProxy
-    /// `error-limit`, Caddy `max_fails`, Envoy `consecutive_5xx`).
-    pub max_fails: u32,
-    /// How long it stays out before it is tried again (nginx `fail_timeout`, HAProxy
-    /// `downinter` of the checks that bring it back, Caddy `fail_duration`, Envoy
-    /// `base_ejection_time`).
-    pub fail_timeout: Duration,
-    /// A response slower than this counts as failed (and is retried where the proxy
-    /// retries): nginx `proxy_read_timeout`, HAProxy `timeout server`, Caddy
-    /// `response_header_timeout`, Envoy's route timeout. `None`: the profile's own.
-    pub timeout: Option<Duration>,
-}
+pub use sut::PassiveHealth;
 
 /// The suffix of a tuned variant's system name.
 pub const VARIANT: &str = "+passive";

@@ -8,7 +8,6 @@ pub mod backends;
 pub mod caddy;
 pub mod certs;
 pub mod cgroup;
-pub mod driver;
 pub mod endpoint_push;
 pub mod envoy;
 pub mod haproxy;
@@ -16,15 +15,16 @@ pub mod health;
 pub mod local;
 pub mod network;
 pub mod nginx;
-pub mod platform;
 pub mod ports;
 pub mod proc;
 pub mod profiles;
 pub mod usage;
-pub mod watchdog;
 
-pub use driver::{
-    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Route,
-};
-pub use platform::{Platform, PlatformEvent, Target};
+// The traits and types every system under test shares live in `sut`; their paths
+// here keep the lab's own code and its users reading as before.
 pub use profiles::{driver_for, PROFILES};
+pub use sut::{driver, platform, watchdog};
+pub use sut::{
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Platform,
+    PlatformEvent, Route, Target,
+};

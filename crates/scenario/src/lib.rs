@@ -234,12 +234,12 @@ impl<'de> Deserialize<'de> for Profile {
         if let Some((name, _)) = lab::network::data_path(&s) {
             return Ok(Profile(name));
         }
-        match cluster::controllers::controller(&s) {
+        match kubernetes::controllers::controller(&s) {
             Some(c) => Ok(Profile(c.name)),
             None => Err(de::Error::custom(format!(
                 "unknown system `{s}`, expected one of {} (platform: local), {} (platform: kubernetes) or {} (platform: network-lab)",
                 lab::profiles::names().join(", "),
-                cluster::controllers::names().join(", "),
+                kubernetes::controllers::names().join(", "),
                 lab::network::path_names().join(", ")
             ))),
         }
@@ -949,7 +949,7 @@ impl Scenario {
         self.check_rates()?;
         failover::check(self).map_err(|(key, msg)| Bad::new(key, msg))?;
         // The load as the runner gives it to the engine.
-        runner::load_spec(self, &placeholder_url(self), None)
+        plan::load_spec(self, &placeholder_url(self), None)
             .resolve()
             .map_err(|e| Bad::spec(&e, spec_key))?;
         if let Some(q) = &self.quick {
@@ -967,7 +967,7 @@ impl Scenario {
             }
             // What `--quick` replaced is named by its `quick` key.
             let quick = self.quick();
-            runner::load_spec(&quick, &placeholder_url(&quick), None)
+            plan::load_spec(&quick, &placeholder_url(&quick), None)
                 .resolve()
                 .map_err(|e| Bad::spec(&e, quick_key))?;
         }
@@ -1029,10 +1029,10 @@ impl Scenario {
         if !o.systems.is_empty() {
             let mut systems = Vec::new();
             for (name, url) in o.systems {
-                let c = cluster::controllers::controller(&name).ok_or_else(|| {
+                let c = kubernetes::controllers::controller(&name).ok_or_else(|| {
                     format!(
                         "--system {name}: not an installed-controller profile: use one of {}",
-                        cluster::controllers::names().join(", ")
+                        kubernetes::controllers::names().join(", ")
                     )
                 })?;
                 systems.push(Profile(c.name));
@@ -1293,7 +1293,7 @@ impl Scenario {
             if kind(p.name()) != self.platform {
                 let (want, names) = match self.platform {
                     PlatformKind::Kubernetes => {
-                        ("an installed controller", cluster::controllers::names())
+                        ("an installed controller", kubernetes::controllers::names())
                     }
                     PlatformKind::NetworkLab => ("a data path", lab::network::path_names()),
                     PlatformKind::Local => ("a local profile", lab::profiles::names()),
@@ -1314,8 +1314,8 @@ impl Scenario {
         if kube
             && self.backends.delay.is_some()
             && !matches!(
-                cluster::objects::BackendImage::from_setting(image),
-                cluster::objects::BackendImage::Ingressbench(_)
+                kubernetes::objects::BackendImage::from_setting(image),
+                kubernetes::objects::BackendImage::Ingressbench(_)
             )
         {
             return Err(Bad::new(
@@ -1383,11 +1383,11 @@ impl Scenario {
             let mut routes = Vec::new();
             routes_in(&self.changes, &mut routes);
             for p in &self.systems {
-                let Some(c) = cluster::controllers::controller(p.name()) else {
+                let Some(c) = kubernetes::controllers::controller(p.name()) else {
                     continue;
                 };
                 for r in &routes {
-                    cluster::controllers::check(c, r.route())
+                    kubernetes::controllers::check(c, r.route())
                         .map_err(|e| Bad::new("changes", format!("changes: {e}")))?;
                 }
             }

@@ -2,15 +2,14 @@
 //!
 //! `validate` and `run` both build a [`Plan`], so a file that validates is one `run`
 //! accepts with the same flags, and every refusal has one wording and one line. What
-//! the plan decides (where the load runs, which kind of load, the CPUs of each part)
+//! the plan decides (which systems, where the load runs, which kind of load)
 //! is read from it afterwards, not re-derived; and the platform of each system is
 //! built here, in [`Plan::platform_for`], the one place that matches on
 //! [`PlatformKind`] to construct one.
 
-use crate::{
-    Bad, ClusterFlags, GeneratorPods, PlacementSpec, PlatformKind, Scenario, ScenarioError,
-};
+use crate::{Bad, ClusterFlags, GeneratorPods, PlatformKind, Scenario, ScenarioError};
 use engine::split::{self, SplitError};
+use engine::{tls::TlsOptions, LoadSpec};
 use lab::{LabError, Platform};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -119,8 +118,6 @@ pub struct Plan {
     pub repeat: usize,
     pub load: LoadMode,
     pub generators: Generators,
-    /// The CPUs of the generator, the proxy and the backends on this machine.
-    pub placement: lab::platform::Placement,
 }
 
 /// Where a generator count came from, so a refusal names what the user wrote.
@@ -273,7 +270,7 @@ impl Plan {
                 return Err(refuse(msg));
             }
             // The same split the run will make, checked before anything starts.
-            let spec = crate::runner::load_spec(&s, "http://127.0.0.1:1/", None);
+            let spec = load_spec(&s, "http://127.0.0.1:1/", None);
             split::split(&split::whole(&spec, count), count, 0).map_err(|e| match e {
                 SplitError::Connections { connections, .. } => refuse(format!(
                     "{said} needs at least {count} connections, not load.connections: {connections}: each generator needs one"
@@ -328,7 +325,6 @@ impl Plan {
             flags.only
         };
         Ok(Plan {
-            placement: PlacementSpec::resolve(s.placement.as_ref()),
             scenario: s,
             text,
             only,
@@ -410,7 +406,7 @@ pub(crate) fn platform_for(
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs());
             let run: String = format!("{stamp:x}-{system}").chars().take(40).collect();
-            let spec = cluster::ClusterSpec {
+            let spec = kubernetes::ClusterSpec {
                 gateway: k.gateway_for(system),
                 cacert: k.cacert.clone(),
                 kubeconfig: k.kubeconfig,
@@ -422,7 +418,150 @@ pub(crate) fn platform_for(
                 image: k.image,
                 host: k.host,
             };
-            Ok(Box::new(cluster::Kubernetes::new(spec)?))
+            Ok(Box::new(kubernetes::Kubernetes::new(spec)?))
         }
+    }
+}
+
+/// The engine's settings for a scenario's load against `url`. [`Scenario::parse`]
+/// resolves the same spec for a placeholder target, so a scenario that validates is
+/// one the engine accepts.
+pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec {
+    let mut routes = Vec::new();
+    crate::routes_in(&scn.changes, &mut routes);
+    let changes_routes = !routes.is_empty();
+    let load = &scn.load;
+    LoadSpec {
+        url: url.to_string(),
+        method: "GET".into(),
+        headers: Vec::new(),
+        body: Vec::new(),
+        threads: Some(load.threads),
+        connections: load.connections,
+        // With `rates` there is no fixed rate: each run's is set from the search's
+        // maximum, and this stands in for it so the rest can be checked.
+        rate: Some(if load.rates.is_empty() && scn.sizing.is_none() {
+            load.rate.fixed()
+        } else {
+            1.0
+        }),
+        profile: load.rate.plan().cloned(),
+        schedule: load.schedule.clone(),
+        // A sizing scan's steps have the search's window; this stands in for it.
+        duration: match (&scn.sizing, &scn.search) {
+            (Some(_), Some(sr)) => sr.duration.0,
+            (Some(_), None) => Duration::from_secs(1),
+            _ => load.duration.0,
+        },
+        warmup: load.warmup.0,
+        timeout: load.timeout.0,
+        connect_timeout: load.connect_timeout.0,
+        new_connection: load.new_connection,
+        tls: TlsOptions {
+            insecure: false,
+            cacert,
+            version: scn.tls.enabled.then(|| match scn.tls.version {
+                super::TlsVersion::V12 => "1.2".to_string(),
+                super::TlsVersion::V13 => "1.3".to_string(),
+            }),
+            resume: false,
+        },
+        backend_header: "x-backend".into(),
+        // Only a scenario that changes routes pays for looking at every response.
+        markers: if changes_routes {
+            lab::Route::markers()
+        } else {
+            Vec::new()
+        },
+        sample: load.sample,
+        cpus: Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const K8S: &str = "name: k\nplatform: kubernetes\nsystems: [traefik]\n\
+        kubernetes:\n  urls: {traefik: \"https://198.18.0.1/\"}\n  generators:\n    count: 2\n    image: gen:1\n\
+        load:\n  rate: 100\n  duration: 2s\n  connect_timeout: 3s\n";
+
+    fn plan(text: &str, flags: RunFlags) -> Result<Plan, ScenarioError> {
+        let s = Scenario::parse(text, "p.yaml")?;
+        Plan::build(s, text.to_string(), "p.yaml", flags)
+    }
+
+    #[test]
+    fn generator_pods_take_the_files_settings_unless_a_flag_overrides_them() {
+        let p = plan(K8S, RunFlags::default()).unwrap();
+        let Generators::Pods { count, pods } = &p.generators else {
+            panic!("{:?}", p.generators)
+        };
+        assert_eq!(*count, 2);
+        assert_eq!(pods.image.as_deref(), Some("gen:1"));
+        // No lead given: the default beyond the load's connect timeout.
+        assert_eq!(pods.lead, DEFAULT_POD_LEAD + Duration::from_secs(3));
+        let p = plan(
+            K8S,
+            RunFlags {
+                generators: Some(3),
+                generator_image: Some("gen:2".into()),
+                lead: Some("5s".into()),
+                ..RunFlags::default()
+            },
+        )
+        .unwrap();
+        let Generators::Pods { count, pods } = &p.generators else {
+            panic!("{:?}", p.generators)
+        };
+        assert_eq!((*count, pods.image.as_deref()), (3, Some("gen:2")));
+        assert_eq!(pods.lead, Duration::from_secs(5));
+        // One generator is this process, whatever the file says.
+        let p = plan(
+            K8S,
+            RunFlags {
+                generators: Some(1),
+                ..RunFlags::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.generators, Generators::InProcess);
+    }
+
+    #[test]
+    fn the_load_mode_and_the_systems_to_run_are_decided_once() {
+        let text =
+            "name: l\nsystems: [caddy-api, nginx-reload]\nload:\n  rate: 100\n  duration: 2s\n";
+        let p = plan(text, RunFlags::default()).unwrap();
+        assert_eq!(p.load, LoadMode::Given);
+        assert_eq!(p.only, ["caddy-api", "nginx-reload"]);
+        assert_eq!(p.generators, Generators::InProcess);
+        let p = plan(
+            text,
+            RunFlags {
+                only: vec!["nginx-reload".into()],
+                generators: Some(2),
+                ..RunFlags::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(p.only, ["nginx-reload"]);
+        assert_eq!(p.generators, Generators::Local { count: 2 });
+        let rates = "name: r\nsystems: [caddy-api]\nload:\n  rates: [0.3, 0.6]\n  duration: 2s\nsearch:\n  p99: 5ms\n";
+        let p = plan(rates, RunFlags::default()).unwrap();
+        assert_eq!(p.load, LoadMode::Fractions(vec![0.3, 0.6]));
+        // The platform flag is a type: the file's systems then meet its checks.
+        let e = plan(
+            text,
+            RunFlags {
+                cluster: ClusterFlags {
+                    platform: Some(PlatformKind::NetworkLab),
+                    ..ClusterFlags::default()
+                },
+                ..RunFlags::default()
+            },
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("is not a data path"), "{e}");
     }
 }

@@ -8,10 +8,10 @@
 //! and when it took effect, so a latency spike can be tied to the change behind it.
 
 use super::{Scenario, Step};
-use crate::plan::{LoadMode, Plan};
+use crate::plan::{load_spec, LoadMode, Plan};
 use engine::search::{run_search, SearchError, SearchPlan};
 use engine::windows::{Marks, Tally};
-use engine::{self, tls::TlsOptions, LoadSpec};
+use engine::{self, LoadSpec};
 use lab::backends::StopMode;
 use lab::endpoint_push::{self, Sync};
 use lab::platform::{fmt_set, BackendSpec, SiteSpec, TlsSpec};
@@ -721,58 +721,6 @@ fn run_system(
     Ok(result)
 }
 
-/// The engine's settings for a scenario's load against `url`. [`Scenario::parse`]
-/// resolves the same spec for a placeholder target, so a scenario that validates is
-/// one the engine accepts.
-pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec {
-    let load = &scn.load;
-    LoadSpec {
-        url: url.to_string(),
-        method: "GET".into(),
-        headers: Vec::new(),
-        body: Vec::new(),
-        threads: Some(load.threads),
-        connections: load.connections,
-        // With `rates` there is no fixed rate: each run's is set from the search's
-        // maximum, and this stands in for it so the rest can be checked.
-        rate: Some(if load.rates.is_empty() && scn.sizing.is_none() {
-            load.rate.fixed()
-        } else {
-            1.0
-        }),
-        profile: load.rate.plan().cloned(),
-        schedule: load.schedule.clone(),
-        // A sizing scan's steps have the search's window; this stands in for it.
-        duration: match (&scn.sizing, &scn.search) {
-            (Some(_), Some(sr)) => sr.duration.0,
-            (Some(_), None) => Duration::from_secs(1),
-            _ => load.duration.0,
-        },
-        warmup: load.warmup.0,
-        timeout: load.timeout.0,
-        connect_timeout: load.connect_timeout.0,
-        new_connection: load.new_connection,
-        tls: TlsOptions {
-            insecure: false,
-            cacert,
-            version: scn.tls.enabled.then(|| match scn.tls.version {
-                super::TlsVersion::V12 => "1.2".to_string(),
-                super::TlsVersion::V13 => "1.3".to_string(),
-            }),
-            resume: false,
-        },
-        backend_header: "x-backend".into(),
-        // Only a scenario that changes routes pays for looking at every response.
-        markers: if has_routes(&scn.changes) {
-            lab::Route::markers()
-        } else {
-            Vec::new()
-        },
-        sample: load.sample,
-        cpus: Vec::new(),
-    }
-}
-
 impl System {
     fn done(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.events.clock.now() >= self.end
@@ -1031,13 +979,6 @@ fn windows(
         out.push(w);
     }
     (before, out)
-}
-
-/// Whether any step, repeated ones included, changes a route.
-fn has_routes(steps: &[Step]) -> bool {
-    let mut routes = Vec::new();
-    crate::routes_in(steps, &mut routes);
-    !routes.is_empty()
 }
 
 /// Each route change as traffic saw it: from the engine's per-window marker counts,

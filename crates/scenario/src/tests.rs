@@ -137,7 +137,7 @@ fn a_plan_in_load_rate_sets_the_window_and_reaches_the_engine() {
     assert_eq!(shape(qp), [(1000.0, 1000.0, 0.5), (2000.0, 2000.0, 0.5)]);
     assert_eq!(q.load.duration.0, Duration::from_secs(1));
 
-    let spec = runner::load_spec(&s, &placeholder_url(&s), None);
+    let spec = plan::load_spec(&s, &placeholder_url(&s), None);
     assert_eq!(spec.profile.as_ref(), Some(p));
     let (plan, config) = spec.resolve().unwrap();
     assert_eq!(plan.duration, Duration::from_secs(4));

@@ -1,5 +1,5 @@
 //! `load --platform kubernetes --generators N`: the parts run as the pods of an indexed
-//! Job (`cluster::generators`), each `ingressbench load ... --part
+//! Job (`kubernetes::generators`), each `ingressbench load ... --part
 //! $(JOB_COMPLETION_INDEX)/N --start-at T --serve 0.0.0.0:PORT`; the coordinator
 //! measures their clocks before T, collects each full result after the window, and
 //! merges them with `results::merge` exactly as the local coordinator does. Every
@@ -8,9 +8,9 @@
 use super::{finish, now_unix_ns, PROBES};
 use crate::cli::load::{self, LoadArgs};
 use crate::cli::{duration, usage};
-use cluster::generators::{GeneratorJob, GeneratorPod, JobPlan, PORT};
 use engine::split;
 use engine::windows::Tally;
+use kubernetes::generators::{GeneratorJob, GeneratorPod, JobPlan, PORT};
 use results::clock::Nanos;
 use results::clock::{estimate_offset, ClockProbe};
 use results::merge::Part;
@@ -118,7 +118,7 @@ fn run_id() -> String {
 #[derive(Clone, Debug)]
 pub struct Pods {
     /// The cluster (kubeconfig, context, a namespace to use instead of one per run).
-    pub cluster: cluster::ClusterSpec,
+    pub cluster: kubernetes::ClusterSpec,
     pub image: Option<String>,
     pub node_selector: BTreeMap<String, String>,
     pub spread: bool,
@@ -221,7 +221,7 @@ fn run_job(
             + FINISH_GRACE
             + super::serve::COLLECT_LIMIT.min(Duration::from_secs(60)),
     };
-    let cluster = cluster::ClusterSpec {
+    let cluster = kubernetes::ClusterSpec {
         run,
         ..pods.cluster.clone()
     };
@@ -233,7 +233,7 @@ fn run_job(
         eprintln!(
             "ingressbench: {n} generators as Job {}/{}, starting in {:.0?}",
             job.namespace(),
-            cluster::generators::JOB,
+            kubernetes::generators::JOB,
             Duration::from_nanos(start_at.saturating_sub(now_unix_ns()) as u64)
         );
     }
@@ -394,11 +394,11 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
         }
     }
     let pods = Pods {
-        cluster: cluster::ClusterSpec {
+        cluster: kubernetes::ClusterSpec {
             kubeconfig: args.kubeconfig.clone(),
             context: args.context.clone(),
             namespace: args.namespace.clone(),
-            ..cluster::ClusterSpec::default()
+            ..kubernetes::ClusterSpec::default()
         },
         image: args.image.clone(),
         node_selector: node_selector(&args.node_selector)?,

@@ -27,12 +27,12 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::watcher;
-use lab::driver::{DriverContext, Endpoint, LabError};
-use lab::platform::{Platform, PlatformEvent, SiteSpec, StopMode, Target};
 use std::collections::BTreeSet;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use sut::driver::{DriverContext, Endpoint, LabError};
+use sut::platform::{Platform, PlatformEvent, SiteSpec, StopMode, Target};
 
 /// `app.kubernetes.io/managed-by` on everything a run creates.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "ingressbench");
@@ -451,7 +451,7 @@ impl Platform for Kubernetes {
         self.teardown();
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
-        let work = lab::local::scratch_dir()?;
+        let work = sut::scratch::scratch_dir()?;
         let ns = self.create(spec)?;
         self.namespace = Some(ns.clone());
         self.watch(&ns)?;
@@ -533,7 +533,7 @@ impl Platform for Kubernetes {
 
     fn tick(&mut self) {}
 
-    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn lab::Driver>, LabError>> {
+    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn sut::Driver>, LabError>> {
         let c = controllers::controller(system)?;
         let place = controllers::Place {
             run: self.spec.run.clone(),
@@ -547,7 +547,7 @@ impl Platform for Kubernetes {
                 client,
                 self.rt.clone(),
                 place,
-            )) as Box<dyn lab::Driver>
+            )) as Box<dyn sut::Driver>
         }))
     }
 
@@ -596,7 +596,7 @@ impl Platform for Kubernetes {
         }
         *self.book() = Book::default();
         if let Some(w) = self.work.take() {
-            lab::local::remove_scratch(w);
+            sut::scratch::remove_scratch(w);
         }
     }
 }

@@ -8,8 +8,8 @@
 //! Traefik's Middleware, OpenShift's Route) need no generated types.
 
 use super::{BACKEND, MANAGED_BY, RUN_LABEL};
-use lab::Route;
 use serde_json::{json, Value};
+use sut::Route;
 
 /// The name of every routing object a run creates.
 pub const ROUTE_NAME: &str = "ib-route";

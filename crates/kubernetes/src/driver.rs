@@ -10,10 +10,10 @@ use crate::controllers::{self, Controller, Place};
 use crate::installed;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
-use lab::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use sut::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 
 /// Server-side apply's field manager for everything the run writes.
 const MANAGER: &str = "ingressbench";

@@ -8,8 +8,8 @@
 //! Readiness and termination come back as [`PlatformEvent`]s, which the runner
 //! timestamps on the load's clock the moment it receives them.
 
-use crate::certs::KeyType;
 use crate::driver::{DriverContext, Endpoint, LabError};
+use crate::KeyType;
 use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;

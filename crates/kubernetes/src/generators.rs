@@ -21,9 +21,9 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
-use lab::driver::LabError;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use sut::driver::LabError;
 
 /// The Job's name (one per run, in the run's namespace).
 pub const JOB: &str = "ib-generators";

@@ -10,10 +10,10 @@
 //! kubelet sends SIGTERM then, and the endpoint turns not-ready), and *gone* when the
 //! pod object is deleted.
 
-use lab::platform::StopMode;
-use lab::{Endpoint, PlatformEvent};
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
+use sut::platform::StopMode;
+use sut::{Endpoint, PlatformEvent};
 
 /// A pod as one watch event shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]

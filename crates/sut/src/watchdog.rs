@@ -141,8 +141,9 @@ impl Registry {
     }
 }
 
-/// The watchdog's life: read registrations until the parent is gone, then clean.
-pub fn serve(input: impl BufRead) {
+/// The watchdog's life: read registrations until the parent is gone, then clean, then
+/// run `after` (the lab sweeps the cgroups of its CPU quotas, empty by then).
+pub fn serve(input: impl BufRead, after: impl FnOnce()) {
     let mut reg = Registry::default();
     for line in input.lines() {
         match line {
@@ -151,8 +152,7 @@ pub fn serve(input: impl BufRead) {
         }
     }
     reg.clean(Duration::from_secs(2));
-    // The run is gone, so its CPU quotas' cgroups can go too (now empty).
-    crate::cgroup::sweep();
+    after();
 }
 
 #[cfg(test)]
@@ -190,7 +190,15 @@ mod tests {
             scratch.display(),
             file.display()
         );
-        serve(std::io::Cursor::new(input));
+        let mut after_ran_clean = None;
+        serve(std::io::Cursor::new(input), || {
+            after_ran_clean = Some(!scratch.exists());
+        });
+        assert_eq!(
+            after_ran_clean,
+            Some(true),
+            "`after` runs once, after the cleaning"
+        );
         let t = Instant::now();
         let status = loop {
             if let Some(s) = child.try_wait().unwrap() {

@@ -7,7 +7,7 @@
 //! driver did not cause every change: a Deployment is scaled through the platform and
 //! the controller discovers the new endpoints on its own. Pushing endpoints is a
 //! capability of drivers that emulate a controller on this machine
-//! ([`Capabilities::push_endpoints`]); the [`crate::controller`] feeds them.
+//! ([`Capabilities::push_endpoints`]); the local lab's `endpoint_push` feeds them.
 //!
 //! The scenario runner talks only to this trait and to [`crate::Platform`] and never
 //! knows which proxy, or where, is behind them.
@@ -150,7 +150,7 @@ pub struct DriverContext {
     pub count_handshakes: bool,
     /// The tuned variant's passive health checks (`<profile>+passive`); `None`: the
     /// profile's default.
-    pub passive_health: Option<crate::health::PassiveHealth>,
+    pub passive_health: Option<crate::PassiveHealth>,
 }
 
 impl DriverContext {
