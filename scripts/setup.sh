@@ -22,7 +22,8 @@ command -v nginx >/dev/null || need_apt+=(nginx-light)
 command -v haproxy >/dev/null || need_apt+=(haproxy)
 command -v caddy >/dev/null || need_apt+=(caddy)
 command -v curl >/dev/null || need_apt+=(curl)
-# Reports: PNG charts are drawn with DejaVu; the end-to-end tests open pages in Chromium.
+# The end-to-end tests open reports in Chromium, which draws their text with the machine's
+# fonts (the report itself needs none: it carries the font its charts are sized with).
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need_apt+=(fonts-dejavu-core)
 command -v chromium >/dev/null || need_apt+=(chromium)
 command -v openssl >/dev/null || need_apt+=(openssl)

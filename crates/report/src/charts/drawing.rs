@@ -23,8 +23,10 @@ use std::collections::HashSet;
 pub enum ChartError {
     #[error("chart {id}: {msg}")]
     Draw { id: String, msg: String },
-    #[error("no font for chart labels: {0}")]
-    Font(String),
+    /// The font built into the binary did not parse: a defect of the build, not of
+    /// the machine (no font is read from it).
+    #[error("the chart font built into ingressbench is not a font plotters can read")]
+    Font,
     #[error("chart {id}: png: {msg}")]
     Png { id: String, msg: String },
 }
@@ -90,7 +92,7 @@ impl Chart {
     /// The chart as an SVG document (black axes and text, transparent background).
     ///
     /// # Errors
-    /// [`ChartError`] when plotters fails (no font, a drawing error).
+    /// [`ChartError`] when plotters fails to draw.
     pub fn svg(&self) -> Result<String, ChartError> {
         ensure_font()?;
         let mut s = String::new();
@@ -799,42 +801,29 @@ fn draw_stack<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, st: &Stack) -> 
     Ok(())
 }
 
-/// Registers the font plotters measures (and, for PNG, draws) labels with. SVG text
-/// is drawn by the browser; the font only sizes it.
+/// The font plotters sizes every label with, on both backends, and draws the PNG's
+/// text with: DejaVu Sans 2.37 (Bitstream Vera license, `crates/report/fonts/LICENSE`),
+/// carried in the binary. A report must never depend on the fonts of the machine that
+/// measured: a minimal container or a fresh cloud image has none, and the run that
+/// measured everything then wrote no report. Carried, the font also lays the charts
+/// out the same on every machine (label areas, the boxes behind marker labels). The
+/// browser still draws the SVG's text in the reader's `sans-serif`.
+static LABEL_FONT: &[u8] = include_bytes!("../../fonts/DejaVuSans.ttf");
+
+/// Registers [`LABEL_FONT`] with plotters, once per process: plotters looks fonts up
+/// by family name, and [`FONT`] is the only family the charts use.
 fn ensure_font() -> Result<(), ChartError> {
-    static FONT_READY: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
-    FONT_READY
-        .get_or_init(|| {
-            let mut tried = Vec::new();
-            let env = std::env::var("INGRESSBENCH_FONT").ok();
-            for p in env.iter().map(String::as_str).chain(FONT_PATHS.iter().copied()) {
-                tried.push(p.to_string());
-                if let Ok(bytes) = std::fs::read(p) {
-                    let bytes: &'static [u8] = Box::leak(bytes.into_boxed_slice());
-                    if plotters::style::register_font(FONT, FontStyle::Normal, bytes).is_ok() {
-                        return Ok(());
-                    }
-                }
-            }
-            Err(format!(
-                "install fonts-dejavu-core, or set INGRESSBENCH_FONT to a .ttf file (looked for {})",
-                tried.join(", ")
-            ))
-        })
-        .clone()
-        .map_err(ChartError::Font)
+    static FONT_READY: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ready = *FONT_READY.get_or_init(|| {
+        plotters::style::register_font(FONT, FontStyle::Normal, LABEL_FONT).is_ok()
+    });
+    if ready {
+        Ok(())
+    } else {
+        Err(ChartError::Font)
+    }
 }
 
-/// Where the label font is looked for (Debian, Arch, Fedora, then Liberation).
-pub const FONT_PATHS: [&str; 5] = [
-    "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/TTF/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu/DejaVuSans.ttf",
-    "/usr/share/fonts/dejavu-sans-fonts/DejaVuSans.ttf",
-    "/usr/share/fonts/truetype/liberation/LiberationSans-Regular.ttf",
-];
-
-#[cfg(test)]
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -848,6 +837,73 @@ mod tests {
         assert_eq!(thin_by_pixel(&pts, 1).len(), 5);
         let layers = vec![vec![(0, 0), (9, 9)], vec![(1, 1), (4, 4)]];
         assert_eq!(thin_layers(&layers, 2), [vec![1], vec![0, 1]]);
+    }
+
+    /// Set in the child of [`charts_draw_on_a_machine_without_fonts`].
+    const FONTS_HIDDEN: &str = "INGRESSBENCH_TEST_FONTS_HIDDEN";
+
+    /// A machine with no font (a minimal container, a fresh cloud image) still gets
+    /// its report: the test runs itself again through `unshare`, in a mount namespace
+    /// of its own where an empty tmpfs hides each of the machine's font folders, and
+    /// there draws every chart as SVG, labels in it, and one as PNG, its title drawn.
+    #[test]
+    fn charts_draw_on_a_machine_without_fonts() {
+        if std::env::var_os(FONTS_HIDDEN).is_some() {
+            return draw_with_fonts_hidden();
+        }
+        let name = "charts::drawing::tests::charts_draw_on_a_machine_without_fonts";
+        let hide = r#"for d in /usr/share/fonts /usr/local/share/fonts "$HOME/.fonts" "$HOME/.local/share/fonts"; do [ ! -d "$d" ] || mount -t tmpfs -o ro none "$d" || exit 1; done; exec "$@""#;
+        let out = std::process::Command::new("unshare")
+            .args([
+                "--user",
+                "--map-root-user",
+                "--mount",
+                "sh",
+                "-c",
+                hide,
+                "sh",
+            ])
+            .arg(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--nocapture", "--test-threads=1"])
+            .env(FONTS_HIDDEN, "1")
+            .env_remove("INGRESSBENCH_FONT")
+            .output()
+            .expect("unshare (util-linux) runs");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "with the fonts hidden: {}\n{stdout}\n{stderr}",
+            out.status
+        );
+        assert!(stdout.contains("1 passed"), "the test ran again: {stdout}");
+    }
+
+    /// The child of [`charts_draw_on_a_machine_without_fonts`].
+    fn draw_with_fonts_hidden() {
+        let hidden = std::fs::read_dir("/usr/share/fonts").map_or(0, |d| d.count());
+        assert_eq!(hidden, 0, "/usr/share/fonts is hidden");
+        let charts = build(&sample_input());
+        for c in &charts {
+            let svg = c.svg().unwrap_or_else(|e| panic!("{}: {e}", c.id));
+            assert!(svg.trim_end().ends_with("</svg>"), "{}", c.id);
+        }
+        let percentiles = charts[0].svg().unwrap();
+        for label in ["percentile (%)", "latency", "99.9999", "nginx-reload"] {
+            assert!(percentiles.contains(label), "{label}");
+        }
+        let png = charts[0].png().unwrap();
+        let mut reader = png::Decoder::new(png.as_slice()).read_info().unwrap();
+        let mut rgb = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut rgb).unwrap();
+        assert_eq!(info.color_type, png::ColorType::Rgb);
+        // The title strip above the chart: white but for the title's glyphs.
+        let strip = &rgb[..info.line_size * 30];
+        let inked = strip
+            .chunks(3)
+            .filter(|p| p.iter().all(|v| *v < 128))
+            .count();
+        assert!(inked > 100, "the title is drawn: {inked} dark pixels");
     }
 
     #[test]

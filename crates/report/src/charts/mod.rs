@@ -19,9 +19,7 @@ pub use data::{
     axis_nines, event_label, marks_of, merge_marks, natural_order, percentile_points, Chart, Line,
     Mark,
 };
-pub use drawing::{
-    series_color, svg_for_page, thin_by_pixel, thin_layers, ChartError, FONT_PATHS, WIDTH,
-};
+pub use drawing::{series_color, svg_for_page, thin_by_pixel, thin_layers, ChartError, WIDTH};
 
 /// Every chart of a report, in page order.
 pub fn build(input: &crate::input::ReportInput) -> Vec<Chart> {
