@@ -287,6 +287,52 @@ fn delay_holds_each_answer() {
     );
 }
 
+/// The median time of `n` requests in a row on one keep-alive connection to `b`.
+fn median_latency(b: &Backend, n: usize) -> Duration {
+    let mut c = connect(b.addr);
+    let mut times: Vec<Duration> = (0..n)
+        .map(|_| {
+            let t = Instant::now();
+            send(&mut c, "GET /d HTTP/1.1\r\nHost: test\r\n\r\n");
+            let r = read_response(&mut c).unwrap();
+            assert_eq!(r.status, 200);
+            t.elapsed()
+        })
+        .collect();
+    times.sort();
+    times[n / 2]
+}
+
+/// Each answer is held for the delay drawn, to tens of microseconds at the median
+/// (tokio's millisecond timer made `--delay 10ms` 11.4 ms): fixed, uniform and
+/// exponential delays, measured from the client side beyond the median round trip of
+/// an undelayed answer. The bound is loose for a shared CI machine; the precision
+/// itself is measured in `make bench` (docs/benchmarks.md).
+#[test]
+fn delays_are_kept_to_the_microsecond_not_rounded_to_milliseconds() {
+    let _turn = exclusive();
+    let base = median_latency(&Backend::start_args(&["--workers", "1"]), 200);
+    for (delay, n, median) in [
+        ("10ms", 100, Duration::from_millis(10)),
+        ("uniform:1ms-3ms", 1000, Duration::from_millis(2)),
+        // The median of an exponential distribution is its mean times ln 2.
+        ("exp:1ms", 1000, Duration::from_nanos(693_147)),
+    ] {
+        let b = Backend::start_args(&["--workers", "1", "--delay", delay]);
+        let got = median_latency(&b, n).saturating_sub(base);
+        let off = if got > median {
+            got - median
+        } else {
+            median - got
+        };
+        eprintln!("--delay {delay}: median {got:?} beyond the round trip ({base:?}), {off:?} off");
+        assert!(
+            off <= Duration::from_micros(150),
+            "--delay {delay}: median hold {got:?}, expected {median:?} (round trip {base:?})"
+        );
+    }
+}
+
 #[test]
 fn several_listeners_are_announced_and_served() {
     let b = start(&[

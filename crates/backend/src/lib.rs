@@ -18,6 +18,7 @@ pub mod flap;
 pub mod response;
 pub mod server;
 pub mod stall;
+pub mod timer;
 pub mod tls;
 
 use std::net::SocketAddr;

@@ -29,6 +29,7 @@ use super::delay::{Delay, Rng};
 use super::flap::{Flap, FlapCounter, FlapMode};
 use super::response::{now_date, Answer, Responder, CONTINUE, HEALTH_PATH};
 use super::stall::Stall;
+use super::timer::Timer;
 use super::Error;
 
 /// Read buffer a connection starts with; grows to [`MAX_HEAD`] only for big heads.
@@ -392,6 +393,8 @@ where
     let (mut start, mut end) = (0usize, 0usize);
     let mut is_draining = *drain.borrow();
     let mut peer_done = false;
+    // Made at the first held answer: a connection never delayed pays for none.
+    let mut timer: Option<Timer> = None;
     loop {
         // Answer every request complete in the buffer, in order.
         loop {
@@ -435,7 +438,11 @@ where
             if let Some(at) = release {
                 // Earlier answers must not wait for this one's delay.
                 write_out(&mut io, &mut out).await?;
-                hold(&mut io, &mut buf, &mut end, at, &mut peer_done).await?;
+                let timer = match &mut timer {
+                    Some(t) => t,
+                    None => timer.insert(Timer::new()?),
+                };
+                hold(&mut io, &mut buf, &mut end, timer, at, &mut peer_done).await?;
             }
             is_draining = is_draining || *drain.borrow();
             let closing = is_draining || !reader.keep_alive();
@@ -511,27 +518,27 @@ impl Abort for tokio_rustls::server::TlsStream<TcpStream> {
     }
 }
 
-/// Waits until `at`, reading what the client sends meanwhile into `buf[*end..]`
-/// (requests are still read during a delay or stall; only answers are held).
+/// Waits until `at` (on `timer`, to the microsecond: [`Timer`]), reading what the
+/// client sends meanwhile into `buf[*end..]` (requests are still read during a delay
+/// or stall; only answers are held).
 async fn hold<S>(
     io: &mut S,
     buf: &mut [u8],
     end: &mut usize,
+    timer: &Timer,
     at: Instant,
     peer_done: &mut bool,
 ) -> io::Result<()>
 where
     S: AsyncRead + Unpin,
 {
-    let sleep = tokio::time::sleep_until(at);
-    tokio::pin!(sleep);
+    timer.arm(at)?;
     loop {
         if *peer_done || *end == buf.len() {
-            sleep.await;
-            return Ok(());
+            return timer.fired().await;
         }
         tokio::select! {
-            _ = &mut sleep => return Ok(()),
+            r = timer.fired() => return r,
             r = io.read(&mut buf[*end..]) => match r? {
                 0 => *peer_done = true,
                 n => *end += n,
