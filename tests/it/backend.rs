@@ -320,11 +320,7 @@ fn delays_are_kept_to_the_microsecond_not_rounded_to_milliseconds() {
     ] {
         let b = Backend::start_args(&["--workers", "1", "--delay", delay]);
         let got = median_latency(&b, n).saturating_sub(base);
-        let off = if got > median {
-            got - median
-        } else {
-            median - got
-        };
+        let off = got.abs_diff(median);
         eprintln!("--delay {delay}: median {got:?} beyond the round trip ({base:?}), {off:?} off");
         assert!(
             off <= Duration::from_micros(150),
