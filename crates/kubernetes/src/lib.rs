@@ -253,6 +253,12 @@ impl Kubernetes {
         let deadline = since + SCALE_WAIT;
         loop {
             if done(&self.book()) {
+                // What led there is in the channel (sent under the book's lock): a
+                // pod's stopping must reach `on` even when the EndpointSlice's change
+                // was read first.
+                while let Some(ev) = self.events.as_ref().and_then(|rx| rx.try_recv().ok()) {
+                    self.deliver(ev, since, stop, on);
+                }
                 return Ok(());
             }
             let left = deadline.saturating_duration_since(Instant::now());
@@ -267,22 +273,36 @@ impl Kubernetes {
                 return Err(LabError::NotRunning("the Kubernetes watches".into()));
             };
             match rx.recv_timeout(left.min(Duration::from_millis(200))) {
-                Ok(PlatformEvent::Ready { endpoint, .. }) => on(PlatformEvent::Ready {
-                    endpoint,
-                    took: since.elapsed(),
-                }),
-                Ok(PlatformEvent::Stopping { id, .. }) => {
-                    if stop == StopMode::Abrupt {
-                        self.kill_now(&id);
-                    }
-                    on(PlatformEvent::Stopping { id, mode: stop })
-                }
-                Ok(other) => on(other),
+                Ok(ev) => self.deliver(ev, since, stop, on),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(LabError::NotRunning("the Kubernetes watches".into()))
                 }
             }
+        }
+    }
+
+    /// Hands one watch event to the runner: readiness timed from `since`, a stopping
+    /// pod deleted at once when the stop is abrupt.
+    fn deliver(
+        &mut self,
+        ev: PlatformEvent,
+        since: Instant,
+        stop: StopMode,
+        on: &mut dyn FnMut(PlatformEvent),
+    ) {
+        match ev {
+            PlatformEvent::Ready { endpoint, .. } => on(PlatformEvent::Ready {
+                endpoint,
+                took: since.elapsed(),
+            }),
+            PlatformEvent::Stopping { id, .. } => {
+                if stop == StopMode::Abrupt {
+                    self.kill_now(&id);
+                }
+                on(PlatformEvent::Stopping { id, mode: stop })
+            }
+            other => on(other),
         }
     }
 
@@ -328,22 +348,27 @@ async fn feed<K>(
     let mut s = watcher(api, cfg).boxed();
     let mut listed = Relist::default();
     while let Some(ev) = s.next().await {
+        // The events go out while the book is still locked: whoever sees the book in
+        // a state finds every event that led there already in the channel
+        // ([`Kubernetes::follow`] drains it once done).
+        let mut b = lock(&book);
         let out = match ev {
-            Ok(watcher::Event::Apply(o)) => (kind.seen)(&mut lock(&book), &o),
+            Ok(watcher::Event::Apply(o)) => (kind.seen)(&mut b, &o),
             Ok(watcher::Event::InitApply(o)) => {
                 listed.saw(&o.meta().name);
-                (kind.seen)(&mut lock(&book), &o)
+                (kind.seen)(&mut b, &o)
             }
             Ok(watcher::Event::Delete(o)) => {
-                (kind.gone)(&mut lock(&book), o.meta().name.as_deref().unwrap_or(""))
+                (kind.gone)(&mut b, o.meta().name.as_deref().unwrap_or(""))
             }
             Ok(watcher::Event::Init) => listed.start(),
-            Ok(watcher::Event::InitDone) => (kind.relisted)(&mut lock(&book), &listed.done()),
+            Ok(watcher::Event::InitDone) => (kind.relisted)(&mut b, &listed.done()),
             Err(_) => Vec::new(),
         };
         for e in out {
             let _ = tx.send(e);
         }
+        drop(b);
     }
 }
 
