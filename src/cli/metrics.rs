@@ -2,33 +2,35 @@
 //! `GET /metrics` while the load goes on, so a dashboard shows ingressbench's view
 //! beside the controller's own metrics.
 //!
-//! One thread and a plain TCP listener: a scrape a second at most reads text that
-//! the run renders on demand, so nothing here touches the load's hot path. The
-//! listener is bound before the load starts (a port in use is bad input, not a
-//! failed run) and closed when the [`Server`] is dropped, however the run ends.
+//! A small HTTP server on a thread of its own ([`super::endpoint`]): a scrape a second
+//! at most reads text that the run renders on demand, so nothing here touches the
+//! load's hot path, and a scraper that stalls delays no other. The listener is bound
+//! before the load starts (a port in use is bad input, not a failed run) and closed
+//! when the [`Server`] is dropped, however the run ends.
 
+use super::endpoint::{Body, Endpoint, Limits};
 use super::usage;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
 use live::{Format, Live};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::{SocketAddr, TcpListener};
 use std::sync::Arc;
-use std::thread::JoinHandle;
 use std::time::Duration;
 
-/// The longest request head read; a scraper's is a few hundred bytes.
-const MAX_HEAD: usize = 16 * 1024;
-/// How long one client may take to send its request or read the answer: a stuck
-/// client holds the (only) serving thread no longer than this.
+/// How long one client may take to send its request, and then to read the answer: a
+/// stuck client holds its own connection no longer than this.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
-/// How often the idle listener looks at its stop flag.
-const POLL: Duration = Duration::from_millis(20);
+const LIMITS: Limits = Limits {
+    head: CLIENT_TIMEOUT,
+    exchange: CLIENT_TIMEOUT.saturating_mul(2),
+    // A scraper's request head is a few hundred bytes.
+    max_head: 16 * 1024,
+};
 
 /// The metrics endpoint of a run; stops serving and closes its socket when dropped.
 pub struct Server {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    endpoint: Endpoint,
 }
 
 impl Server {
@@ -46,33 +48,15 @@ impl Server {
             ))
         })?;
         let listener = TcpListener::bind(parsed).map_err(|e| usage(format!("{flag}: {e}")))?;
-        let bound = listener.local_addr()?;
-        // Non-blocking, so the thread sees its stop flag without a connection.
-        listener.set_nonblocking(true)?;
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        let thread = std::thread::Builder::new()
-            .name("ib-metrics".into())
-            .spawn(move || serve(&listener, &live, &s))?;
-        Ok(Server {
-            addr: bound,
-            stop,
-            thread: Some(thread),
-        })
+        let endpoint = Endpoint::start(listener, "ib-metrics", LIMITS, move |req| {
+            answer(req, &live)
+        })?;
+        Ok(Server { endpoint })
     }
 
     /// The address bound (the port chosen, when 0 was given).
     pub fn addr(&self) -> SocketAddr {
-        self.addr
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
+        self.endpoint.addr()
     }
 }
 
@@ -108,99 +92,40 @@ impl scenario::runner::Watch for Watch {
     }
 }
 
-fn serve(listener: &TcpListener, live: &Live, stop: &AtomicBool) {
-    while !stop.load(Ordering::Relaxed) {
-        match listener.accept() {
-            Ok((conn, _)) => {
-                // One client at a time: a scraper's request is small and answered
-                // at once; a failed exchange concerns only that client.
-                let _ = answer(conn, live);
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::thread::sleep(POLL),
-            Err(_) => std::thread::sleep(POLL),
-        }
-    }
-}
-
-/// Reads one request and answers it, then closes the connection.
-fn answer(mut conn: TcpStream, live: &Live) -> std::io::Result<()> {
-    conn.set_nonblocking(false)?;
-    conn.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    conn.set_write_timeout(Some(CLIENT_TIMEOUT))?;
-    let mut head = Vec::new();
-    let mut buf = [0u8; 2048];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        let n = conn.read(&mut buf)?;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
-        if head.len() > MAX_HEAD {
-            return respond(
-                &mut conn,
-                "431 Request Header Fields Too Large",
-                "text/plain",
-                "request head too large\n",
-            );
-        }
-    }
-    let head = String::from_utf8_lossy(&head);
-    let (status, content_type, body) = route(&head, live);
-    respond(&mut conn, status, content_type, &body)
-}
-
-/// The answer to a request head: `GET /metrics` (a query string ignored) in the
-/// format its `Accept` header asks for; 405 for another method on it, 404 elsewhere.
-fn route(head: &str, live: &Live) -> (&'static str, &'static str, String) {
-    let mut lines = head.split("\r\n");
-    let mut first = lines.next().unwrap_or("").split(' ');
-    let (method, target) = (first.next().unwrap_or(""), first.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
-    if path != "/metrics" {
-        return (
-            "404 Not Found",
-            "text/plain",
-            "not found: try /metrics\n".into(),
-        );
-    }
-    if method != "GET" {
-        return (
-            "405 Method Not Allowed",
-            "text/plain",
-            "only GET /metrics\n".into(),
-        );
-    }
-    let accept = lines
-        .filter_map(|l| l.split_once(':'))
-        .find(|(k, _)| k.trim().eq_ignore_ascii_case("accept"))
-        .map(|(_, v)| v.trim());
-    let format = Format::negotiate(accept);
-    ("200 OK", format.content_type(), live.render(format))
-}
-
-fn respond(
-    conn: &mut TcpStream,
-    status: &str,
-    content_type: &str,
-    body: &str,
-) -> std::io::Result<()> {
-    let allow = if status.starts_with("405") {
-        "Allow: GET\r\n"
-    } else {
-        ""
+/// The answer to a request: `GET /metrics` (a query string ignored) in the format
+/// its `Accept` header asks for; 405 for another method on it, 404 elsewhere.
+fn answer(req: &Request<Incoming>, live: &Live) -> Response<Body> {
+    let text = |status: StatusCode, body: &'static str| {
+        let mut r = Response::new(Body::from(body));
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static("text/plain"));
+        r
     };
-    let head = format!(
-        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\n{allow}Connection: close\r\n\r\n",
-        body.len()
+    if req.uri().path() != "/metrics" {
+        return text(StatusCode::NOT_FOUND, "not found: try /metrics\n");
+    }
+    if req.method() != Method::GET {
+        let mut r = text(StatusCode::METHOD_NOT_ALLOWED, "only GET /metrics\n");
+        r.headers_mut()
+            .insert(ALLOW, HeaderValue::from_static("GET"));
+        return r;
+    }
+    let accept = req.headers().get(ACCEPT).and_then(|v| v.to_str().ok());
+    let format = Format::negotiate(accept);
+    let mut r = Response::new(Body::from(live.render(format)));
+    r.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static(format.content_type()),
     );
-    conn.write_all(head.as_bytes())?;
-    conn.write_all(body.as_bytes())?;
-    conn.flush()
+    r
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn get(addr: SocketAddr, request: &str) -> String {
         let mut c = TcpStream::connect(addr).unwrap();
@@ -238,6 +163,58 @@ mod tests {
         drop(server);
         assert!(TcpStream::connect(a).is_err(), "still listening on {a}");
         TcpListener::bind(a).unwrap();
+    }
+
+    /// Whether the server has closed `conn` (without waiting for it).
+    fn closed(conn: &TcpStream) -> bool {
+        conn.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        let closed =
+            !matches!(conn.peek(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
+        conn.set_nonblocking(false).unwrap();
+        closed
+    }
+
+    /// A scraper that stalls halfway through its request (a slow link, a stuck
+    /// process) must not hold up the others: each connection is served on its own.
+    #[test]
+    fn a_slow_client_delays_no_other() {
+        let live = Arc::new(Live::load("http://127.0.0.1:1/", None));
+        let server = Server::start("127.0.0.1:0", live).unwrap();
+        let a = server.addr();
+        let mut slow = TcpStream::connect(a).unwrap();
+        slow.write_all(b"GET /metr").unwrap();
+        // Let the server take the slow connection first, as a serial server would.
+        std::thread::sleep(Duration::from_millis(100));
+        let started = std::time::Instant::now();
+        let other = get(a, "GET /metrics HTTP/1.1\r\n\r\n");
+        assert!(other.starts_with("HTTP/1.1 200 OK\r\n"), "{other}");
+        // Answered while the slow one still waits for the rest of its request: a
+        // server taking one client at a time answers only once it gave up on it.
+        assert!(
+            !closed(&slow),
+            "the slow client was dropped before the other was answered"
+        );
+        assert!(
+            started.elapsed() < CLIENT_TIMEOUT,
+            "{:?}",
+            started.elapsed()
+        );
+        slow.write_all(b"ics HTTP/1.1\r\n\r\n").unwrap();
+        slow.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut late = String::new();
+        slow.read_to_string(&mut late).unwrap();
+        assert!(late.starts_with("HTTP/1.1 200 OK\r\n"), "{late}");
+        // A client stalled when the run ends does not keep the endpoint open.
+        let mut stalled = TcpStream::connect(a).unwrap();
+        stalled.write_all(b"GET /").unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        drop(server);
+        assert!(TcpStream::connect(a).is_err(), "still listening on {a}");
+        assert!(
+            closed(&stalled),
+            "the stalled connection outlived the server"
+        );
     }
 
     #[test]

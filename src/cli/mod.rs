@@ -7,6 +7,7 @@ mod backend;
 mod compare;
 mod generators;
 pub use results::duration;
+mod endpoint;
 mod load;
 mod metrics;
 mod report;

@@ -11,14 +11,19 @@
 //!   is this clock's time on arrival, so the coordinator knows whether it came before
 //!   `T`. A `K` already taken (a retried request that arrived twice) opens nothing.
 //!
-//! One connection at a time, each closed after its answer: the coordinator is the only
-//! client and sends a handful of requests; during the measured window only a `/clock`
-//! from a late probe, a `/stop`, and one `/mark` per change of a scenario run.
+//! The coordinator is the only client and sends a handful of requests (during the
+//! measured window only a `/clock` from a late probe, a `/stop`, and one `/mark` per
+//! change of a scenario run), each on a connection closed after its answer. They are
+//! served side by side ([`crate::cli::endpoint`]), so a stalled connection (a proxy's
+//! half-sent request) never holds up a `/stop`.
 
 use super::now_unix_ns;
+use crate::cli::endpoint::{Body, Endpoint, Limits};
 use anyhow::Context as _;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use hyper::body::{Bytes, Incoming};
+use hyper::header::{HeaderValue, CONTENT_TYPE};
+use hyper::{Method, Request, Response, StatusCode};
+use std::net::TcpListener;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -26,12 +31,24 @@ use std::time::{Duration, Instant};
 /// How long a part keeps its result for a coordinator that does not come; then it
 /// exits 1 (the Job's `activeDeadlineSeconds` bounds it in any case).
 pub const COLLECT_LIMIT: Duration = Duration::from_secs(300);
-/// The longest request head read.
-const MAX_HEAD: usize = 8 << 10;
+/// A request head within 5 s (the API server forwards it whole); then 60 s more to
+/// take the answer, as the coordinator gives each transfer of a result 60 s.
+const LIMITS: Limits = Limits {
+    head: Duration::from_secs(5),
+    exchange: Duration::from_secs(65),
+    max_head: 8 << 10,
+};
+
+/// The result endpoint of a part; stops serving and closes its socket when dropped.
+pub struct Served {
+    state: Arc<State>,
+    _endpoint: Endpoint,
+}
 
 /// What the endpoint serves; shared with its thread.
-pub struct Served {
-    result: Mutex<Option<Arc<Vec<u8>>>>,
+struct State {
+    /// The result, once the load has ended.
+    result: Mutex<Option<Bytes>>,
     done: AtomicBool,
     stop: Arc<AtomicBool>,
     /// Where `/mark` puts the windows, once the load's clock has started.
@@ -45,32 +62,50 @@ impl Served {
     ///
     /// # Errors
     /// When the address cannot be bound.
-    pub fn start(addr: &str, stop: Arc<AtomicBool>) -> anyhow::Result<Arc<Served>> {
+    pub fn start(addr: &str, stop: Arc<AtomicBool>) -> anyhow::Result<Served> {
         let listener = TcpListener::bind(addr).with_context(|| format!("--serve {addr}"))?;
-        let me = Arc::new(Served {
+        let state = Arc::new(State {
             result: Mutex::new(None),
             done: AtomicBool::new(false),
             stop,
             marks: OnceLock::new(),
             last_mark: Mutex::new(0),
         });
-        let s = me.clone();
-        std::thread::Builder::new()
-            .name("serve".into())
-            .spawn(move || {
-                for conn in listener.incoming().flatten() {
-                    let _ = s.answer(conn);
-                }
-            })
+        let s = state.clone();
+        let endpoint = Endpoint::start(listener, "serve", LIMITS, move |req| s.answer(req))
             .context("start the result endpoint")?;
-        Ok(me)
+        Ok(Served {
+            state,
+            _endpoint: endpoint,
+        })
     }
 
     /// From now on `/mark` opens windows in `marks`, on `clock`.
     pub fn take_marks(&self, marks: Arc<engine::windows::Marks>, clock: results::clock::Clock) {
-        let _ = self.marks.set((marks, clock));
+        let _ = self.state.marks.set((marks, clock));
     }
 
+    /// Offers the result and waits until it was collected (`true`), a signal arrived
+    /// after it was offered, or `limit` passed (`false`).
+    pub fn publish_and_wait(&self, result: Vec<u8>, limit: Duration) -> bool {
+        let state = &self.state;
+        let stopped_before = state.stop.load(Ordering::Relaxed);
+        *state.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(Bytes::from(result));
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if state.done.load(Ordering::Relaxed) {
+                return true;
+            }
+            if !stopped_before && state.stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+}
+
+impl State {
     /// Mark number `seq` opens a window at Unix time `unix` (ns) on this machine's
     /// clock, unless a mark of that number or later was taken already (then nothing
     /// changes: the request was a retry); the clock's time on arrival, or `None` when
@@ -87,96 +122,59 @@ impl Served {
         Some(now)
     }
 
-    /// Offers the result and waits until it was collected (`true`), a signal arrived
-    /// after it was offered, or `limit` passed (`false`).
-    pub fn publish_and_wait(&self, result: Vec<u8>, limit: Duration) -> bool {
-        let stopped_before = self.stop.load(Ordering::Relaxed);
-        *self.result.lock().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(result));
-        let deadline = Instant::now() + limit;
-        while Instant::now() < deadline {
-            if self.done.load(Ordering::Relaxed) {
-                return true;
-            }
-            if !stopped_before && self.stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        false
-    }
-
-    fn answer(&self, mut conn: TcpStream) -> std::io::Result<()> {
-        conn.set_read_timeout(Some(Duration::from_secs(5)))?;
-        conn.set_write_timeout(Some(Duration::from_secs(60)))?;
-        let mut head = Vec::with_capacity(512);
-        let mut buf = [0u8; 512];
-        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-            let n = conn.read(&mut buf)?;
-            if n == 0 || head.len() > MAX_HEAD {
-                return Ok(());
-            }
-            head.extend_from_slice(&buf[..n]);
-        }
-        let line = String::from_utf8_lossy(&head);
-        let mut words = line.split_whitespace();
-        let (method, path) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
-        let path = path.split('?').next().unwrap_or("");
+    fn answer(&self, req: &Request<Incoming>) -> Response<Body> {
+        let path = req.uri().path();
         let result = self
             .result
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let (status, body): (&str, Arc<Vec<u8>>) = match (method, path) {
-            ("GET", "/clock") => ("200 OK", Arc::new(now_unix_ns().to_string().into_bytes())),
-            ("GET", "/result") => match result {
-                Some(r) => ("200 OK", r),
-                None => ("202 Accepted", Arc::new(b"running\n".to_vec())),
+        let text = |s: &'static str| Bytes::from_static(s.as_bytes());
+        let (status, body) = match (req.method(), path) {
+            (&Method::GET, "/clock") => (StatusCode::OK, Bytes::from(now_unix_ns().to_string())),
+            (&Method::GET, "/result") => match result {
+                Some(r) => (StatusCode::OK, r),
+                None => (StatusCode::ACCEPTED, text("running\n")),
             },
-            ("POST", "/stop") => {
+            (&Method::POST, "/stop") => {
                 self.stop.store(true, Ordering::Relaxed);
-                ("200 OK", Arc::new(b"stopping\n".to_vec()))
+                (StatusCode::OK, text("stopping\n"))
             }
-            ("POST", "/done") if result.is_some() => {
+            (&Method::POST, "/done") if result.is_some() => {
                 self.done.store(true, Ordering::Relaxed);
-                ("200 OK", Arc::new(b"bye\n".to_vec()))
+                (StatusCode::OK, text("bye\n"))
             }
-            ("POST", "/done") => ("409 Conflict", Arc::new(b"no result yet\n".to_vec())),
-            ("POST", p) if p.starts_with("/mark/") => {
+            (&Method::POST, "/done") => (StatusCode::CONFLICT, text("no result yet\n")),
+            (&Method::POST, p) if p.starts_with("/mark/") => {
                 let parsed = p["/mark/".len()..]
                     .split_once('/')
                     .and_then(|(k, t)| Some((k.parse::<u64>().ok()?, t.parse::<u128>().ok()?)));
                 match parsed.map(|(k, t)| self.mark(k, t)) {
-                    Some(Some(now)) => ("200 OK", Arc::new(now.to_string().into_bytes())),
-                    Some(None) => (
-                        "409 Conflict",
-                        Arc::new(b"this load takes no marks\n".to_vec()),
-                    ),
-                    None => (
-                        "400 Bad Request",
-                        Arc::new(b"give /mark/NUMBER/UNIX_NS\n".to_vec()),
-                    ),
+                    Some(Some(now)) => (StatusCode::OK, Bytes::from(now.to_string())),
+                    Some(None) => (StatusCode::CONFLICT, text("this load takes no marks\n")),
+                    None => (StatusCode::BAD_REQUEST, text("give /mark/NUMBER/UNIX_NS\n")),
                 }
             }
-            _ => ("404 Not Found", Arc::new(b"not found\n".to_vec())),
+            _ => (StatusCode::NOT_FOUND, text("not found\n")),
         };
-        let content_type = if path == "/result" && status.starts_with("200") {
+        let content_type = if path == "/result" && status == StatusCode::OK {
             "application/json"
         } else {
             "text/plain"
         };
-        write!(
-            conn,
-            "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-            body.len()
-        )?;
-        conn.write_all(&body)?;
-        conn.flush()
+        let mut r = Response::new(Body::new(body));
+        *r.status_mut() = status;
+        r.headers_mut()
+            .insert(CONTENT_TYPE, HeaderValue::from_static(content_type));
+        r
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     fn call(addr: std::net::SocketAddr, req: &str) -> String {
         let mut c = TcpStream::connect(addr).unwrap();
@@ -186,6 +184,43 @@ mod tests {
         out
     }
 
+    /// A client that stalls halfway through its request must not hold up the
+    /// coordinator's `/stop` (a Ctrl-C forwarded during the measured window).
+    #[test]
+    fn a_slow_client_delays_no_stop() {
+        let stop = Arc::new(AtomicBool::new(false));
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        drop(l);
+        let _s = Served::start(&addr.to_string(), stop.clone()).unwrap();
+        let mut slow = TcpStream::connect(addr).unwrap();
+        slow.write_all(b"GET /clo").unwrap();
+        // Let the server take the slow connection first, as a serial server would.
+        std::thread::sleep(Duration::from_millis(100));
+        let started = Instant::now();
+        let r = call(addr, "POST /stop HTTP/1.1\r\n\r\n");
+        assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+        assert!(stop.load(Ordering::Relaxed));
+        // Answered while the slow one still waits for the rest of its request: a
+        // server taking one client at a time answers only once it gave up on it.
+        slow.set_nonblocking(true).unwrap();
+        let mut b = [0u8; 1];
+        assert!(
+            matches!(slow.peek(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the slow client was dropped before /stop was answered"
+        );
+        slow.set_nonblocking(false).unwrap();
+        assert!(
+            started.elapsed() < Duration::from_secs(4),
+            "{:?}",
+            started.elapsed()
+        );
+        slow.write_all(b"ck HTTP/1.1\r\n\r\n").unwrap();
+        let mut late = String::new();
+        slow.read_to_string(&mut late).unwrap();
+        assert!(late.starts_with("HTTP/1.1 200"), "{late}");
+    }
+
     #[test]
     fn the_endpoint_serves_clock_then_result_and_ends_when_collected() {
         let stop = Arc::new(AtomicBool::new(false));
@@ -193,7 +228,7 @@ mod tests {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         drop(l);
-        let s = Served::start(&addr.to_string(), stop.clone()).unwrap();
+        let s = Arc::new(Served::start(&addr.to_string(), stop.clone()).unwrap());
         let t = call(addr, "GET /clock HTTP/1.1\r\nHost: x\r\n\r\n");
         let ns: u128 = t.rsplit("\r\n\r\n").next().unwrap().parse().unwrap();
         assert!(ns.abs_diff(now_unix_ns()) < 1_000_000_000, "{t}");
