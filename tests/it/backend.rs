@@ -306,8 +306,9 @@ fn median_latency(b: &Backend, n: usize) -> Duration {
 /// Each answer is held for the delay drawn, to tens of microseconds at the median
 /// (tokio's millisecond timer made `--delay 10ms` 11.4 ms): fixed, uniform and
 /// exponential delays, measured from the client side beyond the median round trip of
-/// an undelayed answer. The bound is loose for a shared CI machine; the precision
-/// itself is measured in `make bench` (docs/benchmarks.md).
+/// an undelayed answer. The bound is loose for a shared CI machine (this 2-core VM
+/// holds 130-180 us beyond the delay: its own wake-up from idle; a millisecond
+/// timer is 900-1,400 us off) and catches a return to millisecond rounding.
 #[test]
 fn delays_are_kept_to_the_microsecond_not_rounded_to_milliseconds() {
     let _turn = exclusive();
@@ -323,7 +324,7 @@ fn delays_are_kept_to_the_microsecond_not_rounded_to_milliseconds() {
         let off = got.abs_diff(median);
         eprintln!("--delay {delay}: median {got:?} beyond the round trip ({base:?}), {off:?} off");
         assert!(
-            off <= Duration::from_micros(150),
+            off <= Duration::from_micros(400),
             "--delay {delay}: median hold {got:?}, expected {median:?} (round trip {base:?})"
         );
     }
