@@ -377,7 +377,7 @@ pub(super) fn emit(
                 Ok(results::fsutil::write_atomic(p, &bytes)?)
             });
         if let Err(e) = res {
-            failed.push(format!("--json: {e}"));
+            failed.push(format!("--json: {}", results::Causes(&*e)));
         }
     }
     if let Some(p) = &args.hdr_log {
@@ -385,14 +385,14 @@ pub(super) fn emit(
             .map_err(anyhow::Error::msg)
             .and_then(|log| Ok(results::fsutil::write_atomic(p, &log)?));
         if let Err(e) = res {
-            failed.push(format!("--hdr-log: {e}"));
+            failed.push(format!("--hdr-log: {}", results::Causes(&*e)));
         }
     }
     if let Some(p) = &args.report {
         let input = report::input::ReportInput::single("load", result.clone());
         match report::files::write_all(&input, p, false) {
             Ok(_) => println!("report written to {}", p.display()),
-            Err(e) => failed.push(format!("--report: {e}")),
+            Err(e) => failed.push(format!("--report: {}", results::Causes(&e))),
         }
     }
     for f in &failed {

@@ -1,6 +1,7 @@
 //! `ingressbench run` and `ingressbench validate`: scenarios from the command line.
 
 use super::usage;
+use anyhow::Context;
 use clap::Args;
 use scenario::{runner, Scenario};
 use std::path::PathBuf;
@@ -134,7 +135,7 @@ pub struct ValidateArgs {
 }
 
 fn load(path: &std::path::Path) -> anyhow::Result<(Scenario, String)> {
-    Scenario::load(path).map_err(|e| usage(e.to_string()))
+    Scenario::load(path).map_err(|e| usage(results::with_causes(&e)))
 }
 
 /// The scenario's systems, as a list for a line of text: `nginx-reload, caddy-api`.
@@ -328,7 +329,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // One run per folder, and no silent overwrite: held until this function returns.
     let _lock = results::folder::RunFolder::new(&out)
         .lock(a.force)
-        .map_err(|e| usage(e.to_string()))?;
+        .map_err(|e| usage(results::with_causes(&e)))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
@@ -337,7 +338,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let exe = std::env::current_exe()?;
     // Whatever the run starts is also registered with a watchdog, which cleans up if
     // this process is killed (SIGKILL runs none of our code).
-    lab::watchdog::start(&exe).map_err(|e| anyhow::anyhow!("start the watchdog: {e}"))?;
+    lab::watchdog::start(&exe).context("start the watchdog")?;
     let opts = runner::RunOptions {
         out_dir: out.clone(),
         only: a.only,
@@ -370,7 +371,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         // Interrupted before a system's load began (e.g. while generator pods were
         // still being placed): nothing of that system was measured.
         Err(e) if stop.load(Ordering::Relaxed) => {
-            eprintln!("ingressbench: interrupted: {e}");
+            eprintln!("ingressbench: interrupted: {}", results::Causes(&e));
             return Ok(130);
         }
         Err(e) => return Err(e.into()),
@@ -390,7 +391,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     match report {
         Ok(_) => println!("report written to {}", page.display()),
         Err(e) => {
-            eprintln!("ingressbench: report not written: {e}");
+            eprintln!("ingressbench: report not written: {}", results::Causes(&*e));
             if !r.partial {
                 return Ok(1);
             }

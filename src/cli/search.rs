@@ -4,6 +4,7 @@
 //! open-loop runs (`engine::search` decides, this file runs the steps and prints).
 
 use super::{duration, load, usage};
+use anyhow::Context;
 use clap::Args;
 use engine::search::{run_search, SearchError, SearchPlan};
 use engine::{tls, LoadSpec};
@@ -270,7 +271,7 @@ fn write(a: &SearchArgs, out: &SearchResult) -> anyhow::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(out)?;
         bytes.push(b'\n');
         results::fsutil::write_atomic(j, &bytes)
-            .map_err(|e| anyhow::anyhow!("--json {}: {e}", j.display()))?;
+            .with_context(|| format!("--json {}", j.display()))?;
     }
     Ok(())
 }

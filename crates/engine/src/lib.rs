@@ -214,7 +214,8 @@ impl LoadSpec {
             ));
         }
         let tls = if target.tls {
-            let cfg = tls::client_config(t).map_err(|e| SpecError::new(S::Tls, e.to_string()))?;
+            let cfg = tls::client_config(t)
+                .map_err(|e| SpecError::new(S::Tls, results::with_causes(&e)))?;
             let name = tls::server_name(&target.host)
                 .map_err(|e| SpecError::new(S::Tls, e.to_string()))?;
             Some((cfg, name))

@@ -42,9 +42,9 @@ pub struct SearchPlan {
 /// Why a search could not run (a server that fails every step is a result, not this).
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
-    #[error("{0}")]
+    #[error(transparent)]
     Spec(#[from] SpecError),
-    #[error("{0}")]
+    #[error(transparent)]
     Engine(#[from] EngineError),
     /// The closed-loop probe completed nothing: there is nothing to search below.
     #[error("the closed-loop probe completed {rate:.1} requests/s against {url}: {why}")]

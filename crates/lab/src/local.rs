@@ -134,7 +134,7 @@ impl Platform for LocalProcesses {
                         took: t.elapsed(),
                     }),
                     Err(e) => on(PlatformEvent::Failed {
-                        detail: format!("start backend: {e}"),
+                        detail: format!("start backend: {}", results::Causes(&e)),
                     }),
                 }
             }

@@ -46,7 +46,7 @@ pub enum LockError {
     Busy { path: String },
     #[error("results folder {path} already holds results: give another --out, or --force to replace them")]
     NotEmpty { path: String },
-    #[error("results folder {path}: {source}")]
+    #[error("results folder {path}")]
     Io {
         path: String,
         source: std::io::Error,
@@ -68,10 +68,11 @@ impl Drop for FolderLock {
     }
 }
 
-/// Why a result document could not be read. Each message names the path once.
+/// Why a result document could not be read. Each message names the path once (and,
+/// as every error of the workspace, not its cause: see [`crate::causes`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: String,
         source: std::io::Error,

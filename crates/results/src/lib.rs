@@ -4,6 +4,7 @@
 //! the runner and the reports can all depend on it without depending on each other;
 //! the only I/O is writing files atomically ([`fsutil`]).
 
+pub mod causes;
 pub mod clock;
 pub mod duration;
 pub mod failover;
@@ -16,6 +17,7 @@ pub mod search;
 pub mod sizing;
 pub mod time;
 
+pub use causes::{with_causes, Causes};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

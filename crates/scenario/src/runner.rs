@@ -28,10 +28,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-/// Why a scenario run failed (as opposed to a system misbehaving, which is data).
+/// Why a scenario run failed (as opposed to a system misbehaving, which is data). A
+/// message never repeats its cause, which is `source()` ([`results::causes`]).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("{system}: {source}")]
+    #[error("{system}")]
     Lab {
         system: String,
         #[source]
@@ -39,7 +40,7 @@ pub enum RunError {
     },
     #[error("{0}")]
     Setup(String),
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
         #[source]
@@ -918,7 +919,7 @@ impl System {
             Err(e) => {
                 self.events.log(
                     EventKind::ChangeFailed,
-                    format!("{detail}: {e}"),
+                    format!("{detail}: {}", results::Causes(&e)),
                     Some(t0.elapsed()),
                 );
             }

@@ -285,7 +285,7 @@ fn run_job(
             Ok(p) => p,
             Err(e) => {
                 if !pods.quiet {
-                    eprintln!("ingressbench: {e} (retrying)");
+                    eprintln!("ingressbench: {} (retrying)", results::Causes(&e));
                 }
                 std::thread::sleep(POLL);
                 continue;
@@ -484,7 +484,7 @@ impl LoadRunner for KubernetesGenerators {
                 created,
             }),
         )
-        .map_err(|e| format!("{e:#}"))?
+        .map_err(|e| results::with_causes(&*e))?
         .ok_or("interrupted before the generators started")?;
         super::scenario::merge_parts(outcome.parts, start_at, origin)
     }
