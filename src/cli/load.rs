@@ -398,7 +398,16 @@ pub(super) fn emit(
     for f in &failed {
         eprintln!("ingressbench: not written: {f}");
     }
+    warn(result);
     failed.is_empty()
+}
+
+/// Says each of a result's warnings on stderr (the summary on stdout lists them too,
+/// where a script reading the figures would not look).
+pub(super) fn warn(result: &results::RunResult) {
+    for w in &result.warnings {
+        eprintln!("ingressbench: warning: {w}");
+    }
 }
 
 /// The exit code of a load whose outputs were all written: 130 when interrupted, 1

@@ -224,6 +224,9 @@ pub fn run(a: SearchArgs) -> anyhow::Result<i32> {
         Err(e) => return Err(e.into()),
     };
     write(&a, &out)?;
+    for w in &out.warnings {
+        eprintln!("ingressbench: warning: {w}");
+    }
     let best = |rate: f64| {
         out.steps
             .iter()
