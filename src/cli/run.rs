@@ -351,14 +351,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             .as_ref()
             .map(|(_, l)| Arc::new(super::metrics::Watch(l.clone())) as Arc<dyn runner::Watch>),
         system_done: Box::new(|r| {
+            let system = r.lab.as_ref().map_or("?", |l| l.system.as_str());
             eprintln!(
-                "ingressbench: {}: done: p99 {} max {}, {} errors",
-                r.lab.as_ref().map_or("?", |l| l.system.as_str()),
+                "ingressbench: {system}: done: p99 {} max {}, {} errors",
                 ::report::fmt::fmt_opt_ms(r.latency_ms.corrected.p99),
                 ::report::fmt::fmt_opt_ms(r.latency_ms.corrected.max),
                 r.errors.total()
-            )
+            );
+            for w in &r.warnings {
+                eprintln!("ingressbench: {system}: warning: {w}");
+            }
         }),
+        warn: Arc::new(|w| eprintln!("ingressbench: warning: {w}")),
     };
     // A sizing scan searches each row's maximum; every other scenario runs its load.
     let outcome = if s.sizing.is_some() {

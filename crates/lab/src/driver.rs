@@ -307,6 +307,12 @@ pub trait Driver: Send {
     fn handshakes(&mut self) -> Option<Handshakes> {
         None
     }
+    /// What went wrong since the last call without failing the change it came with
+    /// (the object of an old route that could not be deleted, while the new route is
+    /// in force), for the run to report: each is returned once.
+    fn take_warnings(&mut self) -> Vec<LabError> {
+        Vec::new()
+    }
 }
 
 /// TLS handshakes counted by the proxy: full ones and resumed sessions.

@@ -70,7 +70,7 @@ impl Platform for LocalProcesses {
     }
 
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
-        self.teardown();
+        self.teardown()?;
         sweep_leftovers(&std::env::temp_dir());
         crate::cgroup::sweep();
         std::fs::create_dir_all(&spec.out_dir)
@@ -169,7 +169,7 @@ impl Platform for LocalProcesses {
         }
     }
 
-    fn teardown(&mut self) {
+    fn teardown(&mut self) -> Result<(), LabError> {
         if let Some(mut p) = self.pool.take() {
             p.stop_all();
         }
@@ -177,12 +177,13 @@ impl Platform for LocalProcesses {
         if let Some(w) = self.work.take() {
             remove_scratch(w);
         }
+        Ok(())
     }
 }
 
 impl Drop for LocalProcesses {
     fn drop(&mut self) {
-        self.teardown();
+        let _ = self.teardown();
     }
 }
 
