@@ -133,6 +133,7 @@ pub(crate) mod fixtures {
             ],
             searches: Vec::new(),
             sizings: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 }
