@@ -53,7 +53,7 @@ pub fn run(a: CompareArgs) -> anyhow::Result<i32> {
     if let Some(out) = &a.out {
         results::fsutil::check_writable(out).map_err(|e| usage(format!("--out: {e}")))?;
     }
-    let load = |p: &PathBuf| compare::load_run(p).map_err(|e| usage(e.to_string()));
+    let load = |p: &PathBuf| compare::load_run(p).map_err(|e| usage(results::with_causes(&e)));
     let base = load(&a.base)?;
     let news = a
         .new

@@ -90,7 +90,7 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
 
     let parts: Vec<Part> = gens.into_iter().map(Generator::into_part).collect();
     drop(dir);
-    finish(args, parts, start_at, spec.warmup, interrupted)
+    finish(args, parts, start_at, spec.warmup, interrupted, Vec::new())
 }
 
 /// Starts one child of this program per part of `plan`: `args` (the command and its
@@ -186,10 +186,12 @@ fn finish(
     start_at: u128,
     warmup: Duration,
     interrupted: bool,
+    warnings: Vec<String>,
 ) -> anyhow::Result<i32> {
     let failed = parts.iter().any(|p| p.result.is_none());
     let mut result =
         results::merge::merge(parts, start_at).context("merging the generators' results")?;
+    result.warnings.extend(warnings);
     let seconds = result.take_second_histograms();
     let seconds: Vec<(u64, &[u8])> = seconds.iter().map(|(t, b)| (*t, b.as_slice())).collect();
     let started = start_at + warmup.as_nanos();

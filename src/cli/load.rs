@@ -377,7 +377,7 @@ pub(super) fn emit(
                 Ok(results::fsutil::write_atomic(p, &bytes)?)
             });
         if let Err(e) = res {
-            failed.push(format!("--json: {e}"));
+            failed.push(format!("--json: {}", results::Causes(&*e)));
         }
     }
     if let Some(p) = &args.hdr_log {
@@ -385,20 +385,29 @@ pub(super) fn emit(
             .map_err(anyhow::Error::msg)
             .and_then(|log| Ok(results::fsutil::write_atomic(p, &log)?));
         if let Err(e) = res {
-            failed.push(format!("--hdr-log: {e}"));
+            failed.push(format!("--hdr-log: {}", results::Causes(&*e)));
         }
     }
     if let Some(p) = &args.report {
         let input = report::input::ReportInput::single("load", result.clone());
         match report::files::write_all(&input, p, false) {
             Ok(_) => println!("report written to {}", p.display()),
-            Err(e) => failed.push(format!("--report: {e}")),
+            Err(e) => failed.push(format!("--report: {}", results::Causes(&e))),
         }
     }
     for f in &failed {
         eprintln!("ingressbench: not written: {f}");
     }
+    warn(result);
     failed.is_empty()
+}
+
+/// Says each of a result's warnings on stderr (the summary on stdout lists them too,
+/// where a script reading the figures would not look).
+pub(super) fn warn(result: &results::RunResult) {
+    for w in &result.warnings {
+        eprintln!("ingressbench: warning: {w}");
+    }
 }
 
 /// The exit code of a load whose outputs were all written: 130 when interrupted, 1

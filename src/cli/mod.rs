@@ -105,24 +105,11 @@ pub fn main() -> i32 {
     }
 }
 
-/// The error chain as one line: "outer: inner: root", each cause once.
-///
-/// The parts' error types put their source's text in their own message (so that
-/// `to_string()` alone says everything, as in logs and events) and also expose it
-/// as `source()`: a cause whose text its wrapper already ends with is not repeated.
+/// The error chain as one line: "outer: inner: root". The parts' messages carry
+/// only their own context, their cause being `source()`, so each cause is printed
+/// once by walking the chain ([`results::causes`]).
 fn one_line(e: &anyhow::Error) -> String {
-    let mut out = String::new();
-    for c in e.chain() {
-        let text = c.to_string();
-        if out.ends_with(&text) {
-            continue;
-        }
-        if !out.is_empty() {
-            out.push_str(": ");
-        }
-        out.push_str(&text);
-    }
-    out
+    results::with_causes(&**e)
 }
 
 /// Clap's errors are several lines with usage; users asked for one clear line.
@@ -166,19 +153,31 @@ fn clap_error(e: clap::Error) -> i32 {
 mod tests {
     use super::*;
 
-    #[derive(Debug, thiserror::Error)]
-    #[error("listen 127.0.0.1:80: {source}")]
-    struct Bind {
-        source: std::io::Error,
-    }
-
     #[test]
     fn a_cause_is_printed_once() {
+        // A part's error under the binary's context, as `backend` fails to bind.
         let io = std::io::Error::from_raw_os_error(libc::EADDRINUSE);
-        let e = anyhow::Error::new(Bind { source: io }).context("backend");
+        let bind = ::backend::Error::Bind {
+            addr: "127.0.0.1:80".parse().unwrap(),
+            source: io,
+        };
+        let e = anyhow::Error::new(bind).context("backend");
         assert_eq!(
             one_line(&e),
             "backend: listen 127.0.0.1:80: Address already in use (os error 98)"
+        );
+        // A run's error over a lab error over an I/O error: three levels, each once.
+        let lab = lab::LabError::Io {
+            what: "start nginx".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOENT),
+        };
+        let run = scenario::runner::RunError::Lab {
+            system: "nginx-reload".into(),
+            source: lab,
+        };
+        assert_eq!(
+            one_line(&anyhow::Error::new(run)),
+            "nginx-reload: start nginx: No such file or directory (os error 2)"
         );
         let e = anyhow::anyhow!("root").context("middle").context("outer");
         assert_eq!(one_line(&e), "outer: middle: root");

@@ -53,7 +53,8 @@ pub fn default_page(run: &Path) -> PathBuf {
 
 /// Reads the runs, writes the report, prints where.
 pub fn run(a: ReportArgs) -> anyhow::Result<i32> {
-    let input = input::load(&a.runs).map_err(|e| usage(format!("report: {e}")))?;
+    let input =
+        input::load(&a.runs).map_err(|e| usage(format!("report: {}", results::Causes(&e))))?;
     let page = page_path(&a)?;
     results::fsutil::check_writable(&page).map_err(|e| usage(format!("report: --out {e}")))?;
     let written = files::write_all(&input, &page, a.png)?;

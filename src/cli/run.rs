@@ -1,6 +1,7 @@
 //! `ingressbench run` and `ingressbench validate`: scenarios from the command line.
 
 use super::usage;
+use anyhow::Context;
 use clap::Args;
 use scenario::plan::{self, Plan};
 use scenario::{runner, PlatformKind};
@@ -143,7 +144,7 @@ impl PlanArgs {
     /// The checked plan and `--fail-on`'s limits: every refusal `run` makes before
     /// it starts anything, and so every one `validate` makes.
     fn plan(&self, file: &std::path::Path) -> anyhow::Result<(Plan, Vec<::report::gate::Gate>)> {
-        let plan = Plan::load(file, self.flags()?).map_err(|e| usage(e.to_string()))?;
+        let plan = Plan::load(file, self.flags()?).map_err(|e| usage(results::with_causes(&e)))?;
         let gates = ::report::gate::parse_gates(&self.fail_on).map_err(|e| usage(e.to_string()))?;
         Ok((plan, gates))
     }
@@ -246,7 +247,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     // One run per folder, and no silent overwrite: held until this function returns.
     let _lock = results::folder::RunFolder::new(&out)
         .lock(a.force)
-        .map_err(|e| usage(e.to_string()))?;
+        .map_err(|e| usage(results::with_causes(&e)))?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register_conditional_shutdown(sig, 130, stop.clone())?;
@@ -255,7 +256,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     let exe = std::env::current_exe()?;
     // Whatever the run starts is also registered with a watchdog, which cleans up if
     // this process is killed (SIGKILL runs none of our code).
-    lab::watchdog::start(&exe).map_err(|e| anyhow::anyhow!("start the watchdog: {e}"))?;
+    lab::watchdog::start(&exe).context("start the watchdog")?;
     let opts = runner::RunOptions {
         out_dir: out.clone(),
         exe,
@@ -266,14 +267,18 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             .as_ref()
             .map(|(_, l)| Arc::new(super::metrics::Watch(l.clone())) as Arc<dyn runner::Watch>),
         system_done: Box::new(|r| {
+            let system = r.lab.as_ref().map_or("?", |l| l.system.as_str());
             eprintln!(
-                "ingressbench: {}: done: p99 {} max {}, {} errors",
-                r.lab.as_ref().map_or("?", |l| l.system.as_str()),
+                "ingressbench: {system}: done: p99 {} max {}, {} errors",
                 ::report::fmt::fmt_opt_ms(r.latency_ms.corrected.p99),
                 ::report::fmt::fmt_opt_ms(r.latency_ms.corrected.max),
                 r.errors.total()
-            )
+            );
+            for w in &r.warnings {
+                eprintln!("ingressbench: {system}: warning: {w}");
+            }
         }),
+        warn: Arc::new(|w| eprintln!("ingressbench: warning: {w}")),
     };
     // A sizing scan searches each row's maximum; every other scenario runs its load.
     let outcome = match plan.load {
@@ -285,7 +290,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
         // Interrupted before a system's load began (e.g. while generator pods were
         // still being placed): nothing of that system was measured.
         Err(e) if stop.load(Ordering::Relaxed) => {
-            eprintln!("ingressbench: interrupted: {e}");
+            eprintln!("ingressbench: interrupted: {}", results::Causes(&e));
             return Ok(130);
         }
         Err(e) => return Err(e.into()),
@@ -305,7 +310,7 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
     match report {
         Ok(_) => println!("report written to {}", page.display()),
         Err(e) => {
-            eprintln!("ingressbench: report not written: {e}");
+            eprintln!("ingressbench: report not written: {}", results::Causes(&*e));
             if !r.partial {
                 return Ok(1);
             }

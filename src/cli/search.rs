@@ -4,6 +4,7 @@
 //! open-loop runs (`engine::search` decides, this file runs the steps and prints).
 
 use super::{duration, load, usage};
+use anyhow::Context;
 use clap::Args;
 use engine::search::{run_search, SearchError, SearchPlan};
 use engine::{tls, LoadSpec};
@@ -223,6 +224,9 @@ pub fn run(a: SearchArgs) -> anyhow::Result<i32> {
         Err(e) => return Err(e.into()),
     };
     write(&a, &out)?;
+    for w in &out.warnings {
+        eprintln!("ingressbench: warning: {w}");
+    }
     let best = |rate: f64| {
         out.steps
             .iter()
@@ -270,7 +274,7 @@ fn write(a: &SearchArgs, out: &SearchResult) -> anyhow::Result<()> {
         let mut bytes = serde_json::to_vec_pretty(out)?;
         bytes.push(b'\n');
         results::fsutil::write_atomic(j, &bytes)
-            .map_err(|e| anyhow::anyhow!("--json {}: {e}", j.display()))?;
+            .with_context(|| format!("--json {}", j.display()))?;
     }
     Ok(())
 }

@@ -216,7 +216,7 @@ fn contract(profile: &lab::profiles::Profile) {
     // Stopped: not alive, nothing left.
     d.stop().unwrap();
     assert!(!d.alive(), "{}: alive after stop", profile.name);
-    platform.teardown();
+    platform.teardown().unwrap();
     assert_no_process_with(&path_text(&out));
     assert_no_process_with(&path_text(&ctx.work_dir));
     assert!(

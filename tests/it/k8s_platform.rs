@@ -157,7 +157,7 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
         );
 
         // Teardown deletes the namespace.
-        p.teardown();
+        p.teardown().expect("teardown");
         (log, ns)
     });
     eprintln!("kubernetes: {events:?}");
@@ -178,7 +178,7 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
     let gone = cluster.inside(move || {
         let mut p = Kubernetes::new(spec.clone()).unwrap();
         p.prepare(&site(&out2_dir, 1)).expect("prepare t2");
-        p.teardown();
+        p.teardown().expect("teardown");
         kubernetes::cleanup(&spec).expect("cleanup")
     });
     assert_eq!(gone, vec!["ingressbench-t2".to_string()]);
@@ -354,7 +354,7 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
             assert!(t.elapsed() >= Duration::from_millis(400), "{:?}", t.elapsed());
         });
         g.stop().unwrap();
-        p.teardown();
+        p.teardown().expect("teardown");
     });
     // The given namespace stays; what the run made in it goes.
     let (ok, left) = cluster.kubectl(&[

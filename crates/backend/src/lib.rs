@@ -29,11 +29,12 @@ pub use flap::{Flap, FlapMode};
 pub use server::{valid_id, Config, DrainEnd, Drained, Server};
 pub use stall::Stall;
 
-/// Why the backend could not start.
+/// Why the backend could not start. A message never repeats its cause, which is
+/// `source()` ([`results::causes`]).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A listen address could not be bound (in use, not local, no permission).
-    #[error("listen {addr}: {source}")]
+    #[error("listen {addr}")]
     Bind {
         /// The address asked for.
         addr: SocketAddr,
@@ -60,7 +61,7 @@ pub enum Error {
     #[error("tls: {0}")]
     Tls(rustls::Error),
     /// The ready file could not be written.
-    #[error("ready file {}: {source}", path.display())]
+    #[error("ready file {}", path.display())]
     ReadyFile {
         /// The file asked for.
         path: PathBuf,

@@ -214,7 +214,8 @@ impl LoadSpec {
             ));
         }
         let tls = if target.tls {
-            let cfg = tls::client_config(t).map_err(|e| SpecError::new(S::Tls, e.to_string()))?;
+            let cfg = tls::client_config(t)
+                .map_err(|e| SpecError::new(S::Tls, results::with_causes(&e)))?;
             let name = tls::server_name(&target.host)
                 .map_err(|e| SpecError::new(S::Tls, e.to_string()))?;
             Some((cfg, name))
@@ -391,8 +392,13 @@ pub struct Outcome {
     pub sample: f64,
     /// Whether the workers could raise their scheduling priority.
     pub priority_raised: bool,
-    /// The CPUs the workers were confined to (empty: any).
+    /// The CPUs the workers were to be confined to (empty: any).
     pub cpus: Vec<usize>,
+    /// The CPUs the workers could run on once pinned, as the kernel reported them
+    /// (empty: no pin asked for): `cpus` unless the pin was refused.
+    pub cpus_applied: Vec<usize>,
+    /// What went wrong without stopping the run (a refused CPU pin), one line each.
+    pub warnings: Vec<String>,
     /// The plan's place in a split run, if it is one generator of several.
     pub slice: Option<split::Slice>,
     /// How late the schedule started after the slice's shared instant, in ns (0: on
@@ -476,6 +482,7 @@ pub fn run_marked(
         stopped_at: AtomicU64::new(0),
         sample: plan.sample,
         cpus: plan.cpus.clone(),
+        pinned: std::sync::Mutex::new(worker::Pinned::default()),
         priority_raised: AtomicBool::new(false),
         answered: AtomicBool::new(false),
         failure: std::sync::Mutex::new(None),
@@ -556,6 +563,29 @@ pub fn run_marked(
     }
     let stopped = clock.now();
     let planned_end = measure_start + shared.duration_ns;
+    let pinned = shared
+        .pinned
+        .lock()
+        .map(|mut p| std::mem::take(&mut *p))
+        .unwrap_or_default();
+    let cpus_applied: Vec<usize> = pinned.applied.into_iter().collect();
+    let mut planned = plan.cpus.clone();
+    planned.sort_unstable();
+    planned.dedup();
+    let warnings = match pinned.refused {
+        Some(why) => vec![format!(
+            "the generator's threads could not be pinned to CPUs {}: {why}; they ran on CPUs {}",
+            cpu_list(&plan.cpus),
+            cpu_list(&cpus_applied)
+        )],
+        // The kernel keeps only the CPUs it offers the process of a set it accepts.
+        None if !planned.is_empty() && cpus_applied != planned => vec![format!(
+            "the generator's threads ran on CPUs {} of the {} planned (the others are not offered to this process)",
+            cpu_list(&cpus_applied),
+            cpu_list(&plan.cpus)
+        )],
+        None => Vec::new(),
+    };
     // An interrupt during the drain after the window leaves requests unsent or
     // unfinished too: the run is partial although its window was whole.
     let partial = totals.interrupted || (stop.load(Ordering::Relaxed) && stopped < planned_end);
@@ -577,6 +607,8 @@ pub fn run_marked(
         sample: plan.sample,
         priority_raised: shared.priority_raised.load(Ordering::Relaxed),
         cpus: plan.cpus.clone(),
+        cpus_applied,
+        warnings,
         slice: plan.slice.clone(),
         start_offset_ns,
         profile: plan.profile.clone(),
@@ -798,6 +830,7 @@ impl Outcome {
                 clock_resolution_ns: results::clock::resolution_ns(),
                 priority_raised: self.priority_raised,
                 cpus: cpu_list(&self.cpus),
+                cpus_applied: cpu_list(&self.cpus_applied),
             },
             histogram: b64(&t.corrected),
             histogram_uncorrected: b64(&t.uncorrected),
@@ -815,6 +848,7 @@ impl Outcome {
             ingressbench_version: env!("CARGO_PKG_VERSION").to_string(),
             steps: self.steps(),
             repetitions: Vec::new(),
+            warnings: self.warnings.clone(),
             config,
         };
         r.generators = self.slice.as_ref().map(|s| self.own_part(s, &r));
@@ -1128,5 +1162,69 @@ mod tests {
         assert!((p.p99.unwrap() - 990.0).abs() < 1.0, "{:?}", p.p99);
         assert!((p.max.unwrap() - 1000.0).abs() < 1.0);
         assert_eq!(p.count, 1000);
+    }
+
+    /// The CPUs the calling thread may run on, as the kernel says.
+    fn allowed_cpus() -> Vec<usize> {
+        use rustix::thread::CpuSet;
+        let set = rustix::thread::sched_getaffinity(None).unwrap();
+        (0..CpuSet::MAX_CPU).filter(|&c| set.is_set(c)).collect()
+    }
+
+    /// A pin the kernel refuses (a CPU this machine does not have) does not stop the
+    /// load, and is not hidden either: the result keeps the planned CPUs beside the
+    /// ones the workers ran on, and a warning says why.
+    #[test]
+    fn a_refused_cpu_pin_is_recorded_beside_the_planned_cpus() {
+        let allowed = allowed_cpus();
+        let absent = rustix::thread::CpuSet::MAX_CPU - 1;
+        assert!(!allowed.contains(&absent), "this machine has CPU {absent}");
+        // Nothing listens on port 1: the load runs and fails, which is data.
+        let mut s = spec("http://127.0.0.1:1/");
+        s.duration = Duration::from_millis(200);
+        s.cpus = vec![absent];
+        let (plan, config) = s.resolve().unwrap();
+        let o = run(&plan, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+        let r = o.to_result(&s.url, config);
+        assert_eq!(r.generator.cpus, absent.to_string());
+        assert_eq!(r.generator.cpus_applied, cpu_list(&allowed));
+        assert_eq!(
+            r.warnings,
+            [format!(
+                "the generator's threads could not be pinned to CPUs {absent}: Invalid argument (os error 22); they ran on CPUs {}",
+                cpu_list(&allowed)
+            )]
+        );
+        assert_eq!(allowed_cpus(), allowed, "only the workers were pinned");
+
+        // A pin that holds in part: the kernel keeps the CPU it has.
+        s.cpus = vec![allowed[0], absent];
+        let (plan, config) = s.resolve().unwrap();
+        let r = run(&plan, Arc::new(AtomicBool::new(false)), |_| {})
+            .unwrap()
+            .to_result(&s.url, config);
+        assert_eq!(r.generator.cpus_applied, allowed[0].to_string());
+        assert_eq!(
+            r.warnings,
+            [format!(
+                "the generator's threads ran on CPUs {} of the {},{absent} planned (the others are not offered to this process)",
+                allowed[0], allowed[0]
+            )]
+        );
+
+        // A pin that holds: the same CPUs twice, and nothing to warn of.
+        s.cpus = vec![allowed[0]];
+        let (plan, config) = s.resolve().unwrap();
+        let o = run(&plan, Arc::new(AtomicBool::new(false)), |_| {}).unwrap();
+        let r = o.to_result(&s.url, config);
+        assert_eq!(r.generator.cpus_applied, r.generator.cpus);
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        // No pin asked for: none recorded, as in files written before.
+        s.cpus = Vec::new();
+        let (plan, config) = s.resolve().unwrap();
+        let r = run(&plan, Arc::new(AtomicBool::new(false)), |_| {})
+            .unwrap()
+            .to_result(&s.url, config);
+        assert!(r.generator.cpus_applied.is_empty() && r.warnings.is_empty());
     }
 }

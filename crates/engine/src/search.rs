@@ -42,9 +42,9 @@ pub struct SearchPlan {
 /// Why a search could not run (a server that fails every step is a result, not this).
 #[derive(Debug, thiserror::Error)]
 pub enum SearchError {
-    #[error("{0}")]
+    #[error(transparent)]
     Spec(#[from] SpecError),
-    #[error("{0}")]
+    #[error(transparent)]
     Engine(#[from] EngineError),
     /// The closed-loop probe completed nothing: there is nothing to search below.
     #[error("the closed-loop probe completed {rate:.1} requests/s against {url}: {why}")]
@@ -140,6 +140,7 @@ pub fn run_search(
         ..SearchResult::default()
     };
     let (probe, r) = step(p, None, 1, stop)?;
+    warn(&mut out, &r);
     on_step(&probe);
     out.ceiling = probe.achieved;
     out.steps.push(probe);
@@ -168,7 +169,8 @@ pub fn run_search(
         for t in 1..=p.trials.max(1) {
             // Let the last step's connections close and the server settle.
             std::thread::sleep(Duration::from_millis(300));
-            let (s, _) = step(p, Some(rate), t, stop)?;
+            let (s, r) = step(p, Some(rate), t, stop)?;
+            warn(&mut out, &r);
             on_step(&s);
             trials.push(s);
             if stop.load(Ordering::Relaxed) {
@@ -188,6 +190,16 @@ pub fn run_search(
     }
     out.generator_limit = b.generator_limit();
     Ok(out)
+}
+
+/// Keeps a step's warnings in the search's, each once (a refused CPU pin is refused
+/// at every step).
+fn warn(out: &mut SearchResult, r: &results::RunResult) {
+    for w in &r.warnings {
+        if !out.warnings.contains(w) {
+            out.warnings.push(w.clone());
+        }
+    }
 }
 
 /// Fills `step.missed` with every bound it broke.

@@ -11,14 +11,15 @@ use rustls_pki_types::pem::PemObject;
 use std::path::Path;
 use std::sync::Arc;
 
-/// Why a TLS client could not be set up.
+/// Why a TLS client could not be set up. A message never repeats its cause, which
+/// is `source()` ([`results::causes`]).
 #[derive(Debug, thiserror::Error)]
 pub enum TlsSetupError {
     #[error("--cacert {path}: {why}")]
     CaCert { path: String, why: String },
     #[error("--tls-version '{0}' is not supported: use 1.2 or 1.3")]
     Version(String),
-    #[error("tls: {0}")]
+    #[error("tls")]
     Rustls(#[from] rustls::Error),
     #[error("host '{0}' is not a valid TLS server name")]
     ServerName(String),

@@ -87,6 +87,8 @@ pub struct Shared {
     pub sample: f64,
     /// The CPUs the workers run on (empty: any).
     pub cpus: Vec<usize>,
+    /// What pinning the workers to `cpus` came to.
+    pub pinned: std::sync::Mutex<Pinned>,
     /// The network namespace each worker enters first (`None`: the process's own).
     pub netns: Option<std::path::PathBuf>,
     /// Set by a worker that could raise its scheduling priority.
@@ -229,20 +231,46 @@ fn enter_netns(path: &std::path::Path) -> io::Result<()> {
     Ok(())
 }
 
-/// Confines the calling worker thread to the generator's CPUs and raises its own
-/// scheduling priority where permitted (nice -10, this thread only: the proxies and
-/// backends a run starts keep theirs), so that on a busy machine the generator is not
-/// the one that waits. Neither is required: without them the run goes on.
 /// The nice value a worker thread asks for.
 const RAISED_NICE: i32 = -10;
 
+/// What pinning the workers to the generator's CPUs came to, over every worker: the
+/// CPUs they could run on afterwards, as the kernel reports them, and why it refused
+/// the pin, if it did. A refused pin does not stop the run (the workers run where
+/// they were allowed before), but the result says so: its figures were measured
+/// elsewhere than planned.
+#[derive(Debug, Default)]
+pub struct Pinned {
+    pub applied: std::collections::BTreeSet<usize>,
+    pub refused: Option<String>,
+}
+
+/// Confines the calling worker thread to the generator's CPUs and raises its own
+/// scheduling priority where permitted (nice -10, this thread only: the proxies and
+/// backends a run starts keep theirs), so that on a busy machine the generator is not
+/// the one that waits. Neither is required: without them the run goes on, and a
+/// refused pin is recorded ([`Pinned`]).
 fn place_this_thread(shared: &Shared) {
     if !shared.cpus.is_empty() {
-        let mut set = rustix::thread::CpuSet::new();
-        for c in &shared.cpus {
-            set.set(*c);
+        use rustix::thread::CpuSet;
+        let mut set = CpuSet::new();
+        // A CPU beyond what a set can name cannot be pinned to: left out, the pin is
+        // refused (an empty set) or holds the others.
+        for &c in shared.cpus.iter().filter(|&&c| c < CpuSet::MAX_CPU) {
+            set.set(c);
         }
-        let _ = rustix::thread::sched_setaffinity(None, &set);
+        let refused = rustix::thread::sched_setaffinity(None, &set).err();
+        let now = rustix::thread::sched_getaffinity(None).ok();
+        if let Ok(mut p) = shared.pinned.lock() {
+            if let Some(e) = refused {
+                p.refused
+                    .get_or_insert_with(|| io::Error::from(e).to_string());
+            }
+            if let Some(now) = now {
+                p.applied
+                    .extend((0..CpuSet::MAX_CPU).filter(|&c| now.is_set(c)));
+            }
+        }
     }
     // setpriority sets an absolute nice value: never lower a priority someone already
     // raised further (`nice -n -20 ingressbench ...`).

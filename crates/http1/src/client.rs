@@ -46,14 +46,15 @@ impl Response {
     }
 }
 
-/// Why a request got no response.
+/// Why a request got no response. A message never repeats its cause, which is
+/// `source()` (the workspace's rule: the caller prints the chain once).
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// Connecting, writing or reading failed (refused, reset, timed out).
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// The answer is not valid HTTP/1.1.
-    #[error("invalid response: {0}")]
+    #[error("invalid response")]
     Http(#[from] Error),
     /// The body is larger than [`MAX_BODY`].
     #[error("response body larger than {MAX_BODY} bytes")]
@@ -77,6 +78,10 @@ impl From<ClientError> for io::Error {
     fn from(e: ClientError) -> io::Error {
         match e {
             ClientError::Io(e) => e,
+            // An I/O error is printed as a leaf: its text carries the cause.
+            ClientError::Http(h) => {
+                io::Error::new(io::ErrorKind::InvalidData, format!("invalid response: {h}"))
+            }
             other => io::Error::new(io::ErrorKind::InvalidData, other.to_string()),
         }
     }

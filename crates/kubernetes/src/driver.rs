@@ -7,6 +7,7 @@
 //! shows is measured from responses.
 
 use crate::controllers::{self, Controller, Place};
+use crate::error::{self, ClusterError};
 use crate::installed;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
@@ -18,6 +19,9 @@ use sut::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabErro
 /// Server-side apply's field manager for everything the run writes.
 const MANAGER: &str = "ingressbench";
 
+/// An object the run applied: (apiVersion, kind, name).
+type Applied = (String, String, String);
+
 /// An installed controller, driven through its routing objects.
 pub struct ControllerDriver {
     controller: &'static Controller,
@@ -25,10 +29,16 @@ pub struct ControllerDriver {
     rt: Arc<tokio::runtime::Runtime>,
     place: Place,
     route: Route,
-    /// (apiVersion, kind, name) of every object applied and not yet deleted.
-    applied: Vec<(String, String, String)>,
+    /// Every object applied and not yet deleted.
+    applied: Vec<Applied>,
     /// The HTTPRoute generation `settle()` waits to see accepted.
     pending_generation: Option<i64>,
+    /// Objects of an old route that could not be deleted (they stay in `applied`,
+    /// and `stop()` tries again), not yet reported.
+    warnings: Vec<LabError>,
+    /// The namespace is the run's own (it goes whole when the run ends), not one it
+    /// was given: what to do about an object left in it differs.
+    owned: bool,
 }
 
 impl ControllerDriver {
@@ -37,6 +47,7 @@ impl ControllerDriver {
         client: kube::Client,
         rt: Arc<tokio::runtime::Runtime>,
         place: Place,
+        owned: bool,
     ) -> Self {
         ControllerDriver {
             controller,
@@ -46,6 +57,8 @@ impl ControllerDriver {
             route: Route::Base,
             applied: Vec::new(),
             pending_generation: None,
+            warnings: Vec::new(),
+            owned,
         }
     }
 
@@ -56,10 +69,12 @@ impl ControllerDriver {
     }
 
     /// Applies the objects for `route` and deletes the run's objects no longer among
-    /// them (Traefik's Middleware when going back to `base`).
+    /// them (Traefik's Middleware when going back to `base`). One that cannot be
+    /// deleted does not undo the route, which is in force: it is reported
+    /// ([`Driver::take_warnings`]) and kept, for `stop()` to try again.
     fn apply(&mut self, route: Route) -> Result<(), LabError> {
         let objs = controllers::objects(self.controller, &self.place, route)
-            .map_err(|e| LabError::Other(e.to_string()))?;
+            .map_err(ClusterError::from)?;
         let mut now = Vec::new();
         let mut generation = None;
         for o in &objs {
@@ -74,10 +89,7 @@ impl ControllerDriver {
             let res = self
                 .rt
                 .block_on(api.patch(&name, &pp, &Patch::Apply(o)))
-                .map_err(|e| LabError::Rejected {
-                    what: format!("{kind} {name}"),
-                    detail: crate::describe(&e),
-                })?;
+                .map_err(ClusterError::api(format!("apply {kind} {name}")))?;
             if kind == "HTTPRoute" {
                 generation = res.metadata.generation;
             }
@@ -89,16 +101,41 @@ impl ControllerDriver {
             .filter(|o| !now.contains(o))
             .cloned()
             .collect();
-        for (av, kind, name) in stale {
-            let api = self.api(&av, &kind);
-            let _ = self
-                .rt
-                .block_on(api.delete(&name, &DeleteParams::default()));
-        }
         self.applied = now;
+        for (o, e) in self.delete(stale) {
+            let left = self.left(&o, e);
+            self.warnings.push(left.into());
+            self.applied.push(o);
+        }
         self.route = route;
         self.pending_generation = generation;
         Ok(())
+    }
+
+    /// Deletes `objects`; returns those that could not be deleted, each with why (one
+    /// already gone is deleted).
+    fn delete(&self, objects: Vec<Applied>) -> Vec<(Applied, kube::Error)> {
+        let mut left = Vec::new();
+        for o in objects {
+            let api = self.api(&o.0, &o.1);
+            let res = self.rt.block_on(api.delete(&o.2, &DeleteParams::default()));
+            match res {
+                Err(e) if !error::gone(&e) => left.push((o, e)),
+                _ => {}
+            }
+        }
+        left
+    }
+
+    /// The error of an object of the run that could not be deleted.
+    fn left(&self, (_, kind, name): &Applied, source: kube::Error) -> ClusterError {
+        ClusterError::left_in(
+            format!("{kind} {name}"),
+            &self.place.namespace,
+            &self.place.run,
+            self.owned,
+            source,
+        )
     }
 
     /// Whether the HTTPRoute's every parent reports `Accepted` for `generation`.
@@ -107,7 +144,10 @@ impl ControllerDriver {
         let r = self
             .rt
             .block_on(api.get(controllers::ROUTE_NAME))
-            .map_err(|e| LabError::Other(format!("read the HTTPRoute: {}", crate::describe(&e))))?;
+            .map_err(ClusterError::api(format!(
+                "read HTTPRoute {}",
+                controllers::ROUTE_NAME
+            )))?;
         Ok(route_verdict(&r.data, generation))
     }
 }
@@ -172,7 +212,7 @@ impl Driver for ControllerDriver {
         // Refuse what cannot be expressed before anything is created.
         controllers::objects(self.controller, &self.place, Route::Base)
             .map(|_| ())
-            .map_err(|e| LabError::Other(e.to_string()))
+            .map_err(|e| LabError::from(ClusterError::from(e)))
     }
 
     fn start(&mut self) -> Result<(), LabError> {
@@ -234,14 +274,30 @@ impl Driver for ControllerDriver {
         true
     }
 
+    /// Deletes every object the run applied; those that cannot be deleted are the
+    /// error (the first one's cause; the rest are named), and are not tried again.
     fn stop(&mut self) -> Result<(), LabError> {
-        for (av, kind, name) in std::mem::take(&mut self.applied) {
-            let api = self.api(&av, &kind);
-            let _ = self
-                .rt
-                .block_on(api.delete(&name, &DeleteParams::default()));
-        }
-        Ok(())
+        let objects = std::mem::take(&mut self.applied);
+        let left = self.delete(objects);
+        let names: Vec<String> = left
+            .iter()
+            .map(|((_, kind, name), _)| format!("{kind} {name}"))
+            .collect();
+        let Some((_, source)) = left.into_iter().next() else {
+            return Ok(());
+        };
+        Err(ClusterError::left_in(
+            names.join(", "),
+            &self.place.namespace,
+            &self.place.run,
+            self.owned,
+            source,
+        )
+        .into())
+    }
+
+    fn take_warnings(&mut self) -> Vec<LabError> {
+        std::mem::take(&mut self.warnings)
     }
 
     fn versions(&self) -> Vec<(String, String)> {
@@ -266,7 +322,108 @@ impl Driver for ControllerDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake;
     use serde_json::json;
+
+    /// Traefik's driver (a Middleware beside the Ingress for a change) in namespace
+    /// `team-a`, given to the run, over a fake API that accepts every apply and
+    /// answers each delete with `delete(path)`.
+    fn traefik(
+        delete: impl Fn(&str) -> (u16, Value) + Send + Sync + 'static,
+    ) -> (ControllerDriver, fake::Seen) {
+        let rt = Arc::new(crate::runtime().unwrap());
+        let (client, seen) = fake::client(&rt, move |method, path| {
+            if method == http::Method::DELETE {
+                delete(path)
+            } else {
+                (
+                    200,
+                    json!({"metadata": {"name": "ib-route", "generation": 1}}),
+                )
+            }
+        });
+        let place = Place {
+            run: "r1".into(),
+            namespace: "team-a".into(),
+            gateway: None,
+            host: None,
+        };
+        let c = controllers::controller("traefik").unwrap();
+        (ControllerDriver::new(c, client, rt, place, false), seen)
+    }
+
+    const MIDDLEWARE: &str = "/apis/traefik.io/v1alpha1/namespaces/team-a/middlewares/ib-route";
+    const INGRESS: &str = "/apis/networking.k8s.io/v1/namespaces/team-a/ingresses/ib-route";
+
+    #[test]
+    fn an_old_routes_object_left_undeleted_is_reported_and_tried_again_at_stop() {
+        let (mut d, seen) = traefik(|_| {
+            fake::refused(
+                403,
+                "Forbidden",
+                "middlewares.traefik.io \"ib-route\" is forbidden",
+            )
+        });
+        d.apply_route(Route::Cors).unwrap();
+        assert!(d.take_warnings().is_empty());
+        // Back to base: the Middleware is no longer wanted, and cannot be deleted.
+        d.apply_route(Route::Base)
+            .expect("the new route is in force all the same");
+        let w: Vec<String> = d
+            .take_warnings()
+            .iter()
+            .map(|e| results::with_causes(e))
+            .collect();
+        assert_eq!(
+            w,
+            ["kubernetes: Middleware ib-route in namespace team-a not deleted (delete what is labelled ingressbench.io/run=r1 there): middlewares.traefik.io \"ib-route\" is forbidden: Forbidden"]
+        );
+        assert!(d.take_warnings().is_empty(), "each is reported once");
+        // `stop()` tries it again, with the Ingress, and fails naming both.
+        let e = results::with_causes(&d.stop().unwrap_err());
+        assert!(
+            e.starts_with(
+                "kubernetes: Ingress ib-route, Middleware ib-route in namespace team-a not deleted"
+            ),
+            "{e}"
+        );
+        let deletes: Vec<String> = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.starts_with("DELETE"))
+            .cloned()
+            .collect();
+        let del = |p: &str| format!("DELETE {p}");
+        assert_eq!(deletes, [del(MIDDLEWARE), del(INGRESS), del(MIDDLEWARE)]);
+        assert!(d.stop().is_ok(), "nothing is tried twice at stop");
+    }
+
+    #[test]
+    fn stop_fails_on_what_it_could_not_delete_and_not_on_what_is_gone() {
+        let (mut d, _) = traefik(|path| match path {
+            INGRESS => fake::refused(404, "NotFound", "ingresses \"ib-route\" not found"),
+            _ => fake::refused(500, "InternalError", "etcdserver: request timed out"),
+        });
+        d.apply_route(Route::Cors).unwrap();
+        let e = d.stop().expect_err("a Middleware left behind is an error");
+        assert_eq!(
+            results::with_causes(&e),
+            "kubernetes: Middleware ib-route in namespace team-a not deleted (delete what is labelled ingressbench.io/run=r1 there): etcdserver: request timed out: InternalError"
+        );
+        let (mut d, _) = traefik(|_| fake::deleted());
+        d.apply_route(Route::Cors).unwrap();
+        d.stop().expect("everything deleted");
+        // In the run's own namespace, `ingressbench cleanup` removes what stays.
+        let (mut d, _) = traefik(|_| fake::refused(500, "InternalError", "etcd"));
+        d.owned = true;
+        d.apply_route(Route::Base).unwrap();
+        let e = results::with_causes(&d.stop().unwrap_err());
+        assert!(
+            e.ends_with("in namespace team-a not deleted (run `ingressbench cleanup --platform kubernetes`): etcd: InternalError"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn an_http_route_is_settled_only_when_every_parent_accepted_this_generation() {

@@ -12,7 +12,8 @@
 //! pushed: a part whose coordinator is gone stops serving after a bounded time, and
 //! the Job's `activeDeadlineSeconds` bounds the pods' life whatever happens.
 
-use super::{connect, err, objects, ClusterSpec, RUN_LABEL};
+use super::{connect, objects, ClusterSpec, RUN_LABEL};
+use crate::error::{self, ClusterError};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{
     Affinity, Container, ContainerPort, HTTPGetAction, Namespace, Pod, PodAffinityTerm,
@@ -23,7 +24,6 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, PropagationPolicy};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use sut::driver::LabError;
 
 /// The Job's name (one per run, in the run's namespace).
 pub const JOB: &str = "ib-generators";
@@ -195,13 +195,15 @@ fn generator_pod(p: &Pod) -> Option<GeneratorPod> {
     })
 }
 
-/// The Job of a run, from its creation to its deletion (on drop, however the run
-/// ends; `ingressbench cleanup` removes what a killed coordinator left).
+/// The Job of a run, from its creation to its deletion ([`GeneratorJob::remove`],
+/// or on drop however the run ends; `ingressbench cleanup` removes what a killed
+/// coordinator left).
 pub struct GeneratorJob {
     rt: tokio::runtime::Runtime,
     client: kube::Client,
     namespace: String,
     created_namespace: bool,
+    /// Kept (`--keep`), or removed already: nothing to delete.
     keep: bool,
     /// The run's id: in a shared namespace (`--namespace`) every run's Job has the
     /// same name, so pods are told apart by the run's label.
@@ -212,8 +214,8 @@ impl GeneratorJob {
     /// Creates the run's namespace (unless `cluster.namespace` names one) and the Job.
     ///
     /// # Errors
-    /// [`LabError::Other`] when the cluster cannot be reached or refuses an object.
-    pub fn start(cluster: &ClusterSpec, plan: &JobPlan) -> Result<GeneratorJob, LabError> {
+    /// [`ClusterError`] when the cluster cannot be reached or refuses an object.
+    pub fn start(cluster: &ClusterSpec, plan: &JobPlan) -> Result<GeneratorJob, ClusterError> {
         let rt = super::runtime()?;
         let client = rt.block_on(connect(cluster))?;
         let (namespace, create) = match &cluster.namespace {
@@ -228,12 +230,12 @@ impl GeneratorJob {
                     &objects::namespace(&namespace, &plan.run),
                 )
                 .await
-                .map_err(err(format!("create namespace {namespace}")))
+                .map_err(ClusterError::api(format!("create namespace {namespace}")))
                 .map(|_| ())
             } else {
                 nss.get(&namespace)
                     .await
-                    .map_err(err(format!("namespace {namespace}")))
+                    .map_err(ClusterError::api(format!("namespace {namespace}")))
                     .map(|_| ())
             }
         })?;
@@ -248,7 +250,7 @@ impl GeneratorJob {
         let jobs: Api<Job> = Api::namespaced(me.client.clone(), &me.namespace);
         me.rt
             .block_on(jobs.create(&PostParams::default(), &job(plan)))
-            .map_err(err("create the generators' Job"))?;
+            .map_err(ClusterError::api("create the generators' Job"))?;
         Ok(me)
     }
 
@@ -260,23 +262,26 @@ impl GeneratorJob {
     /// This run's pods of the Job, by index.
     ///
     /// # Errors
-    /// [`LabError::Other`] when the API cannot be listed within 5 s.
-    pub fn pods(&self) -> Result<Vec<GeneratorPod>, LabError> {
+    /// [`ClusterError`] when the API cannot be listed within 5 s.
+    pub fn pods(&self) -> Result<Vec<GeneratorPod>, ClusterError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.namespace);
         let lp = ListParams::default().labels(&format!(
             "batch.kubernetes.io/job-name={JOB},{RUN_LABEL}={}",
             self.run
         ));
+        let what = "list the generators' pods";
+        let waited = Duration::from_secs(5);
         let list = self
             .rt
             .block_on(async {
-                tokio::time::timeout(Duration::from_secs(5), api.list(&lp))
+                tokio::time::timeout(waited, api.list(&lp))
                     .await
-                    .map_err(|_| {
-                        LabError::Other("list the generators' pods: no answer in 5 s".into())
+                    .map_err(|_| ClusterError::Timeout {
+                        what: what.into(),
+                        waited,
                     })
             })?
-            .map_err(err("list the generators' pods"))?;
+            .map_err(ClusterError::api(what))?;
         let mut pods: Vec<GeneratorPod> = list.items.iter().filter_map(generator_pod).collect();
         pods.sort_by_key(|p| p.index);
         Ok(pods)
@@ -303,19 +308,19 @@ impl GeneratorJob {
             .method(method)
             .uri(uri)
             .body(Vec::new())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| results::with_causes(&e))?;
         let client = self.client.clone();
         self.rt.block_on(async move {
             let call = async {
                 let res = client
                     .send(req.map(kube::client::Body::from))
                     .await
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| results::with_causes(&e))?;
                 let status = res.status().as_u16();
                 let mut body = res.into_body();
                 let mut out = Vec::new();
                 while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
-                    let frame = frame.map_err(|e| e.to_string())?;
+                    let frame = frame.map_err(|e| results::with_causes(&e))?;
                     if let Some(d) = frame.data_ref() {
                         out.extend_from_slice(d);
                         if out.len() > MAX_RESULT {
@@ -331,37 +336,54 @@ impl GeneratorJob {
         })
     }
 
-    /// Deletes the Job and its pods (the namespace too, if the run created it).
-    fn teardown(&mut self) {
-        if self.keep {
-            return;
+    /// Deletes the Job and its pods (the namespace too, if the run created it),
+    /// unless kept; once, whatever the outcome.
+    ///
+    /// # Errors
+    /// [`ClusterError::Left`] naming what is still in the cluster, and `ingressbench
+    /// cleanup`, which removes it.
+    pub fn remove(&mut self) -> Result<(), ClusterError> {
+        if std::mem::replace(&mut self.keep, true) {
+            return Ok(());
         }
         let client = self.client.clone();
         let ns = self.namespace.clone();
         let created = self.created_namespace;
-        let _ = self.rt.block_on(async move {
+        let (what, res) = self.rt.block_on(async move {
             if created {
-                Api::<Namespace>::all(client)
+                let res = Api::<Namespace>::all(client)
                     .delete(&ns, &DeleteParams::default())
                     .await
-                    .map(|_| ())
+                    .map(|_| ());
+                (format!("namespace {ns}"), res)
             } else {
                 let dp = DeleteParams {
                     propagation_policy: Some(PropagationPolicy::Background),
                     ..DeleteParams::default()
                 };
-                Api::<Job>::namespaced(client, &ns)
+                let res = Api::<Job>::namespaced(client, &ns)
                     .delete(JOB, &dp)
                     .await
-                    .map(|_| ())
+                    .map(|_| ());
+                (format!("Job {ns}/{JOB}"), res)
             }
         });
+        match res {
+            Err(source) if !error::gone(&source) => Err(ClusterError::Left {
+                what,
+                remedy: error::CLEANUP.into(),
+                source,
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
 impl Drop for GeneratorJob {
+    /// A run removes the Job itself and reports what failed; this is for one that
+    /// ended early (an error, a panic), with no result left to tell.
     fn drop(&mut self) {
-        self.teardown();
+        let _ = self.remove();
     }
 }
 
@@ -371,11 +393,15 @@ impl Drop for GeneratorJob {
 pub(crate) async fn cleanup_jobs(
     client: &kube::Client,
     skip: &[String],
-) -> Result<Vec<String>, LabError> {
+) -> Result<Vec<String>, ClusterError> {
     let lp = ListParams::default().labels(&format!("{},{RUN_LABEL}", super::MANAGED_BY.0));
     let jobs: Api<Job> = Api::all(client.clone());
     let mut gone = Vec::new();
-    for j in jobs.list(&lp).await.map_err(err("list Jobs"))? {
+    for j in jobs
+        .list(&lp)
+        .await
+        .map_err(ClusterError::api("list Jobs"))?
+    {
         let (Some(ns), Some(name)) = (j.metadata.namespace, j.metadata.name) else {
             continue;
         };
@@ -389,7 +415,7 @@ pub(crate) async fn cleanup_jobs(
         Api::<Job>::namespaced(client.clone(), &ns)
             .delete(&name, &dp)
             .await
-            .map_err(err(format!("delete Job {ns}/{name}")))?;
+            .map_err(ClusterError::api(format!("delete Job {ns}/{name}")))?;
         gone.push(format!("{ns}/{name}"));
     }
     Ok(gone)
@@ -398,6 +424,34 @@ pub(crate) async fn cleanup_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake;
+
+    #[test]
+    fn a_job_left_behind_is_named_with_the_cleanup_that_removes_it() {
+        let rt = crate::runtime().unwrap();
+        let (client, seen) = fake::client(&rt, |_, _| {
+            fake::refused(503, "ServiceUnavailable", "the server is shutting down")
+        });
+        let mut job = GeneratorJob {
+            rt,
+            client,
+            namespace: "team-a".into(),
+            created_namespace: false,
+            keep: false,
+            run: "r1".into(),
+        };
+        let e = job.remove().expect_err("the Job is left");
+        assert_eq!(
+            results::with_causes(&e),
+            "kubernetes: Job team-a/ib-generators not deleted (run `ingressbench cleanup --platform kubernetes`): the server is shutting down: ServiceUnavailable"
+        );
+        job.remove().expect("removed once: nothing more is asked");
+        drop(job);
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["DELETE /apis/batch/v1/namespaces/team-a/jobs/ib-generators"]
+        );
+    }
 
     fn plan() -> JobPlan {
         JobPlan {

@@ -116,7 +116,7 @@ async fn controller_version(client: &kube::Client, selectors: &[&str], hint: &st
                 return "unknown: listing pods cluster-wide is forbidden (see deploy/rbac.yaml)"
                     .to_string()
             }
-            Err(e) => return format!("unknown: {e}"),
+            Err(e) => return format!("unknown: {}", results::Causes(&e)),
         };
         let Some(pod) = list.items.first() else {
             continue;
@@ -161,7 +161,7 @@ async fn gateway_controller(client: &kube::Client, ns: &str, name: &str) -> Stri
         .await
     {
         Ok(g) => g,
-        Err(e) => return format!("unknown: Gateway {ns}/{name}: {e}"),
+        Err(e) => return format!("unknown: Gateway {ns}/{name}: {}", results::Causes(&e)),
     };
     let Some(class) = gw.data["spec"]["gatewayClassName"].as_str() else {
         return format!("unknown: Gateway {ns}/{name} names no class");
@@ -174,7 +174,7 @@ async fn gateway_controller(client: &kube::Client, ns: &str, name: &str) -> Stri
             "{} (GatewayClass {class})",
             c.data["spec"]["controllerName"].as_str().unwrap_or("?")
         ),
-        Err(e) => format!("unknown: GatewayClass {class}: {e}"),
+        Err(e) => format!("unknown: GatewayClass {class}: {}", results::Causes(&e)),
     }
 }
 

@@ -16,11 +16,15 @@
 pub mod book;
 pub mod controllers;
 pub mod driver;
+pub mod error;
+#[cfg(test)]
+mod fake;
 pub mod generators;
 pub mod installed;
 pub mod objects;
 
 use book::{Book, PodSeen, SliceEndpoint, SliceSeen};
+pub use error::ClusterError;
 use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
@@ -87,34 +91,21 @@ pub struct Kubernetes {
 
 /// The runtime the platform's and the generator Job's clients run on: one worker
 /// thread, as the blocking callers wait on it anyway.
-pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, LabError> {
+pub(crate) fn runtime() -> Result<tokio::runtime::Runtime, ClusterError> {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .thread_name("kube")
         .enable_all()
         .build()
-        .map_err(LabError::io("start the Kubernetes client's runtime"))
-}
-
-fn err(what: impl std::fmt::Display) -> impl FnOnce(kube::Error) -> LabError {
-    let what = what.to_string();
-    move |e| LabError::Other(format!("kubernetes: {what}: {}", describe(&e)))
-}
-
-/// A kube error as one line a person can act on.
-fn describe(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(s) => format!("{} ({})", s.message, s.reason),
-        other => other.to_string(),
-    }
+        .map_err(ClusterError::Runtime)
 }
 
 impl Kubernetes {
     /// A platform for `spec`; nothing talks to the cluster until `prepare()`.
     ///
     /// # Errors
-    /// [`LabError::Io`] when the runtime cannot start.
-    pub fn new(spec: ClusterSpec) -> Result<Self, LabError> {
+    /// [`ClusterError::Runtime`] when the runtime cannot start.
+    pub fn new(spec: ClusterSpec) -> Result<Self, ClusterError> {
         let rt = runtime()?;
         Ok(Kubernetes {
             spec,
@@ -149,7 +140,7 @@ impl Kubernetes {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn client(&mut self) -> Result<kube::Client, LabError> {
+    fn client(&mut self) -> Result<kube::Client, ClusterError> {
         if let Some(c) = &self.client {
             return Ok(c.clone());
         }
@@ -176,14 +167,16 @@ impl Kubernetes {
             if create {
                 nss.create(&PostParams::default(), &objects::namespace(&ns, &run))
                     .await
-                    .map_err(err(format!("create namespace {ns}")))?;
+                    .map_err(ClusterError::api(format!("create namespace {ns}")))?;
             } else {
                 // Rules confined to the namespace (deploy/rbac-namespaced.yaml) cannot
                 // read the namespace object: then the first create says if it exists.
                 match nss.get(&ns).await {
                     Err(kube::Error::Api(s)) if s.code == 403 => {}
                     r => {
-                        r.map_err(err(format!("namespace {ns} (given with --namespace)")))?;
+                        r.map_err(ClusterError::api(format!(
+                            "namespace {ns} (given with --namespace)"
+                        )))?;
                     }
                 }
             }
@@ -191,16 +184,16 @@ impl Kubernetes {
             Api::<ConfigMap>::namespaced(client.clone(), &ns)
                 .create(&pp, &objects::config_map(&run, body))
                 .await
-                .map_err(err("create the backends' ConfigMap"))?;
+                .map_err(ClusterError::api("create the backends' ConfigMap"))?;
             Api::<Service>::namespaced(client.clone(), &ns)
                 .create(&pp, &objects::service(&run))
                 .await
-                .map_err(err("create the backends' Service"))?;
+                .map_err(ClusterError::api("create the backends' Service"))?;
             Api::<Deployment>::namespaced(client.clone(), &ns)
                 .create(&pp, &objects::deployment(&run, replicas, &image, &args))
                 .await
-                .map_err(err("create the backends' Deployment"))?;
-            Ok::<_, LabError>(())
+                .map_err(ClusterError::api("create the backends' Deployment"))?;
+            Ok::<_, ClusterError>(())
         })?;
         self.created_namespace = create;
         Ok(ns)
@@ -297,28 +290,47 @@ impl Kubernetes {
                 took: since.elapsed(),
             }),
             PlatformEvent::Stopping { id, .. } => {
-                if stop == StopMode::Abrupt {
-                    self.kill_now(&id);
+                let killed = match stop {
+                    StopMode::Abrupt => self.kill_now(&id),
+                    StopMode::Graceful => Ok(()),
+                };
+                on(PlatformEvent::Stopping {
+                    id: id.clone(),
+                    mode: stop,
+                });
+                if let Err(e) = killed {
+                    // The pod stops, but with its grace period: not the abrupt stop
+                    // the step asked for.
+                    on(PlatformEvent::Failed {
+                        detail: format!("stop {id} abruptly: {}", results::Causes(&e)),
+                    });
                 }
-                on(PlatformEvent::Stopping { id, mode: stop })
             }
             other => on(other),
         }
     }
 
     /// An abrupt stop: the terminating pod is deleted with no grace period, as when
-    /// its node is lost.
-    fn kill_now(&mut self, pod: &str) {
-        let (Ok(client), Some(ns)) = (self.client(), self.namespace.clone()) else {
-            return;
+    /// its node is lost. A pod already gone is no failure.
+    fn kill_now(&mut self, pod: &str) -> Result<(), ClusterError> {
+        let client = self.client()?;
+        let Some(ns) = self.namespace.clone() else {
+            return Ok(());
         };
         let dp = DeleteParams {
             grace_period_seconds: Some(0),
             ..DeleteParams::default()
         };
-        let _ = self
+        match self
             .rt
-            .block_on(Api::<Pod>::namespaced(client, &ns).delete(pod, &dp));
+            .block_on(Api::<Pod>::namespaced(client, &ns).delete(pod, &dp))
+        {
+            Err(e) if !error::gone(&e) => Err(ClusterError::Api {
+                what: format!("delete pod {pod} with no grace period"),
+                source: e,
+            }),
+            _ => Ok(()),
+        }
     }
 }
 
@@ -445,26 +457,25 @@ fn slice_seen(es: &EndpointSlice) -> SliceSeen {
 }
 
 /// A client for the kubeconfig, context and cluster `spec` names.
-async fn connect(spec: &ClusterSpec) -> Result<kube::Client, LabError> {
+async fn connect(spec: &ClusterSpec) -> Result<kube::Client, ClusterError> {
     let options = kube::config::KubeConfigOptions {
         context: spec.context.clone(),
         ..Default::default()
     };
     let config = match &spec.kubeconfig {
         Some(path) => {
-            let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| {
-                LabError::Other(format!("kubernetes: kubeconfig {}: {e}", path.display()))
+            let kc = kube::config::Kubeconfig::read_from(path).map_err(|source| {
+                ClusterError::Kubeconfig {
+                    path: path.clone(),
+                    source,
+                }
             })?;
             kube::Config::from_custom_kubeconfig(kc, &options).await
         }
         None => kube::Config::from_kubeconfig(&options).await,
     }
-    .map_err(|e| {
-        LabError::Other(format!(
-            "kubernetes: no usable kubeconfig ({e}): set KUBECONFIG or --kubeconfig, and --context"
-        ))
-    })?;
-    kube::Client::try_from(config).map_err(err("connect to the API server"))
+    .map_err(|source| ClusterError::NoConfig { source })?;
+    kube::Client::try_from(config).map_err(ClusterError::api("connect to the API server"))
 }
 
 impl Platform for Kubernetes {
@@ -473,7 +484,7 @@ impl Platform for Kubernetes {
     }
 
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
-        self.teardown();
+        self.teardown()?;
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
         let work = sut::scratch::scratch_dir()?;
@@ -521,7 +532,16 @@ impl Platform for Kubernetes {
     }
 
     fn scale(&mut self, to: u32, stop: StopMode, on: &mut dyn FnMut(PlatformEvent)) {
-        let (Ok(client), Some(ns)) = (self.client(), self.namespace.clone()) else {
+        let client = match self.client() {
+            Ok(c) => c,
+            Err(e) => {
+                on(PlatformEvent::Failed {
+                    detail: format!("scale to {to}: {}", results::Causes(&e)),
+                });
+                return;
+            }
+        };
+        let Some(ns) = self.namespace.clone() else {
             on(PlatformEvent::Failed {
                 detail: "scale: the platform was not prepared".into(),
             });
@@ -543,7 +563,7 @@ impl Platform for Kubernetes {
             ));
         if let Err(e) = asked {
             on(PlatformEvent::Failed {
-                detail: format!("scale to {to}: {}", describe(&e)),
+                detail: format!("scale to {to}: {}", results::Causes(&e)),
             });
             return;
         }
@@ -551,7 +571,7 @@ impl Platform for Kubernetes {
         let done = move |b: &Book| b.running() as usize == want && b.endpoints().len() == want;
         if let Err(e) = self.follow(t, stop, on, &done) {
             on(PlatformEvent::Failed {
-                detail: format!("scale to {to}: {e}"),
+                detail: format!("scale to {to}: {}", results::Causes(&e)),
             });
         }
     }
@@ -566,14 +586,19 @@ impl Platform for Kubernetes {
             gateway: self.spec.gateway.clone(),
             host: self.spec.host.clone(),
         };
-        Some(self.client().map(|client| {
-            Box::new(driver::ControllerDriver::new(
-                c,
-                client,
-                self.rt.clone(),
-                place,
-            )) as Box<dyn sut::Driver>
-        }))
+        Some(
+            self.client()
+                .map(|client| {
+                    Box::new(driver::ControllerDriver::new(
+                        c,
+                        client,
+                        self.rt.clone(),
+                        place,
+                        self.spec.namespace.is_none(),
+                    )) as Box<dyn sut::Driver>
+                })
+                .map_err(LabError::from),
+        )
     }
 
     fn cluster_info(&self) -> Option<results::ClusterInfo> {
@@ -596,57 +621,101 @@ impl Platform for Kubernetes {
         })
     }
 
-    fn teardown(&mut self) {
+    /// Deletes the namespace the run created, or the run's objects in the one it was
+    /// given (unless kept). Once done, nothing is left to tear down: a second call,
+    /// and the drop, do nothing.
+    ///
+    /// # Errors
+    /// [`ClusterError::Left`] naming what is still in the cluster and how to remove
+    /// it.
+    fn teardown(&mut self) -> Result<(), LabError> {
         for w in self.watches.drain(..) {
             w.abort();
         }
         self.events = None;
-        if let (Some(ns), Ok(client)) = (self.namespace.take(), self.client()) {
-            let run = self.spec.run.clone();
-            let keep = self.spec.keep;
-            let created = self.created_namespace;
-            let _ = self.rt.block_on(async move {
-                if keep {
-                    return Ok(());
-                }
-                if created {
-                    Api::<Namespace>::all(client)
-                        .delete(&ns, &DeleteParams::default())
-                        .await
-                        .map(|_| ())
-                } else {
-                    delete_run_objects(&client, &ns, &run).await
-                }
-            });
+        let mut res = Ok(());
+        if let Some(ns) = self.namespace.take() {
+            if !self.spec.keep {
+                res = self.delete(&ns);
+            }
         }
         *self.book() = Book::default();
         if let Some(w) = self.work.take() {
             sut::scratch::remove_scratch(w);
         }
+        res.map_err(LabError::from)
+    }
+}
+
+impl Kubernetes {
+    /// Deletes what the run made in `ns`: the namespace itself if the run created
+    /// it, else the run's objects in it.
+    fn delete(&mut self, ns: &str) -> Result<(), ClusterError> {
+        let left = |source| ClusterError::Left {
+            what: format!("namespace {ns}"),
+            remedy: error::CLEANUP.into(),
+            source,
+        };
+        // Connected since `prepare` made the namespace: the client is at hand.
+        let client = self.client()?;
+        let (run, created) = (self.spec.run.clone(), self.created_namespace);
+        self.rt.block_on(async {
+            if created {
+                match Api::<Namespace>::all(client)
+                    .delete(ns, &DeleteParams::default())
+                    .await
+                {
+                    Err(e) if !error::gone(&e) => Err(left(e)),
+                    _ => Ok(()),
+                }
+            } else {
+                delete_run_objects(&client, ns, &run)
+                    .await
+                    .map_err(|(what, e)| ClusterError::left_in(what.into(), ns, &run, false, e))
+            }
+        })
     }
 }
 
 impl Drop for Kubernetes {
+    /// A run tears the platform down itself and reports what failed; this is for
+    /// a run that ended in a panic, with no one left to tell.
     fn drop(&mut self) {
-        self.teardown();
+        let _ = self.teardown();
     }
 }
 
 /// Deletes the objects of `run` in a namespace the run did not create.
-async fn delete_run_objects(client: &kube::Client, ns: &str, run: &str) -> Result<(), kube::Error> {
+///
+/// # Errors
+/// The kind of the objects that could not be deleted, and why.
+async fn delete_run_objects(
+    client: &kube::Client,
+    ns: &str,
+    run: &str,
+) -> Result<(), (&'static str, kube::Error)> {
     let lp = ListParams::default().labels(&format!("{RUN_LABEL}={run}"));
     let dp = DeleteParams::default();
     Api::<Deployment>::namespaced(client.clone(), ns)
         .delete_collection(&dp, &lp)
-        .await?;
+        .await
+        .map_err(|e| ("the backends' Deployment", e))?;
     Api::<ConfigMap>::namespaced(client.clone(), ns)
         .delete_collection(&dp, &lp)
-        .await?;
+        .await
+        .map_err(|e| ("the backends' ConfigMap", e))?;
     // Services have no delete-collection verb: one by one.
     let svcs = Api::<Service>::namespaced(client.clone(), ns);
-    for s in svcs.list(&lp).await? {
+    let listed = svcs
+        .list(&lp)
+        .await
+        .map_err(|e| ("the backends' Service", e))?;
+    for s in listed {
         if let Some(name) = s.metadata.name {
-            svcs.delete(&name, &dp).await?;
+            match svcs.delete(&name, &dp).await {
+                Err(e) if !error::gone(&e) => return Err(("the backends' Service", e)),
+                _ => {}
+            }
         }
     }
     Ok(())
@@ -656,25 +725,29 @@ async fn delete_run_objects(client: &kube::Client, ns: &str, run: &str) -> Resul
 /// ingressbench. Returns their names.
 ///
 /// # Errors
-/// [`LabError::Other`] when the cluster cannot be reached or refuses.
-pub fn cleanup(spec: &ClusterSpec) -> Result<Vec<String>, LabError> {
+/// [`ClusterError`] when the cluster cannot be reached or refuses.
+pub fn cleanup(spec: &ClusterSpec) -> Result<Vec<String>, ClusterError> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(LabError::io("start the Kubernetes client's runtime"))?;
+        .map_err(ClusterError::Runtime)?;
     rt.block_on(async {
         let client = connect(spec).await?;
         let nss: Api<Namespace> = Api::all(client.clone());
         let lp = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
         let mut gone = Vec::new();
-        for ns in nss.list(&lp).await.map_err(err("list namespaces"))? {
+        for ns in nss
+            .list(&lp)
+            .await
+            .map_err(ClusterError::api("list namespaces"))?
+        {
             let Some(name) = ns.metadata.name else {
                 continue;
             };
             if ns.metadata.deletion_timestamp.is_none() {
                 nss.delete(&name, &DeleteParams::default())
                     .await
-                    .map_err(err(format!("delete namespace {name}")))?;
+                    .map_err(ClusterError::api(format!("delete namespace {name}")))?;
             }
             gone.push(name);
         }
@@ -684,4 +757,83 @@ pub fn cleanup(spec: &ClusterSpec) -> Result<Vec<String>, LabError> {
         }
         Ok(gone)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A platform that prepared namespace `ns` (created by the run, or given) and
+    /// talks to a fake API that answers every request with `answer`.
+    fn prepared(
+        ns: &str,
+        created: bool,
+        answer: impl Fn(&str) -> (u16, serde_json::Value) + Send + Sync + 'static,
+    ) -> (Kubernetes, fake::Seen) {
+        let mut k = Kubernetes::new(ClusterSpec {
+            run: "t1".into(),
+            namespace: (!created).then(|| ns.to_string()),
+            ..ClusterSpec::default()
+        })
+        .unwrap();
+        let (client, seen) = fake::client(&k.rt, move |_, path| answer(path));
+        k.client = Some(client);
+        k.namespace = Some(ns.into());
+        k.created_namespace = created;
+        (k, seen)
+    }
+
+    #[test]
+    fn a_namespace_left_behind_is_named_with_the_cleanup_that_removes_it() {
+        let (mut k, seen) = prepared("ingressbench-t1", true, |_| {
+            fake::refused(
+                403,
+                "Forbidden",
+                "namespaces \"ingressbench-t1\" is forbidden: User \"ci\" cannot delete resource \"namespaces\"",
+            )
+        });
+        let e = k.teardown().expect_err("the namespace is left");
+        assert_eq!(
+            results::with_causes(&e),
+            "kubernetes: namespace ingressbench-t1 not deleted (run `ingressbench cleanup --platform kubernetes`): namespaces \"ingressbench-t1\" is forbidden: User \"ci\" cannot delete resource \"namespaces\": Forbidden"
+        );
+        // The kube-rs error is the cause, whole: a caller can read its status.
+        let LabError::Part(part) = &e else {
+            panic!("{e:?}")
+        };
+        let kube_err = std::error::Error::source(&**part)
+            .and_then(|s| s.downcast_ref::<kube::Error>())
+            .expect("the kube-rs error as the source");
+        assert!(matches!(kube_err, kube::Error::Api(s) if s.code == 403));
+        // Torn down once: a second teardown (the drop's) asks nothing more.
+        k.teardown().unwrap();
+        assert_eq!(
+            *seen.lock().unwrap(),
+            ["DELETE /api/v1/namespaces/ingressbench-t1"]
+        );
+    }
+
+    #[test]
+    fn a_namespace_already_gone_is_torn_down() {
+        let (mut k, _) = prepared("ingressbench-t1", true, |_| {
+            fake::refused(404, "NotFound", "namespaces \"ingressbench-t1\" not found")
+        });
+        k.teardown().expect("nothing is left");
+    }
+
+    #[test]
+    fn objects_left_in_a_given_namespace_are_named_by_the_runs_label() {
+        let (mut k, _) = prepared("team-a", false, |path| {
+            if path.ends_with("/configmaps") {
+                fake::refused(403, "Forbidden", "configmaps is forbidden")
+            } else {
+                fake::deleted()
+            }
+        });
+        let e = results::with_causes(&k.teardown().unwrap_err());
+        assert_eq!(
+            e,
+            "kubernetes: the backends' ConfigMap in namespace team-a not deleted (delete what is labelled ingressbench.io/run=t1 there): configmaps is forbidden: Forbidden"
+        );
+    }
 }

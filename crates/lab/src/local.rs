@@ -46,7 +46,7 @@ impl Platform for LocalProcesses {
     }
 
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
-        self.teardown();
+        self.teardown()?;
         sweep_leftovers(&std::env::temp_dir());
         crate::cgroup::sweep();
         std::fs::create_dir_all(&spec.out_dir)
@@ -110,7 +110,7 @@ impl Platform for LocalProcesses {
                         took: t.elapsed(),
                     }),
                     Err(e) => on(PlatformEvent::Failed {
-                        detail: format!("start backend: {e}"),
+                        detail: format!("start backend: {}", results::Causes(&e)),
                     }),
                 }
             }
@@ -145,7 +145,7 @@ impl Platform for LocalProcesses {
         }
     }
 
-    fn teardown(&mut self) {
+    fn teardown(&mut self) -> Result<(), LabError> {
         if let Some(mut p) = self.pool.take() {
             p.stop_all();
         }
@@ -153,12 +153,13 @@ impl Platform for LocalProcesses {
         if let Some(w) = self.work.take() {
             remove_scratch(w);
         }
+        Ok(())
     }
 }
 
 impl Drop for LocalProcesses {
     fn drop(&mut self) {
-        self.teardown();
+        let _ = self.teardown();
     }
 }
 

@@ -329,10 +329,11 @@ impl Platform for NetworkLab {
     }
 
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
-        self.teardown();
+        self.teardown()?;
         let r = self.build(spec);
         if r.is_err() {
-            self.teardown();
+            // The build's error is the one to report.
+            let _ = self.teardown();
         }
         r
     }
@@ -363,7 +364,7 @@ impl Platform for NetworkLab {
 
     fn tick(&mut self) {}
 
-    fn teardown(&mut self) {
+    fn teardown(&mut self) -> Result<(), LabError> {
         if let Some(mut s) = self.server.take() {
             s.stop(rustix::process::Signal::TERM, Duration::from_secs(2));
         }
@@ -375,6 +376,7 @@ impl Platform for NetworkLab {
         if let Ok(mut s) = self.served.lock() {
             s.pid = None;
         }
+        Ok(())
     }
 
     fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn Driver>, LabError>> {
@@ -399,7 +401,7 @@ impl Platform for NetworkLab {
 
 impl Drop for NetworkLab {
     fn drop(&mut self) {
-        self.teardown();
+        let _ = self.teardown();
     }
 }
 

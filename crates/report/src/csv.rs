@@ -149,6 +149,7 @@ mod tests {
             ],
             searches: Vec::new(),
             sizings: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 

@@ -404,7 +404,18 @@ fn banner(input: &ReportInput) -> String {
             )
         })
         .collect();
+    let run: Vec<String> = tables::run_warnings(input)
+        .into_iter()
+        .map(|(i, line)| {
+            format!(
+                "<b>{}</b>: {}",
+                escape(&input.series[i].name),
+                escape(&line)
+            )
+        })
+        .collect();
     page::banner(Some("banner"), "Not to be trusted as is:", &items)
+        + &page::banner(Some("warnings"), "Warnings from the run:", &run)
 }
 
 fn legend(h: &mut String, input: &ReportInput) {
@@ -525,6 +536,7 @@ mod tests {
             }],
             searches: Vec::new(),
             sizings: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 
@@ -543,6 +555,32 @@ mod tests {
         // No latency is no latency, never a perfect 0.
         assert!(page.contains("<td data-col=\"p99\">–</td>"), "{page}");
         assert!(!page.contains("<td data-col=\"p99\">0.000</td>"));
+    }
+
+    /// A result's warnings are listed at the top of the page, of `report.md`, of the
+    /// terminal summary and of `summary.txt`, apart from the reasons not to trust it.
+    #[test]
+    fn a_results_warnings_are_listed_at_the_top() {
+        let mut i = input(false);
+        let w = "kubernetes: namespace ingressbench-x not deleted (run `ingressbench cleanup --platform kubernetes`): etcd timed out";
+        i.series[0].result.warnings = vec![w.to_string()];
+        let page = render(&i, &[], "now");
+        let listed = page
+            .find("id=\"warnings\"")
+            .expect("a list of the run's warnings");
+        assert!(listed < page.find("<h2").unwrap(), "at the top");
+        assert!(page.contains(&format!("<li><b>a&lt;b&gt;</b>: {}</li>", escape(w))));
+        assert!(
+            !page.contains("id=\"banner\""),
+            "not a reason to distrust the figures"
+        );
+        assert!(crate::markdown::render(&i).contains(&format!("> - **a<b>**: {w}")));
+        let r = &i.series[0].result;
+        let text = crate::text::summary(r, false);
+        assert_eq!(text.lines().nth(2), Some(format!("WARNING: {w}").as_str()));
+        let side = crate::text::comparison("s", std::slice::from_ref(r));
+        let at = side.find(&format!("WARNING: {}: {w}", r.target)).unwrap();
+        assert!(at < side.find("Latency").unwrap(), "{side}");
     }
 
     #[test]

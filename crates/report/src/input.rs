@@ -4,7 +4,7 @@
 //! run becomes one *series*; the order of the series is the order of the report's
 //! colours, so it is fixed here once.
 
-use results::folder::{ReadError, RunFolder, RESULT};
+use results::folder::{ReadError, RunFolder, RESULT, SEARCH, SIZING};
 use results::RunResult;
 use std::path::{Path, PathBuf};
 
@@ -67,6 +67,20 @@ pub struct Sized {
     pub sizing: results::sizing::SizingResult,
 }
 
+/// A stored file of a run that is there but cannot be read (a search, a sizing
+/// scan): the report names it, and why, where its rows would be.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Unreadable {
+    /// As [`Series::name`]: the system whose file it is.
+    pub name: String,
+    /// Index into [`ReportInput::runs`].
+    pub run: usize,
+    /// [`SEARCH`] or [`SIZING`]: which table its rows belong to.
+    pub file: &'static str,
+    /// The file and why it cannot be read, with its causes.
+    pub why: String,
+}
+
 /// Everything a report shows, in series order.
 #[derive(Clone, Debug, Default)]
 pub struct ReportInput {
@@ -77,6 +91,8 @@ pub struct ReportInput {
     pub searches: Vec<Searched>,
     /// Sizing scans of the runs' systems (empty unless a run had a `sizing` section).
     pub sizings: Vec<Sized>,
+    /// Searches and sizing scans that are stored but cannot be read.
+    pub unreadable: Vec<Unreadable>,
 }
 
 impl ReportInput {
@@ -96,6 +112,7 @@ impl ReportInput {
             }],
             searches: Vec::new(),
             sizings: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 
@@ -103,7 +120,7 @@ impl ReportInput {
     /// summary, which is written even when no system finished). `path` is the run's
     /// folder, `scenario` its name.
     pub fn lab_run(path: &Path, scenario: &str, results: Vec<RunResult>) -> ReportInput {
-        ReportInput {
+        let mut input = ReportInput {
             runs: vec![Run {
                 path: path.to_path_buf(),
                 name: run_name(path),
@@ -126,25 +143,60 @@ impl ReportInput {
                     }
                 })
                 .collect(),
-            searches: RunFolder::new(path)
-                .searches()
-                .into_iter()
-                .map(|(name, search)| Searched {
-                    name,
-                    run: 0,
-                    search,
-                })
-                .collect(),
-            sizings: RunFolder::new(path)
-                .sizings()
-                .into_iter()
-                .map(|(name, sizing)| Sized {
-                    name,
-                    run: 0,
+            ..ReportInput::default()
+        };
+        input.add_stored(&RunFolder::new(path), 0, &|system| system);
+        input
+    }
+
+    /// The sizing scans and searches stored in `folder`, run `run` of the input, each
+    /// system named by `named`; those that cannot be read, as [`Unreadable`].
+    fn add_stored(&mut self, folder: &RunFolder, run: usize, named: &dyn Fn(String) -> String) {
+        for (system, sizing) in folder.sizings() {
+            match sizing {
+                Ok(sizing) => self.sizings.push(Sized {
+                    name: named(system),
+                    run,
                     sizing,
-                })
-                .collect(),
+                }),
+                Err(e) => self.unreadable.push(Unreadable {
+                    name: named(system),
+                    run,
+                    file: SIZING,
+                    why: results::with_causes(&e),
+                }),
+            }
         }
+        for (system, search) in folder.searches() {
+            match search {
+                Ok(search) => self.searches.push(Searched {
+                    name: named(system),
+                    run,
+                    search,
+                }),
+                Err(e) => self.unreadable.push(Unreadable {
+                    name: named(system),
+                    run,
+                    file: SEARCH,
+                    why: results::with_causes(&e),
+                }),
+            }
+        }
+    }
+
+    /// The stored files of kind `file` ([`SEARCH`], [`SIZING`]) that cannot be read.
+    pub fn unreadable(&self, file: &'static str) -> impl Iterator<Item = &Unreadable> {
+        self.unreadable.iter().filter(move |u| u.file == file)
+    }
+
+    /// Whether the report has a maximum-throughput table: searches, read or not.
+    pub fn has_searches(&self) -> bool {
+        !self.searches.is_empty() || self.unreadable(SEARCH).next().is_some()
+    }
+
+    /// Whether the report has a sizing table: sizing scans, read or not.
+    pub fn has_sizings(&self) -> bool {
+        !self.sizings.is_empty() || self.unreadable(SIZING).next().is_some()
     }
 
     /// The first series run at a fraction of `searched`'s maximum (`host@30` for the
@@ -192,21 +244,7 @@ pub fn load(paths: &[PathBuf]) -> Result<ReportInput, InputError> {
                     system
                 }
             };
-            let folder = RunFolder::new(path);
-            for (system, sizing) in folder.sizings() {
-                input.sizings.push(Sized {
-                    name: named(system),
-                    run: run_index,
-                    sizing,
-                });
-            }
-            for (system, search) in folder.searches() {
-                input.searches.push(Searched {
-                    name: named(system),
-                    run: run_index,
-                    search,
-                });
-            }
+            input.add_stored(&RunFolder::new(path), run_index, &named);
         }
         let single_file = systems.len() == 1 && systems[0].0.is_none();
         for (system, result) in systems {
@@ -421,5 +459,43 @@ mod tests {
         assert!(e.contains("not a result document"), "{e}");
         let e = load(&[t.path().join("missing")]).unwrap_err().to_string();
         assert!(e.contains("missing"), "{e}");
+    }
+
+    /// A search stored but unreadable is named, with why, where its row would be:
+    /// in the page, in `report.md` and in the text summary; not left out unsaid.
+    #[test]
+    fn an_unreadable_search_is_named_where_its_row_would_be() {
+        let t = tempfile::tempdir().unwrap();
+        let run = t.path().join("rates");
+        write_result(&run.join("host@30"), Some("host@30"), RESULT_SCHEMA);
+        std::fs::create_dir_all(run.join("host")).unwrap();
+        std::fs::write(run.join("host").join(SEARCH), "{\"schema\": ").unwrap();
+        let input = load(std::slice::from_ref(&run)).unwrap();
+        assert!(input.searches.is_empty());
+        let file = run.join("host").join(SEARCH);
+        let why = format!(
+            "cannot be read: {}: not a search: EOF while parsing",
+            file.display()
+        );
+        assert_eq!(input.unreadable.len(), 1);
+        assert_eq!(input.unreadable[0].name, "host");
+        let table = crate::tables::maxima(&input);
+        assert_eq!(table.cell(0, "system"), Some("host"));
+        assert!(
+            table.cell(0, "note").unwrap().starts_with(&why),
+            "{table:?}"
+        );
+        let page = crate::html::render(&input, &[], "now");
+        assert!(page.contains("<table id=\"table-maxima\""));
+        assert!(
+            page.contains(&crate::markup::escape(&why)),
+            "the page names it"
+        );
+        assert!(crate::markdown::render(&input).contains(&why));
+        let text = crate::summary::Summary::text(&input);
+        assert!(text.contains(&why), "{text}");
+        // Read in memory as `ingressbench run` ends, the same.
+        let done = ReportInput::lab_run(&run, "rates", Vec::new());
+        assert_eq!(done.unreadable, input.unreadable);
     }
 }

@@ -75,6 +75,14 @@ pub fn render(input: &ReportInput) -> String {
         }
         s.push('\n');
     }
+    let w = tables::run_warnings(input);
+    if !w.is_empty() {
+        s.push_str("> [!WARNING]\n> **Warnings from the run:**\n");
+        for (i, line) in w {
+            let _ = writeln!(s, "> - **{}**: {}", cell(&input.series[i].name), line);
+        }
+        s.push('\n');
+    }
     for t in tables::all(input) {
         if matches!(t.id, "table-routes" | "table-resources" | "table-failover")
             && t.rows.is_empty()
@@ -109,6 +117,7 @@ mod tests {
             }],
             searches: Vec::new(),
             sizings: Vec::new(),
+            unreadable: Vec::new(),
         };
         let md = render(&input);
         assert!(md.contains("> [!WARNING]"));

@@ -14,7 +14,7 @@ use std::cell::OnceCell;
 pub enum ReportError {
     #[error(transparent)]
     Chart(#[from] ChartError),
-    #[error("write {path}: {source}")]
+    #[error("write {path}")]
     Write {
         path: String,
         source: std::io::Error,

@@ -17,16 +17,16 @@ impl Summary {
     pub fn text(input: &ReportInput) -> String {
         let results: Vec<RunResult> = input.series.iter().map(|s| s.result.clone()).collect();
         // A sizing scan has no load of its own to compare: its table is the summary.
-        let mut out = if results.is_empty() && !input.sizings.is_empty() {
+        let mut out = if results.is_empty() && input.has_sizings() {
             format!("Scenario {}\n", input.scenarios().join(", "))
         } else {
             comparison(&input.scenarios().join(", "), &results)
         };
-        if !input.searches.is_empty() {
+        if input.has_searches() {
             out.push('\n');
             out.push_str(&plain(&crate::tables::maxima(input)));
         }
-        if !input.sizings.is_empty() {
+        if input.has_sizings() {
             out.push('\n');
             out.push_str(&plain(&crate::tables::sizing(input)));
         }

@@ -4,7 +4,7 @@
 //! so a test (or a reader with a spreadsheet) can compare them with `result.json`.
 
 use crate::fmt::{fmt_ms_cell, fmt_opt_ms1, fmt_opt_ms_cell, MISSING};
-use crate::input::ReportInput;
+use crate::input::{ReportInput, Unreadable};
 use results::{ErrorKind, Percentiles, RunResult, Spread};
 
 pub use crate::table::{Row, Table};
@@ -17,8 +17,8 @@ fn cols(list: &[(&str, &str)]) -> Vec<(String, String)> {
 
 /// Every table, in page order.
 pub fn all(input: &ReportInput) -> Vec<Table> {
-    let sizing = (!input.sizings.is_empty()).then(|| sizing(input));
-    let maxima = (!input.searches.is_empty()).then(|| maxima(input));
+    let sizing = input.has_sizings().then(|| sizing(input));
+    let maxima = input.has_searches().then(|| maxima(input));
     let steps = input
         .series
         .iter()
@@ -112,6 +112,23 @@ pub fn sizing(input: &ReportInput) -> Table {
             });
         }
     }
+    let cols = cols(&[
+        ("system", "system"),
+        ("measure", "measure"),
+        ("cores", "cores"),
+        ("cpus", "CPUs"),
+        ("max_rate", "max/s"),
+        ("per_core", "per core/s"),
+        ("scaling", "scaling vs 1 core"),
+        ("proxy_cpu", "proxy CPU at max (cores)"),
+        ("handshakes", "proxy handshakes"),
+        ("trusted", "generator headroom"),
+        ("cost", "cost"),
+        ("note", "note"),
+    ]);
+    for u in input.unreadable(results::folder::SIZING) {
+        rows.push(unreadable_row(u, cols.len()));
+    }
     Table {
         id: "table-sizing",
         title: "Sizing: maximum per CPU allocation (study S4)",
@@ -120,21 +137,20 @@ pub fn sizing(input: &ReportInput) -> Table {
             if cgroups.is_empty() { "none used".to_string() } else { cgroups.join(", ") },
             price.unwrap_or_else(|| "no sizing.cost given".into()),
         ),
-        cols: cols(&[
-            ("system", "system"),
-            ("measure", "measure"),
-            ("cores", "cores"),
-            ("cpus", "CPUs"),
-            ("max_rate", "max/s"),
-            ("per_core", "per core/s"),
-            ("scaling", "scaling vs 1 core"),
-            ("proxy_cpu", "proxy CPU at max (cores)"),
-            ("handshakes", "proxy handshakes"),
-            ("trusted", "generator headroom"),
-            ("cost", "cost"),
-            ("note", "note"),
-        ]),
+        cols,
         rows,
+    }
+}
+
+/// The row of a system whose stored search or scan cannot be read: its name, no
+/// figures, and in its last column (the note) the file and why.
+fn unreadable_row(u: &Unreadable, columns: usize) -> Row {
+    let mut cells = vec![MISSING.to_string(); columns];
+    cells[0] = u.name.clone();
+    cells[columns - 1] = format!("cannot be read: {}", u.why);
+    Row {
+        series: None,
+        cells,
     }
 }
 
@@ -151,6 +167,15 @@ fn fmt_price(v: f64) -> String {
 /// The maximum each system sustained within the search's bounds (study S2's "max
 /// rps"), with the figures of the step that set it.
 pub fn maxima(input: &ReportInput) -> Table {
+    let cols = cols(&[
+        ("system", "system"),
+        ("max_rate", "max req/s"),
+        ("p50_ms", "p50 at max (ms)"),
+        ("p99_ms", "p99 at max (ms)"),
+        ("ceiling", "closed-loop ceiling req/s"),
+        ("steps", "steps"),
+        ("note", "note"),
+    ]);
     let rows = input
         .searches
         .iter()
@@ -193,6 +218,11 @@ pub fn maxima(input: &ReportInput) -> Table {
                 ],
             }
         })
+        .chain(
+            input
+                .unreadable(results::folder::SEARCH)
+                .map(|u| unreadable_row(u, cols.len())),
+        )
         .collect();
     let bounds = input.searches.first().map(|s| &s.search.bounds);
     Table {
@@ -203,15 +233,7 @@ pub fn maxima(input: &ReportInput) -> Table {
             bounds.map_or(MISSING.into(), |b| format!("{}", b.p99_ms)),
             bounds.map_or(MISSING.into(), |b| format!("{}", b.error_ratio * 100.0)),
         ),
-        cols: cols(&[
-            ("system", "system"),
-            ("max_rate", "max req/s"),
-            ("p50_ms", "p50 at max (ms)"),
-            ("p99_ms", "p99 at max (ms)"),
-            ("ceiling", "closed-loop ceiling req/s"),
-            ("steps", "steps"),
-            ("note", "note"),
-        ]),
+        cols,
         rows,
     }
 }
@@ -730,6 +752,17 @@ pub fn settings(input: &ReportInput) -> Table {
 
 /// Why each series is not to be trusted: `(series, reason)`, from the text report's
 /// warnings plus a proxy that died.
+/// Each series' own warnings ([`RunResult::warnings`]: what went wrong around the
+/// measurement, such as a refused CPU pin or a namespace left behind), by series.
+pub fn run_warnings(input: &ReportInput) -> Vec<(usize, String)> {
+    input
+        .series
+        .iter()
+        .enumerate()
+        .flat_map(|(i, s)| s.result.warnings.iter().map(move |w| (i, w.clone())))
+        .collect()
+}
+
 pub fn warnings(input: &ReportInput) -> Vec<(usize, String)> {
     let mut w = Vec::new();
     for (i, s) in input.series.iter().enumerate() {
@@ -799,6 +832,7 @@ mod tests {
             ],
             searches: Vec::new(),
             sizings: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 
@@ -1094,6 +1128,7 @@ mod tests {
                 },
             ],
             sizings: Vec::new(),
+            unreadable: Vec::new(),
         };
         let t = maxima(&input);
         assert_eq!(t.cell(0, "max_rate"), Some("1000"));

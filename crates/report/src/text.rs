@@ -230,6 +230,10 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             ""
         }
     );
+    // What went wrong around the run, before its figures are read.
+    for w in &r.warnings {
+        let _ = writeln!(s, "WARNING: {w}");
+    }
     let _ = writeln!(
         s,
         "  {:<12} {:>10} {:>10} {:>10}",
@@ -425,6 +429,12 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
                 ""
             }
         );
+    }
+    // What went wrong around the runs, before their figures are read.
+    for (n, r) in names.iter().zip(results) {
+        for w in &r.warnings {
+            let _ = writeln!(s, "WARNING: {n}: {w}");
+        }
     }
     let _ = writeln!(s, "\nLatency (corrected, from the intended send time)");
     let _ = write!(s, "  {:<w$}", "system");

@@ -46,7 +46,7 @@ pub enum LockError {
     Busy { path: String },
     #[error("results folder {path} already holds results: give another --out, or --force to replace them")]
     NotEmpty { path: String },
-    #[error("results folder {path}: {source}")]
+    #[error("results folder {path}")]
     Io {
         path: String,
         source: std::io::Error,
@@ -68,10 +68,11 @@ impl Drop for FolderLock {
     }
 }
 
-/// Why a result document could not be read. Each message names the path once.
+/// Why a result document could not be read. Each message names the path once (and,
+/// as every error of the workspace, not its cause: see [`crate::causes`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{path}: {source}")]
+    #[error("{path}")]
     Io {
         path: String,
         source: std::io::Error,
@@ -82,6 +83,16 @@ pub enum ReadError {
         "{path}: schema \"{found}\" is not supported (this ingressbench reads \"{RESULT_SCHEMA}\")"
     )]
     Schema { path: String, found: String },
+    /// A stored document other than a result (`search.json`, `sizing.json`) that is
+    /// not what its name says.
+    #[error("{path}: not a {what}")]
+    Document {
+        path: String,
+        /// What the file should hold: `search`, `sizing scan`.
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 /// What readers need of the scenario as run: the order of its systems, its name and
@@ -227,30 +238,52 @@ impl RunFolder {
         write_atomic(&dir.join(SIZING), &bytes)
     }
 
-    /// Every system's sizing scan, in the scenario's order.
-    pub fn sizings(&self) -> Vec<(String, crate::sizing::SizingResult)> {
-        self.per_system(SIZING)
+    /// Every system's sizing scan, in the scenario's order; one that is there but
+    /// cannot be read is its error, for the report to name where its rows would be.
+    pub fn sizings(&self) -> Vec<(String, Result<crate::sizing::SizingResult, ReadError>)> {
+        self.per_system(SIZING, "sizing scan")
     }
 
     /// Every system's search (`load.rates` runs), in the scenario's order; systems
-    /// without one (or with an unreadable one) are left out.
-    pub fn searches(&self) -> Vec<(String, crate::search::SearchResult)> {
-        self.per_system(SEARCH)
+    /// without one are left out, and one that cannot be read is its error.
+    pub fn searches(&self) -> Vec<(String, Result<crate::search::SearchResult, ReadError>)> {
+        self.per_system(SEARCH, "search")
     }
 
-    /// The file `file` of every system folder that has a readable one, in the
+    /// The file `file` (holding a `what`) of every system folder that has one, in the
     /// scenario's order (folders it does not name, such as `host@30`, by name after).
-    fn per_system<T: serde::de::DeserializeOwned>(&self, file: &str) -> Vec<(String, T)> {
+    /// A file that is there but cannot be read or parsed is kept as its error: a
+    /// reader that left it out would show a report without its table and no word
+    /// of why.
+    fn per_system<T: serde::de::DeserializeOwned>(
+        &self,
+        file: &str,
+        what: &'static str,
+    ) -> Vec<(String, Result<T, ReadError>)> {
         let order = self.effective().systems;
         let Ok(entries) = std::fs::read_dir(&self.root) else {
             return Vec::new();
         };
-        let mut out: Vec<(String, T)> = entries
+        let mut out: Vec<(String, Result<T, ReadError>)> = entries
             .filter_map(|e| e.ok())
+            .filter(|e| e.path().is_dir())
             .filter_map(|e| {
                 let name = e.file_name().into_string().ok()?;
-                let text = std::fs::read_to_string(e.path().join(file)).ok()?;
-                Some((name, serde_json::from_str(&text).ok()?))
+                let path = e.path().join(file);
+                let shown = path.display().to_string();
+                let read = match std::fs::read_to_string(&path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+                    Err(source) => Err(ReadError::Io {
+                        path: shown,
+                        source,
+                    }),
+                    Ok(text) => serde_json::from_str(&text).map_err(|source| ReadError::Document {
+                        path: shown,
+                        what,
+                        source,
+                    }),
+                };
+                Some((name, read))
             })
             .collect();
         out.sort_by_key(|(d, _)| {
@@ -411,6 +444,48 @@ mod tests {
         assert!(
             f.systems().unwrap().is_empty(),
             "--force starts from an empty folder"
+        );
+    }
+
+    #[test]
+    fn a_stored_search_or_scan_that_cannot_be_read_is_kept_as_why() {
+        let t = tempfile::tempdir().unwrap();
+        let f = RunFolder::new(t.path().join("run"));
+        f.write_search("good", &crate::search::SearchResult::default())
+            .unwrap();
+        std::fs::create_dir_all(f.system_dir("corrupt")).unwrap();
+        std::fs::write(f.system_dir("corrupt").join(SEARCH), "{\"steps\": [").unwrap();
+        // A folder where the file should be: there, and unreadable.
+        std::fs::create_dir_all(f.system_dir("odd").join(SEARCH)).unwrap();
+        std::fs::create_dir_all(f.system_dir("none")).unwrap();
+        std::fs::write(f.file(SUMMARY), "not a system").unwrap();
+        let got = f.searches();
+        let names: Vec<&str> = got.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["corrupt", "good", "odd"],
+            "a system without one is left out"
+        );
+        let why = |i: usize| crate::with_causes(got[i].1.as_ref().unwrap_err());
+        let corrupt = f.system_dir("corrupt").join(SEARCH);
+        assert!(
+            why(0).starts_with(&format!(
+                "{}: not a search: EOF while parsing a list",
+                corrupt.display()
+            )),
+            "{}",
+            why(0)
+        );
+        assert!(got[1].1.is_ok());
+        assert!(why(2).contains("Is a directory"), "{}", why(2));
+        std::fs::create_dir_all(f.system_dir("scan")).unwrap();
+        std::fs::write(f.system_dir("scan").join(SIZING), "[]").unwrap();
+        let scans = f.sizings();
+        assert_eq!(scans.len(), 1);
+        assert!(
+            crate::with_causes(scans[0].1.as_ref().unwrap_err()).contains(": not a sizing scan: "),
+            "{:?}",
+            scans[0].1
         );
     }
 

@@ -20,9 +20,15 @@ pub struct Generator {
     /// The generator's threads ran at a raised scheduling priority (nice -10).
     #[serde(default)]
     pub priority_raised: bool,
-    /// The CPUs the generator's threads were confined to (`0,1`; empty: any).
+    /// The CPUs the generator's threads were to be confined to (`0,1`; empty: any).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cpus: String,
+    /// The CPUs its threads could run on once pinned, as the kernel reports them
+    /// (`0,1`): `cpus` when the pin held, the CPUs they were allowed before when it
+    /// was refused (then a warning says why). Absent when no pin was asked for (and
+    /// in files written before it existed).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub cpus_applied: String,
 }
 
 /// The generators of a split run (`load --generators N`): the instant they all

@@ -4,6 +4,7 @@
 //! the runner and the reports can all depend on it without depending on each other;
 //! the only I/O is writing files atomically ([`fsutil`]).
 
+pub mod causes;
 pub mod clock;
 pub mod duration;
 pub mod failover;
@@ -15,6 +16,8 @@ pub mod repeat;
 pub mod search;
 pub mod sizing;
 pub mod time;
+
+pub use causes::{with_causes, Causes};
 
 /// Schema identifier written into every result file.
 pub const RESULT_SCHEMA: &str = "ingressbench/result/v1";

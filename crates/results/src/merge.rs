@@ -155,6 +155,17 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         .filter(|c| !c.is_empty())
         .collect();
     cpus.dedup();
+    let mut cpus_applied: Vec<&str> = results
+        .iter()
+        .map(|r| r.generator.cpus_applied.as_str())
+        .filter(|c| !c.is_empty())
+        .collect();
+    cpus_applied.dedup();
+    // Each generator's own, named: the merged figures hide which one it was.
+    let warnings = done
+        .iter()
+        .flat_map(|(i, r)| r.warnings.iter().map(move |w| format!("{}: {w}", name(*i))))
+        .collect();
 
     Ok(RunResult {
         schema: crate::RESULT_SCHEMA.to_string(),
@@ -209,6 +220,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
                 .unwrap_or(0),
             priority_raised: results.iter().all(|r| r.generator.priority_raised),
             cpus: cpus.join(","),
+            cpus_applied: cpus_applied.join(","),
         },
         histogram: encode_base64(&corrected),
         histogram_uncorrected: encode_base64(&uncorrected),
@@ -230,6 +242,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         // Plans and repetitions are refused with --generators (the CLI says so).
         steps: Vec::new(),
         repetitions: Vec::new(),
+        warnings,
         requests,
         config,
     })

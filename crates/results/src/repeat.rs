@@ -114,10 +114,23 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
         ingressbench_version: first.ingressbench_version.clone(),
         steps: steps_pooled(&reps),
         repetitions: Vec::new(),
+        warnings: warnings_of(&reps),
     };
     out.config.duration_s = duration_s;
     out.repetitions = reps;
     Ok(out)
+}
+
+/// Every repetition's warnings, each once: a CPU pin refused is refused at every
+/// repetition, and what one left behind names its own namespace.
+fn warnings_of(reps: &[RunResult]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in reps.iter().flat_map(|r| &r.warnings) {
+        if !out.contains(w) {
+            out.push(w.clone());
+        }
+    }
+    out
 }
 
 /// Where each repetition starts on the pooled timeline, in seconds.
@@ -330,6 +343,18 @@ mod tests {
         assert_eq!(all.steps[0].intended, 300);
         assert_eq!(all.steps[0].latency_ms.p99, Some(2.0));
         assert_eq!(all.steps[0].latency_ms.count, 300);
+    }
+
+    /// A warning every repetition has (a CPU pin refused) is said once; one of a
+    /// single repetition is kept too.
+    #[test]
+    fn each_warning_of_the_repetitions_is_kept_once() {
+        let mut a = rep(&[1000; 10], 1, 1.0);
+        let mut b = rep(&[1000; 10], 1, 1.0);
+        a.warnings = vec!["pin refused".into()];
+        b.warnings = vec!["pin refused".into(), "namespace left".into()];
+        let all = combine(vec![a, b], 2).unwrap();
+        assert_eq!(all.warnings, ["pin refused", "namespace left"]);
     }
 
     #[test]

@@ -100,6 +100,13 @@ pub struct RunResult {
     /// together. A comparison reads the spread between them. Empty: one run.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repetitions: Vec<RunResult>,
+    /// What went wrong around the measurement without stopping it, one line each
+    /// with its causes: a CPU pin the kernel refused, an object or a namespace the
+    /// run could not delete (and how to remove it). Printed as the run ends and shown
+    /// by every report; the figures stand, but the reader must know. Absent when
+    /// nothing went wrong (and in files written before it existed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// One step of a load plan: what the plan offered in it and what the system did.

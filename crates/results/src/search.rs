@@ -85,4 +85,9 @@ pub struct SearchResult {
     pub failed: Option<String>,
     /// Every step, in the order run.
     pub steps: Vec<SearchStep>,
+    /// What went wrong around the search without stopping it, each once (a CPU pin
+    /// refused at every step, a namespace not deleted after it): as
+    /// [`crate::RunResult::warnings`]. Absent when nothing did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }

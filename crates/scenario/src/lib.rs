@@ -22,7 +22,7 @@ use std::time::Duration;
 /// Why a scenario cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ScenarioError {
-    #[error("scenario {file}: cannot read it: {source}")]
+    #[error("scenario {file}: cannot read it")]
     Read {
         file: String,
         #[source]

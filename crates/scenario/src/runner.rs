@@ -29,10 +29,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-/// Why a scenario run failed (as opposed to a system misbehaving, which is data).
+/// Why a scenario run failed (as opposed to a system misbehaving, which is data). A
+/// message never repeats its cause, which is `source()` ([`results::causes`]).
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("{system}: {source}")]
+    #[error("{system}")]
     Lab {
         system: String,
         #[source]
@@ -40,7 +41,7 @@ pub enum RunError {
     },
     #[error("{0}")]
     Setup(String),
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
         #[source]
@@ -117,6 +118,10 @@ pub struct RunOptions {
     /// process's engine only: a load run elsewhere ([`LoadRunner`]) shows its
     /// systems and changes, not its seconds.
     pub watch: Option<Arc<dyn Watch>>,
+    /// Told each warning no result will hold: what a system left behind when its
+    /// run failed (a namespace not deleted). A result's own warnings are in it
+    /// ([`RunResult::warnings`]).
+    pub warn: Arc<dyn Fn(&str) + Send + std::marker::Sync>,
 }
 
 /// What a scenario run produced.
@@ -365,12 +370,72 @@ pub(crate) struct System {
     /// Clock time of the next reading; time and CPU total of the last one.
     next_reading: Nanos,
     last_reading: (Nanos, f64),
+    /// Closed already ([`System::close`]): nothing left to stop.
+    closed: bool,
+    /// Where the warnings of a system dropped unclosed go ([`RunOptions::warn`]).
+    warn: Arc<dyn Fn(&str) + Send + std::marker::Sync>,
+}
+
+impl System {
+    /// A system of `driver` on `platform`, its events on `clock`, before anything is
+    /// set up.
+    fn new(
+        driver: Box<dyn Driver>,
+        platform: Box<dyn Platform>,
+        clock: Clock,
+        opts: &RunOptions,
+    ) -> System {
+        System {
+            driver,
+            platform,
+            events: Events {
+                clock,
+                origin: 0,
+                list: Vec::new(),
+                marks: Arc::new(Marks::new()),
+                opened: Vec::new(),
+                forward: None,
+                lead: 0,
+                watch: None,
+            },
+            stop_mode: StopMode::Graceful,
+            stop: opts.stop.clone(),
+            end: u64::MAX,
+            proxy_died: false,
+            added: Vec::new(),
+            removed: Vec::new(),
+            settle_timeout: Duration::from_secs(10),
+            usage: lab::usage::Usage::default(),
+            resources: Vec::new(),
+            next_reading: 0,
+            last_reading: (0, 0.0),
+            closed: false,
+            warn: opts.warn.clone(),
+        }
+    }
+
+    /// Stops the proxy and tears the platform down; returns what went wrong on the
+    /// way (an object the driver could not delete, a namespace left behind), one
+    /// line each, for the result. Once: a second call returns nothing.
+    pub(crate) fn close(&mut self) -> Vec<String> {
+        if std::mem::replace(&mut self.closed, true) {
+            return Vec::new();
+        }
+        let stopped = self.driver.stop();
+        let mut left = self.driver.take_warnings();
+        left.extend(stopped.err());
+        left.extend(self.platform.teardown().err());
+        left.iter().map(|e| results::with_causes(e)).collect()
+    }
 }
 
 impl Drop for System {
+    /// A system whose run failed is dropped unclosed: its warnings have no result to
+    /// go into, and go to [`RunOptions::warn`].
     fn drop(&mut self) {
-        let _ = self.driver.stop();
-        self.platform.teardown();
+        for w in self.close() {
+            (self.warn)(&w);
+        }
     }
 }
 
@@ -432,31 +497,8 @@ pub(crate) fn deploy(
         None => driver_for(name),
     }
     .map_err(lab)?;
-    let mut sys = System {
-        driver,
-        platform,
-        events: Events {
-            clock,
-            origin: 0,
-            list: Vec::new(),
-            marks: Arc::new(Marks::new()),
-            opened: Vec::new(),
-            forward: None,
-            lead: 0,
-            watch: None,
-        },
-        stop_mode: scn.backends.stop.into(),
-        stop: opts.stop.clone(),
-        end: u64::MAX,
-        proxy_died: false,
-        added: Vec::new(),
-        removed: Vec::new(),
-        settle_timeout: Duration::from_secs(10),
-        usage: lab::usage::Usage::default(),
-        resources: Vec::new(),
-        next_reading: 0,
-        last_reading: (0, 0.0),
-    };
+    let mut sys = System::new(driver, platform, clock, opts);
+    sys.stop_mode = scn.backends.stop.into();
     sys.platform
         .set_flapping(crate::failover::flap_spec(scn))
         .map_err(lab)?;
@@ -545,15 +587,32 @@ fn search_system(
             st.p99_ms.map_or("-".into(), |p| format!("{p:.2} ms"))
         ));
     });
-    drop(d);
-    match found {
-        Ok(f) => Ok(f),
+    let left = close(d, name, &mut **progress);
+    let mut found = match found {
+        Ok(f) => f,
         Err(SearchError::NoCeiling { result, why, .. }) => {
             (progress)(&format!("{name}: the probe got no response: {why}"));
-            Ok(*result)
+            *result
         }
-        Err(e) => Err(RunError::Setup(format!("{name}: search: {e}"))),
+        Err(e) => {
+            return Err(RunError::Setup(format!(
+                "{name}: search: {}",
+                results::Causes(&e)
+            )))
+        }
+    };
+    found.warnings.extend(left);
+    Ok(found)
+}
+
+/// Closes a deployment whose run is over: its warnings, each also told to
+/// `progress` (they go into a search's result, which no one prints).
+pub(crate) fn close(mut d: Deployed, name: &str, progress: &mut dyn FnMut(&str)) -> Vec<String> {
+    let left = d.sys.close();
+    for w in &left {
+        progress(&format!("{name}: warning: {w}"));
     }
+    left
 }
 
 fn run_system(
@@ -709,6 +768,7 @@ fn run_system(
     // The flapping backends write their last counts as they stop.
     let flap_logs = sys.platform.flap_logs();
     let window_start = clock.wall_epoch_ns() + u128::from(sys.events.origin);
+    result.warnings.extend(sys.close());
     drop(sys);
     if let Some(lab) = result.lab.as_mut() {
         lab.failover = crate::failover::measure(
@@ -804,7 +864,7 @@ impl System {
             Err(e) => {
                 self.events.log(
                     EventKind::ChangeFailed,
-                    format!("{detail}: {e}"),
+                    format!("{detail}: {}", results::Causes(&e)),
                     Some(t0.elapsed()),
                 );
             }
@@ -1112,6 +1172,122 @@ pub fn default_out_dir(scenario: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lab::{Capabilities, DriverContext, Endpoint, Route, Target};
+    use std::sync::Mutex;
+
+    /// A proxy that leaves an old route's object behind, then fails to stop.
+    struct Leaky;
+
+    impl Driver for Leaky {
+        fn name(&self) -> &'static str {
+            "leaky"
+        }
+        fn capabilities(&self) -> Capabilities {
+            Capabilities::LOCAL_PROXY
+        }
+        fn prepare(&mut self, _: &DriverContext, _: &[Endpoint]) -> Result<(), LabError> {
+            Ok(())
+        }
+        fn start(&mut self) -> Result<(), LabError> {
+            Ok(())
+        }
+        fn wait_ready(&mut self, _: Duration) -> Result<(), LabError> {
+            Ok(())
+        }
+        fn apply_route(&mut self, _: Route) -> Result<(), LabError> {
+            Ok(())
+        }
+        fn reload(&mut self) -> Result<(), LabError> {
+            Ok(())
+        }
+        fn settle(&mut self, _: &Expect, _: Duration) -> Result<(), LabError> {
+            Ok(())
+        }
+        fn alive(&mut self) -> bool {
+            true
+        }
+        fn stop(&mut self) -> Result<(), LabError> {
+            Err(LabError::Io {
+                what: "stop leaky".into(),
+                // EPERM
+                source: std::io::Error::from_raw_os_error(1),
+            })
+        }
+        fn versions(&self) -> Vec<(String, String)> {
+            Vec::new()
+        }
+        fn take_warnings(&mut self) -> Vec<LabError> {
+            vec![LabError::Other("Middleware m not deleted".into())]
+        }
+    }
+
+    /// A platform whose teardown leaves its namespace behind.
+    struct Sticky;
+
+    impl Platform for Sticky {
+        fn name(&self) -> &'static str {
+            "sticky"
+        }
+        fn prepare(&mut self, _: &SiteSpec) -> Result<DriverContext, LabError> {
+            Err(LabError::Other("not for this test".into()))
+        }
+        fn target(&self) -> Target {
+            Target::default()
+        }
+        fn endpoints(&self) -> Vec<Endpoint> {
+            Vec::new()
+        }
+        fn replicas(&self) -> u32 {
+            0
+        }
+        fn scale(&mut self, _: u32, _: StopMode, _: &mut dyn FnMut(PlatformEvent)) {}
+        fn tick(&mut self) {}
+        fn teardown(&mut self) -> Result<(), LabError> {
+            Err(LabError::Other("namespace n not deleted".into()))
+        }
+    }
+
+    fn options(told: Arc<Mutex<Vec<String>>>) -> RunOptions {
+        RunOptions {
+            out_dir: PathBuf::new(),
+            exe: PathBuf::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: Box::new(|_| {}),
+            system_done: Box::new(|_| {}),
+            load: None,
+            watch: None,
+            warn: Arc::new(move |w| told.lock().unwrap().push(w.to_string())),
+        }
+    }
+
+    /// What a system leaves behind is each a warning with its causes: in the result
+    /// of a run that ends, told to `warn` by one that fails (dropped unclosed).
+    #[test]
+    fn what_a_system_leaves_behind_is_warned_of_once() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let opts = options(told.clone());
+        let mut sys = System::new(Box::new(Leaky), Box::new(Sticky), Clock::start(), &opts);
+        let want = [
+            "Middleware m not deleted",
+            "stop leaky: Operation not permitted (os error 1)",
+            "namespace n not deleted",
+        ];
+        assert_eq!(sys.close(), want);
+        assert!(sys.close().is_empty(), "closed once");
+        drop(sys);
+        assert!(
+            told.lock().unwrap().is_empty(),
+            "a closed system tells nothing more"
+        );
+        // A run that failed drops its system unclosed: the same, told.
+        drop(System::new(
+            Box::new(Leaky),
+            Box::new(Sticky),
+            Clock::start(),
+            &opts,
+        ));
+        assert_eq!(*told.lock().unwrap(), want);
+    }
 
     fn ev(t_ms: f64, kind: EventKind, detail: &str) -> Event {
         Event {

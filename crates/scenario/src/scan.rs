@@ -8,7 +8,7 @@
 //! is), so a 2-core machine whose generator keeps a core still scans 0.25, 0.5 and 1.
 
 use crate::plan::Plan;
-use crate::runner::{deploy, search_plan, start, RunError, RunOptions, RunOutput};
+use crate::runner::{close, deploy, search_plan, start, RunError, RunOptions, RunOutput};
 use crate::sizing::allocation;
 use crate::{Key, PlacementSpec, Scenario, TlsVersion};
 use engine::search::{run_search, SearchError};
@@ -234,15 +234,21 @@ fn measure_row(
         }
     });
     let after = if tps { d.sys.driver.handshakes() } else { None };
-    drop(d);
-    let found = match found {
+    let left = close(d, name, &mut **progress);
+    let mut found = match found {
         Ok(f) => f,
         Err(SearchError::NoCeiling { result, why, .. }) => {
             progress(&format!("{name}: the probe got no response: {why}"));
             *result
         }
-        Err(e) => return Err(RunError::Setup(format!("{name}: search: {e}"))),
+        Err(e) => {
+            return Err(RunError::Setup(format!(
+                "{name}: search: {}",
+                results::Causes(&e)
+            )))
+        }
     };
+    found.warnings.extend(left);
     row.handshakes = after.map(|a| {
         let h = before.as_ref().map_or(a.clone(), |b| a.since(b));
         ProxyHandshakes {

@@ -17,6 +17,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// Why the lab could not do what was asked.
+///
+/// A message carries only its own context; the cause is `source()`, never repeated
+/// in the message, so a caller prints the chain once ([`results::causes`]).
 #[derive(Debug, thiserror::Error)]
 pub enum LabError {
     #[error("unknown system under test '{name}': use one of {known}")]
@@ -25,7 +28,7 @@ pub enum LabError {
     MissingBinary { binary: String, package: String },
     #[error("{binary} not found: {how}")]
     NotInstalled { binary: String, how: String },
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         what: String,
         #[source]
@@ -41,6 +44,11 @@ pub enum LabError {
     Unsupported { system: String, what: String },
     #[error("{0}")]
     Other(String),
+    /// The typed error of a part the lab uses (the xDS server) or that implements its
+    /// traits elsewhere (the Kubernetes platform), kept whole: its message and its
+    /// causes are its own, and a caller can downcast it.
+    #[error(transparent)]
+    Part(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
 impl LabError {
@@ -298,6 +306,12 @@ pub trait Driver: Send {
     /// be made of full handshakes. `None`: it does not count them here.
     fn handshakes(&mut self) -> Option<Handshakes> {
         None
+    }
+    /// What went wrong since the last call without failing the change it came with
+    /// (the object of an old route that could not be deleted, while the new route is
+    /// in force), for the run to report: each is returned once.
+    fn take_warnings(&mut self) -> Vec<LabError> {
+        Vec::new()
     }
 }
 

@@ -222,8 +222,13 @@ pub trait Platform: Send {
     fn scale(&mut self, to: u32, stop: StopMode, on: &mut dyn FnMut(PlatformEvent));
     /// Housekeeping between steps (reaping drained backends).
     fn tick(&mut self);
-    /// Stops every backend and removes what `prepare` made.
-    fn teardown(&mut self);
+    /// Stops every backend and removes what `prepare` made. Whatever it could not
+    /// remove is the error, for the run to report (a cluster's namespace left
+    /// behind, and how to remove it); the rest is removed all the same.
+    ///
+    /// # Errors
+    /// [`LabError`] naming what is left.
+    fn teardown(&mut self) -> Result<(), LabError>;
     /// The driver of `system` when the platform has systems under test of its own (a
     /// cluster's installed controllers); `None`: one of the lab's profiles
     /// ([`crate::driver_for`]).

@@ -22,7 +22,7 @@ use std::time::Duration;
 /// Why the xDS server could not do what was asked.
 #[derive(Debug, thiserror::Error)]
 pub enum XdsError {
-    #[error("xDS server on {path}: {source}")]
+    #[error("xDS server on {path}")]
     Bind {
         path: String,
         #[source]

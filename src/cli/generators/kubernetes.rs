@@ -143,6 +143,8 @@ struct Gen {
 struct JobOutcome {
     parts: Vec<Part>,
     interrupted: bool,
+    /// The Job could not be removed: what is left and how to remove it.
+    left: Option<String>,
 }
 
 /// A scenario run's change marks for the parts: each is a time on the coordinator's
@@ -225,7 +227,7 @@ fn run_job(
         run,
         ..pods.cluster.clone()
     };
-    let job = GeneratorJob::start(&cluster, &job_plan).map_err(anyhow::Error::from)?;
+    let mut job = GeneratorJob::start(&cluster, &job_plan).map_err(anyhow::Error::from)?;
     if let Some(f) = created {
         f();
     }
@@ -272,8 +274,11 @@ fn run_job(
             interrupted = true;
             collect_by = collect_by.min(now + INTERRUPT_GRACE);
             if now < begun + start_in {
-                // Nothing measured yet: no result to wait for.
+                // Nothing measured yet: no result to wait for, nor to hold a warning.
                 eprintln!("ingressbench: interrupted before the start: removing the Job");
+                if let Err(e) = job.remove() {
+                    eprintln!("ingressbench: warning: {}", results::Causes(&e));
+                }
                 return Ok(None);
             }
         }
@@ -284,7 +289,7 @@ fn run_job(
             Ok(p) => p,
             Err(e) => {
                 if !pods.quiet {
-                    eprintln!("ingressbench: {e} (retrying)");
+                    eprintln!("ingressbench: {} (retrying)", results::Causes(&e));
                 }
                 std::thread::sleep(POLL);
                 continue;
@@ -335,8 +340,12 @@ fn run_job(
             }
         })
         .collect();
-    drop(job);
-    Ok(Some(JobOutcome { parts, interrupted }))
+    let left = job.remove().err().map(|e| results::with_causes(&e));
+    Ok(Some(JobOutcome {
+        parts,
+        interrupted,
+        left,
+    }))
 }
 
 /// Sends change mark number `seq` (Unix ns on our clock) to a part, on its own clock,
@@ -412,7 +421,14 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
     let job_args = part_args(args, n, start_at);
     match run_job(&pods, &plan, job_args, &spec, start_at, &stop, None)? {
         None => Ok(130),
-        Some(o) => finish(args, o.parts, start_at, spec.warmup, o.interrupted),
+        Some(o) => finish(
+            args,
+            o.parts,
+            start_at,
+            spec.warmup,
+            o.interrupted,
+            o.left.into_iter().collect(),
+        ),
     }
 }
 
@@ -480,9 +496,11 @@ impl LoadRunner for KubernetesGenerators {
                 created,
             }),
         )
-        .map_err(|e| format!("{e:#}"))?
+        .map_err(|e| results::with_causes(&*e))?
         .ok_or("interrupted before the generators started")?;
-        super::scenario::merge_parts(outcome.parts, start_at, origin)
+        let (mut merged, tally) = super::scenario::merge_parts(outcome.parts, start_at, origin)?;
+        merged.warnings.extend(outcome.left);
+        Ok((merged, tally))
     }
 
     fn mark_lead(&self) -> Duration {

@@ -162,7 +162,7 @@ fn nack(e: XdsError) -> LabError {
             detail: e.to_string(),
         },
         XdsError::NotAcked { .. } => LabError::NotReady(format!("envoy ({e})")),
-        other => LabError::Other(other.to_string()),
+        other => LabError::Part(Box::new(other)),
     }
 }
 
@@ -197,7 +197,7 @@ impl Driver for EnvoyXds {
         if self.server.is_none() {
             let socket = self.ctx()?.work_dir.join("xds.sock");
             let _ = std::fs::remove_file(&socket);
-            self.server = Some(Server::start(&socket).map_err(|e| LabError::Other(e.to_string()))?);
+            self.server = Some(Server::start(&socket).map_err(|e| LabError::Part(Box::new(e)))?);
         }
         // A new Envoy starts from nothing: its ACKs are what counts from now on.
         self.server()?.forget_verdicts();

@@ -98,10 +98,10 @@ impl Nginx {
                     last = format!("version {v} holds {list:?}");
                     let eps = self.endpoints.clone();
                     if let Err(e) = self.push(&eps) {
-                        last = e.to_string();
+                        last = results::with_causes(&e);
                     }
                 }
-                Err(e) => last = e.to_string(),
+                Err(e) => last = results::with_causes(&e),
             }
             if Instant::now() >= deadline {
                 return Err(LabError::NotReady(format!(

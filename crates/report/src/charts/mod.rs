@@ -131,6 +131,7 @@ pub(crate) mod fixtures {
             ],
             searches: Vec::new(),
             sizings: Vec::new(),
+            unreadable: Vec::new(),
         }
     }
 }

@@ -395,6 +395,23 @@ fn failed_overloaded_or_late_generators_are_named() {
     );
 }
 
+/// A generator's own warnings (a CPU pin refused) are the merged run's, named: the
+/// merged figures would hide which generator it was. Its CPUs stay beside them.
+#[test]
+fn each_generators_warnings_are_kept_and_named() {
+    let mut a = part(0, 2, &[A0]);
+    a.generator.cpus = "7".into();
+    a.generator.cpus_applied = "0,1".into();
+    a.warnings = vec!["the generator's threads could not be pinned to CPUs 7".into()];
+    let b = part(1, 2, &[B0]);
+    let m = merge(vec![done(a, 0), done(b, 1)], START).unwrap();
+    assert_eq!(
+        m.warnings,
+        ["generator 0/2: the generator's threads could not be pinned to CPUs 7"]
+    );
+    assert_eq!(m.generator.cpus_applied, "0,1");
+}
+
 #[test]
 fn samples_are_renumbered_and_sorted() {
     let mut a = part(0, 2, &[A0]);
