@@ -32,8 +32,15 @@ enum State {
     /// Reading the hex size; `digits` significant digits so far, `any` once a digit
     /// (even `0`) was seen.
     Size { size: u64, digits: u8, any: bool },
-    /// Skipping whitespace and a chunk extension up to the line end.
-    Ext { size: u64 },
+    /// After the size: whitespace, then chunk extensions up to the line end, checked
+    /// as they pass (`ext` once a `;` was seen, `quoted` inside a quoted value,
+    /// `escaped` after its backslash).
+    Ext {
+        size: u64,
+        ext: bool,
+        quoted: bool,
+        escaped: bool,
+    },
     /// Saw CR after the size line; LF must follow.
     SizeLf { size: u64 },
     /// Skipping chunk data.
@@ -134,23 +141,45 @@ impl ChunkedDecoder {
                         size, any: true, ..
                     },
                     b';' | b' ' | b'\t',
-                ) => State::Ext { size },
+                ) => State::Ext {
+                    size,
+                    ext: b == b';',
+                    quoted: false,
+                    escaped: false,
+                },
                 (
                     State::Size {
                         size, any: true, ..
                     }
-                    | State::Ext { size },
+                    | State::Ext {
+                        size,
+                        quoted: false,
+                        ..
+                    },
                     b'\r',
                 ) => State::SizeLf { size },
                 (
                     State::Size {
                         size, any: true, ..
                     }
-                    | State::Ext { size },
+                    | State::Ext {
+                        size,
+                        quoted: false,
+                        ..
+                    },
                     b'\n',
                 ) if lenient => after_size(size),
+                (State::Ext { quoted: true, .. }, b'\r' | b'\n') => return Err(Error::Chunk),
                 (State::Ext { .. }, b'\n') => return Err(Error::Chunk),
-                (State::Ext { size }, _) => State::Ext { size },
+                (
+                    State::Ext {
+                        size,
+                        ext,
+                        quoted,
+                        escaped,
+                    },
+                    _,
+                ) => extension(size, ext, quoted, escaped, b)?,
                 (State::SizeLf { size }, b'\n') => after_size(size),
                 (State::DataCr, b'\r') => State::DataLf,
                 (State::DataCr, b'\n') if lenient => START,
@@ -182,6 +211,38 @@ impl ChunkedDecoder {
             consumed: i,
             done: self.state == State::Done,
         })
+    }
+}
+
+/// One byte of what follows a chunk size: whitespace, then `;`-led extensions
+/// (`name`, `name=token`, `name="quoted \" string"`). Anything else after the size
+/// (`5 junk`) or a quote left open is refused in both modes: a proxy that forwards
+/// such a size line lets two parsers disagree on where the chunk starts.
+fn extension(size: u64, ext: bool, quoted: bool, escaped: bool, b: u8) -> Result<State, Error> {
+    let state = |ext, quoted, escaped| State::Ext {
+        size,
+        ext,
+        quoted,
+        escaped,
+    };
+    if quoted {
+        return Ok(match b {
+            _ if escaped => state(ext, true, false),
+            b'\\' => state(ext, true, true),
+            b'"' => state(ext, false, false),
+            // qdtext: visible characters, spaces, tabs and obs-text; no other control.
+            b'\t' | b' '..=0x7e | 0x80..=0xff => state(ext, true, false),
+            _ => return Err(Error::Chunk),
+        });
+    }
+    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+    match b {
+        b' ' | b'\t' => Ok(state(ext, false, false)),
+        b';' => Ok(state(true, false, false)),
+        b'=' if ext => Ok(state(ext, false, false)),
+        b'"' if ext => Ok(state(ext, true, false)),
+        _ if ext && tchar(b) => Ok(state(ext, false, false)),
+        _ => Err(Error::Chunk),
     }
 }
 
@@ -320,12 +381,36 @@ mod tests {
             b"1\r\na\rx",
             b"0\r\n\rx",
             b"0\r\nT\rx",
+            // Junk after the size, and extensions that do not close.
+            b"5 junk\r\nhello\r\n0\r\n\r\n",
+            b"5 x=1\r\nhello\r\n0\r\n\r\n",
+            b"5;a=\"open\r\nhello\r\n0\r\n\r\n",
+            b"5;a=\"b\\\"\r\nhello\r\n0\r\n\r\n",
+            b"5;a=(b)\r\nhello\r\n0\r\n\r\n",
+            b"5;a\x01\r\nhello\r\n0\r\n\r\n",
         ] {
             for s in [Strictness::Lenient, Strictness::Strict] {
                 assert_eq!(
                     decode(bad, bad.len(), s),
                     Err(Error::Chunk),
                     "{s:?} {bad:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn extensions_in_the_grammar_pass_in_both_modes() {
+        for body in [
+            &b"5 ;a\r\nhello\r\n0\r\n\r\n"[..],
+            b"5;a=b;c=\"d;e \\\" f\"\r\nhello\r\n0\r\n\r\n",
+            b"5 ; a = b \t\r\nhello\r\n0;last\r\n\r\n",
+        ] {
+            for s in [Strictness::Lenient, Strictness::Strict] {
+                assert_eq!(
+                    decode(body, 1, s),
+                    Ok((b"hello".to_vec(), body.len())),
+                    "{s:?} {body:?}"
                 );
             }
         }

@@ -183,21 +183,17 @@ fn check_te(scan: &Scan, s: Strictness) -> Result<(), Error> {
 }
 
 /// A `Content-Length` value: decimal digits (leading zeros allowed, as the grammar
-/// does), surrounding spaces and tabs allowed, no overflow. Lenient also takes a
-/// leading `+` (Rust's and C's integer parsers do, so real clients do) and a list of
-/// identical values such as `5, 5` (RFC 9112 section 6.3 allows that).
+/// does), surrounding spaces and tabs allowed, no overflow. Lenient also takes a list
+/// of identical values such as `5, 5` (RFC 9112 section 6.3 allows that). A sign
+/// (`+5`) is refused in both modes: RFC 9110 allows digits only, and a parser that
+/// reads `+5` beside one that refuses it is a smuggling vector (hyper's CVE-2021-32715).
 pub fn parse_length(v: &[u8], s: Strictness) -> Option<u64> {
     if s == Strictness::Lenient && v.contains(&b',') {
         let mut values = v.split(|&b| b == b',').map(|e| parse_length(e, s));
         let first = values.next()??;
         return values.all(|e| e == Some(first)).then_some(first);
     }
-    let mut v = trim(v);
-    if s == Strictness::Lenient {
-        if let Some(rest) = v.strip_prefix(b"+") {
-            v = rest;
-        }
-    }
+    let v = trim(v);
     if v.is_empty() {
         return None;
     }
@@ -228,7 +224,7 @@ mod tests {
             (b"5", Some(5), Some(5)),
             (b" 5\t", Some(5), Some(5)),
             (b"007", Some(7), Some(7)),
-            (b"+5", Some(5), None),
+            (b"+5", None, None),
             (b"5, 5", Some(5), None),
             (b"5, 6", None, None),
             (b"5,", None, None),

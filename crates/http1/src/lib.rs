@@ -22,14 +22,15 @@
 //! | final transfer coding is not `chunked` | request: [`Error::TransferEncoding`]; response: body runs until close | same | RFC 9112 §6.3 |
 //! | `chunked` not last or applied twice (`chunked, gzip`, `chunked, chunked`) | the last coding decides | [`Error::TransferEncoding`] | forbidden by RFC 9112 §6.1; parsers differ on it |
 //! | `Transfer-Encoding` on HTTP/1.0 | decoded, connection closes after | [`Error::TransferEncoding`] | RFC 9112 §6.1: faulty framing |
-//! | signed `Content-Length` (`+5`) | 5 | [`Error::ContentLength`] | C and Rust integer parsers accept it, so servers in the wild send it; not in the grammar, so two parsers may disagree |
+//! | signed `Content-Length` (`+5`) | [`Error::ContentLength`] | same | not in the grammar (RFC 9110: digits only); a parser that reads it beside one that refuses it can be smuggled through (hyper's CVE-2021-32715) |
 //! | `Content-Length` with leading zeros (`007`) | 7 | 7 | in the grammar (`1*DIGIT`) |
 //! | `Content-Length` list of equal values (`5, 5`) | 5 | [`Error::ContentLength`] | RFC 9112 §6.3 allows accepting it; a server need not |
 //! | repeated `Content-Length` lines, equal | accepted | accepted | same meaning |
 //! | repeated `Content-Length`, differing; empty, non-digit or above `u64` | [`Error::ContentLength`] | same | no safe reading exists (a garbage length is an error even next to chunked) |
 //! | bare LF ending a chunk-size line, chunk data or a trailer line | accepted as a line end | [`Error::Chunk`] | curl and most servers accept it; a front and a back that disagree on it can be smuggled through |
 //! | bare CR anywhere in the chunk grammar | [`Error::Chunk`] | same | nobody sends it on purpose |
-//! | chunk extensions (`5;a=b`), spaces or tabs after the size | skipped | skipped | allowed by the grammar (BWS) and never interpreted here |
+//! | chunk extensions (`5;a=b`, `5;c="d"`), spaces or tabs after the size | checked, not interpreted | same | allowed by the grammar (BWS) |
+//! | anything else after a chunk size (`5 junk`, `5;a="open`) | [`Error::Chunk`] | same | two parsers would disagree on where the chunk starts |
 //! | chunk size with leading zeros | accepted | accepted | in the grammar; they do not count towards the digit limit |
 //! | chunk size of 16 or more significant hex digits (≥ 2^60) | [`Error::Chunk`] | same | cannot overflow a `u64`, no real chunk is that large |
 //! | empty chunk-size line, data not followed by its line end | [`Error::Chunk`] | same | grammar |

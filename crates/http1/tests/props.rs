@@ -62,7 +62,8 @@ enum Body {
 fn chunked() -> impl Strategy<Value = Chunked> {
     let chunk = (
         prop::collection::vec(any::<u8>(), 1..40),
-        prop::option::of("[ \t]?;[a-z]{1,5}(=[a-z0-9\"]{0,5})?"),
+        // Extensions as the grammar has them: a token or a quoted value.
+        prop::option::of("[ \t]?;[a-z]{1,5}(=([a-z0-9]{1,5}|\"[a-z0-9 ;]{0,5}\"))?"),
         0usize..3,
         any::<bool>(),
     );

@@ -228,20 +228,20 @@ fn te_with_content_length_lenient_decodes_chunked_and_closes() {
 }
 
 #[test]
-fn signed_and_listed_lengths_only_lenient() {
-    for r in [
-        &b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok"[..],
-        b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok",
-    ] {
-        assert_eq!(
-            feed_all(&mut parser(), r),
-            Ok(Some(Response {
-                status: 200,
-                close: false
-            }))
-        );
-        assert_eq!(feed_all(&mut strict(), r), Err(Error::ContentLength));
-    }
+fn listed_lengths_only_lenient_and_signed_ones_never() {
+    // A sign is not in the grammar: refused by both (hyper's CVE-2021-32715).
+    let r = b"HTTP/1.1 200 OK\r\nContent-Length: +2\r\n\r\nok";
+    assert_eq!(feed_all(&mut parser(), r), Err(Error::ContentLength));
+    assert_eq!(feed_all(&mut strict(), r), Err(Error::ContentLength));
+    let r = b"HTTP/1.1 200 OK\r\nContent-Length: 2, 2\r\n\r\nok";
+    assert_eq!(
+        feed_all(&mut parser(), r),
+        Ok(Some(Response {
+            status: 200,
+            close: false
+        }))
+    );
+    assert_eq!(feed_all(&mut strict(), r), Err(Error::ContentLength));
     let r = b"HTTP/1.1 200 OK\r\nContent-Length: 002\r\n\r\nok";
     assert!(feed_all(&mut strict(), r).unwrap().is_some());
     let r = b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n";
