@@ -895,17 +895,7 @@ impl Scenario {
         serde_yaml_ng::from_str::<serde_yaml_ng::Value>(text).map_err(located)?;
         let mut s: Scenario = serde_yaml_ng::from_str(text).map_err(located)?;
         s.plan_sets_duration();
-        s.check().map_err(|bad| match bad.line(text) {
-            Some(line) => ScenarioError::Invalid {
-                file: file.to_string(),
-                line,
-                msg: bad.msg,
-            },
-            None => ScenarioError::Other {
-                file: file.to_string(),
-                msg: bad.msg,
-            },
-        })?;
+        s.check().map_err(|bad| bad.located(text, file))?;
         Ok(s)
     }
 
@@ -1465,6 +1455,22 @@ impl Bad {
             key,
             other: None,
             msg: msg.into(),
+        }
+    }
+
+    /// The error naming `file` and, when the key (or a section of it) is written in
+    /// `text`, its line.
+    fn located(self, text: &str, file: &str) -> ScenarioError {
+        match self.line(text) {
+            Some(line) => ScenarioError::Invalid {
+                file: file.to_string(),
+                line,
+                msg: self.msg,
+            },
+            None => ScenarioError::Other {
+                file: file.to_string(),
+                msg: self.msg,
+            },
         }
     }
 

@@ -167,20 +167,7 @@ impl Plan {
     ) -> Result<Plan, ScenarioError> {
         let flag = |msg: String| ScenarioError::Flag(msg);
         // A refusal that names a key of the file: its line, as the file's own checks.
-        let keyed = |key: &'static str, msg: String| {
-            let bad = Bad::new(key, msg);
-            match bad.line(&text) {
-                Some(line) => ScenarioError::Invalid {
-                    file: file.to_string(),
-                    line,
-                    msg: bad.msg,
-                },
-                None => ScenarioError::Other {
-                    file: file.to_string(),
-                    msg: bad.msg,
-                },
-            }
-        };
+        let keyed = |key: &'static str, msg: String| Bad::new(key, msg).located(&text, file);
         if flags.quick {
             s = s.quick();
         }
