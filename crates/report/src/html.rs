@@ -394,26 +394,15 @@ fn versions(input: &ReportInput) -> String {
 
 /// Why the numbers are not to be trusted as they are, per series.
 fn banner(input: &ReportInput) -> String {
-    let items: Vec<String> = tables::warnings(input)
-        .into_iter()
-        .map(|(i, line)| {
-            format!(
-                "<b>{}</b>: {}",
-                escape(&input.series[i].name),
-                escape(&line)
-            )
-        })
-        .collect();
-    let run: Vec<String> = tables::run_warnings(input)
-        .into_iter()
-        .map(|(i, line)| {
-            format!(
-                "<b>{}</b>: {}",
-                escape(&input.series[i].name),
-                escape(&line)
-            )
-        })
-        .collect();
+    let item = |(i, line): (usize, String)| {
+        format!(
+            "<b>{}</b>: {}",
+            escape(&input.series[i].name),
+            escape(&line)
+        )
+    };
+    let items: Vec<String> = tables::warnings(input).into_iter().map(item).collect();
+    let run: Vec<String> = tables::run_warnings(input).into_iter().map(item).collect();
     page::banner(Some("banner"), "Not to be trusted as is:", &items)
         + &page::banner(Some("warnings"), "Warnings from the run:", &run)
 }

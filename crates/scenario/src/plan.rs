@@ -4,7 +4,7 @@
 //! accepts with the same flags, and every refusal has one wording and one line. What
 //! the plan decides (which systems, where the load runs, which kind of load)
 //! is read from it afterwards, not re-derived; and the platform of each system is
-//! built here, in [`Plan::platform_for`], the one place that matches on
+//! built here, in [`platform_for`], the one place that matches on
 //! [`PlatformKind`] to construct one.
 
 use crate::{Bad, ClusterFlags, GeneratorPods, PlatformKind, Scenario, ScenarioError};
@@ -79,16 +79,6 @@ pub enum Generators {
         count: usize,
         pods: GeneratorPodsPlan,
     },
-}
-
-impl Generators {
-    /// How many generators share each system's load.
-    pub fn count(&self) -> usize {
-        match self {
-            Generators::InProcess => 1,
-            Generators::Local { count } | Generators::Pods { count, .. } => *count,
-        }
-    }
 }
 
 /// The generator pods, resolved from `kubernetes.generators` and the flags.
@@ -319,14 +309,6 @@ impl Plan {
             load,
             generators,
         })
-    }
-
-    /// The platform of `system` ([`platform_for`]).
-    ///
-    /// # Errors
-    /// [`LabError`] when the platform cannot start.
-    pub fn platform_for(&self, system: &str, exe: &Path) -> Result<Box<dyn Platform>, LabError> {
-        platform_for(&self.scenario, system, exe)
     }
 
     /// One line of what will run, for `validate`.
