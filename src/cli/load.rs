@@ -73,6 +73,12 @@ pub struct LoadArgs {
     /// Open a new connection (and TLS handshake) for every request.
     #[arg(long)]
     pub new_connection: bool,
+    /// Write requests on kept-alive connections the server closed while idle, as
+    /// wrk2 does, and count what they get as errors (to compare with wrk2 and the
+    /// studies). By default the engine sees the close and reconnects
+    /// (`connections.reconnects_after_server_close`).
+    #[arg(long)]
+    pub reuse_closed: bool,
     /// With --new-connection over TLS: allow session resumption (off: a full
     /// handshake each time).
     #[arg(long)]
@@ -482,6 +488,7 @@ pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
         timeout: dur("timeout", &a.timeout)?,
         connect_timeout: dur("connect-timeout", &a.connect_timeout)?,
         new_connection: a.new_connection,
+        reuse_closed: a.reuse_closed,
         tls: tls::TlsOptions {
             insecure: a.insecure,
             cacert: a.cacert.clone(),

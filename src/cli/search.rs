@@ -66,6 +66,9 @@ pub struct SearchArgs {
     /// A new connection (and TLS handshake) per request: handshakes per second.
     #[arg(long)]
     pub new_connection: bool,
+    /// As `load --reuse-closed`: wrk2's way with connections the server closed.
+    #[arg(long)]
+    pub reuse_closed: bool,
     /// Write the search (every step) as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -119,6 +122,7 @@ fn plan(a: &SearchArgs) -> anyhow::Result<SearchPlan> {
         timeout: dur("timeout", &a.timeout)?,
         connect_timeout: dur("connect-timeout", &a.connect_timeout)?,
         new_connection: a.new_connection,
+        reuse_closed: a.reuse_closed,
         tls: tls::TlsOptions {
             insecure: a.insecure,
             cacert: a.cacert.clone(),

@@ -401,6 +401,175 @@ fn error_read_garbage() {
     out.assert_only_error("read");
 }
 
+/// A server that answers in full and then closes its kept-alive connection (what a
+/// proxy does to idle connections on a reload) costs nothing: the engine sees the close
+/// with the response and sends the next request on a new connection, counted apart.
+/// Both the full close and the half close, in which a request written on the
+/// connection would wait out its timeout.
+#[test]
+fn a_connection_closed_after_its_answer_is_reopened_not_failed() {
+    for half in [false, true] {
+        let s = servers::answer_once_then_close(half);
+        let out = run_load(
+            &[
+                "-t1",
+                "-c2",
+                "-R40",
+                "-d1s",
+                "--timeout",
+                "300ms",
+                &s.url("http"),
+            ],
+            limit(3),
+        );
+        out.ok();
+        let ctx = || format!("half close: {half}\n{}", out.context());
+        for kind in crate::common::ERROR_KINDS {
+            assert_eq!(
+                out.u(&format!("/errors/{kind}")),
+                0,
+                "{kind} errors; {}",
+                ctx()
+            );
+        }
+        let completed = out.u("/requests/completed");
+        assert!(completed >= 38, "{completed} answered; {}", ctx());
+        // Every request after a connection's first goes out on a new connection.
+        let reconnects = out.u("/connections/reconnects_after_server_close");
+        assert!(
+            reconnects + 2 >= completed && reconnects <= completed,
+            "{reconnects} reconnects for {completed} requests on 2 connections; {}",
+            ctx()
+        );
+        assert!(
+            out.stdout
+                .contains("Reconnects after the server closed a kept-alive connection: "),
+            "the summary does not say so; {}",
+            ctx()
+        );
+    }
+}
+
+/// `--reuse-closed` keeps wrk2's way, to compare with it and with the studies: the
+/// next request is written on the closed connection and fails (reset or unanswered).
+#[test]
+fn reuse_closed_counts_the_servers_close_as_errors_as_wrk2_did() {
+    for half in [false, true] {
+        let s = servers::answer_once_then_close(half);
+        let out = run_load(
+            &[
+                "-t1",
+                "-c2",
+                "-R40",
+                "-d1s",
+                "--timeout",
+                "200ms",
+                "--reuse-closed",
+                &s.url("http"),
+            ],
+            limit(3),
+        );
+        let ctx = || format!("half close: {half}\n{}", out.context());
+        let failed = out.u("/requests/failed");
+        assert!(failed >= 10, "{failed} failed; {}", ctx());
+        assert_eq!(
+            out.u("/connections/reconnects_after_server_close"),
+            0,
+            "{}",
+            ctx()
+        );
+        let kind = if half { "timeout" } else { "read" };
+        assert!(
+            out.u(&format!("/errors/{kind}")) > 0,
+            "no {kind} errors; {}",
+            ctx()
+        );
+        assert_eq!(
+            out.result().pointer("/config/reuse_closed"),
+            Some(&Value::Bool(true))
+        );
+    }
+}
+
+/// Bytes after a complete response are a framing desync, their own error kind:
+/// in the same read (a body after a `204`)...
+#[test]
+fn error_framing_body_after_204() {
+    let s = servers::body_after_204();
+    let out = err_run(&[], &s.url("http"));
+    out.assert_only_error("framing");
+    assert_eq!(
+        first_error(&out, "framing"),
+        "not a valid HTTP/1.1 response: bytes after the end of the response"
+    );
+}
+
+/// ...or in a later one, arriving while the connection is idle: the response they
+/// follow turns from a success into a `framing` error.
+#[test]
+fn error_framing_bytes_after_the_response_later() {
+    let s = servers::bytes_after_response_later();
+    let out = run_load(&["-t1", "-c2", "-R40", "-d1s", &s.url("http")], limit(3));
+    let ctx = out.context();
+    let framing = out.u("/errors/framing");
+    let completed = out.u("/requests/completed");
+    // The last response of each connection may end the run before its extra bytes.
+    assert!(
+        framing >= 36 && completed <= 2,
+        "framing {framing}, completed {completed}\n{ctx}"
+    );
+    for other in crate::common::ERROR_KINDS
+        .iter()
+        .filter(|k| **k != "framing")
+    {
+        assert_eq!(
+            out.u(&format!("/errors/{other}")),
+            0,
+            "{other} errors\n{ctx}"
+        );
+    }
+    let q = out.result()["requests"].clone();
+    assert_eq!(
+        q["intended"].as_u64(),
+        Some(q["completed"].as_u64().unwrap() + q["failed"].as_u64().unwrap()),
+        "every request counted once\n{ctx}"
+    );
+    let seconds: u64 = out.result()["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["errors"].as_u64().unwrap_or(0))
+        .sum();
+    assert_eq!(
+        seconds,
+        out.u("/requests/failed"),
+        "the seconds add up to the run\n{ctx}"
+    );
+}
+
+/// A response framed both ways is answered (decoded as chunked), and counted as a
+/// framing warning with its first example.
+#[test]
+fn length_and_chunked_together_is_a_framing_warning_not_an_error() {
+    let s = servers::length_and_chunked();
+    let out = run_load(&["-t1", "-c2", "-R40", "-d500ms", &s.url("http")], limit(2));
+    out.ok();
+    let ctx = out.context();
+    let completed = out.u("/requests/completed");
+    assert!(completed >= 18, "{completed}\n{ctx}");
+    assert_eq!(out.u("/requests/failed"), 0, "{ctx}");
+    assert_eq!(out.u("/connections/framing_warnings"), completed, "{ctx}");
+    let first = out.result()["connections"]["framing_warning_first"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        first.starts_with("a 200 response with both Content-Length and Transfer-Encoding"),
+        "{first}"
+    );
+    assert!(out.stdout.contains("Framing warnings: "), "{ctx}");
+}
+
 #[test]
 fn error_write_reset() {
     let dir = tempfile::tempdir().unwrap();

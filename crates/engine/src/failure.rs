@@ -116,7 +116,7 @@ fn secs(ns: Nanos) -> String {
 
 /// The message of the first failure of each kind, filled once per kind.
 #[derive(Debug, Clone, Default)]
-pub struct FirstErrors(pub [Option<String>; 7]);
+pub struct FirstErrors(pub [Option<String>; results::ErrorKind::COUNT]);
 
 impl FirstErrors {
     /// Keeps the message of `f` if its kind has none yet. Formats only then: the

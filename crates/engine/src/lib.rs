@@ -74,6 +74,8 @@ pub struct Plan {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub new_connection: bool,
+    /// See [`LoadSpec::reuse_closed`].
+    pub reuse_closed: bool,
     pub backend_header: String,
     pub head_request: bool,
     /// What each response is scanned for, counted per change window.
@@ -114,6 +116,11 @@ pub struct LoadSpec {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub new_connection: bool,
+    /// wrk2's way (`--reuse-closed`): a kept-alive connection the server closed
+    /// while idle still carries the next request, which fails. Off (the default),
+    /// the engine watches idle connections for the server's close and reconnects,
+    /// counting it in `connections.reconnects_after_server_close`.
+    pub reuse_closed: bool,
     pub tls: tls::TlsOptions,
     pub backend_header: String,
     /// Headers or body strings to note per response (at most
@@ -275,6 +282,7 @@ impl LoadSpec {
             timeout: self.timeout,
             connect_timeout: self.connect_timeout,
             new_connection: self.new_connection,
+            reuse_closed: self.reuse_closed,
             backend_header: self.backend_header.clone(),
             head_request: self.method.eq_ignore_ascii_case("HEAD"),
             markers: self.markers.clone(),
@@ -301,6 +309,7 @@ impl LoadSpec {
             timeout_s: self.timeout.as_secs_f64(),
             connect_timeout_s: self.connect_timeout.as_secs_f64(),
             new_connection: self.new_connection,
+            reuse_closed: self.reuse_closed,
             tls_version: t.version.clone(),
             tls_resume: t.resume,
             headers: self.headers.clone(),
@@ -467,6 +476,7 @@ pub fn run_marked(
         timeout_ns: plan.timeout.as_nanos() as Nanos,
         connect_timeout_ns: plan.connect_timeout.as_nanos() as Nanos,
         new_connection: plan.new_connection,
+        reuse_closed: plan.reuse_closed,
         backend_header: plan.backend_header.clone(),
         head_request: plan.head_request,
         markers: plan.markers.clone().into_boxed_slice(),
@@ -779,6 +789,17 @@ impl Outcome {
                 first: t.first_errors.to_map(),
                 ..Errors::from_counts(&t.errors, status_codes)
             },
+            connections: results::Connections {
+                reconnects_after_server_close: t.reconnects_after_server_close,
+                framing_warnings: t.framing_warnings.count,
+                framing_warning_first: (t.framing_warnings.count > 0).then(|| {
+                    format!(
+                        "a {} response with both Content-Length and Transfer-Encoding \
+                         (decoded as chunked, the connection closed after it)",
+                        t.framing_warnings.first_status
+                    )
+                }),
+            },
             latency_ms: Latency {
                 corrected: percentiles(&t.corrected, 1000.0),
                 uncorrected: percentiles(&t.uncorrected, 1000.0),
@@ -1069,6 +1090,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(1),
             new_connection: false,
+            reuse_closed: false,
             tls: tls::TlsOptions::default(),
             backend_header: "x-backend".into(),
             markers: Vec::new(),

@@ -202,6 +202,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(1),
             new_connection: false,
+            reuse_closed: false,
             tls: TlsOptions::default(),
             backend_header: "x-backend".into(),
             markers: Vec::new(),

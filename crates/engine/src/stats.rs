@@ -97,7 +97,7 @@ pub struct Interval {
     pub corrected: Histogram<u64>,
     pub sent: u64,
     pub completed: u64,
-    pub errors: [u64; 7],
+    pub errors: [u64; results::ErrorKind::COUNT],
     pub backends: BackendTally,
     /// The largest send lag of the second, ns: a max, not a histogram, so the live
     /// view gets the second's lag for one compare per request.
@@ -112,7 +112,7 @@ impl Interval {
             corrected: latency_histogram(),
             sent: 0,
             completed: 0,
-            errors: [0; 7],
+            errors: [0; results::ErrorKind::COUNT],
             backends: BackendTally::default(),
             lag_max_ns: 0,
         }
@@ -156,7 +156,7 @@ pub struct Totals {
     pub shortfall: results::Shortfall,
     /// An interrupt cut the run short (during the window or the drain after it).
     pub interrupted: bool,
-    pub errors: [u64; 7],
+    pub errors: [u64; results::ErrorKind::COUNT],
     /// Responses by status code (index = code), for codes >= 400.
     pub status: Box<[u64; 600]>,
     pub backends: BackendTally,
@@ -174,6 +174,39 @@ pub struct Totals {
     pub steps_intended: Vec<u64>,
     /// The message of the first error of each kind.
     pub first_errors: crate::failure::FirstErrors,
+    /// Measured requests sent on a new connection because the server had closed the
+    /// kept-alive one they would have used (see `worker::Worker::idle_event`).
+    pub reconnects_after_server_close: u64,
+    /// Responses framed both by `Content-Length` and `Transfer-Encoding`.
+    pub framing_warnings: FramingWarnings,
+}
+
+/// Responses that completed but were framed two ways (`Content-Length` and
+/// `Transfer-Encoding`): decoded by the chunked coding as RFC 9112 says, so not
+/// errors, but a proxy that forwards both is where request smuggling starts, so the
+/// result counts them and keeps the first one's status as an example.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FramingWarnings {
+    pub count: u64,
+    /// Status of the first such response (0: none yet).
+    pub first_status: u16,
+}
+
+impl FramingWarnings {
+    #[inline]
+    pub fn note(&mut self, status: u16) {
+        if self.count == 0 {
+            self.first_status = status;
+        }
+        self.count += 1;
+    }
+
+    pub fn merge(&mut self, o: &FramingWarnings) {
+        if self.count == 0 {
+            self.first_status = o.first_status;
+        }
+        self.count += o.count;
+    }
 }
 
 /// One sampled request, as a worker keeps it.
@@ -207,7 +240,7 @@ impl Totals {
             sent_in_window: 0,
             shortfall: results::Shortfall::default(),
             interrupted: false,
-            errors: [0; 7],
+            errors: [0; results::ErrorKind::COUNT],
             status: Box::new([0; 600]),
             backends: BackendTally::default(),
             bytes_read: 0,
@@ -219,6 +252,8 @@ impl Totals {
             steps: crate::windows::Tally::default(),
             steps_intended: Vec::new(),
             first_errors: Default::default(),
+            reconnects_after_server_close: 0,
+            framing_warnings: FramingWarnings::default(),
         }
     }
 
@@ -278,6 +313,8 @@ impl Totals {
             *a += b;
         }
         self.first_errors.merge(&o.first_errors);
+        self.reconnects_after_server_close += o.reconnects_after_server_close;
+        self.framing_warnings.merge(&o.framing_warnings);
     }
 }
 
@@ -408,6 +445,17 @@ impl Recorder {
             self.totals.uncorrected.saturating_record(u);
         }
         self.error(ErrorKind::Timeout);
+    }
+
+    /// A framing desync found after the fact: the last response of a connection,
+    /// counted as a success, was followed by bytes while the connection was idle. It
+    /// becomes a `framing` error; its latency stays recorded (the response did
+    /// arrive). The current second takes the change even if the response was counted
+    /// in an earlier one, so the seconds still add up to the totals.
+    pub fn desync(&mut self) {
+        self.totals.completed = self.totals.completed.saturating_sub(1);
+        self.interval.completed = self.interval.completed.saturating_sub(1);
+        self.error(ErrorKind::Framing);
     }
 
     /// A request that failed.

@@ -129,7 +129,7 @@ pub struct WindowCounts {
     /// Full responses with status < 400.
     pub completed: u64,
     /// Errors by [`ErrorKind::index`] (status >= 400 included).
-    pub errors: [u64; 7],
+    pub errors: [u64; results::ErrorKind::COUNT],
     /// Corrected latency of every response (status >= 400 included) and of every
     /// request the drain's deadline cut short (at its lower bound), µs, to 2
     /// significant digits: a window ranks changes, and 26 KB per window and worker
@@ -140,6 +140,9 @@ pub struct WindowCounts {
     /// Successful responses by the markers they carried (index: the bit set), when
     /// the run looks for markers: how a route change shows in traffic.
     pub markers: [Seen; PATTERNS],
+    /// Requests of the window sent on a new connection because the server closed
+    /// the kept-alive one (a reload closing its idle connections shows here).
+    pub reconnects: u64,
 }
 
 impl WindowCounts {
@@ -148,11 +151,12 @@ impl WindowCounts {
             sent: 0,
             lag: None,
             completed: 0,
-            errors: [0; 7],
+            errors: [0; results::ErrorKind::COUNT],
             latency: Histogram::new_with_bounds(1, MAX_LATENCY_US, 2)
                 .expect("static bounds are valid"),
             max_us: 0,
             markers: [Seen::default(); PATTERNS],
+            reconnects: 0,
         }
     }
 
@@ -176,6 +180,7 @@ impl WindowCounts {
         for (a, b) in self.markers.iter_mut().zip(o.markers.iter()) {
             a.merge(b);
         }
+        self.reconnects += o.reconnects;
     }
 
     /// Errors of every kind.
@@ -243,6 +248,21 @@ impl Tally {
         self.at(w).errors[kind.index()] += 1;
     }
 
+    /// A request of window `w` went out on a new connection because the server
+    /// closed its kept-alive one.
+    #[inline]
+    pub fn reconnect(&mut self, w: usize) {
+        self.at(w).reconnects += 1;
+    }
+
+    /// A successful response of window `w` turned out to be followed by stray bytes:
+    /// it becomes a `framing` error (see [`crate::stats::Recorder::desync`]).
+    pub fn desync(&mut self, w: usize) {
+        let c = self.at(w);
+        c.completed = c.completed.saturating_sub(1);
+        c.errors[ErrorKind::Framing.index()] += 1;
+    }
+
     /// A request of window `w` cut short by the drain's deadline: a `timeout` whose
     /// latency, at least `corrected_ns`, is recorded at that bound as in the run's
     /// histogram ([`crate::stats::Recorder::censored`]).
@@ -278,6 +298,7 @@ impl Tally {
                     .collect(),
                 latency: results::histogram::encode_base64(&c.latency),
                 max_us: c.max_us,
+                reconnects_after_server_close: c.reconnects,
                 markers: c
                     .markers
                     .iter()
@@ -312,6 +333,7 @@ impl Tally {
                 .map_err(|e| format!("window {w}: {e}"))?;
             c.completed = p.completed;
             c.max_us = p.max_us;
+            c.reconnects = p.reconnects_after_server_close;
             for (name, n) in &p.errors {
                 let k = ErrorKind::ALL
                     .iter()

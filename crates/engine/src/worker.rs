@@ -66,6 +66,11 @@ pub struct Shared {
     pub timeout_ns: Nanos,
     pub connect_timeout_ns: Nanos,
     pub new_connection: bool,
+    /// wrk2's way with a keep-alive connection the server closed while it was idle:
+    /// write the next request on it anyway and count what that gets (see
+    /// [`Worker::idle_event`]). Off: such a connection is closed as soon as its
+    /// close is seen and the next request opens a new one.
+    pub reuse_closed: bool,
     pub backend_header: String,
     pub head_request: bool,
     pub model: Model,
@@ -178,6 +183,21 @@ struct Conn {
     /// plain-HTTP answer from a broken handshake.
     head: [u8; 5],
     head_len: u8,
+    /// The server's close (`EPOLLRDHUP`/`EPOLLHUP`) came with the readiness that
+    /// delivered the current response: edge-triggered epoll says so once, so it is
+    /// kept until the response completes, when the connection is closed instead of
+    /// going idle.
+    peer_closed: bool,
+    /// Closed because the server closed it while it was kept alive: the next request
+    /// on it is a reconnect counted in `reconnects_after_server_close`.
+    closed_by_server: bool,
+    /// The connection has carried a full response, so bytes that cannot begin the
+    /// next one are the rest of the last (a framing desync, not a bad response).
+    reused: bool,
+    /// The last response on this connection was measured and successful, intended
+    /// at `intended`: what a framing desync found later (bytes arriving while the
+    /// connection is idle) turns into a `framing` error.
+    last_ok: bool,
 }
 
 /// Runs one worker to the end of the run and sends its results to `tx`.
@@ -362,6 +382,10 @@ impl Worker {
                 written: 0,
                 head: [0; 5],
                 head_len: 0,
+                peer_closed: false,
+                closed_by_server: false,
+                reused: false,
+                last_ok: false,
                 // Lenient: a response curl takes is not a failure of the proxy under
                 // test (docs/load.md, "What responses the engine accepts").
                 parser: ResponseParser::with_strictness(
@@ -872,7 +896,15 @@ impl Worker {
                 let r = self.drive(ci, false);
                 self.settle(ci, r);
             }
-            Phase::Closed => self.open(ci, now),
+            Phase::Closed => {
+                if std::mem::take(&mut self.conns[ci].closed_by_server) && measured {
+                    self.rec.totals.reconnects_after_server_close += 1;
+                    if let Some(m) = &self.shared.marks {
+                        self.rec.totals.windows.reconnect(m.window_of(intended));
+                    }
+                }
+                self.open(ci, now)
+            }
             // A connection still opening (only possible before the run) takes the
             // request along; it is written once the connection is up.
             Phase::Connecting | Phase::Handshaking | Phase::Active => {}
@@ -887,6 +919,9 @@ impl Worker {
         c.deadline = now + s.connect_timeout_ns;
         c.parser.reset();
         c.head_len = 0;
+        c.peer_closed = false;
+        c.reused = false;
+        c.last_ok = false;
         match res {
             Ok((sock, connected)) => {
                 let key = ((c.generation as u64) << 32) | ci as u64;
@@ -975,6 +1010,9 @@ impl Worker {
                 t.first_errors
                     .note(ErrorKind::Status, &Cause::Status(resp.status));
             }
+            if c.parser.ambiguous() {
+                self.rec.totals.framing_warnings.note(resp.status);
+            }
             if c.sampled {
                 self.rec.totals.samples.push(RawSample {
                     intended: c.intended,
@@ -989,10 +1027,17 @@ impl Worker {
                 });
             }
         }
-        let close = resp.close || self.shared.new_connection;
+        let c = &mut self.conns[ci];
+        c.reused = true;
+        c.last_ok = c.measured && resp.status < 400;
+        // The server closed a connection it had kept alive (no `Connection: close`),
+        // and said so with this response: it must not carry another request.
+        let server_closed = c.peer_closed && !resp.close && !self.shared.reuse_closed;
+        let close = resp.close || self.shared.new_connection || server_closed;
         self.finish(ci, now);
         if close {
             self.close(ci);
+            self.conns[ci].closed_by_server = server_closed;
         } else {
             self.conns[ci].phase = Phase::Idle;
         }
@@ -1054,6 +1099,8 @@ impl Worker {
         }
         c.phase = Phase::Closed;
         c.parser.reset();
+        c.peer_closed = false;
+        c.closed_by_server = false;
     }
 
     /// Fails every request past its deadline.
@@ -1135,40 +1182,85 @@ impl Worker {
                 }
             }
             Phase::Idle => {
-                if readable && self.idle_closed(ci) {
-                    self.close(ci);
+                if readable {
+                    self.idle_event(ci);
                 }
             }
             Phase::Handshaking | Phase::Active => {
+                if flags.intersects(epoll::EventFlags::RDHUP | epoll::EventFlags::HUP) {
+                    self.conns[ci].peer_closed = true;
+                }
                 let r = self.drive(ci, true);
                 self.settle(ci, r);
             }
         }
     }
 
-    /// Whether an idle connection was closed by the server (or sent something it
-    /// should not have). Servers close idle keep-alive connections as a matter of
-    /// course; that is not an error, the next request just reconnects.
-    fn idle_closed(&mut self, ci: usize) -> bool {
+    /// Something happened on an idle connection. Servers close idle keep-alive
+    /// connections as a matter of course (a reload, an idle timeout): that is not an
+    /// error, the connection is closed at once and the next request opens a new one
+    /// (counted in `reconnects_after_server_close`), unless `reuse_closed` keeps
+    /// wrk2's way. Bytes, though, are the rest of the last response: a framing
+    /// desync, which turns that response into a `framing` error.
+    fn idle_event(&mut self, ci: usize) {
+        match self.idle_read(ci) {
+            IdleRead::Nothing => {}
+            IdleRead::Closed if self.shared.reuse_closed => {}
+            IdleRead::Closed => {
+                self.close(ci);
+                self.conns[ci].closed_by_server = true;
+            }
+            IdleRead::Bytes => {
+                let c = &self.conns[ci];
+                if c.last_ok {
+                    let intended = c.intended;
+                    self.rec.desync();
+                    if let Some(m) = &self.shared.marks {
+                        self.rec.totals.windows.desync(m.window_of(intended));
+                    }
+                    if let Some(st) =
+                        step_of(&self.shared.step_bounds, self.measure_start, intended)
+                    {
+                        self.rec.totals.steps.desync(st);
+                    }
+                    self.rec.totals.first_errors.note(
+                        ErrorKind::Framing,
+                        &Cause::Text(
+                            "bytes arrived on a kept-alive connection after a complete response",
+                        ),
+                    );
+                }
+                self.close(ci);
+            }
+        }
+    }
+
+    /// What an idle connection's readiness was.
+    fn idle_read(&mut self, ci: usize) -> IdleRead {
         let c = &mut self.conns[ci];
         let Some(sock) = c.sock.as_mut() else {
-            return true;
+            return IdleRead::Closed;
         };
         match c.tls.as_mut() {
-            None => {
-                !matches!(sock.read(&mut self.scratch[..1]), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            }
+            None => match sock.read(&mut self.scratch[..1]) {
+                Ok(0) => IdleRead::Closed,
+                Ok(_) => IdleRead::Bytes,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => IdleRead::Nothing,
+                Err(_) => IdleRead::Closed,
+            },
             Some(tls) => loop {
                 // TLS 1.3 servers send session tickets after the handshake; those are
-                // fine. Application data or a close is not.
+                // fine. Application data is a desync; a close is a close.
                 match tls.read_tls(sock) {
-                    Ok(0) => return true,
+                    Ok(0) => return IdleRead::Closed,
                     Ok(_) => match tls.process_new_packets() {
-                        Ok(st) if st.plaintext_bytes_to_read() == 0 && !st.peer_has_closed() => {}
-                        _ => return true,
+                        Ok(st) if st.plaintext_bytes_to_read() > 0 => return IdleRead::Bytes,
+                        Ok(st) if st.peer_has_closed() => return IdleRead::Closed,
+                        Ok(_) => {}
+                        Err(_) => return IdleRead::Closed,
                     },
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
-                    Err(_) => return true,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => return IdleRead::Nothing,
+                    Err(_) => return IdleRead::Closed,
                 }
             },
         }
@@ -1211,7 +1303,7 @@ impl Worker {
             return Ok(Step::Pending);
         }
         let mut read = 0;
-        let step = read_response(sock, &mut c.parser, &mut self.scratch, &mut read);
+        let step = read_response(sock, &mut c.parser, &mut self.scratch, &mut read, c.reused);
         if c.measured {
             self.rec.totals.bytes_read += read;
         }
@@ -1327,12 +1419,7 @@ impl Worker {
                                     match c.parser.feed(&self.scratch[..n]) {
                                         Ok(Some(r)) => return Ok(Step::Done(r)),
                                         Ok(None) => {}
-                                        Err(e) => {
-                                            return Err(Failure::new(
-                                                ErrorKind::Read,
-                                                Cause::Http(e),
-                                            ))
-                                        }
+                                        Err(e) => return Err(http_failure(e, c.reused)),
                                     }
                                 }
                                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -1385,6 +1472,7 @@ fn read_response(
     parser: &mut ResponseParser,
     scratch: &mut [u8],
     bytes_read: &mut u64,
+    reused: bool,
 ) -> Result<Step, Failure> {
     loop {
         match sock.read(scratch) {
@@ -1394,7 +1482,7 @@ fn read_response(
                 match parser.feed(&scratch[..n]) {
                     Ok(Some(r)) => return Ok(Step::Done(r)),
                     Ok(None) => {}
-                    Err(e) => return Err(Failure::new(ErrorKind::Read, Cause::Http(e))),
+                    Err(e) => return Err(http_failure(e, reused)),
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Step::Pending),
@@ -1402,6 +1490,29 @@ fn read_response(
             Err(e) => return Err(Failure::io(ErrorKind::Read, e)),
         }
     }
+}
+
+/// What bytes that are not a valid response are: a framing desync when they are
+/// bytes after a complete response (in the same read), or bytes that cannot begin a
+/// response on a connection that already carried one (the rest of the last, read
+/// later); otherwise a bad response, a `read` error.
+fn http_failure(e: http1::Error, reused: bool) -> Failure {
+    let kind = match e {
+        http1::Error::TrailingBytes => ErrorKind::Framing,
+        http1::Error::NotAResponse if reused => ErrorKind::Framing,
+        _ => ErrorKind::Read,
+    };
+    Failure::new(kind, Cause::Http(e))
+}
+
+/// What an idle connection's readiness turned out to be.
+enum IdleRead {
+    /// Nothing to read (a TLS session ticket, or a spurious wake-up).
+    Nothing,
+    /// The server closed it (or reset it).
+    Closed,
+    /// Bytes where none belong: the rest of the last response.
+    Bytes,
 }
 
 /// The server closed the connection: that completes a read-until-close response;

@@ -11,6 +11,11 @@ pub enum Error {
     /// The head is not HTTP/1.x as `httparse` understands it.
     #[error("malformed message head: {0}")]
     Head(httparse::Error),
+    /// Where a response should begin, bytes that cannot begin one (not `HTTP/`). On
+    /// a connection that already carried a response, these are most likely the
+    /// rest of the previous one: a framing desync.
+    #[error("bytes that do not begin a response where a response should begin")]
+    NotAResponse,
     /// The head did not end within the parser's limit.
     #[error("message head too large")]
     HeadTooLarge,

@@ -18,7 +18,7 @@
 //!
 //! | Rule | Lenient (engine, lab client) | Strict (backend) | Why |
 //! |---|---|---|---|
-//! | `Transfer-Encoding` and `Content-Length` together | chunked wins, the length is ignored, the connection closes after the message | [`Error::AmbiguousLength`] | the classic smuggling vector; RFC 9112 §6.1 lets a recipient decode by TE but requires the close |
+//! | `Transfer-Encoding` and `Content-Length` together | chunked wins, the length is ignored, the connection closes after the message; [`ResponseParser::ambiguous`] says so (the engine counts a framing warning) | [`Error::AmbiguousLength`] | the classic smuggling vector; RFC 9112 §6.1 lets a recipient decode by TE but requires the close |
 //! | final transfer coding is not `chunked` | request: [`Error::TransferEncoding`]; response: body runs until close | same | RFC 9112 §6.3 |
 //! | `chunked` not last or applied twice (`chunked, gzip`, `chunked, chunked`) | the last coding decides | [`Error::TransferEncoding`] | forbidden by RFC 9112 §6.1; parsers differ on it |
 //! | `Transfer-Encoding` on HTTP/1.0 | decoded, connection closes after | [`Error::TransferEncoding`] | RFC 9112 §6.1: faulty framing |
@@ -43,7 +43,8 @@
 //! | request with neither framing | no body | same | requests never run to close |
 //! | keep-alive | HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with `keep-alive` | same | RFC 9112 §9.3 |
 //! | size limits | head: response 64 KiB, request 16 KiB, 64 header lines; client body 64 MiB | same | bounded memory per connection |
-//! | bytes after a complete response ([`ResponseParser`]) | [`Error::TrailingBytes`] | same | the engine never pipelines, so they are garbage |
+//! | a response beginning with bytes that cannot begin one (not `HTTP/`) | [`Error::NotAResponse`] | same | on a connection that carried a response before, the rest of that one: the engine counts a `framing` error, elsewhere a `read` error |
+//! | bytes after a complete response ([`ResponseParser`]) | [`Error::TrailingBytes`] | same | the engine never pipelines, so they are garbage: a framing desync, counted as a `framing` error |
 //!
 //! `docs/http1.md` carries the same table for readers of the repository.
 //!

@@ -50,6 +50,9 @@ pub struct ResponseParser {
     strictness: Strictness,
     /// Which of the caller's markers each response carries (none by default).
     markers: MarkerScan,
+    /// The current (or last full) response carried both `Content-Length` and
+    /// `Transfer-Encoding`.
+    ambiguous: bool,
 }
 
 impl ResponseParser {
@@ -76,6 +79,7 @@ impl ResponseParser {
             head_request,
             strictness,
             markers: MarkerScan::default(),
+            ambiguous: false,
         }
     }
 
@@ -100,6 +104,16 @@ impl ResponseParser {
         self.close = false;
         self.capture_len = 0;
         self.markers.reset();
+        self.ambiguous = false;
+    }
+
+    /// Whether the last full response carried both `Content-Length` and
+    /// `Transfer-Encoding`. Lenient parsing decodes it by the chunked coding (RFC 9112
+    /// section 6.1), so it completes; the engine still counts it, because a proxy
+    /// that forwards both is the classic request-smuggling setup.
+    #[inline]
+    pub fn ambiguous(&self) -> bool {
+        self.ambiguous
     }
 
     /// Whether some of a response has been seen (so an EOF now is a truncation).
@@ -209,7 +223,15 @@ impl ResponseParser {
                 }
                 return Ok(None);
             }
-            Err(e) => return Err(Error::Head(e)),
+            Err(e) => {
+                let bytes = if prev == 0 { input } else { &self.head[..] };
+                let n = bytes.len().min(5);
+                return Err(if bytes[..n] != b"HTTP/"[..n] {
+                    Error::NotAResponse
+                } else {
+                    Error::Head(e)
+                });
+            }
         };
         // httparse always sets both once a head is complete.
         let code = resp.code.unwrap_or(0);
@@ -243,6 +265,7 @@ impl ResponseParser {
             self.markers.head(resp.headers);
         }
         self.status = code;
+        self.ambiguous = scan.ambiguous();
         self.close = !scan.persistent() || scan.ambiguous() || framing == Framing::UntilClose;
         self.body = Some(BodyDecoder::new(framing, self.strictness));
         self.head.clear();

@@ -807,6 +807,7 @@ mod tests {
             errors: [("read".to_string(), 3)].into(),
             p99_ms: 36.607,
             max_ms: 43.263,
+            ..Default::default()
         });
         lab.propagation.added.push(PropagationEntry {
             backend: "b6".into(),

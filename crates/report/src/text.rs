@@ -318,6 +318,22 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             .collect();
         let _ = writeln!(s, "  Non-2xx/3xx responses: {}", codes.join(", "));
     }
+    let k = &r.connections;
+    if k.reconnects_after_server_close > 0 {
+        let _ = writeln!(
+            s,
+            "  Reconnects after the server closed a kept-alive connection: {} (not errors; --reuse-closed counts them as wrk2 did)",
+            k.reconnects_after_server_close
+        );
+    }
+    if k.framing_warnings > 0 {
+        let _ = writeln!(
+            s,
+            "  Framing warnings: {}, first: {}",
+            k.framing_warnings,
+            k.framing_warning_first.as_deref().unwrap_or("?")
+        );
+    }
     let _ = writeln!(
         s,
         "  Requests: intended {} = completed {} + failed {}{} + not sent {}{}",

@@ -27,7 +27,7 @@ pub const PALETTE: [Rgb; 9] = [
 pub const ERROR_RGB: Rgb = (0xE1, 0x57, 0x59);
 
 /// Colours of the error kinds, in the order of [`ErrorKind::ALL`].
-pub const KIND_PALETTE: [Rgb; 7] = [
+pub const KIND_PALETTE: [Rgb; results::ErrorKind::COUNT] = [
     (0xE1, 0x57, 0x59),
     (0x8C, 0x1D, 0x40),
     (0xB0, 0x7A, 0xA1),
@@ -35,6 +35,7 @@ pub const KIND_PALETTE: [Rgb; 7] = [
     (0x9C, 0x75, 0x5F),
     (0x4E, 0x79, 0xA7),
     (0xED, 0xC9, 0x48),
+    (0x59, 0xA1, 0x4F),
 ];
 
 /// The colour of an error kind no palette entry is for.

@@ -20,11 +20,17 @@ pub enum ErrorKind {
     Timeout,
     /// A full response with status >= 400.
     Status,
+    /// The response's framing and the bytes on the connection disagree: bytes
+    /// after a complete response (a body after a `204` or `304`, more than its
+    /// `Content-Length`), whether in the same read or a later one. Not a `read`
+    /// error: the response arrived; what came with it would be read as the next one
+    /// (a desync, the kind of fault request smuggling is built on).
+    Framing,
 }
 
 impl ErrorKind {
     /// Every kind, in the order tables show them.
-    pub const ALL: [ErrorKind; 7] = [
+    pub const ALL: [ErrorKind; ErrorKind::COUNT] = [
         ErrorKind::Connect,
         ErrorKind::ConnectTimeout,
         ErrorKind::Tls,
@@ -32,7 +38,10 @@ impl ErrorKind {
         ErrorKind::Write,
         ErrorKind::Timeout,
         ErrorKind::Status,
+        ErrorKind::Framing,
     ];
+    /// How many kinds there are: the length of every per-kind counter array.
+    pub const COUNT: usize = 8;
 
     /// The kind's name in JSON and tables.
     pub fn name(self) -> &'static str {
@@ -44,6 +53,7 @@ impl ErrorKind {
             ErrorKind::Write => "write",
             ErrorKind::Timeout => "timeout",
             ErrorKind::Status => "status",
+            ErrorKind::Framing => "framing",
         }
     }
 
@@ -64,6 +74,10 @@ pub struct Errors {
     pub write: u64,
     pub timeout: u64,
     pub status: u64,
+    /// Framing desyncs ([`ErrorKind::Framing`]); absent (0) in files written before
+    /// the kind existed, when they were counted as `read`.
+    #[serde(default)]
+    pub framing: u64,
     /// Status code (as a string, e.g. "503") to count.
     pub status_codes: BTreeMap<String, u64>,
     /// The first error of each kind that occurred, kind name to its message
@@ -75,7 +89,10 @@ pub struct Errors {
 
 impl Errors {
     /// Builds the table from an array indexed by [`ErrorKind::index`].
-    pub fn from_counts(counts: &[u64; 7], status_codes: BTreeMap<String, u64>) -> Self {
+    pub fn from_counts(
+        counts: &[u64; ErrorKind::COUNT],
+        status_codes: BTreeMap<String, u64>,
+    ) -> Self {
         Errors {
             connect: counts[0],
             connect_timeout: counts[1],
@@ -84,6 +101,7 @@ impl Errors {
             write: counts[4],
             timeout: counts[5],
             status: counts[6],
+            framing: counts[7],
             status_codes,
             first: BTreeMap::new(),
         }
@@ -99,6 +117,7 @@ impl Errors {
             ErrorKind::Write => self.write,
             ErrorKind::Timeout => self.timeout,
             ErrorKind::Status => self.status,
+            ErrorKind::Framing => self.framing,
         }
     }
 

@@ -93,6 +93,11 @@ pub struct EventWindow {
     pub errors: BTreeMap<String, u64>,
     pub p99_ms: f64,
     pub max_ms: f64,
+    /// Requests of the window sent on a new connection because the server had closed
+    /// the kept-alive one (not errors: see `connections` in the result). A reload
+    /// that closes its idle connections shows here. Absent (0) in older files.
+    #[serde(default)]
+    pub reconnects_after_server_close: u64,
 }
 
 /// One change window as one generator of a split scenario run counted it (written
@@ -110,6 +115,8 @@ pub struct WindowPart {
     /// Successful responses by the route markers they carried (only patterns seen).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub markers: Vec<MarkerPart>,
+    #[serde(default)]
+    pub reconnects_after_server_close: u64,
 }
 
 /// The responses of a window that carried one marker pattern, with when the first

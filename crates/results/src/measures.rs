@@ -109,6 +109,40 @@ impl Requests {
     }
 }
 
+/// What the connections went through beside the requests' outcomes: neither is an
+/// error, both say something about the system under test.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Connections {
+    /// Requests sent on a new connection because the server had closed the kept-alive
+    /// one they would have used (a proxy closing its idle connections on a reload or
+    /// an idle timeout, without `Connection: close`). The engine sees the close
+    /// (`EPOLLRDHUP`) and reconnects, the latency still counted from the intended
+    /// time; with `--reuse-closed` (wrk2's way) it writes on the closed connection
+    /// instead and the request fails, so this stays 0.
+    #[serde(default)]
+    pub reconnects_after_server_close: u64,
+    /// Responses that carried both `Content-Length` and `Transfer-Encoding`: decoded
+    /// by the chunked coding and the connection closed (RFC 9112 section 6.1), so
+    /// they count as answered, but a proxy that forwards both framings is the classic
+    /// request-smuggling setup.
+    #[serde(default)]
+    pub framing_warnings: u64,
+    /// The first such response, described.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub framing_warning_first: Option<String>,
+}
+
+impl Connections {
+    /// Adds another generator's (or repetition's) figures.
+    pub fn add(&mut self, o: &Connections) {
+        self.reconnects_after_server_close += o.reconnects_after_server_close;
+        self.framing_warnings += o.framing_warnings;
+        if self.framing_warning_first.is_none() {
+            self.framing_warning_first = o.framing_warning_first.clone();
+        }
+    }
+}
+
 /// Why some requests due in the measured window had not been started by its end, by
 /// cause: the three add up to `intended` minus the requests started in the window
 /// (counting, as started, those due with a free connection within the lag limit of

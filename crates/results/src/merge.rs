@@ -188,6 +188,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
             }),
         },
         errors: merge_errors(&results),
+        connections: sum_connections(&results),
         latency_ms: Latency {
             corrected: histogram::percentiles(&corrected, 1000.0),
             uncorrected: histogram::percentiles(&uncorrected, 1000.0),
@@ -390,8 +391,16 @@ pub(crate) fn sum_tls(results: &[&RunResult]) -> TlsStats {
 
 /// Counts summed by kind and status code; the first message of each kind is kept from
 /// the lowest-numbered generator that had one.
+/// The connections' figures of several runs, added up.
+pub(crate) fn sum_connections(results: &[&RunResult]) -> crate::Connections {
+    results.iter().fold(Default::default(), |mut c, r| {
+        c.add(&r.connections);
+        c
+    })
+}
+
 pub(crate) fn merge_errors(results: &[&RunResult]) -> Errors {
-    let mut counts = [0u64; 7];
+    let mut counts = [0u64; ErrorKind::COUNT];
     for r in results {
         for k in ErrorKind::ALL {
             counts[k.index()] += r.errors.get(k);

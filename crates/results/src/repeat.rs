@@ -8,7 +8,7 @@
 //! parts cannot be averaged), counts summed, and the timelines laid end to end.
 
 use crate::histogram::{encode_base64, percentiles};
-use crate::merge::{merge_errors, sum_maps, sum_requests, sum_tls, Pooled};
+use crate::merge::{merge_errors, sum_connections, sum_maps, sum_requests, sum_tls, Pooled};
 use crate::{Latency, Rate, RunResult, Samples, StepResult};
 use std::collections::BTreeMap;
 
@@ -80,6 +80,7 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
         },
         requests: sum_requests(&all),
         errors: merge_errors(&all),
+        connections: sum_connections(&all),
         latency_ms: Latency {
             corrected: percentiles(&corrected, 1000.0),
             uncorrected: percentiles(&uncorrected, 1000.0),

@@ -2,8 +2,8 @@
 //! run, its steps, the machine, the kept samples.
 
 use crate::{
-    ErrorKind, Errors, Generator, Generators, LabInfo, Latency, Percentiles, Rate, Requests,
-    TimelineEntry, TlsStats, WindowPart,
+    Connections, ErrorKind, Errors, Generator, Generators, LabInfo, Latency, Percentiles, Rate,
+    Requests, TimelineEntry, TlsStats, WindowPart,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -27,6 +27,10 @@ pub struct LoadConfig {
     pub timeout_s: f64,
     pub connect_timeout_s: f64,
     pub new_connection: bool,
+    /// `--reuse-closed`: connections the server closed while idle carried the next
+    /// request anyway (wrk2's way). Absent (false) in older files.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub reuse_closed: bool,
     pub tls_version: Option<String>,
     pub tls_resume: bool,
     pub headers: Vec<String>,
@@ -50,6 +54,10 @@ pub struct RunResult {
     pub rate: Rate,
     pub requests: Requests,
     pub errors: Errors,
+    /// Reconnects after the server's close and responses framed two ways; absent
+    /// (zero) in files written before they were counted.
+    #[serde(default)]
+    pub connections: Connections,
     pub latency_ms: Latency,
     pub timeline: Vec<TimelineEntry>,
     /// Responses per backend id over the whole run.

@@ -395,6 +395,10 @@ pub struct Load {
     pub connect_timeout: Dur,
     #[serde(default)]
     pub new_connection: bool,
+    /// wrk2's way with kept-alive connections the server closed while idle: write
+    /// the next request on them and count what it gets as an error (`--reuse-closed`).
+    #[serde(default)]
+    pub reuse_closed: bool,
     /// `connection` (wrk2) or `shared`.
     #[serde(default = "default_schedule")]
     pub schedule: String,

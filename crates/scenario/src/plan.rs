@@ -426,6 +426,7 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         timeout: load.timeout.0,
         connect_timeout: load.connect_timeout.0,
         new_connection: load.new_connection,
+        reuse_closed: load.reuse_closed,
         tls: TlsOptions {
             insecure: false,
             cacert,

@@ -998,6 +998,7 @@ fn windows(
             return;
         };
         w.completed = c.completed;
+        w.reconnects_after_server_close = c.reconnects;
         for k in results::ErrorKind::ALL {
             let n = c.errors[k.index()];
             if n > 0 {

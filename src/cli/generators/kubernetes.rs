@@ -71,6 +71,7 @@ pub(super) fn part_args(a: &LoadArgs, count: usize, start_at: u128) -> Vec<Strin
         (a.max, "--max"),
         (a.insecure, "--insecure"),
         (a.new_connection, "--new-connection"),
+        (a.reuse_closed, "--reuse-closed"),
         (a.tls_resume, "--tls-resume"),
         (true, "--quiet"),
     ] {

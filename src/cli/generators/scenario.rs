@@ -166,6 +166,9 @@ pub(super) fn load_flags(s: &LoadSpec) -> Result<Vec<String>, String> {
     if s.new_connection {
         f.push("--new-connection".into());
     }
+    if s.reuse_closed {
+        f.push("--reuse-closed".into());
+    }
     if s.tls.insecure {
         f.push("-k".into());
     }
@@ -214,6 +217,7 @@ mod tests {
             timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_millis(1500),
             new_connection: true,
+            reuse_closed: true,
             tls: engine::tls::TlsOptions {
                 insecure: false,
                 cacert: Some("/tmp/ca.pem".into()),
@@ -254,6 +258,7 @@ mod tests {
             )
         );
         assert!(back.new_connection);
+        assert!(back.reuse_closed, "--reuse-closed goes to each generator");
         assert_eq!(back.tls.cacert, spec.tls.cacert);
         assert_eq!(back.tls.version.as_deref(), Some("1.3"));
         assert_eq!(back.markers, spec.markers);

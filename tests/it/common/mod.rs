@@ -132,7 +132,7 @@ pub fn record_retry(why: &str) {
 
 /// The error kinds of `ingressbench/result/v1`, by their JSON names, in the result's
 /// (and the report tables') order.
-pub const ERROR_KINDS: [&str; 7] = [
+pub const ERROR_KINDS: [&str; 8] = [
     "connect",
     "connect_timeout",
     "tls",
@@ -140,6 +140,7 @@ pub const ERROR_KINDS: [&str; 7] = [
     "write",
     "timeout",
     "status",
+    "framing",
 ];
 
 /// The keys of every latency block, in increasing order for the percentiles.

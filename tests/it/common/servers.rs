@@ -264,3 +264,106 @@ pub fn always_503() -> TestServer {
         }
     })
 }
+
+/// No error at all, if the client watches its idle connections: answers one request
+/// per connection with a complete `200` (a `Content-Length`, no `Connection: close`)
+/// and closes, as a proxy closes its idle keep-alive connections on a reload. `half`:
+/// closes only its sending side and keeps reading, so a request written on the
+/// connection is never answered (it times out).
+pub fn answer_once_then_close(half: bool) -> TestServer {
+    fn answer(s: &mut TcpStream, stop: &AtomicBool) -> bool {
+        let mut buf = Vec::new();
+        read_head(s, &mut buf, stop)
+            && s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .is_ok()
+    }
+    if half {
+        serve(bind(), |mut s, stop| {
+            if answer(&mut s, stop) {
+                let _ = s.shutdown(Shutdown::Write);
+                drain_until_eof(&mut s, stop, Duration::from_secs(5));
+            }
+        })
+    } else {
+        serve(bind(), |mut s, stop| {
+            if answer(&mut s, stop) {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        })
+    }
+}
+
+/// Answers every request with `head` (a whole response) followed by `extra`, written
+/// `gap` later (`Duration::ZERO`: in the same write), keep-alive.
+fn answer_with_extra(head: &'static [u8], extra: &'static [u8], gap: Duration) -> TestServer {
+    let stop = Arc::new(AtomicBool::new(false));
+    let listener = bind();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let flag = stop.clone();
+    let accept = thread::spawn(move || {
+        while !flag.load(Ordering::SeqCst) {
+            match listener.accept() {
+                Ok((mut s, _)) => {
+                    s.set_nonblocking(false).unwrap();
+                    s.set_read_timeout(Some(POLL)).unwrap();
+                    let flag = flag.clone();
+                    thread::spawn(move || {
+                        let mut buf = Vec::new();
+                        while read_head(&mut s, &mut buf, &flag) {
+                            let mut out = head.to_vec();
+                            if gap.is_zero() {
+                                out.extend_from_slice(extra);
+                            }
+                            if s.write_all(&out).is_err() {
+                                return;
+                            }
+                            if !gap.is_zero() {
+                                thread::sleep(gap);
+                                if s.write_all(extra).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    });
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    thread::sleep(Duration::from_millis(2))
+                }
+                Err(_) => thread::sleep(Duration::from_millis(10)),
+            }
+        }
+    });
+    TestServer {
+        addr,
+        stop,
+        accept: Some(accept),
+        held: Vec::new(),
+    }
+}
+
+/// `framing`: a `204` followed, in the same write, by a body it must not have.
+pub fn body_after_204() -> TestServer {
+    answer_with_extra(b"HTTP/1.1 204 No Content\r\n\r\n", b"hello", Duration::ZERO)
+}
+
+/// `framing`: a complete `200` (2 bytes, as its `Content-Length` says), then 5 more
+/// bytes 10 ms later, when the client's connection is idle.
+pub fn bytes_after_response_later() -> TestServer {
+    answer_with_extra(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"extra",
+        Duration::from_millis(10),
+    )
+}
+
+/// No error, one framing warning per response: a `200` with both `Content-Length`
+/// and `Transfer-Encoding: chunked` (decoded by the chunked coding, which is
+/// complete), keep-alive as far as the server is concerned.
+pub fn length_and_chunked() -> TestServer {
+    answer_with_extra(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+        b"",
+        Duration::ZERO,
+    )
+}

@@ -194,7 +194,7 @@ pub struct SystemDelta {
     /// that received no response.
     pub latency: [OptDelta; 9],
     /// Errors by kind, in the order of [`ErrorKind::ALL`].
-    pub errors: [Delta; 7],
+    pub errors: [Delta; results::ErrorKind::COUNT],
     /// Responses per status code >= 400, over both runs' codes.
     pub status_codes: BTreeMap<String, Delta>,
     /// All errors of every kind.
@@ -293,7 +293,7 @@ fn route_seen(r: &RunResult) -> Option<f64> {
 #[derive(Clone, Debug, Default)]
 struct Figures {
     latency: [Option<f64>; 9],
-    errors: [f64; 7],
+    errors: [f64; results::ErrorKind::COUNT],
     status_codes: BTreeMap<String, f64>,
     errors_total: f64,
     added_median: Option<f64>,
