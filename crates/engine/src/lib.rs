@@ -548,6 +548,11 @@ pub fn run_marked(
     let mut totals = Totals::new();
     let mut merger = SecondMerger::new(plan.threads);
     let mut seconds = Vec::new();
+    // This thread wakes once a second to merge and summarise the workers' seconds
+    // (a millisecond or two of work): at its default priority it would take the CPU
+    // from a worker sharing it, whose sends would be that much late. Lowered for the
+    // run, as far as the system allows, then restored.
+    let _lowered = LoweredPriority::new();
     for msg in rx {
         match msg {
             worker::Msg::Interval(w, iv) => merger.add(w, *iv),
@@ -690,6 +695,29 @@ impl SecondMerger {
             self.next += 1;
         }
         out
+    }
+}
+
+/// The calling thread at the lowest priority (nice 19) until dropped, then back at
+/// its own. Setting it is best effort: a system that refuses leaves it as it was.
+struct LoweredPriority {
+    was: Option<i32>,
+}
+
+impl LoweredPriority {
+    fn new() -> Self {
+        let me = Some(rustix::thread::gettid());
+        let was = rustix::process::getpriority_process(me).ok();
+        let was = was.filter(|_| rustix::process::setpriority_process(me, 19).is_ok());
+        LoweredPriority { was }
+    }
+}
+
+impl Drop for LoweredPriority {
+    fn drop(&mut self) {
+        if let Some(was) = self.was {
+            let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), was);
+        }
     }
 }
 

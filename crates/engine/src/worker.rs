@@ -523,7 +523,7 @@ impl Worker {
             if pending == 0 || now >= deadline || self.shared.stop.load(Ordering::Relaxed) {
                 break;
             }
-            self.wait_and_handle(now, deadline.min(now + SWEEP_NS))?;
+            self.wait_and_handle(deadline.min(now + SWEEP_NS))?;
         }
         // Whatever did not connect in time is closed; requests will reopen it.
         for i in 0..self.conns.len() {
@@ -608,7 +608,7 @@ impl Worker {
             if let Some(Reverse((due, _))) = self.heap.peek() {
                 wake = wake.min(*due);
             }
-            self.wait_and_handle(now, wake)?;
+            self.wait_and_handle(wake)?;
         }
         // The last second of the window, with what completed during the drain; none
         // when the run was stopped before its window began.
@@ -1138,8 +1138,11 @@ impl Worker {
     }
 
     /// Waits for events until `wake` at the latest and handles them.
-    fn wait_and_handle(&mut self, now: Nanos, wake: Nanos) -> io::Result<()> {
-        let wait = wake.saturating_sub(now);
+    fn wait_and_handle(&mut self, wake: Nanos) -> io::Result<()> {
+        // The clock is read again here, not taken from the top of the loop: the
+        // iteration's own work (dispatching, events, the sweep) would otherwise be
+        // added to every sleep, and every request after it would be that much late.
+        let wait = wake.saturating_sub(self.shared.clock.now());
         let ts = rustix::time::Timespec {
             tv_sec: (wait / 1_000_000_000) as i64,
             tv_nsec: (wait % 1_000_000_000) as i64,
