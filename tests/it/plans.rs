@@ -172,10 +172,9 @@ fn a_plans_requests_follow_it_each_second_within_one_percent() {
     out.assert_no_errors();
     // The timeline counts by actual send time: it shows the plan only if the generator
     // sent on time, which it says.
-    assert_eq!(
-        r["generator"]["overloaded"],
-        Value::Bool(false),
-        "generator overloaded\n{ctx}"
+    assert!(
+        !out.overloaded(),
+        "generator late (overloaded or woke late)\n{ctx}"
     );
     assert_eq!(r["config"]["plan"], plan, "{ctx}");
     assert!((f(&r["duration_s"]) - 10.0).abs() < 0.2, "{ctx}");

@@ -42,6 +42,13 @@ use std::time::Duration;
 /// it meant to, so the latencies it measured are not the server's alone.
 pub const LAG_LIMIT_NS: u64 = 2_000_000;
 
+/// How busy (CPU time over wall time, per worker thread) a generator whose lag is
+/// over the limit must have been to be called overloaded, short of CPU. Below it the
+/// threads had time to spare and woke late instead: more threads would not help.
+/// A generator short of CPU runs its threads nearly flat out; 0.85 leaves room for
+/// the seconds of warm-up and drain in which it was not.
+pub const BUSY_OVERLOADED: f64 = 0.85;
+
 /// Why the engine could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -395,6 +402,10 @@ pub struct Outcome {
     pub duration_s: f64,
     /// CPU time of the process during the run (user + system), in seconds.
     pub cpu_s: f64,
+    /// How busy the generator's threads were, on average, from the start of the
+    /// schedule to the end of the run: its CPU time over that time times its worker
+    /// threads (the collecting thread's share is small and counted in).
+    pub busy: f64,
     /// Clock time at which the measured window started.
     pub measure_start: Nanos,
     /// The sampled fraction (0: none).
@@ -611,13 +622,16 @@ pub fn run_marked(
     } else {
         shared.duration_ns
     };
+    let cpu_s = process_cpu_s() - cpu0;
     Ok(Outcome {
         totals,
         seconds,
         partial,
         started_at_unix_ns: clock.wall_epoch_ns() + measure_start as u128,
         duration_s: measured_ns as f64 / 1e9,
-        cpu_s: process_cpu_s() - cpu0,
+        cpu_s,
+        busy: cpu_s
+            / ((clock.now().saturating_sub(start) as f64 / 1e9) * plan.threads as f64).max(1e-9),
         measure_start,
         sample: plan.sample,
         priority_raised: shared.priority_raised.load(Ordering::Relaxed),
@@ -770,6 +784,7 @@ impl Outcome {
         };
         let lag = percentiles(&t.lag, 1.0);
         let rate_target = config.rate;
+        let late = rate_target.is_some() && lag.p99.unwrap_or(0.0) * 1e6 > LAG_LIMIT_NS as f64;
         // A load plan's rate changes along the run: what it called for in the window
         // is what the window is judged by. Its mean over the whole plan would fail a run
         // interrupted in a low step (and pass one interrupted in a high step).
@@ -870,9 +885,11 @@ impl Outcome {
                 version: t.tls_version.map(str::to_string),
             },
             generator: Generator {
-                // No lag recorded (nothing was sent) is no lag at all.
-                overloaded: rate_target.is_some()
-                    && lag.p99.unwrap_or(0.0) * 1e6 > LAG_LIMIT_NS as f64,
+                // No lag recorded (nothing was sent) is no lag at all. Over the limit,
+                // busy threads were short of CPU; idle ones woke late.
+                overloaded: late && self.busy >= BUSY_OVERLOADED,
+                woke_late: late && self.busy < BUSY_OVERLOADED,
+                wakeup_us: results::WakeUp::of(&mut t.wakeup_ns.clone()),
                 lag_p99_ms: lag.p99.unwrap_or(0.0),
                 lag_limit_ms: LAG_LIMIT_NS as f64 / 1e6,
                 cpu_s: self.cpu_s,

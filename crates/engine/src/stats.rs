@@ -179,6 +179,9 @@ pub struct Totals {
     pub reconnects_after_server_close: u64,
     /// Responses framed both by `Content-Length` and `Transfer-Encoding`.
     pub framing_warnings: FramingWarnings,
+    /// How late each of the worker's timed waits before the run woke, ns over the
+    /// time asked (see `worker::measure_wakeup`).
+    pub wakeup_ns: Vec<u32>,
 }
 
 /// Responses that completed but were framed two ways (`Content-Length` and
@@ -254,6 +257,7 @@ impl Totals {
             first_errors: Default::default(),
             reconnects_after_server_close: 0,
             framing_warnings: FramingWarnings::default(),
+            wakeup_ns: Vec::new(),
         }
     }
 
@@ -315,6 +319,7 @@ impl Totals {
         self.first_errors.merge(&o.first_errors);
         self.reconnects_after_server_close += o.reconnects_after_server_close;
         self.framing_warnings.merge(&o.framing_warnings);
+        self.wakeup_ns.extend_from_slice(&o.wakeup_ns);
     }
 }
 

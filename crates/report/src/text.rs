@@ -31,6 +31,18 @@ pub fn warnings(r: &RunResult) -> Vec<String> {
             fmt_ms(r.generator.lag_p99_ms),
             fmt_ms(r.generator.lag_limit_ms)
         ));
+    } else if r.generator.woke_late {
+        let floor = r.generator.wakeup_us.as_ref().map_or(String::new(), |w| {
+            format!(
+                " (this machine's timed wake-ups, measured before the run: p50 {:.0} us, p99 {:.0} us, max {:.0} us)",
+                w.p50, w.p99, w.max
+            )
+        });
+        w.push(format!(
+            "the load generator woke late: its lag p99 was {} (limit {}) while its threads had CPU to spare, so more threads would not help{floor}; latencies include the delay. Give the generator cores nothing else uses",
+            fmt_ms(r.generator.lag_p99_ms),
+            fmt_ms(r.generator.lag_limit_ms)
+        ));
     }
     // A generator that failed already says why the rate fell short.
     let missing = parts.iter().any(|p| p.error.is_some());
@@ -281,6 +293,13 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             fmt_opt_ms(lag.p99),
             fmt_opt_ms(lag.max)
         );
+        if let Some(w) = &r.generator.wakeup_us {
+            let _ = writeln!(
+                s,
+                "  This machine's timed wake-ups (the lag's floor): p50 {:.0} us, p99 {:.0} us, max {:.0} us",
+                w.p50, w.p99, w.max
+            );
+        }
     }
     let q = &r.requests;
     let _ = writeln!(

@@ -7,8 +7,21 @@ use serde::{Deserialize, Serialize};
 /// How the generator itself fared: results from an overloaded generator are not valid.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Generator {
-    /// True when the generator could not send on time (lag p99 over the limit).
+    /// True when the generator could not send on time (lag p99 over the limit) and
+    /// was short of CPU doing so: its threads were busy (see `woke_late` for the
+    /// other cause).
     pub overloaded: bool,
+    /// The lag p99 was over the limit although the generator's threads had CPU to
+    /// spare: they woke late (a machine whose timer wake-ups are slow, or another
+    /// process on their cores), so adding threads would not help. The latencies
+    /// include that delay all the same. Absent (false) in older files.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub woke_late: bool,
+    /// How late the generator's threads woke from a timed wait on this machine,
+    /// measured by each worker just before the run: the floor under its lag.
+    /// Absent in older files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wakeup_us: Option<WakeUp>,
     /// 99th percentile of the generator's lag, in milliseconds.
     pub lag_p99_ms: f64,
     /// The lag p99 above which the generator counts as overloaded, in milliseconds.
@@ -29,6 +42,50 @@ pub struct Generator {
     /// in files written before it existed).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub cpus_applied: String,
+}
+
+/// How late a thread wakes from a timed wait (epoll with a 100 µs timeout, the
+/// engine's own way of waiting), in microseconds over the time asked for.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WakeUp {
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// How many timed waits were measured, over every worker.
+    pub samples: u64,
+}
+
+impl WakeUp {
+    /// The figures of `ns` (each wait's overshoot, ns); `None` for none.
+    pub fn of(ns: &mut [u32]) -> Option<WakeUp> {
+        if ns.is_empty() {
+            return None;
+        }
+        ns.sort_unstable();
+        let at = |q: f64| {
+            let i = ((ns.len() as f64 * q).ceil() as usize).clamp(1, ns.len()) - 1;
+            f64::from(ns[i]) / 1000.0
+        };
+        Some(WakeUp {
+            p50: at(0.5),
+            p99: at(0.99),
+            max: at(1.0),
+            samples: ns.len() as u64,
+        })
+    }
+
+    /// The worse of two machines' figures (a split run's generators).
+    pub fn worst(a: Option<&WakeUp>, b: Option<&WakeUp>) -> Option<WakeUp> {
+        match (a, b) {
+            (Some(a), Some(b)) => Some(WakeUp {
+                p50: a.p50.max(b.p50),
+                p99: a.p99.max(b.p99),
+                max: a.max.max(b.max),
+                samples: a.samples + b.samples,
+            }),
+            (a, b) => a.or(b).cloned(),
+        }
+    }
 }
 
 /// The generators of a split run (`load --generators N`): the instant they all

@@ -211,6 +211,10 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         tls: sum_tls(&results),
         generator: crate::Generator {
             overloaded: g(&|x| x.overloaded),
+            woke_late: g(&|x| x.woke_late),
+            wakeup_us: results.iter().fold(None, |w, r| {
+                crate::WakeUp::worst(w.as_ref(), r.generator.wakeup_us.as_ref())
+            }),
             lag_p99_ms: lag_p.p99.unwrap_or(0.0),
             lag_limit_ms: first.generator.lag_limit_ms,
             cpu_s: results.iter().map(|r| r.generator.cpu_s).sum(),

@@ -93,6 +93,7 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
         tls: sum_tls(&all),
         generator: crate::Generator {
             overloaded: reps.iter().any(|r| r.generator.overloaded),
+            woke_late: reps.iter().any(|r| r.generator.woke_late),
             lag_p99_ms: lag_p.p99.unwrap_or(0.0),
             cpu_s: reps.iter().map(|r| r.generator.cpu_s).sum(),
             ..first.generator.clone()
