@@ -374,7 +374,7 @@ pub fn errors(input: &ReportInput) -> Table {
     Table {
         id: "table-errors",
         title: "Errors by kind",
-        note: "Requests that failed, by kind: connect (refused or reset while connecting), connect timeout, tls (handshake), read (reset or EOF while reading), write, timeout (no full response in time), status (a response with status ≥ 400).".into(),
+        note: "Requests that failed, by kind: connect (refused or reset while connecting), connect timeout, tls (handshake), read (reset or EOF while reading), write, timeout (no full response in time), status (a response with status ≥ 400), framing (bytes after a complete response: a desync).".into(),
         cols: c,
         rows,
     }
@@ -406,6 +406,7 @@ pub fn changes(input: &ReportInput) -> Table {
                     w.completed.to_string(),
                     errs.to_string(),
                     kinds,
+                    w.reconnects_after_server_close.to_string(),
                     fmt_ms_cell(w.p99_ms),
                     fmt_ms_cell(w.max_ms),
                 ],
@@ -415,7 +416,7 @@ pub fn changes(input: &ReportInput) -> Table {
     Table {
         id: "table-changes",
         title: "Impact of each change",
-        note: "For each change asked for, the requests meant to be sent from it until the next one (each request in exactly one window): successful responses, errors, p99 and max (ms). Times in seconds from the start of the measured window.".into(),
+        note: "For each change asked for, the requests meant to be sent from it until the next one (each request in exactly one window): successful responses, errors, reconnects (requests sent on a new connection because the server had closed the kept-alive one: not errors), p99 and max (ms). Times in seconds from the start of the measured window.".into(),
         cols: cols(&[
             ("series", "series"),
             ("change", "change"),
@@ -424,6 +425,7 @@ pub fn changes(input: &ReportInput) -> Table {
             ("completed", "completed"),
             ("errors", "errors"),
             ("errors_by_kind", "errors by kind"),
+            ("reconnects", "reconnects"),
             ("p99_ms", "p99 (ms)"),
             ("max_ms", "max (ms)"),
         ]),
@@ -807,7 +809,7 @@ mod tests {
             errors: [("read".to_string(), 3)].into(),
             p99_ms: 36.607,
             max_ms: 43.263,
-            ..Default::default()
+            reconnects_after_server_close: 12,
         });
         lab.propagation.added.push(PropagationEntry {
             backend: "b6".into(),
@@ -902,6 +904,7 @@ mod tests {
         assert_eq!(c.cell(0, "from_s"), Some("3.0"));
         assert_eq!(c.cell(0, "errors"), Some("3"));
         assert_eq!(c.cell(0, "errors_by_kind"), Some("read: 3"));
+        assert_eq!(c.cell(0, "reconnects"), Some("12"));
         assert_eq!(c.cell(0, "max_ms"), Some("43.263"));
         let g = propagation(&i);
         assert_eq!(g.cell(0, "added_median"), Some("151.3"));
