@@ -40,18 +40,22 @@ impl Drop for TestServer {
 }
 
 /// Runs `handler` on a thread for each accepted connection.
-fn serve(listener: TcpListener, handler: fn(TcpStream, &AtomicBool)) -> TestServer {
+fn serve<F>(listener: TcpListener, handler: F) -> TestServer
+where
+    F: Fn(TcpStream, &AtomicBool) + Send + Sync + 'static,
+{
     let addr = listener.local_addr().unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     listener.set_nonblocking(true).unwrap();
     let flag = stop.clone();
+    let handler = Arc::new(handler);
     let accept = thread::spawn(move || {
         while !flag.load(Ordering::SeqCst) {
             match listener.accept() {
                 Ok((s, _)) => {
                     s.set_nonblocking(false).unwrap();
                     s.set_read_timeout(Some(POLL)).unwrap();
-                    let flag = flag.clone();
+                    let (flag, handler) = (flag.clone(), handler.clone());
                     thread::spawn(move || handler(s, &flag));
                 }
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
@@ -296,50 +300,24 @@ pub fn answer_once_then_close(half: bool) -> TestServer {
 /// Answers every request with `head` (a whole response) followed by `extra`, written
 /// `gap` later (`Duration::ZERO`: in the same write), keep-alive.
 fn answer_with_extra(head: &'static [u8], extra: &'static [u8], gap: Duration) -> TestServer {
-    let stop = Arc::new(AtomicBool::new(false));
-    let listener = bind();
-    let addr = listener.local_addr().unwrap();
-    listener.set_nonblocking(true).unwrap();
-    let flag = stop.clone();
-    let accept = thread::spawn(move || {
-        while !flag.load(Ordering::SeqCst) {
-            match listener.accept() {
-                Ok((mut s, _)) => {
-                    s.set_nonblocking(false).unwrap();
-                    s.set_read_timeout(Some(POLL)).unwrap();
-                    let flag = flag.clone();
-                    thread::spawn(move || {
-                        let mut buf = Vec::new();
-                        while read_head(&mut s, &mut buf, &flag) {
-                            let mut out = head.to_vec();
-                            if gap.is_zero() {
-                                out.extend_from_slice(extra);
-                            }
-                            if s.write_all(&out).is_err() {
-                                return;
-                            }
-                            if !gap.is_zero() {
-                                thread::sleep(gap);
-                                if s.write_all(extra).is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                    });
+    serve(bind(), move |mut s, stop| {
+        let mut buf = Vec::new();
+        while read_head(&mut s, &mut buf, stop) {
+            let mut out = head.to_vec();
+            if gap.is_zero() {
+                out.extend_from_slice(extra);
+            }
+            if s.write_all(&out).is_err() {
+                return;
+            }
+            if !gap.is_zero() {
+                thread::sleep(gap);
+                if s.write_all(extra).is_err() {
+                    return;
                 }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    thread::sleep(Duration::from_millis(2))
-                }
-                Err(_) => thread::sleep(Duration::from_millis(10)),
             }
         }
-    });
-    TestServer {
-        addr,
-        stop,
-        accept: Some(accept),
-        held: Vec::new(),
-    }
+    })
 }
 
 /// `framing`: a `204` followed, in the same write, by a body it must not have.
