@@ -81,7 +81,7 @@ pub fn total_errors(r: &Value) -> u64 {
     ERROR_KINDS.iter().map(|k| u64_at(r, &["errors", k])).sum()
 }
 
-/// Why a result is not to be trusted (partial, overloaded generator, rate not
+/// Why a result is not to be trusted (partial, overloaded or late generator, rate not
 /// reached, proxy died, no response or most requests failed, unbalanced counts);
 /// empty when it can be.
 pub fn distrust(r: &Value) -> Vec<&'static str> {
@@ -91,6 +91,12 @@ pub fn distrust(r: &Value) -> Vec<&'static str> {
     }
     if at(r, &["generator", "overloaded"]).as_bool() == Some(true) {
         why.push("generator overloaded");
+    }
+    // Late with CPU to spare: not short of CPU, but its delay is in the latencies all
+    // the same (docs/load.md), so the page warns as it does for an overloaded one.
+    // Written only when true.
+    if r.pointer("/generator/woke_late").and_then(Value::as_bool) == Some(true) {
+        why.push("generator woke late");
     }
     if !at(r, &["rate", "target"]).is_null() && at(r, &["rate", "reached"]).as_bool() != Some(true)
     {
