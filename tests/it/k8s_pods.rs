@@ -6,7 +6,7 @@
 
 use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_pods::{pod_netns_on_machine, PodRecord, PodRunner, TEST_ARGS_ANNOTATION};
-use crate::common::{exclusive, processes_with, BIN};
+use crate::common::{processes_with, BIN};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::process::Command;
@@ -225,7 +225,6 @@ fn print_timings(recs: &[PodRecord]) {
 
 #[test]
 fn kwok_pods_run_as_backends_in_their_own_network_namespaces_and_leave_nothing() {
-    let _alone = exclusive();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let c = &cluster;
     let dir = tempfile::tempdir().unwrap();
@@ -495,7 +494,9 @@ fn kwok_pods_run_as_backends_in_their_own_network_namespaces_and_leave_nothing()
     drop(runner);
 
     // Nothing left: no pod namespace, no backend, no veth or route in the cluster's
-    // namespace (which outlives the runner here).
+    // namespace (which outlives the runner here). Each namespace this runner made is
+    // checked by name, not the machine's `ibpod-` namespaces as a whole: the other
+    // Kubernetes tests run their own pods beside this one.
     let left = pod_netns_on_machine();
     for r in &recs {
         assert!(!left.contains(&r.netns), "{} left: {left:?}", r.netns);
@@ -506,10 +507,6 @@ fn kwok_pods_run_as_backends_in_their_own_network_namespaces_and_leave_nothing()
             r.name
         );
     }
-    assert!(
-        left.is_empty(),
-        "ibpod- namespaces left on the machine: {left:?}"
-    );
     let links = ip_out(&["-n", cluster.netns(), "-o", "link"]);
     assert!(!links.contains("ibh-"), "{links}");
     let routes = ip_out(&["-n", cluster.netns(), "-4", "route"]);
