@@ -538,11 +538,18 @@ fn interrupted_run_with(signal: &str, system: &str, flags: &[&str]) {
     let shm = envoy_shared_memory();
     let dir = tempfile::tempdir().unwrap();
     let (child, out) = churning_run(dir.path(), system, flags);
-    // Let the load start and a change or two happen.
+    // Let the measured window begin (on a busy machine, deploying and starting two
+    // generators has taken over 4 s) and a change or two happen.
     let t = Instant::now();
-    while t.elapsed() < Duration::from_secs(4) {
-        std::thread::sleep(Duration::from_millis(100));
+    while !child.stderr_so_far().contains("load running, measuring") {
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "the load did not start: {}",
+            child.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
+    std::thread::sleep(Duration::from_millis(2500));
     let pid = child.id().to_string();
     Command::new("kill").args([signal, &pid]).status().unwrap();
     let t = Instant::now();

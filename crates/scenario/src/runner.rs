@@ -207,7 +207,7 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<RunOutput, RunError> {
                 f * max,
                 f * 100.0
             ));
-            let r = run_system(scn, name, &opts, Some((label.as_str(), at)), None)?;
+            let r = run_system(scn, name, &mut opts, Some((label.as_str(), at)), None)?;
             partial |= r.partial;
             folder
                 .write_result(&label, &r)
@@ -260,7 +260,7 @@ fn run_repeated(
                 String::new()
             };
             (opts.progress)(&format!("{label}: starting{which}"));
-            let r = run_system(scn, name, &opts, None, passive.as_ref())?;
+            let r = run_system(scn, name, &mut opts, None, passive.as_ref())?;
             let stopped = r.partial;
             reps[i].push(r);
             let all = results::repeat::combine(reps[i].clone(), repeat)
@@ -618,7 +618,7 @@ pub(crate) fn close(mut d: Deployed, name: &str, progress: &mut dyn FnMut(&str))
 fn run_system(
     scn: &Scenario,
     name: &str,
-    opts: &RunOptions,
+    opts: &mut RunOptions,
     at: Option<(&str, Fraction)>,
     passive: Option<&lab::health::PassiveHealth>,
 ) -> Result<RunResult, RunError> {
@@ -712,6 +712,12 @@ fn run_system(
     sys.end = origin + load.duration.0.as_nanos() as Nanos;
     // Warm-up first, unchanged; the changes start with the measured window.
     sys.sleep_until(origin);
+    // Deploying and starting the load can take seconds (proxies, pods, generators on
+    // other machines): say when the measured window begins.
+    (opts.progress)(&format!(
+        "{out_name}: load running, measuring {:?}",
+        load.duration.0
+    ));
     run_steps(&mut sys, &scn.changes, 0);
     sys.sleep_until(sys.end);
     let interrupted = sys.stop.load(Ordering::Relaxed);
