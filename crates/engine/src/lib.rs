@@ -526,14 +526,18 @@ pub fn run_marked(
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();
+    // Per worker, the way back for its spent intervals (`SecondMerger`).
+    let mut recycle = Vec::new();
     let mut offset = 0;
     for id in 0..plan.threads {
         // Spread connections as evenly as possible: the first threads take one more.
         let n = plan.connections / plan.threads + usize::from(id < plan.connections % plan.threads);
         let (s, t) = (shared.clone(), tx.clone());
+        let (back, recycled) = mpsc::channel();
+        recycle.push(back);
         let h = std::thread::Builder::new()
             .name(format!("ib-worker-{id}"))
-            .spawn(move || worker::run(id, offset, n, s, t))
+            .spawn(move || worker::run(id, offset, n, s, t, recycled))
             .map_err(EngineError::Spawn)?;
         handles.push(h);
         offset += n;
@@ -557,7 +561,7 @@ pub fn run_marked(
     on_start(measure_start);
 
     let mut totals = Totals::new();
-    let mut merger = SecondMerger::new(plan.threads);
+    let mut merger = SecondMerger::new(plan.threads, recycle);
     let mut seconds = Vec::new();
     // This thread wakes once a second to merge and summarise the workers' seconds
     // (a millisecond or two of work): at its default priority it would take the CPU
@@ -566,7 +570,7 @@ pub fn run_marked(
     let _lowered = LoweredPriority::new();
     for msg in rx {
         match msg {
-            worker::Msg::Interval(w, iv) => merger.add(w, *iv),
+            worker::Msg::Interval(w, iv) => merger.add(w, iv),
             worker::Msg::Done(w, t) => {
                 totals.merge(&t);
                 merger.done(w);
@@ -660,31 +664,49 @@ fn schedule_start(at_unix_ns: u128, wall_epoch_ns: u128, now: Nanos) -> (Nanos, 
 }
 
 /// Merges workers' intervals by second and releases each second once every worker
-/// has moved past it.
+/// has moved past it. Each interval, once merged or summarised, goes back to the
+/// worker it came from, cleared, for a later second: a worker allocates its
+/// intervals once, not once a second.
 struct SecondMerger {
     /// Per worker: every second before this one has been reported.
     progress: Vec<u64>,
-    pending: BTreeMap<u64, Interval>,
+    /// By second: the first worker's interval, the others merged into it, and that
+    /// worker.
+    pending: BTreeMap<u64, (usize, Box<Interval>)>,
     /// Next second to release.
     next: u64,
+    /// Per worker, where its cleared intervals go (a worker that ended has dropped
+    /// its end: the interval is freed).
+    recycle: Vec<mpsc::Sender<Box<Interval>>>,
 }
 
 impl SecondMerger {
-    fn new(workers: usize) -> Self {
+    fn new(workers: usize, recycle: Vec<mpsc::Sender<Box<Interval>>>) -> Self {
         SecondMerger {
             progress: vec![0; workers],
             pending: BTreeMap::new(),
             next: 0,
+            recycle,
         }
     }
 
-    fn add(&mut self, w: usize, iv: Interval) {
+    fn add(&mut self, w: usize, iv: Box<Interval>) {
         self.progress[w] = self.progress[w].max(iv.second + 1);
         match self.pending.get_mut(&iv.second) {
-            Some(p) => p.merge(&iv),
-            None => {
-                self.pending.insert(iv.second, iv);
+            Some((_, p)) => {
+                p.merge(&iv);
+                self.give_back(w, iv);
             }
+            None => {
+                self.pending.insert(iv.second, (w, iv));
+            }
+        }
+    }
+
+    fn give_back(&self, w: usize, mut iv: Box<Interval>) {
+        if let Some(back) = self.recycle.get(w) {
+            iv.clear();
+            let _ = back.send(iv);
         }
     }
 
@@ -705,7 +727,10 @@ impl SecondMerger {
         while self.next < last {
             let s = self.next;
             let iv = self.pending.remove(&s);
-            out.push(summarize_second(s, iv.as_ref()));
+            out.push(summarize_second(s, iv.as_ref().map(|(_, iv)| &**iv)));
+            if let Some((w, iv)) = iv {
+                self.give_back(w, iv);
+            }
             self.next += 1;
         }
         out
@@ -1090,10 +1115,13 @@ mod tests {
 
     #[test]
     fn merger_releases_seconds_in_order_with_gaps() {
-        let mut m = SecondMerger::new(2);
+        let (back0, recycled0) = mpsc::channel();
+        let (back1, recycled1) = mpsc::channel();
+        let mut m = SecondMerger::new(2, vec![back0, back1]);
         let iv = |s: u64, sent: u64| {
-            let mut i = Interval::empty(s);
+            let mut i = Box::new(Interval::empty(s));
             i.sent = sent;
+            i.corrected.record(100).unwrap();
             i
         };
         m.add(0, iv(0, 5));
@@ -1102,9 +1130,20 @@ mod tests {
             "worker 1 has not reported second 0"
         );
         m.add(1, iv(0, 7));
+        // Merged into worker 0's: worker 1's goes back to worker 1, cleared.
+        let spent = recycled1
+            .try_recv()
+            .expect("worker 1's interval comes back");
+        assert!(spent.is_empty() && spent.corrected.is_empty());
+        assert!(recycled0.try_recv().is_err());
         let out = m.complete();
         assert_eq!(out.len(), 1);
         assert_eq!(out[0].entry.sent, 12);
+        // Summarised: worker 0's goes back to worker 0, cleared.
+        let spent = recycled0
+            .try_recv()
+            .expect("worker 0's interval comes back");
+        assert!(spent.is_empty() && spent.corrected.is_empty());
         // Worker 0 slept through seconds 1 and 2.
         m.add(0, iv(3, 1));
         m.add(1, iv(1, 2));

@@ -133,6 +133,20 @@ impl Interval {
     pub fn is_empty(&self) -> bool {
         self.sent == 0 && self.completed == 0 && self.errors.iter().all(|e| *e == 0)
     }
+
+    /// Empties this interval for reuse by a worker: the collector does it, off the
+    /// workers' cores, so a worker starting a second takes a ready histogram instead
+    /// of allocating and zeroing 188 KB in its loop.
+    pub fn clear(&mut self) {
+        self.second = 0;
+        self.corrected.reset();
+        self.sent = 0;
+        self.completed = 0;
+        self.errors = [0; results::ErrorKind::COUNT];
+        self.backends.ids.clear();
+        self.backends.other = 0;
+        self.lag_max_ns = 0;
+    }
 }
 
 /// A worker's totals over the measured window.
@@ -333,7 +347,12 @@ impl Default for Totals {
 #[derive(Debug)]
 pub struct Recorder {
     pub totals: Totals,
-    pub interval: Interval,
+    pub interval: Box<Interval>,
+    /// Cleared intervals the collector sent back ([`Interval::clear`]), taken before
+    /// a new one is allocated. Boxed: each goes on to `interval` and the channel as
+    /// the same allocation, moved by pointer.
+    #[allow(clippy::vec_box)]
+    spare: Vec<Box<Interval>>,
     /// Start of the measured window.
     measure_start: Nanos,
     /// The last second of the window: what completes after it (the drain after the
@@ -345,7 +364,8 @@ impl Recorder {
     pub fn new(measure_start: Nanos) -> Self {
         Recorder {
             totals: Totals::new(),
-            interval: Interval::empty(0),
+            interval: Box::new(Interval::empty(0)),
+            spare: Vec::new(),
             measure_start,
             last_second: u64::MAX,
         }
@@ -365,9 +385,26 @@ impl Recorder {
     }
 
     /// The interval under way, at the end of the run.
-    pub fn take_interval(&mut self) -> Interval {
-        let next = Interval::empty(self.interval.second + 1);
+    pub fn take_interval(&mut self) -> Box<Interval> {
+        let next = self.fresh(self.interval.second + 1);
         std::mem::replace(&mut self.interval, next)
+    }
+
+    /// An interval the collector cleared, for a later second.
+    pub fn give_back(&mut self, iv: Box<Interval>) {
+        self.spare.push(iv);
+    }
+
+    /// An empty interval for `second`: a spare one if there is one.
+    fn fresh(&mut self, second: u64) -> Box<Interval> {
+        match self.spare.pop() {
+            Some(mut iv) => {
+                debug_assert!(iv.is_empty() && iv.corrected.is_empty());
+                iv.second = second;
+                iv
+            }
+            None => Box::new(Interval::empty(second)),
+        }
     }
 
     /// Second index of time `t` in the measured window.
@@ -379,12 +416,12 @@ impl Recorder {
     /// If `now` is past the current interval, returns it and starts the one `now`
     /// falls in. Called once per loop turn, so intervals are cut on time even when
     /// nothing completes.
-    pub fn roll(&mut self, now: Nanos) -> Option<Interval> {
+    pub fn roll(&mut self, now: Nanos) -> Option<Box<Interval>> {
         let s = self.second_of(now).min(self.last_second);
         if s <= self.interval.second || now < self.measure_start {
             return None;
         }
-        let fresh = Interval::empty(s);
+        let fresh = self.fresh(s);
         Some(std::mem::replace(&mut self.interval, fresh))
     }
 
@@ -457,9 +494,27 @@ impl Recorder {
     /// becomes a `framing` error; its latency stays recorded (the response did
     /// arrive). The current second takes the change even if the response was counted
     /// in an earlier one, so the seconds still add up to the totals.
-    pub fn desync(&mut self) {
-        self.totals.completed = self.totals.completed.saturating_sub(1);
-        self.interval.completed = self.interval.completed.saturating_sub(1);
+    ///
+    /// A response counted as a `status` error (`status` >= 400) moves from there to
+    /// `framing` the same way: one request, one outcome, and the desync is the
+    /// graver fault (bytes the next request would have been answered with).
+    pub fn desync(&mut self, status: u16) {
+        if status >= 400 {
+            let i = ErrorKind::Status.index();
+            let code = &mut self.totals.status[usize::from(status).min(599)];
+            *code = code.saturating_sub(1);
+            self.totals.errors[i] = self.totals.errors[i].saturating_sub(1);
+            self.interval.errors[i] = self.interval.errors[i].saturating_sub(1);
+            self.totals.failed = self.totals.failed.saturating_sub(1);
+            // The first `status` error's message goes with the last of them: a
+            // result names an example only of a kind it counts.
+            if self.totals.errors[i] == 0 {
+                self.totals.first_errors.0[i] = None;
+            }
+        } else {
+            self.totals.completed = self.totals.completed.saturating_sub(1);
+            self.interval.completed = self.interval.completed.saturating_sub(1);
+        }
         self.error(ErrorKind::Framing);
     }
 
@@ -489,6 +544,25 @@ mod tests {
         assert_eq!(i.second, 1);
         assert_eq!(r.interval.second, 4);
         assert_eq!(r.next_roll(), 10_000_000_000);
+    }
+
+    #[test]
+    fn a_cleared_interval_given_back_is_the_next_seconds_not_a_new_one() {
+        let mut r = Recorder::new(0);
+        r.sent(None);
+        r.interval.corrected.record(250).unwrap();
+        let mut spent = r.roll(1_000_000_001).expect("second 0 ends");
+        assert_eq!((spent.second, spent.sent, spent.corrected.len()), (0, 1, 1));
+        spent.clear();
+        let at: *const Interval = &*spent;
+        r.give_back(spent);
+        let _ = r.roll(2_000_000_001).expect("second 1 ends");
+        assert!(std::ptr::eq(&*r.interval, at), "second 2 reuses it");
+        assert_eq!((r.interval.second, r.interval.sent), (2, 0));
+        assert!(r.interval.corrected.is_empty());
+        // With nothing given back, a new one.
+        let _ = r.roll(3_000_000_001).unwrap();
+        assert!(!std::ptr::eq(&*r.interval, at));
     }
 
     #[test]

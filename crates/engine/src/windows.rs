@@ -257,9 +257,14 @@ impl Tally {
 
     /// A successful response of window `w` turned out to be followed by stray bytes:
     /// it becomes a `framing` error (see [`crate::stats::Recorder::desync`]).
-    pub fn desync(&mut self, w: usize) {
+    pub fn desync(&mut self, w: usize, was_status_error: bool) {
         let c = self.at(w);
-        c.completed = c.completed.saturating_sub(1);
+        if was_status_error {
+            let s = &mut c.errors[ErrorKind::Status.index()];
+            *s = s.saturating_sub(1);
+        } else {
+            c.completed = c.completed.saturating_sub(1);
+        }
         c.errors[ErrorKind::Framing.index()] += 1;
     }
 

@@ -36,7 +36,7 @@ use std::collections::BinaryHeap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::Sender;
+use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Barrier};
 
 /// How often deadlines are checked; timeouts are this much late at most.
@@ -194,18 +194,27 @@ struct Conn {
     /// The connection has carried a full response, so bytes that cannot begin the
     /// next one are the rest of the last (a framing desync, not a bad response).
     reused: bool,
-    /// The last response on this connection was measured and successful, intended
-    /// at `intended`: what a framing desync found later (bytes arriving while the
-    /// connection is idle) turns into a `framing` error.
-    last_ok: bool,
+    /// The status of the last response on this connection if it was measured
+    /// (intended at `intended`; 0: none): what a framing desync found later (bytes
+    /// arriving while the connection is idle) turns into a `framing` error, whether
+    /// it was counted a success or a `status` error.
+    last_status: u16,
 }
 
-/// Runs one worker to the end of the run and sends its results to `tx`.
+/// Runs one worker to the end of the run and sends its results to `tx`; the
+/// collector sends its spent intervals back on `recycled`, cleared.
 ///
 /// A worker that fails (or panics: a bug) must not leave the others waiting at the
 /// start gate forever: it still passes the gate, stops the run, records why, and
 /// reports empty totals, so the run ends with an error instead of hanging.
-pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx: Sender<Msg>) {
+pub fn run(
+    id: usize,
+    conn_offset: usize,
+    conns: usize,
+    shared: Arc<Shared>,
+    tx: Sender<Msg>,
+    recycled: Receiver<Box<Interval>>,
+) {
     // Sleep precisely: the kernel's default timer slack (50 µs) would otherwise be
     // added to every wake-up.
     let _ = rustix::thread::set_current_timer_slack(std::num::NonZeroU64::new(1));
@@ -216,7 +225,7 @@ pub fn run(id: usize, conn_offset: usize, conns: usize, shared: Arc<Shared>, tx:
             enter_netns(ns)
                 .map_err(|e| format!("enter network namespace {}: {e}", ns.display()))?;
         }
-        let mut w = Worker::new(id, conn_offset, conns, shared.clone(), tx.clone())
+        let mut w = Worker::new(id, conn_offset, conns, shared.clone(), tx.clone(), recycled)
             .map_err(|e| e.to_string())?;
         w.run(&passed).map_err(|e| format!("epoll_wait: {e}"))?;
         Ok::<(), String>(())
@@ -367,6 +376,8 @@ struct Worker {
     id: usize,
     shared: Arc<Shared>,
     tx: Sender<Msg>,
+    /// Intervals the collector cleared, to reuse ([`Recorder::give_back`]).
+    recycled: Receiver<Box<Interval>>,
     ep: std::os::fd::OwnedFd,
     events: Vec<epoll::Event>,
     conns: Vec<Conn>,
@@ -393,6 +404,7 @@ impl Worker {
         conns: usize,
         shared: Arc<Shared>,
         tx: Sender<Msg>,
+        recycled: Receiver<Box<Interval>>,
     ) -> io::Result<Worker> {
         let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
         let conn_list = (0..conns)
@@ -414,7 +426,7 @@ impl Worker {
                 peer_closed: false,
                 closed_by_server: false,
                 reused: false,
-                last_ok: false,
+                last_status: 0,
                 // Lenient: a response curl takes is not a failure of the proxy under
                 // test (docs/load.md, "What responses the engine accepts").
                 parser: ResponseParser::with_strictness(
@@ -428,6 +440,7 @@ impl Worker {
         Ok(Worker {
             id,
             tx,
+            recycled,
             ep,
             events: Vec::with_capacity(1024),
             conns: conn_list,
@@ -575,7 +588,11 @@ impl Worker {
         loop {
             let now = clock.now();
             if let Some(iv) = self.rec.roll(now) {
-                let _ = self.tx.send(Msg::Interval(self.id, Box::new(iv)));
+                let _ = self.tx.send(Msg::Interval(self.id, iv));
+                // What the collector cleared since, for the next seconds.
+                while let Ok(spare) = self.recycled.try_recv() {
+                    self.rec.give_back(spare);
+                }
             }
             let stop = self.shared.stop.load(Ordering::Relaxed);
             if stage == Stage::Window && (stop || now >= self.end) {
@@ -646,7 +663,7 @@ impl Worker {
         // when the run was stopped before its window began.
         if closed_at.is_some_and(|at| self.rec.window_started(at)) {
             let iv = self.rec.take_interval();
-            let _ = self.tx.send(Msg::Interval(self.id, Box::new(iv)));
+            let _ = self.tx.send(Msg::Interval(self.id, iv));
         }
         for i in 0..self.conns.len() {
             self.close(i);
@@ -953,7 +970,7 @@ impl Worker {
         c.head_len = 0;
         c.peer_closed = false;
         c.reused = false;
-        c.last_ok = false;
+        c.last_status = 0;
         match res {
             Ok((sock, connected)) => {
                 let key = ((c.generation as u64) << 32) | ci as u64;
@@ -1061,7 +1078,7 @@ impl Worker {
         }
         let c = &mut self.conns[ci];
         c.reused = true;
-        c.last_ok = c.measured && resp.status < 400;
+        c.last_status = if c.measured { resp.status } else { 0 };
         // The server closed a connection it had kept alive (no `Connection: close`),
         // and said so with this response: it must not carry another request.
         let server_closed = c.peer_closed && !resp.close && !self.shared.reuse_closed;
@@ -1247,16 +1264,20 @@ impl Worker {
             }
             IdleRead::Bytes => {
                 let c = &self.conns[ci];
-                if c.last_ok {
-                    let intended = c.intended;
-                    self.rec.desync();
+                if c.last_status != 0 {
+                    let (intended, status) = (c.intended, c.last_status);
+                    self.rec.desync(status);
+                    let was_error = status >= 400;
                     if let Some(m) = &self.shared.marks {
-                        self.rec.totals.windows.desync(m.window_of(intended));
+                        self.rec
+                            .totals
+                            .windows
+                            .desync(m.window_of(intended), was_error);
                     }
                     if let Some(st) =
                         step_of(&self.shared.step_bounds, self.measure_start, intended)
                     {
-                        self.rec.totals.steps.desync(st);
+                        self.rec.totals.steps.desync(st, was_error);
                     }
                     self.rec.totals.first_errors.note(
                         ErrorKind::Framing,

@@ -335,6 +335,15 @@ pub fn bytes_after_response_later() -> TestServer {
     )
 }
 
+/// `framing`: as [`bytes_after_response_later`], after a complete `503`.
+pub fn bytes_after_error_response_later() -> TestServer {
+    answer_with_extra(
+        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 2\r\n\r\nno",
+        b"extra",
+        Duration::from_millis(10),
+    )
+}
+
 /// No error, one framing warning per response: a `200` with both `Content-Length`
 /// and `Transfer-Encoding: chunked` (decoded by the chunked coding, which is
 /// complete), keep-alive as far as the server is concerned.
