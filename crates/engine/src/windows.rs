@@ -255,8 +255,9 @@ impl Tally {
         self.at(w).reconnects += 1;
     }
 
-    /// A successful response of window `w` turned out to be followed by stray bytes:
-    /// it becomes a `framing` error (see [`crate::stats::Recorder::desync`]).
+    /// A response of window `w` turned out to be followed by stray bytes: it becomes
+    /// a `framing` error, from a success or (`was_status_error`) from a `status`
+    /// error (see [`crate::stats::Recorder::desync`]).
     pub fn desync(&mut self, w: usize, was_status_error: bool) {
         let c = self.at(w);
         if was_status_error {
