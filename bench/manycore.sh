@@ -61,17 +61,9 @@ bundle() {
   local ld
   ld=$(ls "$DIR"/lib/ld-linux* 2>/dev/null | head -1 || true)
   [ -n "$ld" ] || die "no dynamic loader found among the libraries"
-  (
-    cd "$DIR/certs"
-    openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj "/CN=ingressbench manycore CA" \
-      -keyout ca.key -out ca.pem -addext "basicConstraints=critical,CA:TRUE" \
-      -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-    openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr 2>/dev/null
-    printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
-      "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1" >server.ext
-    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 30 \
-      -extfile server.ext -out server.pem 2>/dev/null
-  )
+  # shellcheck source=certs.sh
+  source "$HERE/bench/certs.sh"
+  make_certs "$DIR/certs" "ingressbench manycore CA" 30
   cp "$0" "$DIR/manycore.sh"
   {
     echo "made $(date -u +%FT%TZ) on $(uname -srm)"

@@ -170,19 +170,9 @@ print(*[s.getsockname()[1] for s in ss])
 EOF
 )
 
-# A private CA and an RSA-2048 server certificate for 127.0.0.1 (rustls does not accept
-# a self-signed end-entity certificate as its own trust anchor, hence the CA).
-(
-  cd "$WORK"
-  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=ingressbench bench CA" \
-    -keyout ca.key -out ca.pem -addext "basicConstraints=critical,CA:TRUE" \
-    -addext "keyUsage=critical,keyCertSign" 2>/dev/null
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=127.0.0.1" -keyout server.key -out server.csr 2>/dev/null
-  printf '%s\n' "basicConstraints=CA:FALSE" "keyUsage=critical,digitalSignature,keyEncipherment" \
-    "extendedKeyUsage=serverAuth" "subjectAltName=IP:127.0.0.1,DNS:localhost" >server.ext
-  openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-    -extfile server.ext -out server.pem 2>/dev/null
-)
+# A private CA and a server certificate for 127.0.0.1 (bench/certs.sh).
+source bench/certs.sh
+make_certs "$WORK" "ingressbench bench CA" 2
 CACERT=$WORK/ca.pem
 if [ "$OHA_CACERT" = 1 ]; then OHA_TLS=(--cacert "$CACERT"); else OHA_TLS=(--insecure); fi
 
