@@ -655,17 +655,93 @@ fn a_generator_late_with_cpu_to_spare_woke_late_and_is_not_overloaded() {
 fn sends_are_timed_to_the_microsecond_not_the_millisecond() {
     let b = Backend::start("b-us", &[]);
     let url = format!("http://{}/", b.addr);
-    let out = run_not_overloaded(&["-t1", "-c10", "-R1000", "-d2s", &url], limit(2), || {});
-    let ctx = out.context();
-    let lag = &out.result()["latency_ms"]["generator_lag"];
-    let (p50, p99) = (lag["p50"].as_f64().unwrap(), lag["p99"].as_f64().unwrap());
-    assert!(
-        p50 < 0.25,
-        "lag p50 {p50} ms: waits are not microsecond-precise\n{ctx}"
+    // Each request at its own due time (no send window): the waits alone are judged.
+    // A stall of this VM (0.7-2.6 ms, docs/benchmarks.md) can put a p99 over any
+    // bound in one run of 2 s, so a run may be repeated twice; a wait rounded to
+    // milliseconds fails the median in every run.
+    let mut failures = Vec::new();
+    for _ in 0..3 {
+        let out = run_not_overloaded(
+            &["-t1", "-c10", "-R1000", "-d2s", "--send-window", "0", &url],
+            limit(2),
+            || {},
+        );
+        let lag = &out.result()["latency_ms"]["generator_lag"];
+        let (p50, p99) = (lag["p50"].as_f64().unwrap(), lag["p99"].as_f64().unwrap());
+        if p50 < 0.25 && p99 < 0.9 {
+            return;
+        }
+        failures.push(format!(
+            "lag p50 {p50} ms, p99 {p99} ms: waits are not microsecond-precise\n{}",
+            out.context()
+        ));
+    }
+    panic!("{}", failures.join("\n\n"));
+}
+
+/// With a send window, a wake-up also sends what is due within the window after
+/// it: at 5,000 req/s and a 1 ms window most requests go out before their due
+/// time, so the median lag is zero, which no request sent at its due time can
+/// reach. Their latency counts from the send, so corrected latency is never below
+/// the uncorrected (which counts from the send too): counted from the later due
+/// time it would be.
+#[test]
+fn a_send_window_sends_early_and_counts_latency_from_the_send() {
+    let b = Backend::start("b-window", &[]);
+    let url = format!("http://{}/", b.addr);
+    let out = run_not_overloaded(
+        &[
+            "-t1",
+            "-c20",
+            "-R5000",
+            "-d2s",
+            "--send-window",
+            "1ms",
+            &url,
+        ],
+        limit(2),
+        || {},
     );
+    let ctx = out.context();
+    let r = out.result();
+    assert_eq!(r["config"]["send_window_ms"].as_f64(), Some(1.0), "{ctx}");
+    assert_schedule_kept(&out, 5000.0, 2.0);
+    let lat = &r["latency_ms"];
+    let lag = lat["generator_lag"]["p50"].as_f64().unwrap();
     assert!(
-        p99 < 0.9,
-        "lag p99 {p99} ms: waits are not microsecond-precise\n{ctx}"
+        lag < 0.001,
+        "lag p50 {lag} ms: nothing went out early\n{ctx}"
+    );
+    for p in ["p50", "p90", "p99"] {
+        let (c, u) = (
+            lat["corrected"][p].as_f64().unwrap(),
+            lat["uncorrected"][p].as_f64().unwrap(),
+        );
+        assert!(
+            c >= u,
+            "{p}: corrected {c} ms below uncorrected {u} ms: an early request counted from its due time\n{ctx}"
+        );
+    }
+}
+
+#[test]
+fn a_send_window_over_a_millisecond_is_refused_in_one_line() {
+    let out = run_load(
+        &[
+            "-R100",
+            "-d1s",
+            "--send-window",
+            "2ms",
+            "http://127.0.0.1:9/",
+        ],
+        limit(1),
+    );
+    assert_eq!(out.code, Some(2), "{}", out.context());
+    let err = out.stderr.trim();
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("--send-window 2ms is too wide: at most 1ms"),
+        "{err}"
     );
 }
 

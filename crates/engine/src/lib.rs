@@ -42,6 +42,25 @@ use std::time::Duration;
 /// it meant to, so the latencies it measured are not the server's alone.
 pub const LAG_LIMIT_NS: u64 = 2_000_000;
 
+/// The default of [`LoadSpec::send_window`]: at 20,000 req/s on one thread it cut
+/// the CPU per request by a quarter (docs/benchmarks.md) and moves no arrival by
+/// more than 50 µs, a tenth of the lag a user could notice.
+pub const DEFAULT_SEND_WINDOW: Duration = Duration::from_micros(50);
+
+/// The widest [`LoadSpec::send_window`]: arrivals stay within a millisecond of the
+/// schedule, the precision wrk2's tick gives.
+pub const MAX_SEND_WINDOW: Duration = Duration::from_millis(1);
+
+/// `2ms`, `50us`: a short duration as a user writes it.
+fn micros_or_millis(d: Duration) -> String {
+    let us = d.as_micros();
+    if us.is_multiple_of(1000) {
+        format!("{}ms", us / 1000)
+    } else {
+        format!("{us}us")
+    }
+}
+
 /// How busy (CPU time over wall time, per worker thread) a generator whose lag is
 /// over the limit must have been to be called overloaded, short of CPU. Below it the
 /// threads had time to spare and woke late instead: more threads would not help.
@@ -80,6 +99,8 @@ pub struct Plan {
     pub warmup: Duration,
     pub timeout: Duration,
     pub connect_timeout: Duration,
+    /// See [`LoadSpec::send_window`].
+    pub send_window: Duration,
     pub new_connection: bool,
     /// See [`LoadSpec::reuse_closed`].
     pub reuse_closed: bool,
@@ -122,6 +143,15 @@ pub struct LoadSpec {
     pub warmup: Duration,
     pub timeout: Duration,
     pub connect_timeout: Duration,
+    /// When a thread wakes for a due request, it also sends those due within this
+    /// long after it, in the same turn of its loop, instead of sleeping again for
+    /// each: a wake-up costs more CPU than a request at high rates. A request sent
+    /// early counts its latency from its send, so no latency is understated; its
+    /// arrival moves earlier by at most the window, never later. wrk2 and oha do
+    /// the same on a fixed 1 ms tick, which puts a floor of ~1 ms under their p50;
+    /// this window is short and starts at the due time, so there is none. Zero: each
+    /// request is sent at its own due time. At most [`MAX_SEND_WINDOW`].
+    pub send_window: Duration,
     pub new_connection: bool,
     /// wrk2's way (`--reuse-closed`): a kept-alive connection the server closed
     /// while idle still carries the next request, which fails. Off (the default),
@@ -165,6 +195,17 @@ impl LoadSpec {
         if self.connect_timeout.is_zero() {
             return Err(SpecError::new(S::ConnectTimeout, " must be longer than 0s")
                 .example("--connect-timeout 2s"));
+        }
+        if self.send_window > MAX_SEND_WINDOW {
+            return Err(SpecError::new(
+                S::SendWindow,
+                format!(
+                    " is too wide: at most {}, so that arrivals stay within a millisecond of the schedule",
+                    micros_or_millis(MAX_SEND_WINDOW)
+                ),
+            )
+            .value(micros_or_millis(self.send_window))
+            .example("--send-window 50us"));
         }
         if let Some(r) = rate {
             if !(r.is_finite() && r > 0.0) {
@@ -288,6 +329,7 @@ impl LoadSpec {
             warmup: self.warmup,
             timeout: self.timeout,
             connect_timeout: self.connect_timeout,
+            send_window: self.send_window,
             new_connection: self.new_connection,
             reuse_closed: self.reuse_closed,
             backend_header: self.backend_header.clone(),
@@ -315,6 +357,7 @@ impl LoadSpec {
             },
             timeout_s: self.timeout.as_secs_f64(),
             connect_timeout_s: self.connect_timeout.as_secs_f64(),
+            send_window_ms: self.send_window.as_secs_f64() * 1e3,
             new_connection: self.new_connection,
             reuse_closed: self.reuse_closed,
             tls_version: t.version.clone(),
@@ -486,6 +529,7 @@ pub fn run_marked(
         tls: plan.tls.clone(),
         timeout_ns: plan.timeout.as_nanos() as Nanos,
         connect_timeout_ns: plan.connect_timeout.as_nanos() as Nanos,
+        send_window_ns: plan.send_window.as_nanos() as Nanos,
         new_connection: plan.new_connection,
         reuse_closed: plan.reuse_closed,
         backend_header: plan.backend_header.clone(),
@@ -1173,6 +1217,7 @@ mod tests {
             warmup: Duration::ZERO,
             timeout: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(1),
+            send_window: DEFAULT_SEND_WINDOW,
             new_connection: false,
             reuse_closed: false,
             tls: tls::TlsOptions::default(),

@@ -201,6 +201,7 @@ mod tests {
             warmup: Duration::from_secs(2),
             timeout: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(1),
+            send_window: crate::DEFAULT_SEND_WINDOW,
             new_connection: false,
             reuse_closed: false,
             tls: TlsOptions::default(),

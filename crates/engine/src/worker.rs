@@ -65,6 +65,8 @@ pub struct Shared {
     pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
     pub timeout_ns: Nanos,
     pub connect_timeout_ns: Nanos,
+    /// See [`crate::LoadSpec::send_window`].
+    pub send_window_ns: Nanos,
     pub new_connection: bool,
     /// wrk2's way with a keep-alive connection the server closed while it was idle:
     /// write the next request on it anyway and count what that gets (see
@@ -199,6 +201,16 @@ struct Conn {
     /// arriving while the connection is idle) turns into a `framing` error, whether
     /// it was counted a success or a `status` error.
     last_status: u16,
+}
+
+impl Conn {
+    /// What the request's latency counts from: its intended time, or its send when
+    /// the send window sent it before that (see [`crate::LoadSpec::send_window`]),
+    /// so that a request sent early never shows less latency than it took.
+    #[inline]
+    fn origin(&self) -> Nanos {
+        self.intended.min(self.dispatched)
+    }
 }
 
 /// Runs one worker to the end of the run and sends its results to `tx`; the
@@ -674,10 +686,12 @@ impl Worker {
         Ok(())
     }
 
-    /// Sends every request that is due and has an idle connection.
+    /// Sends every request that is due, or due within the send window, and has an
+    /// idle connection.
     fn dispatch_due(&mut self, now: Nanos) {
+        let horizon = now + self.shared.send_window_ns;
         while let Some(&Reverse((due, li))) = self.heap.peek() {
-            if due > now {
+            if due > horizon {
                 break;
             }
             self.heap.pop();
@@ -696,7 +710,8 @@ impl Worker {
             let measured = due >= self.measure_start;
             let open_loop = lane.open_loop();
             let lag = if open_loop && measured {
-                Some(now - due.max(lane.unblocked_at))
+                // Sent early (within the window): not late at all.
+                Some(now.saturating_sub(due.max(lane.unblocked_at)))
             } else {
                 None
             };
@@ -822,9 +837,11 @@ impl Worker {
                 continue;
             }
             if c.measured {
-                let (intended, dispatched, sampled) = (c.intended, c.dispatched, c.sampled);
+                let (intended, origin, dispatched, sampled) =
+                    (c.intended, c.origin(), c.dispatched, c.sampled);
                 self.censor(
                     intended,
+                    origin,
                     Some(deadline.saturating_sub(dispatched)),
                     sampled,
                     deadline,
@@ -845,7 +862,7 @@ impl Worker {
             for k in first..last {
                 let intended = self.lanes[li].due_at(k);
                 let sampled = self.sample_next();
-                self.censor(intended, None, sampled, deadline);
+                self.censor(intended, intended, None, sampled, deadline);
                 self.rec.totals.timed_out_unsent += 1;
             }
             self.lanes[li].finished = true;
@@ -854,15 +871,23 @@ impl Worker {
     }
 
     /// One request cut short by the drain's deadline `at` (see [`Worker::cut_drain`]);
-    /// `uncorrected_ns`: how long since it was started, if it was.
+    /// `uncorrected_ns`: how long since it was started, if it was; `origin`: what its
+    /// latency counts from ([`Conn::origin`]).
     ///
     /// Its latency is recorded only if the run has received a response: a lower
     /// bound on an answer is worth keeping from a server that answers, but from one
     /// that never did it would be the only latency of the run, made of nothing but
     /// the drain's cut-offs. A run that received no response keeps no latency at all
     /// (docs/results.md), and the request is a plain `timeout`.
-    fn censor(&mut self, intended: Nanos, uncorrected_ns: Option<u64>, sampled: bool, at: Nanos) {
-        let latency = at.saturating_sub(intended);
+    fn censor(
+        &mut self,
+        intended: Nanos,
+        origin: Nanos,
+        uncorrected_ns: Option<u64>,
+        sampled: bool,
+        at: Nanos,
+    ) {
+        let latency = at.saturating_sub(origin);
         let record = self.answered || self.shared.answered.load(Ordering::Relaxed);
         if record {
             self.rec.censored(latency, uncorrected_ns);
@@ -1028,6 +1053,7 @@ impl Worker {
     fn complete(&mut self, ci: usize, resp: Response) {
         let now = self.shared.clock.now();
         let c = &mut self.conns[ci];
+        let latency = now - c.origin();
         if c.measured {
             if !self.answered {
                 self.answered = true;
@@ -1035,7 +1061,7 @@ impl Worker {
             }
             let backend = self.rec.response(
                 now,
-                now - c.intended,
+                latency,
                 now - c.dispatched,
                 resp.status,
                 c.parser.backend(),
@@ -1043,16 +1069,13 @@ impl Worker {
             if let Some(m) = &self.shared.marks {
                 let w = m.window_of(c.intended);
                 let windows = &mut self.rec.totals.windows;
-                windows.response(w, now - c.intended, resp.status);
+                windows.response(w, latency, resp.status);
                 if resp.status < 400 && !self.shared.markers.is_empty() {
                     windows.marked(w, c.parser.markers(), now);
                 }
             }
             if let Some(st) = step_of(&self.shared.step_bounds, self.measure_start, c.intended) {
-                self.rec
-                    .totals
-                    .steps
-                    .response(st, now - c.intended, resp.status);
+                self.rec.totals.steps.response(st, latency, resp.status);
             }
             if resp.status >= 400 {
                 let t = &mut self.rec.totals;
@@ -1065,7 +1088,7 @@ impl Worker {
             if c.sampled {
                 self.rec.totals.samples.push(RawSample {
                     intended: c.intended,
-                    latency_ns: now - c.intended,
+                    latency_ns: latency,
                     status: resp.status,
                     error: if resp.status >= 400 {
                         1 + ErrorKind::Status.index() as u8
@@ -1109,7 +1132,7 @@ impl Worker {
                 let now = self.shared.clock.now();
                 self.rec.totals.samples.push(RawSample {
                     intended: c.intended,
-                    latency_ns: now.saturating_sub(c.intended),
+                    latency_ns: now.saturating_sub(c.origin()),
                     status: 0,
                     error: 1 + kind.index() as u8,
                     backend: -1,

@@ -26,6 +26,11 @@ pub struct LoadConfig {
     pub schedule: String,
     pub timeout_s: f64,
     pub connect_timeout_s: f64,
+    /// `--send-window` in milliseconds: requests due within it after a wake-up were
+    /// sent in that wake-up, early by at most this much. Absent (0) in older files,
+    /// which sent each request at its own due time.
+    #[serde(default)]
+    pub send_window_ms: f64,
     pub new_connection: bool,
     /// `--reuse-closed`: connections the server closed while idle carried the next
     /// request anyway (wrk2's way). Absent (false) in older files.

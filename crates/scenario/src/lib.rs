@@ -45,8 +45,14 @@ pub enum ScenarioError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub struct Dur(#[serde(serialize_with = "ser_dur")] pub Duration);
 
+/// Whole milliseconds where they are exact; microseconds otherwise, so that a
+/// send window of 50us survives the trip.
 fn ser_dur<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&format!("{}ms", d.as_millis()))
+    if d.subsec_nanos().is_multiple_of(1_000_000) {
+        s.serialize_str(&format!("{}ms", d.as_millis()))
+    } else {
+        s.serialize_str(&format!("{}us", d.as_micros()))
+    }
 }
 
 /// `load.rate`: requests per second, or a load plan: a list of steps and ramps
@@ -393,6 +399,10 @@ pub struct Load {
     pub timeout: Dur,
     #[serde(default = "two_s")]
     pub connect_timeout: Dur,
+    /// `--send-window`: requests due within it after a wake-up go out in that
+    /// wake-up (see [`engine::LoadSpec::send_window`]).
+    #[serde(default = "default_send_window")]
+    pub send_window: Dur,
     #[serde(default)]
     pub new_connection: bool,
     /// wrk2's way with kept-alive connections the server closed while idle: write
@@ -421,6 +431,9 @@ fn ten_s() -> Dur {
 }
 fn two_s() -> Dur {
     Dur(Duration::from_secs(2))
+}
+fn default_send_window() -> Dur {
+    Dur(engine::DEFAULT_SEND_WINDOW)
 }
 fn default_sample() -> f64 {
     // Study S3 plotted 10 % of requests.

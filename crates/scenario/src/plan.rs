@@ -425,6 +425,7 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         warmup: load.warmup.0,
         timeout: load.timeout.0,
         connect_timeout: load.connect_timeout.0,
+        send_window: load.send_window.0,
         new_connection: load.new_connection,
         reuse_closed: load.reuse_closed,
         tls: TlsOptions {

@@ -55,6 +55,7 @@ pub(super) fn part_args(a: &LoadArgs, count: usize, start_at: u128) -> Vec<Strin
     }
     flag("--timeout", a.timeout.clone());
     flag("--connect-timeout", a.connect_timeout.clone());
+    flag("--send-window", a.send_window.clone());
     flag("--method", esc(&a.method));
     if let Some(b) = &a.body {
         flag("--body", esc(b));

@@ -141,6 +141,8 @@ pub(super) fn load_flags(s: &LoadSpec) -> Result<Vec<String>, String> {
         d(s.timeout),
         "--connect-timeout".into(),
         d(s.connect_timeout),
+        "--send-window".into(),
+        d(s.send_window),
         "--schedule".into(),
         s.schedule.clone(),
         "--backend-header".into(),
@@ -216,6 +218,7 @@ mod tests {
             warmup: Duration::from_secs(2),
             timeout: Duration::from_secs(3),
             connect_timeout: Duration::from_millis(1500),
+            send_window: Duration::from_micros(120),
             new_connection: true,
             reuse_closed: true,
             tls: engine::tls::TlsOptions {
@@ -256,6 +259,11 @@ mod tests {
                 spec.timeout,
                 spec.connect_timeout
             )
+        );
+        assert_eq!(
+            back.send_window,
+            Duration::from_micros(120),
+            "--send-window goes to each generator"
         );
         assert!(back.new_connection);
         assert!(back.reuse_closed, "--reuse-closed goes to each generator");
