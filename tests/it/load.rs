@@ -656,27 +656,34 @@ fn sends_are_timed_to_the_microsecond_not_the_millisecond() {
     let b = Backend::start("b-us", &[]);
     let url = format!("http://{}/", b.addr);
     // Each request at its own due time (no send window): the waits alone are judged.
-    // A stall of this VM (0.7-2.6 ms, docs/benchmarks.md) can put a p99 over any
-    // bound in one run of 2 s, so a run may be repeated twice; a wait rounded to
-    // milliseconds fails the median in every run.
-    let mut failures = Vec::new();
-    for _ in 0..3 {
+    // A wait rounded to milliseconds puts the median near 0.5 ms in every run. A
+    // stall of this VM (0.7-2.6 ms, docs/benchmarks.md) can put the p99 of one run
+    // of 2 s over any bound with the median still precise: that run is repeated (at
+    // most twice, each retry recorded in the run's retry budget).
+    for attempt in 1..=3 {
         let out = run_not_overloaded(
             &["-t1", "-c10", "-R1000", "-d2s", "--send-window", "0", &url],
             limit(2),
             || {},
         );
+        let ctx = out.context();
         let lag = &out.result()["latency_ms"]["generator_lag"];
         let (p50, p99) = (lag["p50"].as_f64().unwrap(), lag["p99"].as_f64().unwrap());
-        if p50 < 0.25 && p99 < 0.9 {
+        assert!(
+            p50 < 0.25,
+            "lag p50 {p50} ms: waits are not microsecond-precise\n{ctx}"
+        );
+        if p99 < 0.9 {
             return;
         }
-        failures.push(format!(
-            "lag p50 {p50} ms, p99 {p99} ms: waits are not microsecond-precise\n{}",
-            out.context()
+        assert!(
+            attempt < 3,
+            "lag p99 {p99} ms in three runs: waits are not microsecond-precise\n{ctx}"
+        );
+        crate::common::record_retry(&format!(
+            "attempt {attempt}: lag p99 {p99} ms with p50 {p50} ms (a stall of the machine); running again"
         ));
     }
-    panic!("{}", failures.join("\n\n"));
 }
 
 /// With a send window, a wake-up also sends what is due within the window after
