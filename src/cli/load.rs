@@ -109,6 +109,12 @@ pub struct LoadArgs {
     /// Never draw the live progress line, even on a terminal.
     #[arg(long)]
     pub quiet: bool,
+    /// A request mix instead of the one request: a file in Vegeta's http targets
+    /// format (METHOD URL, headers, @body), a target per block, with an optional
+    /// weight=N after the URL. Every connection still goes to the URL's address;
+    /// each target names its host and path (docs/load.md, "A request mix").
+    #[arg(long, value_name = "FILE")]
+    pub targets: Option<std::path::PathBuf>,
     /// Run the same load N times, one after the other, and keep every repetition in
     /// the result (`compare` then ranks them: docs/compare.md).
     #[arg(long, default_value_t = 1, value_name = "N")]
@@ -243,6 +249,11 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
     }
     if args.repeat == 0 {
         return Err(usage("--repeat 0: give at least 1 (the number of runs)"));
+    }
+    if args.targets.is_some() && (kubernetes || args.generators != 1 || args.repeat > 1) {
+        return Err(usage(
+            "--targets with --generators or --repeat: a request mix runs on one generator, once, for now (its groups' figures are not merged); drop one of them",
+        ));
     }
     if args.repeat > 1 && (kubernetes || args.generators != 1) {
         return Err(usage(format!(
@@ -479,11 +490,20 @@ pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
         }
         (None, None) => Vec::new(),
     };
+    let (targets, targets_from) = match &a.targets {
+        Some(f) => (
+            engine::targets::read(f).map_err(|e| usage(format!("--targets {e}")))?,
+            f.display().to_string(),
+        ),
+        None => (Vec::new(), String::new()),
+    };
     let spec = LoadSpec {
         url: a.url.clone(),
         method: a.method.clone(),
         headers: a.headers.clone(),
         body,
+        targets,
+        targets_from,
         threads: a.threads,
         connections: a.connections,
         rate,

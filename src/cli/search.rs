@@ -118,6 +118,8 @@ fn plan(a: &SearchArgs) -> anyhow::Result<SearchPlan> {
         method: "GET".into(),
         headers: a.headers.clone(),
         body: Vec::new(),
+        targets: Vec::new(),
+        targets_from: String::new(),
         threads: a.threads,
         connections: a.connections,
         rate: Some(1.0),

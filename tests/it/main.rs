@@ -28,6 +28,7 @@ mod lab_nginx;
 mod lab_run;
 mod load;
 mod metrics;
+mod mix;
 mod network_lab;
 mod outputs;
 mod plans;

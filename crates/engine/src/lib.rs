@@ -8,6 +8,7 @@
 //! into the shared result document.
 
 pub mod failure;
+pub mod mix;
 pub mod profile;
 pub mod schedule;
 pub mod search;
@@ -15,6 +16,7 @@ pub mod spec;
 pub mod split;
 pub mod stats;
 pub mod sysinfo;
+pub mod targets;
 pub mod tls;
 pub mod windows;
 pub mod worker;
@@ -81,12 +83,11 @@ pub enum EngineError {
 #[derive(Clone)]
 pub struct Plan {
     pub addr: SocketAddr,
-    /// The request, encoded once.
-    pub request: Vec<u8>,
-    pub tls: Option<(
-        Arc<rustls::ClientConfig>,
-        rustls::pki_types::ServerName<'static>,
-    )>,
+    /// The requests, encoded once, and the host each connection carries (one
+    /// request and one host for a plain run).
+    pub mix: Arc<mix::Mix>,
+    /// TLS for an https:// URL; each connection's server name is its host's.
+    pub tls: Option<Arc<rustls::ClientConfig>>,
     pub threads: usize,
     pub connections: usize,
     /// Requests per second over all connections; `None` is closed loop (`--max`).
@@ -105,7 +106,6 @@ pub struct Plan {
     /// See [`LoadSpec::reuse_closed`].
     pub reuse_closed: bool,
     pub backend_header: String,
-    pub head_request: bool,
     /// What each response is scanned for, counted per change window.
     pub markers: Vec<http1::Marker>,
     /// Fraction of requests kept individually (0: none).
@@ -130,6 +130,14 @@ pub struct LoadSpec {
     pub method: String,
     pub headers: Vec<String>,
     pub body: Vec<u8>,
+    /// A request mix (`--targets FILE`, a scenario's `requests:`) in place of the
+    /// one request of `method`, `url`'s path and `body`: every connection still
+    /// goes to `url`'s address and scheme; each target names its host (the `Host`
+    /// header and the TLS server name) and its path. `headers` are added to each.
+    pub targets: Vec<targets::TargetSpec>,
+    /// Where `targets` came from, for errors: a file (`targets.txt:7: ...`), or
+    /// empty for a scenario's list (`requests entry 7: ...`).
+    pub targets_from: String,
     /// `None`: one per core, at most one per connection.
     pub threads: Option<usize>,
     pub connections: usize,
@@ -271,11 +279,28 @@ impl LoadSpec {
         let tls = if target.tls {
             let cfg = tls::client_config(t)
                 .map_err(|e| SpecError::new(S::Tls, results::with_causes(&e)))?;
-            let name = tls::server_name(&target.host)
-                .map_err(|e| SpecError::new(S::Tls, e.to_string()))?;
-            Some((cfg, name))
+            Some(cfg)
         } else {
             None
+        };
+        let mix = if self.targets.is_empty() {
+            let name = if target.tls {
+                Some(
+                    tls::server_name(&target.host)
+                        .map_err(|e| SpecError::new(S::Tls, e.to_string()))?,
+                )
+            } else {
+                None
+            };
+            mix::Mix::single(
+                request,
+                self.method.eq_ignore_ascii_case("HEAD"),
+                target.host_header(),
+                name,
+                self.connections,
+            )
+        } else {
+            self.mix(&target, model)?
         };
         use std::net::ToSocketAddrs;
         let addr = (target.host.as_str(), target.port)
@@ -318,7 +343,7 @@ impl LoadSpec {
         }
         let plan = Plan {
             addr,
-            request,
+            mix: Arc::new(mix),
             tls,
             threads,
             connections: self.connections,
@@ -333,7 +358,6 @@ impl LoadSpec {
             new_connection: self.new_connection,
             reuse_closed: self.reuse_closed,
             backend_header: self.backend_header.clone(),
-            head_request: self.method.eq_ignore_ascii_case("HEAD"),
             markers: self.markers.clone(),
             sample: self.sample,
             cpus: self.cpus.clone(),
@@ -371,6 +395,81 @@ impl LoadSpec {
 }
 
 impl LoadSpec {
+    /// The request mix of `targets`, checked: each target's scheme is the URL's,
+    /// no `--body` beside it, and every host has a connection of its own (and,
+    /// with several hosts, a lane of its own: `--schedule connection`).
+    fn mix(&self, url: &http1::Target, model: schedule::Model) -> Result<mix::Mix, SpecError> {
+        use spec::Setting as S;
+        let at = |line: usize| {
+            if self.targets_from.is_empty() {
+                format!("requests entry {line}")
+            } else {
+                format!("{}:{line}", self.targets_from)
+            }
+        };
+        if !self.body.is_empty() {
+            return Err(SpecError::new(
+                S::Targets,
+                "a body beside a request mix: give each target's body in the mix (@file in a targets file, body: in requests:)",
+            ));
+        }
+        let scheme = |tls: bool| if tls { "https" } else { "http" };
+        for t in &self.targets {
+            let tls = t
+                .url
+                .get(..8)
+                .is_some_and(|p| p.eq_ignore_ascii_case("https://"));
+            if tls != url.tls {
+                return Err(SpecError::new(
+                    S::Targets,
+                    format!(
+                        "{}: {} is {}:// but the URL every connection goes to is {}://: give the targets the URL's scheme",
+                        at(t.line),
+                        t.url,
+                        scheme(tls),
+                        scheme(url.tls)
+                    ),
+                ));
+            }
+        }
+        let mut reqs = mix::requests_of(&self.targets).map_err(|e| {
+            SpecError::new(
+                S::Targets,
+                format!("{}: {}", at(self.targets[e.index].line), e.problem),
+            )
+        })?;
+        // `-H` headers go to every target, after its own.
+        let headers: Vec<Vec<String>> = if self.headers.is_empty() {
+            Vec::new()
+        } else {
+            self.targets
+                .iter()
+                .map(|t| t.headers.iter().chain(&self.headers).cloned().collect())
+                .collect()
+        };
+        for (r, h) in reqs.iter_mut().zip(&headers) {
+            r.headers = h;
+        }
+        let m = mix::Mix::new(&reqs, self.connections, self.new_connection, url.tls, true)
+            .map_err(|e| match self.targets.get(e.index) {
+                Some(t) => SpecError::new(S::Targets, format!("{}: {}", at(t.line), e.problem)),
+                None => SpecError::new(
+                    S::Connections,
+                    format!(" ({}) is too few: {}", self.connections, e.problem),
+                ),
+            })?;
+        if m.hosts.len() > 1 && model == schedule::Model::Shared {
+            return Err(SpecError::new(
+                S::Schedule,
+                format!(
+                    " shared with {} hosts: a connection carries one host, so a shared lane would give each host the share of its free connections; use --schedule connection",
+                    m.hosts.len()
+                ),
+            ));
+        }
+        Ok(m)
+    }
+
     /// Headers that would frame the body differently from the body given: a
     /// `Content-Length` that is not the body's length makes every request hang (or
     /// leaves bytes the server reads as a second request), and a `Transfer-Encoding`
@@ -469,6 +568,8 @@ pub struct Outcome {
     pub start_offset_ns: Option<u64>,
     /// The load plan, if the rate followed one: its steps are in the totals.
     pub profile: Option<Arc<profile::RateProfile>>,
+    /// The request mix, when the result reports it.
+    pub mix: Option<Arc<mix::Mix>>,
 }
 
 /// One second, summarised as soon as every worker has reported it, so the run
@@ -525,7 +626,7 @@ pub fn run_marked(
     let shared = Arc::new(worker::Shared {
         clock,
         addr: plan.addr,
-        request: plan.request.clone().into_boxed_slice(),
+        mix: plan.mix.clone(),
         tls: plan.tls.clone(),
         timeout_ns: plan.timeout.as_nanos() as Nanos,
         connect_timeout_ns: plan.connect_timeout.as_nanos() as Nanos,
@@ -533,7 +634,6 @@ pub fn run_marked(
         new_connection: plan.new_connection,
         reuse_closed: plan.reuse_closed,
         backend_header: plan.backend_header.clone(),
-        head_request: plan.head_request,
         markers: plan.markers.clone().into_boxed_slice(),
         model: plan.model,
         rate: plan.rate,
@@ -689,6 +789,7 @@ pub fn run_marked(
         slice: plan.slice.clone(),
         start_offset_ns,
         profile: plan.profile.clone(),
+        mix: plan.mix.reported.then(|| plan.mix.clone()),
     })
 }
 
@@ -972,6 +1073,7 @@ impl Outcome {
             histogram_lag: b64(&t.lag),
             generators: None,
             lab: None,
+            mix: self.mix.as_ref().map(|m| m.result(&t.mix)),
             // A generator of a split scenario run hands its change windows over.
             windows_part: if self.slice.is_some() {
                 t.windows.to_parts(self.measure_start)
@@ -1208,6 +1310,8 @@ mod tests {
             method: "GET".into(),
             headers: Vec::new(),
             body: Vec::new(),
+            targets: Vec::new(),
+            targets_from: String::new(),
             threads: Some(1),
             connections: 1,
             rate: Some(10.0),

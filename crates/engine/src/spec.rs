@@ -28,13 +28,20 @@ pub enum Setting {
     TlsResume,
     /// Response markers (set by the scenario runner, not by a user).
     Markers,
+    /// The request mix (`--targets FILE`, `requests:`): its messages name the file
+    /// and line or the entry.
+    Targets,
 }
 
 impl Setting {
     /// The flag of `ingressbench load` (empty: the message names it already).
     pub fn flag(self) -> &'static str {
         match self {
-            Setting::Url | Setting::Request | Setting::Tls | Setting::Markers => "",
+            Setting::Url
+            | Setting::Request
+            | Setting::Tls
+            | Setting::Markers
+            | Setting::Targets => "",
             Setting::Duration => "--duration",
             Setting::Timeout => "--timeout",
             Setting::ConnectTimeout => "--connect-timeout",
@@ -57,7 +64,11 @@ impl Setting {
     /// scenario cannot set (the runner fills them) keep their flag.
     pub fn key(self) -> &'static str {
         match self {
-            Setting::Url | Setting::Request | Setting::Tls | Setting::Markers => "",
+            Setting::Url
+            | Setting::Request
+            | Setting::Tls
+            | Setting::Markers
+            | Setting::Targets => "",
             Setting::Duration => "load.duration",
             Setting::Timeout => "load.timeout",
             Setting::ConnectTimeout => "load.connect_timeout",

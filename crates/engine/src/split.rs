@@ -192,6 +192,8 @@ mod tests {
             method: "GET".into(),
             headers: Vec::new(),
             body: Vec::new(),
+            targets: Vec::new(),
+            targets_from: String::new(),
             threads,
             connections,
             rate,

@@ -196,6 +196,8 @@ pub struct Totals {
     /// How late each of the worker's timed waits before the run woke, ns over the
     /// time asked (see `worker::measure_wakeup`).
     pub wakeup_ns: Vec<u32>,
+    /// Outcomes by group of a reported request mix (empty otherwise).
+    pub mix: crate::mix::MixTally,
 }
 
 /// Responses that completed but were framed two ways (`Content-Length` and
@@ -272,6 +274,7 @@ impl Totals {
             reconnects_after_server_close: 0,
             framing_warnings: FramingWarnings::default(),
             wakeup_ns: Vec::new(),
+            mix: crate::mix::MixTally::default(),
         }
     }
 
@@ -324,6 +327,7 @@ impl Totals {
         self.tls_version = self.tls_version.or(o.tls_version);
         self.windows.merge(&o.windows);
         self.steps.merge(&o.steps);
+        self.mix.merge(&o.mix);
         if self.steps_intended.len() < o.steps_intended.len() {
             self.steps_intended.resize(o.steps_intended.len(), 0);
         }

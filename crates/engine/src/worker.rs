@@ -29,7 +29,6 @@ use http1::{ResponseParser, Strictness};
 use results::clock::{Clock, Nanos};
 use results::ErrorKind;
 use rustix::event::epoll;
-use rustls::pki_types::ServerName;
 use rustls::ClientConfig;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -61,8 +60,9 @@ enum Stage {
 pub struct Shared {
     pub clock: Clock,
     pub addr: SocketAddr,
-    pub request: Box<[u8]>,
-    pub tls: Option<(Arc<ClientConfig>, ServerName<'static>)>,
+    /// The requests and the host of each connection.
+    pub mix: Arc<crate::mix::Mix>,
+    pub tls: Option<Arc<ClientConfig>>,
     pub timeout_ns: Nanos,
     pub connect_timeout_ns: Nanos,
     /// See [`crate::LoadSpec::send_window`].
@@ -74,7 +74,6 @@ pub struct Shared {
     /// close is seen and the next request opens a new one.
     pub reuse_closed: bool,
     pub backend_header: String,
-    pub head_request: bool,
     pub model: Model,
     /// Requests per second over all workers; `None` is closed loop.
     pub rate: Option<f64>,
@@ -171,6 +170,10 @@ struct Conn {
     /// Bumped on every close, so events for an old socket are recognised as stale.
     generation: u32,
     lane: u32,
+    /// The host of the mix this connection carries (its `Host`, its server name).
+    host: u32,
+    /// The target of the mix of its current (or last) request.
+    target: u32,
     /// Carries a request (as opposed to connecting ahead of the run).
     busy: bool,
     measured: bool,
@@ -394,6 +397,11 @@ struct Worker {
     events: Vec<epoll::Event>,
     conns: Vec<Conn>,
     lanes: Vec<Lane>,
+    /// Per lane: the key its requests' targets are drawn with (its first
+    /// connection's index among all of the run's), and the host its connections
+    /// carry (see [`crate::mix::Mix::pick`]).
+    lane_key: Vec<u64>,
+    lane_host: Vec<u32>,
     /// Lanes with an idle connection, by due time.
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
     rec: Recorder,
@@ -426,6 +434,8 @@ impl Worker {
                 phase: Phase::Closed,
                 generation: 0,
                 lane: 0,
+                host: 0,
+                target: 0,
                 busy: false,
                 measured: false,
                 sampled: false,
@@ -443,7 +453,7 @@ impl Worker {
                 // test (docs/load.md, "What responses the engine accepts").
                 parser: ResponseParser::with_strictness(
                     &shared.backend_header,
-                    shared.head_request,
+                    shared.mix.targets[0].head,
                     Strictness::Lenient,
                 )
                 .with_markers(&shared.markers),
@@ -457,6 +467,8 @@ impl Worker {
             events: Vec::with_capacity(1024),
             conns: conn_list,
             lanes: Vec::new(),
+            lane_key: Vec::new(),
+            lane_host: Vec::new(),
             heap: BinaryHeap::new(),
             rec: Recorder::new(0),
             scratch: vec![0u8; 64 * 1024].into_boxed_slice(),
@@ -509,8 +521,17 @@ impl Worker {
             },
         );
         let per_lane = self.conns.len().div_ceil(self.lanes.len().max(1));
+        let conn_host = &self.shared.mix.conn_host;
         for (i, c) in self.conns.iter_mut().enumerate() {
             c.lane = (i / per_lane.max(1)).min(self.lanes.len() - 1) as u32;
+            c.host = conn_host.get(conn_offset + i).copied().unwrap_or(0);
+        }
+        self.lane_key = vec![u64::MAX; self.lanes.len()];
+        self.lane_host = vec![0; self.lanes.len()];
+        for (i, c) in self.conns.iter().enumerate().rev() {
+            let l = c.lane as usize;
+            self.lane_key[l] = (conn_offset + i) as u64;
+            self.lane_host[l] = c.host;
         }
         for i in (0..self.conns.len()).rev() {
             let l = self.conns[i].lane as usize;
@@ -542,6 +563,7 @@ impl Worker {
         let wakeup = std::mem::take(&mut self.rec.totals.wakeup_ns);
         self.rec = Recorder::new(self.measure_start);
         self.rec.totals.wakeup_ns = wakeup;
+        self.rec.totals.mix = crate::mix::MixTally::for_mix(&self.shared.mix);
         self.rec.end_window(self.end);
         if self.shared.sample > 0.0 {
             // Room for the expected sample, so the hot path rarely grows the vector.
@@ -709,6 +731,11 @@ impl Worker {
             };
             let measured = due >= self.measure_start;
             let open_loop = lane.open_loop();
+            let target = self.shared.mix.pick(
+                self.lane_host[li as usize],
+                self.lane_key[li as usize],
+                lane.next_index(),
+            );
             let lag = if open_loop && measured {
                 // Sent early (within the window): not late at all.
                 Some(now.saturating_sub(due.max(lane.unblocked_at)))
@@ -735,7 +762,7 @@ impl Worker {
             // Closed loop has no schedule to be late for: a request is intended when
             // it is sent, so corrected and uncorrected latency are the same figure.
             let intended = if open_loop { due } else { now };
-            self.start_request(ci as usize, intended, measured, now);
+            self.start_request(ci as usize, target, intended, measured, now);
         }
     }
 
@@ -839,7 +866,9 @@ impl Worker {
             if c.measured {
                 let (intended, origin, dispatched, sampled) =
                     (c.intended, c.origin(), c.dispatched, c.sampled);
+                let group = self.shared.mix.targets[c.target as usize].group;
                 self.censor(
+                    group,
                     intended,
                     origin,
                     Some(deadline.saturating_sub(dispatched)),
@@ -862,7 +891,12 @@ impl Worker {
             for k in first..last {
                 let intended = self.lanes[li].due_at(k);
                 let sampled = self.sample_next();
-                self.censor(intended, intended, None, sampled, deadline);
+                let target = self
+                    .shared
+                    .mix
+                    .pick(self.lane_host[li], self.lane_key[li], k);
+                let group = self.shared.mix.targets[target as usize].group;
+                self.censor(group, intended, intended, None, sampled, deadline);
                 self.rec.totals.timed_out_unsent += 1;
             }
             self.lanes[li].finished = true;
@@ -881,6 +915,7 @@ impl Worker {
     /// (docs/results.md), and the request is a plain `timeout`.
     fn censor(
         &mut self,
+        group: u32,
         intended: Nanos,
         origin: Nanos,
         uncorrected_ns: Option<u64>,
@@ -894,6 +929,7 @@ impl Worker {
         } else {
             self.rec.error(ErrorKind::Timeout);
         }
+        self.rec.totals.mix.censored(group, latency, record);
         let step = step_of(&self.shared.step_bounds, self.measure_start, intended);
         let t = &mut self.rec.totals;
         let windows = self.shared.marks.as_ref().map(|m| m.window_of(intended));
@@ -952,9 +988,24 @@ impl Worker {
         ((self.rng >> 11) as f64 / (1u64 << 53) as f64) < f
     }
 
-    fn start_request(&mut self, ci: usize, intended: Nanos, measured: bool, now: Nanos) {
+    fn start_request(
+        &mut self,
+        ci: usize,
+        target: u32,
+        intended: Nanos,
+        measured: bool,
+        now: Nanos,
+    ) {
         let sampled = measured && self.sample_next();
+        let mix = &self.shared.mix;
         let c = &mut self.conns[ci];
+        if measured {
+            self.rec.totals.mix.sent(c.host);
+        }
+        if mix.targets.len() > 1 {
+            c.parser.set_head_request(mix.targets[target as usize].head);
+        }
+        c.target = target;
         c.sampled = sampled;
         debug_assert!(!c.busy);
         c.busy = true;
@@ -1020,8 +1071,12 @@ impl Worker {
     /// TCP is up: start TLS, or go straight to the request.
     fn connected(&mut self, ci: usize, now: Nanos) {
         let c = &mut self.conns[ci];
-        if let Some((cfg, name)) = &self.shared.tls {
-            match rustls::ClientConnection::new(cfg.clone(), name.clone()) {
+        if let Some(cfg) = &self.shared.tls {
+            let name = self.shared.mix.hosts[c.host as usize]
+                .server_name
+                .clone()
+                .expect("an https host has a server name (checked when the mix was built)");
+            match rustls::ClientConnection::new(cfg.clone(), name) {
                 Ok(t) => c.tls = Some(Box::new(t)),
                 Err(e) => {
                     self.fail(ci, Failure::new(ErrorKind::Tls, Cause::Tls(e)));
@@ -1055,6 +1110,8 @@ impl Worker {
         let c = &mut self.conns[ci];
         let latency = now - c.origin();
         if c.measured {
+            let group = self.shared.mix.targets[c.target as usize].group;
+            self.rec.totals.mix.response(group, latency, resp.status);
             if !self.answered {
                 self.answered = true;
                 self.shared.answered.store(true, Ordering::Relaxed);
@@ -1121,6 +1178,8 @@ impl Worker {
         let c = &self.conns[ci];
         if c.busy && c.measured {
             self.rec.error(kind);
+            let group = self.shared.mix.targets[c.target as usize].group;
+            self.rec.totals.mix.error(group, kind);
             if let Some(m) = &self.shared.marks {
                 self.rec.totals.windows.error(m.window_of(c.intended), kind);
             }
@@ -1289,7 +1348,9 @@ impl Worker {
                 let c = &self.conns[ci];
                 if c.last_status != 0 {
                     let (intended, status) = (c.intended, c.last_status);
+                    let group = self.shared.mix.targets[c.target as usize].group;
                     self.rec.desync(status);
+                    self.rec.totals.mix.desync(group, status);
                     let was_error = status >= 400;
                     if let Some(m) = &self.shared.marks {
                         self.rec
@@ -1357,8 +1418,8 @@ impl Worker {
     }
 
     fn drive_plain(&mut self, ci: usize, readable: bool) -> Result<Step, Failure> {
-        let req = &self.shared.request;
         let c = &mut self.conns[ci];
+        let req = &self.shared.mix.targets[c.target as usize].request;
         let Some(sock) = c.sock.as_mut() else {
             return Err(NO_SOCKET);
         };
@@ -1390,10 +1451,10 @@ impl Worker {
     }
 
     fn drive_tls(&mut self, ci: usize, readable: bool) -> Result<Step, Failure> {
-        let req = &self.shared.request;
         let clock = self.shared.clock;
         let timeout_ns = self.shared.timeout_ns;
         let c = &mut self.conns[ci];
+        let req = &self.shared.mix.targets[c.target as usize].request;
         let (Some(sock), Some(tls)) = (c.sock.as_mut(), c.tls.as_mut()) else {
             return Err(NO_SOCKET);
         };

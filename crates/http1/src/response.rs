@@ -96,6 +96,13 @@ impl ResponseParser {
         self.markers.seen()
     }
 
+    /// The next request is (or is not) HEAD: a request mix may mix methods on one
+    /// connection. Set before the request is written, between responses.
+    #[inline]
+    pub fn set_head_request(&mut self, head: bool) {
+        self.head_request = head;
+    }
+
     /// Forgets any partial response, for a fresh connection.
     pub fn reset(&mut self) {
         self.head.clear();

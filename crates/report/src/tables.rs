@@ -24,10 +24,16 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
         .iter()
         .any(|s| !s.result.steps.is_empty())
         .then(|| steps(input));
+    let mix = input
+        .series
+        .iter()
+        .any(|s| s.result.mix.is_some())
+        .then(|| mix(input));
     sizing
         .into_iter()
         .chain(maxima)
         .chain(steps)
+        .chain(mix)
         .chain([
             percentiles(input),
             errors(input),
@@ -289,6 +295,81 @@ pub fn steps(input: &ReportInput) -> Table {
             ("errors", "errors"),
             ("lag_p99_ms", "lag p99 (ms)"),
             ("note", "note"),
+        ]),
+        rows,
+    }
+}
+
+/// A request mix, group by group: the groups with errors first (most first), then
+/// the slowest by p99, so the routes that failed or lagged lead the table.
+pub fn mix(input: &ReportInput) -> Table {
+    let mut rows = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        let Some(m) = &s.result.mix else {
+            continue;
+        };
+        let mut groups: Vec<&results::MixGroup> = m.groups.iter().collect();
+        let p99 = |g: &results::MixGroup| g.latency_ms.as_ref().map_or(0.0, |l| l.p99);
+        groups.sort_by(|a, b| {
+            b.failed()
+                .cmp(&a.failed())
+                .then_with(|| p99(b).total_cmp(&p99(a)))
+        });
+        for g in groups {
+            let l = g.latency_ms.as_ref();
+            let kinds: Vec<String> = g
+                .errors
+                .iter()
+                .map(|(k, n)| format!("{k} {n}"))
+                .chain(g.status_codes.iter().map(|(c, n)| format!("HTTP {c}: {n}")))
+                .collect();
+            rows.push(Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    g.name.clone(),
+                    format!("{:.1}", g.share * 100.0),
+                    g.requests.to_string(),
+                    g.failed().to_string(),
+                    fmt_opt_ms_cell(l.map(|l| l.p50)),
+                    fmt_opt_ms_cell(l.map(|l| l.p99)),
+                    fmt_opt_ms_cell(l.map(|l| l.max)),
+                    if kinds.is_empty() {
+                        MISSING.into()
+                    } else {
+                        kinds.join(", ")
+                    },
+                ],
+            });
+        }
+    }
+    let by: Vec<String> = input
+        .series
+        .iter()
+        .filter_map(|s| {
+            s.result
+                .mix
+                .as_ref()
+                .map(|m| format!("{}: by {}", s.name, m.grouped_by))
+        })
+        .collect();
+    Table {
+        id: "table-mix",
+        title: "Request mix, group by group",
+        note: format!(
+            "Each group of the request mix ({}): its share of the mix's weight, its requests and errors, and the corrected latency of its responses. Groups with errors come first, then the slowest by p99.",
+            by.join("; ")
+        ),
+        cols: cols(&[
+            ("series", "series"),
+            ("group", "group"),
+            ("share_pct", "share (%)"),
+            ("requests", "requests"),
+            ("errors", "errors"),
+            ("p50_ms", "p50 (ms)"),
+            ("p99_ms", "p99 (ms)"),
+            ("max_ms", "max (ms)"),
+            ("error_kinds", "errors by kind"),
         ]),
         rows,
     }

@@ -218,6 +218,80 @@ pub fn repetitions_table(r: &RunResult) -> String {
     s
 }
 
+/// How many of the slowest and of the most failing groups the summary names.
+const MIX_SHOWN: usize = 5;
+
+/// The request mix in a few lines: its size and hosts, then the slowest groups by
+/// p99 and the groups with the most errors (a route that fails is one among
+/// thousands, and the totals hide it).
+pub fn mix_lines(m: &results::MixResult) -> Vec<String> {
+    let mut out = Vec::new();
+    let shown = 8;
+    let mut hosts: Vec<String> = m
+        .hosts
+        .iter()
+        .take(shown)
+        .map(|h| format!("{} {}", h.host, h.connections))
+        .collect();
+    if m.hosts.len() > shown {
+        hosts.push(format!("... ({} more)", m.hosts.len() - shown));
+    }
+    out.push(format!(
+        "Request mix: {} target{} over {} host{}, figures by {}; connections per host: {}",
+        m.targets,
+        if m.targets == 1 { "" } else { "s" },
+        m.hosts.len(),
+        if m.hosts.len() == 1 { "" } else { "s" },
+        m.grouped_by,
+        hosts.join(", ")
+    ));
+    let mut slow: Vec<&results::MixGroup> =
+        m.groups.iter().filter(|g| g.latency_ms.is_some()).collect();
+    slow.sort_by(|a, b| {
+        let p = |g: &results::MixGroup| g.latency_ms.as_ref().map_or(0.0, |l| l.p99);
+        p(b).total_cmp(&p(a))
+    });
+    if slow.len() > 1 {
+        let list: Vec<String> = slow
+            .iter()
+            .take(MIX_SHOWN)
+            .map(|g| {
+                let l = g.latency_ms.as_ref().expect("filtered");
+                format!("{} {} ({} requests)", g.name, fmt_ms(l.p99), g.requests)
+            })
+            .collect();
+        out.push(format!("Slowest by p99: {}", list.join("; ")));
+    }
+    let mut failing: Vec<&results::MixGroup> = m.groups.iter().filter(|g| g.failed() > 0).collect();
+    failing.sort_by_key(|g| std::cmp::Reverse(g.failed()));
+    if !failing.is_empty() {
+        let list: Vec<String> = failing
+            .iter()
+            .take(MIX_SHOWN)
+            .map(|g| {
+                let kinds: Vec<String> = g.errors.iter().map(|(k, n)| format!("{k} {n}")).collect();
+                format!(
+                    "{} {} of {} failed ({})",
+                    g.name,
+                    g.failed(),
+                    g.requests,
+                    kinds.join(", ")
+                )
+            })
+            .collect();
+        out.push(format!(
+            "Most failing: {}{}",
+            list.join("; "),
+            if failing.len() > MIX_SHOWN {
+                format!(" ... ({} groups failed in all)", failing.len())
+            } else {
+                String::new()
+            }
+        ));
+    }
+    out
+}
+
 pub fn summary(r: &RunResult, detailed: bool) -> String {
     let mut s = String::new();
     let c = &r.config;
@@ -377,6 +451,11 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     if !r.backends.is_empty() {
         let b: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(s, "  Backends: {}", b.join(", "));
+    }
+    if let Some(m) = &r.mix {
+        for l in mix_lines(m) {
+            let _ = writeln!(s, "  {l}");
+        }
     }
     if !r.steps.is_empty() {
         s.push_str(&steps_table(r));

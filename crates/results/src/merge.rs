@@ -240,6 +240,9 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
             parts: entries,
         }),
         lab: None,
+        // A mix runs on one generator (`--generators` is refused with one): its
+        // groups' histograms are not in the parts to merge.
+        mix: None,
         windows_part: Vec::new(),
         samples: merge_samples(&results),
         machine: first.machine.clone(),

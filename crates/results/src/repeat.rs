@@ -110,6 +110,8 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
         // propagation) is the first repetition's, whose time is also the start of
         // the pooled timeline; every repetition's own is in `repetitions`.
         lab: first.lab.clone(),
+        // `--repeat` is refused with a mix (its groups would need merging).
+        mix: None,
         windows_part: Vec::new(),
         samples: samples_end_to_end(&reps),
         machine: first.machine.clone(),

@@ -90,6 +90,9 @@ pub struct RunResult {
     /// What a lab run adds: the system, its events, their impact, propagation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lab: Option<LabInfo>,
+    /// A run over a request mix: each target's or group's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mix: Option<crate::MixResult>,
     /// A generator of a split scenario run: its counts per change window, for the
     /// coordinator to add up (never in a merged or single result).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -745,6 +745,10 @@ pub struct Scenario {
     #[serde(default)]
     pub placement: Option<PlacementSpec>,
     pub load: Load,
+    /// A request mix in place of the one request to `/`: each entry a method, a
+    /// virtual host, a path, headers, a body and a weight (docs/scenarios.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<RequestEntry>,
     /// `- wait: 12s` style: each step is a map with one key.
     #[serde(default, with = "serde_yaml_ng::with::singleton_map_recursive")]
     pub changes: Vec<Step>,
@@ -764,6 +768,39 @@ pub struct Scenario {
     /// Passive health checks of the tuned variants (`<system>+passive`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passive_health: Option<failover::PassiveHealthSection>,
+}
+
+/// One request of a scenario's `requests:` mix.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestEntry {
+    #[serde(default = "default_method")]
+    pub method: String,
+    /// The virtual host: the `Host` header and, over TLS, the server name (default:
+    /// the system's address).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// Path and query, from `/`.
+    #[serde(default = "default_path")]
+    pub path: String,
+    /// `Name: value` each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub body: String,
+    /// Relative weight among the entries (a whole number from 1).
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+}
+
+fn default_method() -> String {
+    "GET".into()
+}
+fn default_path() -> String {
+    "/".into()
+}
+fn default_weight() -> u32 {
+    1
 }
 
 /// The `network_lab:` section: study S2's host tuning.
@@ -954,6 +991,19 @@ impl Scenario {
                 .map_err(|e| Bad::new("backends.delay", format!("backends.delay {e}")))?;
         }
         self.check_rates()?;
+        for (i, r) in self.requests.iter().enumerate() {
+            if !r.path.starts_with('/') {
+                return Err(Bad::new(
+                    "requests",
+                    format!(
+                        "requests entry {}: path '{}' does not start with /: write /{}",
+                        i + 1,
+                        r.path,
+                        r.path
+                    ),
+                ));
+            }
+        }
         failover::check(self).map_err(|(key, msg)| Bad::new(key, msg))?;
         // The load as the runner gives it to the engine.
         plan::load_spec(self, &placeholder_url(self), None)
@@ -1518,6 +1568,9 @@ use engine::spec::Setting;
 /// The scenario key of an engine setting (the URL, the request and TLS are the
 /// runner's, so they are placed at `load`).
 fn spec_key(s: Setting) -> &'static str {
+    if s == Setting::Targets {
+        return "requests";
+    }
     match s.key() {
         "" => "load",
         k => k,

@@ -209,6 +209,8 @@ mod tests {
             method: "GET".into(),
             headers: vec!["x-a: 1".into()],
             body: Vec::new(),
+            targets: Vec::new(),
+            targets_from: String::new(),
             threads: Some(2),
             connections: 50,
             rate: Some(1234.5),

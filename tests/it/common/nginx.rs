@@ -37,6 +37,39 @@ pub struct Nginx {
     dir: tempfile::TempDir,
 }
 
+/// Starts nginx on `conf` (a whole configuration, its pid, logs and temp paths
+/// under `dir`) and waits until it accepts on every one of `ports`; stopped
+/// (SIGQUIT first) when the returned process is dropped. For a test that needs
+/// server blocks of its own; [`Nginx::start`] is the common one.
+pub fn spawn(dir: &Path, conf: &str, ports: &[SocketAddr]) -> Proc {
+    assert!(
+        Path::new(NGINX).exists(),
+        "{NGINX} not found: these tests need a real nginx; `make test` installs it \
+         (scripts/setup.sh: apt-get install nginx-light)"
+    );
+    set_mode(dir, 0o755);
+    let conf_path = dir.join("nginx.conf");
+    std::fs::write(&conf_path, conf).unwrap();
+    let mut cmd = Command::new(NGINX);
+    cmd.arg("-p")
+        .arg(dir)
+        .arg("-c")
+        .arg(&conf_path)
+        // Before the config is read nginx logs to its compiled-in path; keep it here.
+        .arg("-e")
+        .arg(dir.join("error.log"));
+    let mut proc = Proc::spawn("nginx", &mut cmd, dir)
+        .stop_with(rustix::process::Signal::QUIT, Duration::from_secs(3));
+    for a in ports {
+        if !super::wait_accepting(*a, Duration::from_secs(10)) {
+            let st = proc.try_wait();
+            let log = std::fs::read_to_string(dir.join("error.log")).unwrap_or_default();
+            panic!("nginx does not accept on {a} (exit: {st:?}); error.log:\n{log}");
+        }
+    }
+    proc
+}
+
 /// One access log line: which port, which TLS protocol (`None` on plain HTTP), the
 /// request's number on its connection (1 = first), whether the TLS session was resumed.
 #[derive(Debug, Clone, PartialEq)]
@@ -105,25 +138,7 @@ http {{
             cert = cert.cert.display(),
             key = cert.key.display(),
         );
-        let conf_path = dir.path().join("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let mut cmd = Command::new(NGINX);
-        cmd.arg("-p")
-            .arg(dir.path())
-            .arg("-c")
-            .arg(&conf_path)
-            // Before the config is read nginx logs to its compiled-in path; keep it here.
-            .arg("-e")
-            .arg(dir.path().join("error.log"));
-        let mut proc = Proc::spawn("nginx", &mut cmd, dir.path())
-            .stop_with(rustix::process::Signal::QUIT, Duration::from_secs(3));
-        for a in [http_a, https_a, tls12_a] {
-            if !super::wait_accepting(a, Duration::from_secs(10)) {
-                let st = proc.try_wait();
-                let log = std::fs::read_to_string(dir.path().join("error.log")).unwrap_or_default();
-                panic!("nginx does not accept on {a} (exit: {st:?}); error.log:\n{log}");
-            }
-        }
+        let proc = spawn(dir.path(), &conf, &[http_a, https_a, tls12_a]);
         let mut n = Nginx {
             http: http_a,
             https: https_a,
