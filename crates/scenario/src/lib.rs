@@ -1558,7 +1558,12 @@ impl Bad {
         Bad {
             key: name(e.setting),
             other: e.other.as_ref().map(|(o, _)| name(*o)),
-            msg: e.named(name),
+            // The mix's messages name the entry themselves (`requests entry 2: ...`).
+            msg: if e.setting == Setting::Targets {
+                e.scenario()
+            } else {
+                e.named(name)
+            },
         }
     }
 }

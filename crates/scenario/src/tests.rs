@@ -371,3 +371,32 @@ fn a_tls_scenario_against_a_plain_http_url_is_refused_with_the_fix() {
     let https = k8s.replace("http://", "https://");
     Scenario::parse(&https, "k.yaml").expect("an https URL for a TLS scenario");
 }
+
+/// A scenario's `requests:` becomes the engine's mix against the system's URL: each
+/// entry's host (default: the URL's), its path, headers, body and weight, the URL's
+/// scheme kept; the checks the engine makes for `--targets` apply.
+#[test]
+fn requests_become_the_engines_mix_on_the_systems_url() {
+    let text = format!(
+        "{BASE}requests:\n  - {{host: a.test, path: /x, weight: 3}}\n  - {{method: POST, path: /y, headers: [\"x-a: 1\"], body: hi}}\n"
+    );
+    let s = Scenario::parse(&text, "m.yaml").unwrap();
+    let spec = crate::plan::load_spec(&s, "https://198.18.0.1:8443/", None);
+    let t = &spec.targets;
+    assert_eq!(t.len(), 2);
+    assert_eq!(
+        (t[0].url.as_str(), t[0].weight, t[0].line),
+        ("https://a.test/x", 3, 1)
+    );
+    assert_eq!(t[0].headers, vec!["Host: a.test".to_string()]);
+    assert_eq!(
+        (t[1].method.as_str(), t[1].url.as_str(), t[1].body.as_slice()),
+        ("POST", "https://198.18.0.1:8443/y", b"hi".as_slice())
+    );
+    assert_eq!(t[1].headers, vec!["x-a: 1".to_string()]);
+    let (plan, _) = spec.resolve().unwrap();
+    assert_eq!(plan.mix.hosts.len(), 2);
+    assert!(plan.mix.reported);
+    let names: Vec<&str> = plan.mix.targets.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["GET a.test/x", "POST 198.18.0.1:8443/y"]);
+}
