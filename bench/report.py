@@ -128,7 +128,28 @@ def oha_result(base):
     }
 
 
-PARSERS = {"ingressbench": ib_result, "wrk": wrk_result, "oha": oha_result}
+def vegeta_result(base):
+    """`vegeta report -type=json` of the run's results (latencies in ns)."""
+    try:
+        with open(base + ".json") as f:
+            j = json.load(f)
+    except (OSError, ValueError):
+        return None
+    codes = j.get("status_codes") or {}
+    ok = sum(v for k, v in codes.items() if str(k).startswith("2"))
+    lat = j.get("latencies") or {}
+    ms = lambda k: None if lat.get(k) is None else lat[k] / 1e6
+    return {
+        "completed": ok,
+        "failed": (j.get("requests") or 0) - ok,
+        "rate": j.get("rate"),
+        "p50": ms("50th"),
+        "p90": ms("90th"),
+        "p99": ms("99th"),
+    }
+
+
+PARSERS = {"ingressbench": ib_result, "wrk": wrk_result, "oha": oha_result, "vegeta": vegeta_result}
 
 # (scenario, tool) -> list of per-rep dicts
 RUNS = {}
@@ -176,7 +197,7 @@ with open(os.path.join(DIR, "runs.tsv")) as f:
         if r.get("overloaded"):
             NOTES.append(f"{scen} {tool} rep {rep}: the generator reported itself OVERLOADED")
         target = {"B": M.get("rate_b"), "C": M.get("rate_c"), "D": M.get("rate_d"), "E": "1000",
-                  "F": M.get("rate_f")}.get(scen)
+                  "F": M.get("rate_f"), "H": M.get("rate_h")}.get(scen)
         if target and r.get("rate") is not None and r["rate"] < 0.99 * float(target):
             NOTES.append(
                 f"{scen} {tool} rep {rep}: achieved {r['rate']:.0f} req/s, below 99 % of {target}"
@@ -287,6 +308,13 @@ if cut:
 rss = med("E", "ingressbench", "rss_mb")
 row("E", "peak RSS (MB)", rss, None, None, "< 100 MB", None if rss is None else rss < 100)
 info_row("E", "achieved rate (req/s)", "rate", None, 0)
+rss_h = med("H", "ingressbench", "rss_mb")
+rss_v = med("H", "vegeta", "rss_mb")
+row("H", "peak RSS (MB)", rss_h, rss_v, rss_h / rss_v if rss_h is not None and rss_v else None,
+    "< 100 MB", None if rss_h is None else rss_h < 100, 1)
+info_row("H", "CPU per request (µs)", "cpu_us_req", "vegeta")
+info_row("H", "achieved rate (req/s)", "rate", "vegeta", 0)
+info_row("H", "p99 latency (ms; Vegeta's is uncorrected)", "p99", "vegeta", 3)
 
 soak_path = os.path.join(DIR, "soak.tsv")
 if os.path.exists(soak_path):
@@ -306,15 +334,18 @@ if os.path.exists(soak_path):
     else:
         row("S", "RSS flat after 1 min", None, None, None, "flat after 1 min", None)
 
-peer_of = {"A": "wrk", "B": "oha", "C": "oha", "D": "oha", "E": "", "F": "oha", "G": "oha", "S": ""}
-title = {"A": A, "B": B, "C": C, "D": D, "E": E, "F": F, "G": G,
+mix = M.get("mix", "5000 50").split()
+H = (f"H. a request mix of {int(mix[0]):,} targets over {mix[1]} hosts (one targets file for both), "
+     f"{int(M.get('rate_h', 5000)):,} req/s, 100 conns, {M.get('dur_h', '10')} s, HTTP")
+peer_of = {"A": "wrk", "B": "oha", "C": "oha", "D": "oha", "E": "", "F": "oha", "G": "oha", "H": "vegeta", "S": ""}
+title = {"A": A, "B": B, "C": C, "D": D, "E": E, "F": F, "G": G, "H": H,
          "S": f"Soak: {int(M['rate_b']):,} req/s, 100 conns"}
 
 print(f"# ingressbench benchmark, {M.get('date')}")
 print()
 print(f"- Machine: {M.get('cpu')}, {M.get('cores')} cores, kernel {M.get('kernel')}, "
       f"load average at start {M.get('loadavg')}")
-print(f"- Peers: {M.get('wrk')}; {M.get('oha')}; {M.get('nginx')} ({M.get('openssl')})")
+print(f"- Peers: {M.get('wrk')}; {M.get('oha')}; vegeta {M.get('vegeta')}; {M.get('nginx')} ({M.get('openssl')})")
 print(f"- ingressbench: {M.get('ingressbench')}")
 print(f"- Generator pinned to CPU {M.get('gen_cpu')}, nginx (1 worker) to CPU {M.get('srv_cpu')}; "
       f"priority: {M.get('nice')}; medians of {M.get('reps')} interleaved reps" + (" (QUICK smoke: short runs)" if M.get("quick") == "1" else ""))

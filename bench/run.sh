@@ -11,6 +11,7 @@
 #   BENCH_GEN_CPU / BENCH_SRV_CPU   cores of the generator / nginx (default 0 / 1)
 #   BENCH_TLS_RATE / BENCH_HS_RATE  rates of scenarios C and D (default 20000 / 400)
 #   BENCH_S1_RATE / BENCH_S1_CONNS  scenario F, study S1's load (default 30000 / 1000)
+#   BENCH_MIX_RATE   scenario H, a request mix of 5,000 targets (default 5000)
 #   BENCH_OHA_THREADS               oha's --worker-threads (default 1; "default": oha's)
 #   BENCH_QUIET_MAX  seconds to wait for idle cores before each run (default 300; 10 quick)
 #   BENCH_NOISE_MAX / BENCH_RETRIES  a run during which other processes took more than
@@ -41,6 +42,13 @@ CONN_F=${BENCH_S1_CONNS:-1000}
 # spread evenly over 0-1 s, so the true p90 is 500 ms and the true p99 950 ms.
 RATE_G=1500
 DG=10
+# H: a request mix of 5,000 targets over 50 virtual hosts, the same file for
+# ingressbench (--targets) and Vegeta (-targets): the generator's memory with a mix.
+RATE_H=${BENCH_MIX_RATE:-5000}
+MIX_TARGETS=5000
+MIX_HOSTS=50
+DH=10
+VEGETA_VERSION=v12.13.0
 CLK_TCK=$(getconf CLK_TCK)
 NOISE_MAX=${BENCH_NOISE_MAX:-15}
 NICE=${BENCH_NICE--20}
@@ -48,7 +56,7 @@ if [ "$QUICK" = 1 ]; then
   QUIET_MAX=${BENCH_QUIET_MAX:-10}
   RETRIES=${BENCH_RETRIES:-0}
   REPS=${BENCH_REPS:-1}
-  DA=3 DB=3 DC=3 DD=3 DE=3 DF=3
+  DA=3 DB=3 DC=3 DD=3 DE=3 DF=3 DH=3
 else
   QUIET_MAX=${BENCH_QUIET_MAX:-300}
   RETRIES=${BENCH_RETRIES:-4}
@@ -100,6 +108,22 @@ if [ -z "$OHA" ]; then
     OHA=""
   fi
 fi
+
+# Vegeta reads the same targets file as --targets: built from the Go module proxy into
+# the tools cache, version pinned, when Go is there (else its column is n/a).
+TOOLS_BIN=$HOME/.cache/ingressbench/tools/bin
+VEGETA=$(command -v vegeta || true)
+if [ -z "$VEGETA" ] && [ -x "$TOOLS_BIN/vegeta" ]; then VEGETA=$TOOLS_BIN/vegeta; fi
+if [ -z "$VEGETA" ] && command -v go >/dev/null; then
+  log "building vegeta $VEGETA_VERSION (go install, about a minute)"
+  if (cd / && GOBIN=$TOOLS_BIN timeout 1200 go install "github.com/tsenart/vegeta/v12@$VEGETA_VERSION") \
+    >"$OUT/vegeta-install.log" 2>&1; then
+    VEGETA=$TOOLS_BIN/vegeta
+  else
+    log "vegeta build failed (see $OUT/vegeta-install.log): its column will be n/a"
+  fi
+fi
+[ -n "$VEGETA" ] || log "no vegeta and no Go to build it: scenario H's peer column will be n/a"
 
 # oha's flags changed between versions: take them from its own --help.
 OHA_COMMON=() OHA_TLS=() OHA_NOKA=() OHA_CACERT=0 OHA_OUT=0
@@ -274,6 +298,10 @@ fi
   echo "rate_f=$RATE_F"
   echo "conn_f=$CONN_F"
   echo "rate_g=$RATE_G"
+  echo "rate_h=$RATE_H"
+  echo "dur_h=$DH"
+  echo "mix=$MIX_TARGETS $MIX_HOSTS"
+  echo "vegeta=$([ -n "$VEGETA" ] && "$VEGETA" -version 2>&1 | head -1 || echo missing)"
   echo "dur_fg=$DF $DG"
   echo "dur=$DA $DB $DC $DD $DE"
   echo "soak_s=$SOAK_S"
@@ -424,6 +452,26 @@ run_G_ib() {
   run G ingressbench "$1" $DG "" "$(ib)" load --quiet -t1 -c50 -R$RATE_G -d${DG}s --json "$(J G "$1")" "$STALL"
 }
 run_G_oha() { O G "$1"; run G oha "$1" $DG "" "$(oha)" -z ${DG}s -c 50 -q $RATE_G "${OHA_COMMON[@]}" "${OHA_O[@]}" "$STALL"; }
+# H's targets: every URL at nginx's address, the virtual host in a Host header: the
+# file both tools read as it is.
+for ((i = 0; i < MIX_TARGETS; i++)); do
+  printf 'GET http://127.0.0.1:%s/r%s\nHost: h%s.test\n\n' "$HTTP_PORT" "$i" $((i % MIX_HOSTS))
+done >"$WORK/mix.targets"
+run_H_ib() {
+  run H ingressbench "$1" $DH "" "$(ib)" load --quiet -t1 -c100 -R$RATE_H -d${DH}s --targets "$WORK/mix.targets" \
+    --json "$(J H "$1")" "$HTTP"
+}
+run_H_vegeta() {
+  local v=missing
+  [ -n "$VEGETA" ] && v=$VEGETA
+  run H vegeta "$1" $DH "" "$v" attack -targets "$WORK/mix.targets" -rate "$RATE_H" -duration ${DH}s \
+    -connections 100 -workers 100 -max-workers 100 -output "$OUT/H.vegeta.$1.bin"
+  # Its summary, read by bench/report.py (not part of the measured run).
+  if [ -n "$VEGETA" ] && [ -f "$OUT/H.vegeta.$1.bin" ]; then
+    "$VEGETA" report -type=json <"$OUT/H.vegeta.$1.bin" >"$OUT/H.vegeta.$1.json" 2>/dev/null || true
+    rm -f "$OUT/H.vegeta.$1.bin"
+  fi
+}
 run_E_ib() {
   run E ingressbench "$1" $DE "nofile=$NOFILE" "$(ib)" load --quiet -t1 -c$CONN_E -R$RATE_E -d${DE}s \
     --json "$(J E "$1")" "$HTTP"
@@ -452,6 +500,7 @@ for rep in $(seq "$REPS"); do
   pair D "$rep" oha
   pair F "$rep" oha
   [ "$G_OK" = 1 ] && pair G "$rep" oha
+  pair H "$rep" vegeta
   if [ "$WCONN" -gt $((CONN_E + 50)) ]; then
     run_E_ib "$rep"
   else
