@@ -390,7 +390,11 @@ fn requests_become_the_engines_mix_on_the_systems_url() {
     );
     assert_eq!(t[0].headers, vec!["Host: a.test".to_string()]);
     assert_eq!(
-        (t[1].method.as_str(), t[1].url.as_str(), t[1].body.as_slice()),
+        (
+            t[1].method.as_str(),
+            t[1].url.as_str(),
+            t[1].body.as_slice()
+        ),
         ("POST", "https://198.18.0.1:8443/y", b"hi".as_slice())
     );
     assert_eq!(t[1].headers, vec!["x-a: 1".to_string()]);
