@@ -3,7 +3,9 @@
 
 use crate::common::lab::nginx::{Mode, Nginx};
 use crate::common::lab::{assert_no_process_with, backend, context, get, ids_seen, path_text};
-use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use crate::common::lab::{
+    routes, Driver, DriverContext, Endpoint, Expect, LabError, Route, RouteSet,
+};
 use crate::common::shared;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -172,4 +174,65 @@ fn nginx_reload_profile() {
 #[test]
 fn nginx_lua_profile() {
     exercise(Mode::Lua);
+}
+
+/// Routes at scale (issue 28): nginx-reload renders 10 and then 1,000 routes over 10
+/// virtual hosts; after each reload every route answers as itself (its own
+/// `x-route`), and the time until the last one did is measured from the moment the
+/// configuration was applied. A route the configuration does not have is reported
+/// as never served; adding it at 1,000 makes it serve.
+#[test]
+fn a_route_set_of_1000_over_10_hosts_serves_every_route() {
+    let _turn = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let b1 = backend("b1");
+    let ctx: DriverContext = context(dir.path());
+    let http = SocketAddr::from(([127, 0, 0, 1], ctx.http_port));
+    let mut d = Nginx::new(Mode::Reload);
+    d.deploy(
+        &ctx,
+        std::slice::from_ref(&b1.endpoint),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    let apply = |d: &mut Nginx, set: RouteSet| {
+        let t0 = Instant::now();
+        let bytes = d.apply_route_set(&set).unwrap().expect("config size");
+        d.settle(&Expect::Applied, Duration::from_secs(10)).unwrap();
+        (t0, bytes)
+    };
+    let mut sizes = Vec::new();
+    for n in [10, 1000] {
+        let set = RouteSet::new(n, 10);
+        let (t0, bytes) = apply(&mut d, set);
+        sizes.push(bytes);
+        let got = routes::probe(http, &set, t0, Duration::from_secs(20), 4);
+        eprintln!("nginx-reload: {n} routes, {bytes} bytes: {got:?}");
+        assert_eq!((got.served, got.never_count), (n, 0), "{got:?}");
+        let all = got.all_after.expect("every route served");
+        assert!(
+            all > Duration::ZERO && all < Duration::from_secs(20),
+            "{all:?}"
+        );
+    }
+    assert!(
+        sizes[1] > sizes[0] * 20,
+        "1,000 routes make a larger configuration than 10: {sizes:?}"
+    );
+    // Route 1000 is not in the configuration: probed, it never answers as itself.
+    let more = RouteSet::new(1001, 10);
+    let got = routes::probe(http, &more, Instant::now(), Duration::from_millis(500), 4);
+    assert_eq!(
+        (got.never.as_slice(), got.never_count),
+        ([1000].as_slice(), 1),
+        "{got:?}"
+    );
+    assert_eq!(got.all_after, None);
+    // One more route at 1,000: it comes up, and the others stay.
+    let (t0, _) = apply(&mut d, more);
+    let got = routes::probe(http, &more, t0, Duration::from_secs(20), 4);
+    assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
+    // The main route is untouched by the set.
+    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
+    d.stop().unwrap();
 }

@@ -23,8 +23,8 @@ pub mod usage;
 // The traits and types every system under test shares live in `sut`; their paths
 // here keep the lab's own code and its users reading as before.
 pub use profiles::{driver_for, PROFILES};
-pub use sut::{driver, platform, watchdog};
+pub use sut::{driver, platform, routes, watchdog};
 pub use sut::{
     Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Platform,
-    PlatformEvent, Route, Target,
+    PlatformEvent, Route, RouteSet, Target,
 };

@@ -282,6 +282,22 @@ pub trait Driver: Send {
     }
     /// Asks for a route configuration.
     fn apply_route(&mut self, route: Route) -> Result<(), LabError>;
+    /// Asks for a route set ([`crate::routes`]) beside the route all traffic takes
+    /// today: N routes over H virtual hosts, rendered the way the system's
+    /// controller would, replacing the set given before (`count` 0: none). Returns
+    /// the size of the configuration it gave the proxy, in bytes, when it knows it.
+    /// Settled like any change ([`Expect::Applied`]); whether each route serves is
+    /// for [`crate::routes::probe`] to find out.
+    ///
+    /// # Errors
+    /// [`LabError::Unsupported`] by default.
+    fn apply_route_set(&mut self, set: &crate::RouteSet) -> Result<Option<u64>, LabError> {
+        let _ = set;
+        Err(LabError::Unsupported {
+            system: self.name().into(),
+            what: "render a route set".into(),
+        })
+    }
     /// Asks for a reload of the proxy with its current configuration.
     fn reload(&mut self) -> Result<(), LabError>;
     /// Waits until `expect` holds (new workers serving, API answered, ...). A driver

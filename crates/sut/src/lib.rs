@@ -10,6 +10,7 @@
 
 pub mod driver;
 pub mod platform;
+pub mod routes;
 pub mod scratch;
 pub mod watchdog;
 
@@ -17,6 +18,7 @@ pub use driver::{
     Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Route,
 };
 pub use platform::{Platform, PlatformEvent, Target};
+pub use routes::RouteSet;
 
 use std::time::Duration;
 

@@ -5,7 +5,8 @@
 // The library's internals the lab tests drive; with `fmt_ms` in `mod.rs`, the only
 // lines naming them.
 pub use lab::{
-    caddy, certs, envoy, haproxy, nginx, Driver, DriverContext, Endpoint, Expect, LabError, Route,
+    caddy, certs, envoy, haproxy, nginx, routes, Driver, DriverContext, Endpoint, Expect, LabError,
+    Route, RouteSet,
 };
 
 use super::{backend, free_ports, processes_with};

@@ -8,6 +8,7 @@ use super::Mode;
 use crate::driver::{Endpoint, Route};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use sut::RouteSet;
 
 /// How long old workers may keep busy connections after a reload; bounds a settle.
 const WORKER_SHUTDOWN_TIMEOUT: &str = "10s";
@@ -68,7 +69,12 @@ fn route_snippet(route: Route) -> &'static str {
 /// Renders the whole `nginx.conf`. In `Mode::Lua` `endpoints` is ignored (the list
 /// lives in the shared dictionary); in `Mode::Reload` an empty list gives an upstream
 /// whose only server is marked down, so requests fail at once with 502.
-pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> String {
+pub(super) fn render(
+    s: &Settings,
+    endpoints: &[Endpoint],
+    route: Route,
+    set: Option<&RouteSet>,
+) -> String {
     let mut c = String::with_capacity(4096);
     let p = &s.prefix;
     let profile = match s.mode {
@@ -197,8 +203,48 @@ pub(super) fn render(s: &Settings, endpoints: &[Endpoint], route: Route) -> Stri
         "            proxy_set_header Host $host;\n",
     ));
     c.push_str(&crate::health::nginx_location(s.passive.as_ref()));
-    c.push_str("        }\n    }\n}\n");
+    c.push_str("        }\n    }\n");
+    if let Some(set) = set.filter(|r| r.count > 0) {
+        route_set(&mut c, s, set);
+    }
+    c.push_str("}\n");
     c
+}
+
+/// A route set as an Ingress controller renders it for nginx: a server block per
+/// host, an exact location per route, each naming itself in a response header and
+/// proxying to the shared backends; anything else on those hosts is a 404.
+fn route_set(c: &mut String, s: &Settings, set: &RouteSet) {
+    // Thousands of names: the defaults (512 entries) would refuse to start.
+    let _ = writeln!(
+        c,
+        "    server_names_hash_max_size {};\n    server_names_hash_bucket_size 128;",
+        (set.hosts * 2).max(512)
+    );
+    for (h, name) in set.host_names().enumerate() {
+        c.push_str("    server {\n");
+        let _ = writeln!(c, "        listen 127.0.0.1:{} ssl;", s.https_port);
+        let _ = writeln!(c, "        listen 127.0.0.1:{};", s.http_port);
+        let _ = writeln!(c, "        server_name {name};");
+        let _ = writeln!(c, "        ssl_certificate {};", q(&s.cert));
+        let _ = writeln!(c, "        ssl_certificate_key {};", q(&s.key));
+        // The Lua balancer picks its peer from what the access phase set up.
+        let lua = if s.mode == Mode::Lua {
+            format!(" access_by_lua_block {{ require(\"{LUA_MODULE}\").access() }}")
+        } else {
+            String::new()
+        };
+        for i in set.routes_of(h as u32) {
+            let _ = writeln!(
+                c,
+                "        location = {} {{ add_header {} {} always;{lua} proxy_pass http://backends; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}",
+                set.path(i),
+                sut::routes::ROUTE_HEADER,
+                set.name(i)
+            );
+        }
+        c.push_str("        location / { return 404; }\n    }\n");
+    }
 }
 
 /// nginx's temporary folders, all under `dir` (its defaults are the package's, which a
@@ -245,11 +291,16 @@ mod tests {
 
     #[test]
     fn handshakes_are_logged_only_when_counted() {
-        let c = render(&settings(Mode::Reload), &[ep("b1", 5001)], Route::Base);
+        let c = render(
+            &settings(Mode::Reload),
+            &[ep("b1", 5001)],
+            Route::Base,
+            None,
+        );
         assert!(!c.contains("log_format"), "{c}");
         let mut s = settings(Mode::Reload);
         s.tls_log = Some(PathBuf::from("/o/tls.log"));
-        let c = render(&s, &[ep("b1", 5001)], Route::Base);
+        let c = render(&s, &[ep("b1", 5001)], Route::Base, None);
         assert!(
             c.contains("log_format tls '$connection_requests $ssl_session_reused';"),
             "{c}"
@@ -270,6 +321,7 @@ mod tests {
             &settings(Mode::Reload),
             &[ep("b1", 5001), ep("b2", 5002)],
             Route::Base,
+            None,
         );
         assert!(c.contains("server 127.0.0.1:5001 max_fails=0;"), "{c}");
         assert!(c.contains("server 127.0.0.1:5002 max_fails=0;"), "{c}");
@@ -289,13 +341,13 @@ mod tests {
 
     #[test]
     fn reload_config_without_endpoints_fails_fast() {
-        let c = render(&settings(Mode::Reload), &[], Route::Base);
+        let c = render(&settings(Mode::Reload), &[], Route::Base, None);
         assert!(c.contains("server 127.0.0.1:1 down;"), "{c}");
     }
 
     #[test]
     fn lua_config_loads_ndk_first_and_keepalive_after_the_balancer() {
-        let c = render(&settings(Mode::Lua), &[ep("b1", 5001)], Route::Base);
+        let c = render(&settings(Mode::Lua), &[ep("b1", 5001)], Route::Base, None);
         let ndk = c.find("ndk_http_module.so").unwrap();
         let lua = c.find("ngx_http_lua_module.so").unwrap();
         assert!(ndk < lua);
@@ -312,7 +364,7 @@ mod tests {
     #[test]
     fn routes_add_their_directives() {
         let s = settings(Mode::Reload);
-        let cors = render(&s, &[], Route::Cors);
+        let cors = render(&s, &[], Route::Cors, None);
         assert!(cors.contains("add_header Access-Control-Allow-Origin \"*\" always;"));
         assert!(
             cors.contains("add_header Access-Control-Allow-Methods \"GET, POST, OPTIONS\" always;")
@@ -320,16 +372,56 @@ mod tests {
         assert!(cors.contains(
             "add_header Access-Control-Allow-Headers \"Content-Type, Authorization\" always;"
         ));
-        assert!(render(&s, &[], Route::Header).contains("add_header x-custom 1 always;"));
-        assert!(render(&s, &[], Route::Rewrite).contains("rewrite ^/(.*)$ /rewritten/$1 break;"));
-        let base = render(&s, &[], Route::Base);
+        assert!(render(&s, &[], Route::Header, None).contains("add_header x-custom 1 always;"));
+        assert!(
+            render(&s, &[], Route::Rewrite, None).contains("rewrite ^/(.*)$ /rewritten/$1 break;")
+        );
+        let base = render(&s, &[], Route::Base, None);
         assert!(!base.contains("add_header") && !base.contains("rewrite "));
+    }
+
+    #[test]
+    fn a_route_set_is_a_server_per_host_and_a_location_per_route() {
+        let set = RouteSet::new(5, 2);
+        let c = render(
+            &settings(Mode::Reload),
+            &[ep("b1", 5001)],
+            Route::Base,
+            Some(&set),
+        );
+        assert_eq!(c.matches("server_name h").count(), 2, "{c}");
+        assert!(c.contains("server_name h1.routes.test;"), "{c}");
+        for i in 0..5 {
+            assert!(
+                c.contains(&format!(
+                    "location = /r{i} {{ add_header x-route r{i} always;"
+                )),
+                "{c}"
+            );
+        }
+        // Route 3 is on host 1: after its server_name, before the next server.
+        let h1 = c.find("server_name h1.routes.test;").unwrap();
+        assert!(c[h1..].contains("location = /r3 "), "{c}");
+        assert!(!c[h1..].contains("location = /r2 "), "{c}");
+        assert!(c.contains("server_names_hash_max_size 512;"), "{c}");
+        let none = render(
+            &settings(Mode::Reload),
+            &[ep("b1", 5001)],
+            Route::Base,
+            None,
+        );
+        assert!(!none.contains("routes.test"), "{none}");
+        assert_eq!(
+            c.matches('{').count(),
+            c.matches('}').count(),
+            "balanced braces"
+        );
     }
 
     #[test]
     fn keepalive_zero_leaves_the_directive_out() {
         let mut s = settings(Mode::Reload);
         s.upstream_keepalive = 0;
-        assert!(!render(&s, &[ep("b1", 5001)], Route::Base).contains("keepalive "));
+        assert!(!render(&s, &[ep("b1", 5001)], Route::Base, None).contains("keepalive "));
     }
 }

@@ -89,6 +89,8 @@ pub struct Nginx {
     /// What traffic should go to (the last accepted list).
     endpoints: Vec<Endpoint>,
     route: Route,
+    /// The route set beside `route` ([`sut::routes`]), if one was applied.
+    route_set: Option<sut::RouteSet>,
     guard: Option<Guard>,
     /// Number of the last accepted configuration (`nginx.conf.N`).
     generation: u32,
@@ -111,6 +113,7 @@ impl Nginx {
             out_dir: PathBuf::new(),
             endpoints: Vec::new(),
             route: Route::Base,
+            route_set: None,
             guard: None,
             generation: 0,
             pending_reload: None,
@@ -145,7 +148,7 @@ impl Nginx {
     /// Renders, tests and installs a configuration; nothing changes when nginx rejects
     /// it (the candidate is kept as `nginx.conf.rejected`).
     fn install_config(&mut self, endpoints: &[Endpoint], route: Route) -> Result<(), LabError> {
-        let text = render(self.settings()?, endpoints, route);
+        let text = render(self.settings()?, endpoints, route, self.route_set.as_ref());
         let next = self.out_dir.join("nginx.conf.next");
         std::fs::write(&next, &text)
             .map_err(LabError::io(format!("writing {}", next.display())))?;
@@ -373,6 +376,20 @@ impl Driver for Nginx {
         self.route = route;
         self.hup();
         Ok(())
+    }
+
+    /// A route set goes into the configuration and nginx reloads, as ingress-nginx
+    /// does for a changed Ingress: the new workers serve the new routes.
+    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, LabError> {
+        let before = self.route_set.replace(*set);
+        let (eps, route) = (self.endpoints.clone(), self.route);
+        if let Err(e) = self.install_config(&eps, route) {
+            self.route_set = before;
+            return Err(e);
+        }
+        self.hup();
+        let bytes = std::fs::metadata(self.conf_path()).map(|m| m.len()).ok();
+        Ok(bytes)
     }
 
     fn reload(&mut self) -> Result<(), LabError> {
