@@ -6,8 +6,10 @@
 
 use crate::common::lab::envoy::{hot_restart::EnvoyHotRestart, xds::EnvoyXds};
 use crate::common::lab::{self as labsupport, ids_seen, Driver, Endpoint, Expect, Route};
+use crate::common::lab::{routes, RouteSet};
 use crate::common::shared;
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const SETTLE: Duration = Duration::from_secs(10);
@@ -302,4 +304,136 @@ fn envoy_hot_restart_starts_a_new_epoch_per_change_and_leaves_nothing() {
     assert!(!d.alive());
     labsupport::assert_no_process_with(&work);
     assert!(!shm.exists(), "shared memory left: {}", shm.display());
+}
+
+/// Routes at scale (issue 28) through either Envoy profile: 10 and then 1,000 routes
+/// over 10 virtual hosts; after each change every route answers as itself (its own
+/// `x-route`) through the plain-HTTP listener, and the time until the last one did is
+/// measured from the moment the set was applied. Another path on a route host is a
+/// 404 on both listeners, a route the set does not have is reported as never served,
+/// adding it at 1,000 makes it serve, a route change keeps the set, and the main
+/// route still serves the backend. Returns the sizes the driver gave for 10, 1,000
+/// and 1,001 routes.
+fn serves_a_route_set(d: &mut dyn Driver, ctx: &lab::DriverContext) -> Vec<u64> {
+    let http = SocketAddr::from(([127, 0, 0, 1], ctx.http_port));
+    let apply = |d: &mut dyn Driver, set: RouteSet| {
+        let t0 = Instant::now();
+        let bytes = d.apply_route_set(&set).unwrap().expect("config size");
+        let asked = t0.elapsed();
+        d.settle(&Expect::Applied, SETTLE)
+            .unwrap_or_else(|e| panic!("{}: settle {} routes: {e}", d.name(), set.count));
+        eprintln!(
+            "{}: {} routes: request {asked:.2?}, settled after {:.2?}",
+            d.name(),
+            set.count,
+            t0.elapsed()
+        );
+        (t0, bytes)
+    };
+    let mut sizes = Vec::new();
+    for n in [10, 1000] {
+        let set = RouteSet::new(n, 10);
+        let (t0, bytes) = apply(d, set);
+        sizes.push(bytes);
+        let got = routes::probe(http, &set, t0, Duration::from_secs(20), 4);
+        eprintln!("{}: {n} routes, {bytes} bytes: {got:?}", d.name());
+        assert_eq!((got.served, got.never_count), (n, 0), "{got:?}");
+        let all = got.all_after.expect("every route served");
+        assert!(
+            all > Duration::ZERO && all < Duration::from_secs(20),
+            "{all:?}"
+        );
+    }
+    assert!(
+        sizes[1] > sizes[0] * 20,
+        "1,000 routes make a larger configuration than 10: {sizes:?}"
+    );
+    // A route host answers its routes only, on both listeners: `/` is none of them.
+    let host = |h: &str| format!("Host: {h}");
+    let h3 = host("h3.routes.test");
+    assert_eq!(
+        labsupport::status(&["-H", &h3], ctx, "http", ctx.http_port),
+        "404"
+    );
+    assert_eq!(
+        labsupport::status(&["-H", &h3, "--cacert"], ctx, "https", ctx.https_port),
+        "404"
+    );
+    let r3 = ["--request-target", "/r3", "-H", &h3, "--cacert"];
+    assert_eq!(labsupport::status(&r3, ctx, "https", ctx.https_port), "200");
+    // Another host's route, on this host: not there.
+    let r4 = ["--request-target", "/r4", "-H", &h3];
+    assert_eq!(labsupport::status(&r4, ctx, "http", ctx.http_port), "404");
+    // Route 1000 is not in the set: probed, it never answers as itself.
+    let more = RouteSet::new(1001, 10);
+    let got = routes::probe(http, &more, Instant::now(), Duration::from_millis(500), 4);
+    assert_eq!(
+        (got.never.as_slice(), got.never_count),
+        ([1000].as_slice(), 1),
+        "{got:?}"
+    );
+    assert_eq!(got.all_after, None);
+    // One more route at 1,000: it comes up, and the others stay.
+    let (t0, bytes) = apply(d, more);
+    sizes.push(bytes);
+    let got = routes::probe(http, &more, t0, Duration::from_secs(20), 4);
+    eprintln!("{}: 1001 routes, {bytes} bytes: {got:?}", d.name());
+    assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
+    // The main route is untouched by the set, and a route change keeps the set.
+    assert_eq!(ids_seen(ctx, 5), ids(&["b1"]));
+    assert_eq!(labsupport::get(ctx, "/r3").header("x-route"), None);
+    settled(d, "header", |d| d.apply_route(Route::Header).unwrap());
+    let r = labsupport::get(ctx, "/r3");
+    assert_eq!(
+        (r.status, r.header("x-custom"), r.header("x-route")),
+        (200, Some("1"), None)
+    );
+    let got = routes::probe(http, &more, Instant::now(), Duration::from_secs(20), 4);
+    assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
+    sizes
+}
+
+#[test]
+fn envoy_xds_serves_a_route_set_of_1000_over_10_hosts_without_a_restart() {
+    let _turn = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let b1 = labsupport::backend("b1");
+    let ctx = labsupport::context(dir.path());
+    let mut d = EnvoyXds::new();
+    d.deploy(&ctx, std::slice::from_ref(&b1.endpoint), SETTLE)
+        .expect("deploy");
+    let pid = d.pid().unwrap();
+    serves_a_route_set(&mut d, &ctx);
+    assert_eq!(d.pid(), Some(pid), "envoy was restarted");
+    let t = d.last_change().expect("timed");
+    assert_eq!(t.what, "routes");
+    assert!(t.acked.is_some());
+    d.stop().unwrap();
+    // The route configuration in force had the set: 11 virtual hosts.
+    let config = std::fs::read_to_string(ctx.out_dir.join("envoy-config.json")).unwrap();
+    assert!(
+        config.contains("\"h9.routes.test\""),
+        "set in the config dump"
+    );
+    assert!(config.contains("\"/r1000\""), "set in the config dump");
+}
+
+#[test]
+fn envoy_hot_restart_serves_a_route_set_of_1000_over_10_hosts_in_a_new_epoch() {
+    let _turn = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let b1 = labsupport::backend("b1");
+    let ctx = labsupport::context(dir.path());
+    let mut d = EnvoyHotRestart::new();
+    d.deploy(&ctx, std::slice::from_ref(&b1.endpoint), SETTLE)
+        .expect("deploy");
+    let sizes = serves_a_route_set(&mut d, &ctx);
+    // 10, 1,000, 1,001 routes and a route change: an epoch each.
+    assert_eq!(d.epoch(), 4);
+    // The size is the static configuration's, as written for that epoch.
+    let written = std::fs::metadata(ctx.work_dir.join("envoy-3.pb"))
+        .unwrap()
+        .len();
+    assert_eq!(written, sizes[2]);
+    d.stop().unwrap();
 }

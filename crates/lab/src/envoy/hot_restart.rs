@@ -20,6 +20,8 @@ use super::{command, last_error, write_bootstrap, Setup};
 use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use crate::proc::Guard;
 use crate::watchdog;
+use crate::RouteSet;
+use prost::Message;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -103,11 +105,23 @@ impl EnvoyHotRestart {
         self.current.as_mut().is_some_and(Guard::alive)
     }
 
+    /// The static configuration in force.
+    fn bootstrap(
+        &self,
+    ) -> Result<envoy_types::pb::envoy::config::bootstrap::v3::Bootstrap, LabError> {
+        Ok(resources::static_bootstrap(
+            self.ctx()?,
+            self.s.admin.port,
+            &self.s.endpoints,
+            self.s.route,
+            self.s.route_set.as_ref(),
+        ))
+    }
+
     /// Starts the process of `self.epoch` with the configuration in force.
     fn spawn(&mut self) -> Result<(), LabError> {
         let ctx = self.ctx()?.clone();
-        let bootstrap =
-            resources::static_bootstrap(&ctx, self.s.admin.port, &self.s.endpoints, self.s.route);
+        let bootstrap = self.bootstrap()?;
         let path = write_bootstrap(&ctx, &format!("envoy-{}.pb", self.epoch), &bootstrap)?;
         let binary = self.s.binary(self.name())?;
         let mut cmd = command(&binary, &ctx, &path);
@@ -244,6 +258,26 @@ impl Driver for EnvoyHotRestart {
     fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
         self.s.route = route;
         self.restart()
+    }
+
+    /// The route set goes into both listeners' routes in a new static configuration,
+    /// and a hot restart starts the epoch that serves it, as every change on this
+    /// path. The size is the bootstrap's, as written for Envoy (binary protobuf).
+    /// Settled when the new epoch is LIVE.
+    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, LabError> {
+        let before = self.s.route_set.replace(*set);
+        let bytes = match self.bootstrap() {
+            Ok(b) => b.encoded_len() as u64,
+            Err(e) => {
+                self.s.route_set = before;
+                return Err(e);
+            }
+        };
+        if let Err(e) = self.restart() {
+            self.s.route_set = before;
+            return Err(e);
+        }
+        Ok(Some(bytes))
     }
 
     fn reload(&mut self) -> Result<(), LabError> {

@@ -120,7 +120,7 @@ fn write_bootstrap(
 }
 
 /// What both drivers know once prepared: the binary, the context, the admin port, and
-/// the endpoints and route in force.
+/// the endpoints, route and route set in force.
 #[derive(Debug, Default)]
 struct Setup {
     binary: Option<PathBuf>,
@@ -129,10 +129,13 @@ struct Setup {
     admin: Admin,
     endpoints: Vec<Endpoint>,
     route: Route,
+    /// The route set beside `route` ([`sut::routes`]), if one was applied.
+    route_set: Option<crate::RouteSet>,
 }
 
 impl Setup {
-    /// Finds Envoy, chooses the admin port, and starts from `endpoints` and `base`.
+    /// Finds Envoy, chooses the admin port, and starts from `endpoints`, `base` and no
+    /// route set.
     fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
         let binary = binary()?;
         self.version = version_of(&binary);
@@ -144,6 +147,7 @@ impl Setup {
         self.ctx = Some(ctx.clone());
         self.endpoints = endpoints.to_vec();
         self.route = Route::Base;
+        self.route_set = None;
         Ok(())
     }
 

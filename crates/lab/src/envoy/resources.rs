@@ -6,9 +6,13 @@
 //! TLS 1.2/1.3 with the run's certificate, and plain HTTP) sharing one route
 //! configuration, which sends everything to one cluster of the backends over
 //! HTTP/1.1 keep-alive. S3's route changes are response headers added by the route
-//! (`cors`, `header`) or a prefix rewrite (`rewrite`).
+//! (`cors`, `header`) or a prefix rewrite (`rewrite`). A route set
+//! ([`sut::routes`]) adds a virtual host per host of the set to that route
+//! configuration, beside the catch-all one, as Envoy Gateway and Contour render
+//! HTTPRoutes.
 
 use crate::driver::{DriverContext, Endpoint, Route};
+use crate::RouteSet;
 use envoy_types::pb::envoy::config::bootstrap::v3::{bootstrap, Admin, Bootstrap};
 use envoy_types::pb::envoy::config::cluster::v3::{
     circuit_breakers::Thresholds, cluster, CircuitBreakers, Cluster, OutlierDetection,
@@ -128,7 +132,12 @@ pub enum Source {
 /// request was sent is retried on another backend, as the other lab proxies do
 /// (nginx's `proxy_next_upstream error`, HAProxy's `redispatch`).
 pub fn route_configuration(route: Route) -> RouteConfiguration {
-    let mut action = RouteAction {
+    route_configuration_with(route, None)
+}
+
+/// Every route goes to the backends cluster, with the same retries.
+fn backend_action() -> RouteAction {
+    RouteAction {
         cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(CLUSTER.into())),
         retry_policy: Some(RetryPolicy {
             retry_on: "connect-failure,refused-stream,reset-before-request".into(),
@@ -145,7 +154,18 @@ pub fn route_configuration(route: Route) -> RouteConfiguration {
             ..RetryPolicy::default()
         }),
         ..RouteAction::default()
-    };
+    }
+}
+
+/// [`route_configuration`] with a route set beside the catch-all virtual host, as
+/// Envoy Gateway and Contour render HTTPRoutes: a virtual host per host of the set
+/// (`domains` the host's name alone), an exact-path route per route that adds
+/// [`sut::routes::ROUTE_HEADER`] with the route's name and goes to the backends.
+/// Another path on those hosts matches no route, which Envoy answers with 404; any
+/// other host still takes the catch-all (`*`), unchanged. A set of 0 routes adds
+/// nothing.
+pub fn route_configuration_with(route: Route, set: Option<&RouteSet>) -> RouteConfiguration {
+    let mut action = backend_action();
     let mut headers = Vec::new();
     match route {
         Route::Base => {}
@@ -160,36 +180,69 @@ pub fn route_configuration(route: Route) -> RouteConfiguration {
         Route::Header => headers.push(header("x-custom", "1")),
         Route::Rewrite => action.prefix_rewrite = "/rewritten/".into(),
     }
+    let mut virtual_hosts = vec![VirtualHost {
+        name: "all".into(),
+        domains: vec!["*".into()],
+        routes: vec![EnvoyRoute {
+            r#match: Some(RouteMatch {
+                path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
+                ..RouteMatch::default()
+            }),
+            action: Some(route::Action::Route(action)),
+            response_headers_to_add: headers,
+            ..EnvoyRoute::default()
+        }],
+        ..VirtualHost::default()
+    }];
+    if let Some(set) = set.filter(|s| s.count > 0) {
+        virtual_hosts.extend(route_set_hosts(set));
+    }
     RouteConfiguration {
         name: ROUTES.into(),
-        virtual_hosts: vec![VirtualHost {
-            name: "all".into(),
-            domains: vec!["*".into()],
-            routes: vec![EnvoyRoute {
-                r#match: Some(RouteMatch {
-                    path_specifier: Some(route_match::PathSpecifier::Prefix("/".into())),
-                    ..RouteMatch::default()
-                }),
-                action: Some(route::Action::Route(action)),
-                response_headers_to_add: headers,
-                ..EnvoyRoute::default()
-            }],
-            ..VirtualHost::default()
-        }],
+        virtual_hosts,
         ..RouteConfiguration::default()
     }
 }
 
+/// The virtual hosts of a route set, one per host, its routes in order.
+fn route_set_hosts(set: &RouteSet) -> impl Iterator<Item = VirtualHost> + '_ {
+    set.host_names()
+        .enumerate()
+        .map(move |(h, name)| VirtualHost {
+            routes: set
+                .routes_of(h as u32)
+                .map(|i| EnvoyRoute {
+                    name: set.name(i),
+                    r#match: Some(RouteMatch {
+                        path_specifier: Some(route_match::PathSpecifier::Path(set.path(i))),
+                        ..RouteMatch::default()
+                    }),
+                    action: Some(route::Action::Route(backend_action())),
+                    response_headers_to_add: vec![header(sut::routes::ROUTE_HEADER, &set.name(i))],
+                    ..EnvoyRoute::default()
+                })
+                .collect(),
+            domains: vec![name.clone()],
+            name,
+            ..VirtualHost::default()
+        })
+}
+
 /// The HTTP connection manager of a listener: HTTP/1.1 only, routes from `source`.
-fn http_manager(prefix: &str, source: Source, route: Route) -> HttpConnectionManager {
+fn http_manager(
+    prefix: &str,
+    source: Source,
+    route: Route,
+    set: Option<&RouteSet>,
+) -> HttpConnectionManager {
     let route_specifier = match source {
         Source::Ads => http_connection_manager::RouteSpecifier::Rds(Rds {
             config_source: ads(),
             route_config_name: ROUTES.into(),
         }),
-        Source::Static => {
-            http_connection_manager::RouteSpecifier::RouteConfig(route_configuration(route))
-        }
+        Source::Static => http_connection_manager::RouteSpecifier::RouteConfig(
+            route_configuration_with(route, set),
+        ),
     };
     HttpConnectionManager {
         stat_prefix: prefix.into(),
@@ -208,6 +261,18 @@ fn http_manager(prefix: &str, source: Source, route: Route) -> HttpConnectionMan
 
 /// The two listeners: HTTPS on `https_port` and plain HTTP on `http_port`, 127.0.0.1.
 pub fn listeners(ctx: &DriverContext, source: Source, route: Route) -> Vec<Listener> {
+    listeners_with(ctx, source, route, None)
+}
+
+/// [`listeners`] whose routes, when written into them ([`Source::Static`]), have a
+/// route set beside the catch-all ([`route_configuration_with`]); over ADS the route
+/// configuration carries it instead.
+pub fn listeners_with(
+    ctx: &DriverContext,
+    source: Source,
+    route: Route,
+    set: Option<&RouteSet>,
+) -> Vec<Listener> {
     let tls = DownstreamTlsContext {
         common_tls_context: Some(CommonTlsContext {
             tls_params: Some(TlsParameters {
@@ -232,7 +297,7 @@ pub fn listeners(ctx: &DriverContext, source: Source, route: Route) -> Vec<Liste
             filters: vec![Filter {
                 name: "envoy.filters.network.http_connection_manager".into(),
                 config_type: Some(filter::ConfigType::TypedConfig(any(&http_manager(
-                    name, source, route,
+                    name, source, route, set,
                 )))),
             }],
             transport_socket: tls.map(|t| TransportSocket {
@@ -441,18 +506,20 @@ pub fn xds_bootstrap(admin_port: u16, xds_socket: &Path) -> Bootstrap {
     }
 }
 
-/// The bootstrap of an `envoy-hot-restart` Envoy: everything static.
+/// The bootstrap of an `envoy-hot-restart` Envoy: everything static, the route set
+/// (if any) in both listeners' routes.
 pub fn static_bootstrap(
     ctx: &DriverContext,
     admin_port: u16,
     endpoints: &[Endpoint],
     route: Route,
+    set: Option<&RouteSet>,
 ) -> Bootstrap {
     Bootstrap {
         node: node(),
         admin: admin(admin_port),
         static_resources: Some(bootstrap::StaticResources {
-            listeners: listeners(ctx, Source::Static, route),
+            listeners: listeners_with(ctx, Source::Static, route, set),
             clusters: vec![cluster(ctx, Source::Static, endpoints)],
             ..bootstrap::StaticResources::default()
         }),
@@ -596,5 +663,131 @@ mod tests {
             cert.certificate_chain.as_ref().unwrap().specifier,
             Some(data_source::Specifier::Filename("/o/cert.pem".into()))
         );
+    }
+
+    /// The route configuration a static listener carries, decoded.
+    fn static_routes(l: &Listener) -> RouteConfiguration {
+        let Some(filter::ConfigType::TypedConfig(t)) = &l.filter_chains[0].filters[0].config_type
+        else {
+            panic!()
+        };
+        let hcm = HttpConnectionManager::decode(t.value.as_slice()).unwrap();
+        match hcm.route_specifier {
+            Some(http_connection_manager::RouteSpecifier::RouteConfig(rc)) => rc,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_route_set_is_a_virtual_host_per_host_and_an_exact_route_per_route() {
+        let set = RouteSet::new(25, 10);
+        let rc = route_configuration_with(Route::Header, Some(&set));
+        assert_eq!(rc.name, ROUTES);
+        assert_eq!(rc.virtual_hosts.len(), 11, "the catch-all and 10 hosts");
+        // The catch-all is untouched: every path on any other host, with S3's route.
+        assert_eq!(
+            rc.virtual_hosts[0],
+            route_configuration(Route::Header).virtual_hosts[0]
+        );
+        assert_eq!(rc.virtual_hosts[0].domains, vec!["*".to_string()]);
+        let mut names = std::collections::BTreeSet::new();
+        let mut routes = 0;
+        for (h, vh) in rc.virtual_hosts[1..].iter().enumerate() {
+            let host = format!("h{h}.routes.test");
+            assert_eq!(vh.domains, vec![host.clone()]);
+            assert!(
+                names.insert(vh.name.clone()),
+                "virtual host names are unique"
+            );
+            assert_eq!(vh.routes.len(), if h < 5 { 3 } else { 2 }, "{host}");
+            for r in &vh.routes {
+                let Some(route_match::PathSpecifier::Path(path)) =
+                    &r.r#match.as_ref().unwrap().path_specifier
+                else {
+                    panic!("an exact path: {r:?}")
+                };
+                let i: u32 = path.strip_prefix("/r").unwrap().parse().unwrap();
+                assert_eq!(set.host(i), host, "route {i} is on its own host");
+                let hs: Vec<_> = r
+                    .response_headers_to_add
+                    .iter()
+                    .map(|h| h.header.clone().unwrap())
+                    .map(|h| (h.key, h.value))
+                    .collect();
+                assert_eq!(hs, vec![("x-route".to_string(), format!("r{i}"))]);
+                let Some(route::Action::Route(a)) = &r.action else {
+                    panic!()
+                };
+                assert_eq!(
+                    a.cluster_specifier,
+                    Some(route_action::ClusterSpecifier::Cluster(CLUSTER.into()))
+                );
+                assert_eq!(
+                    a.prefix_rewrite, "",
+                    "S3's rewrite is the catch-all's alone"
+                );
+                routes += 1;
+            }
+        }
+        assert_eq!(routes, 25);
+        // Route 13 is on host 3, after route 3.
+        let Some(route_match::PathSpecifier::Path(p)) = &rc.virtual_hosts[4].routes[1]
+            .r#match
+            .as_ref()
+            .unwrap()
+            .path_specifier
+        else {
+            panic!()
+        };
+        assert_eq!(p, "/r13");
+        // No set, or an empty one: the catch-all alone.
+        assert_eq!(
+            route_configuration_with(Route::Base, None),
+            route_configuration(Route::Base)
+        );
+        let empty = RouteSet::new(0, 10);
+        assert_eq!(
+            route_configuration_with(Route::Base, Some(&empty))
+                .virtual_hosts
+                .len(),
+            1
+        );
+    }
+
+    #[test]
+    fn a_static_bootstrap_has_the_route_set_in_both_listeners() {
+        let set = RouteSet::new(1000, 10);
+        let b = static_bootstrap(&ctx(), 9901, &[ep("b1", 1)], Route::Base, Some(&set));
+        let ls = &b.static_resources.as_ref().unwrap().listeners;
+        assert_eq!(ls.len(), 2);
+        for l in ls {
+            let rc = static_routes(l);
+            assert_eq!(
+                rc,
+                route_configuration_with(Route::Base, Some(&set)),
+                "{}",
+                l.name
+            );
+            assert_eq!(
+                rc.virtual_hosts
+                    .iter()
+                    .map(|v| v.routes.len())
+                    .sum::<usize>(),
+                1001
+            );
+        }
+        let none = static_bootstrap(&ctx(), 9901, &[ep("b1", 1)], Route::Base, None);
+        for l in &none.static_resources.as_ref().unwrap().listeners {
+            assert_eq!(static_routes(l).virtual_hosts.len(), 1);
+        }
+        assert!(
+            b.encoded_len() > 20 * none.encoded_len(),
+            "{} {}",
+            b.encoded_len(),
+            none.encoded_len()
+        );
+        // Over ADS the listeners name the route configuration, which carries the set.
+        let ads = listeners_with(&ctx(), Source::Ads, Route::Base, Some(&set));
+        assert_eq!(ads, listeners(&ctx(), Source::Ads, Route::Base));
     }
 }

@@ -4,16 +4,18 @@
 //! The bootstrap holds only the admin listener and the control plane's address (a Unix
 //! socket in the scratch folder); listeners, the route configuration, the backends
 //! cluster and its endpoints are pushed by [`xds::Server`]. An endpoint change is one
-//! EDS update, a route change one RDS update, a reload a resync of every type (what a
-//! restarted controller sends): Envoy never restarts. [`EnvoyXds::settle`] waits for
-//! Envoy to acknowledge the versions pushed, so the runner's events separate "pushed"
-//! (`*_requested`) from "acknowledged" (`*_applied`), and the endpoint propagation
-//! table adds "seen in traffic".
+//! EDS update, a route change or a route set one RDS update, a reload a resync of
+//! every type (what a restarted controller sends): Envoy never restarts.
+//! [`EnvoyXds::settle`] waits for Envoy to acknowledge the versions pushed, so the
+//! runner's events separate "pushed" (`*_requested`) from "acknowledged"
+//! (`*_applied`), and the endpoint propagation table adds "seen in traffic".
 
 use super::resources::{self, any, Source};
 use super::{command, last_error, listeners_up, write_bootstrap, Setup};
 use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
 use crate::proc::Guard;
+use crate::RouteSet;
+use prost::Message;
 use std::time::{Duration, Instant};
 use xds::{Server, XdsError, TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE};
 
@@ -39,6 +41,9 @@ pub struct EnvoyXds {
     pending: Vec<(&'static str, u64)>,
     pushed_at: Option<Instant>,
     last: Option<ChangeTiming>,
+    /// The route set in force before the last one pushed, until `settle()` saw the
+    /// route configuration acknowledged: a NACK puts it back.
+    set_before: Option<Option<RouteSet>>,
 }
 
 impl std::fmt::Debug for EnvoyXds {
@@ -47,6 +52,7 @@ impl std::fmt::Debug for EnvoyXds {
             .field("admin_port", &self.s.admin.port)
             .field("endpoints", &self.s.endpoints)
             .field("route", &self.s.route)
+            .field("route_set", &self.s.route_set)
             .field("pending", &self.pending)
             .finish_non_exhaustive()
     }
@@ -105,8 +111,18 @@ impl EnvoyXds {
     }
 
     fn push_route(&mut self) -> Result<(), LabError> {
-        let rc = any(&resources::route_configuration(self.s.route));
-        self.push(TYPE_ROUTE, vec![rc])
+        let rc = resources::route_configuration_with(self.s.route, self.s.route_set.as_ref());
+        self.push(TYPE_ROUTE, vec![any(&rc)])
+    }
+
+    /// After Envoy refused a route configuration with a new route set: the set before
+    /// is in force again, in the driver and on the control plane (what Envoy would be
+    /// sent again if it reconnected), as Envoy itself kept it.
+    fn undo_route_set(&mut self) {
+        if let Some(before) = self.set_before.take() {
+            self.s.route_set = before;
+            let _ = self.push_route();
+        }
     }
 
     /// Every type, clusters and endpoints before the listeners that use them (ADS
@@ -187,6 +203,7 @@ impl Driver for EnvoyXds {
         self.s.prepare(ctx, endpoints)?;
         self.pending.clear();
         self.last = None;
+        self.set_before = None;
         Ok(())
     }
 
@@ -259,6 +276,30 @@ impl Driver for EnvoyXds {
         self.push_route()
     }
 
+    /// The route set goes into the route configuration both listeners share, pushed
+    /// as one RDS update as Envoy Gateway or Contour push a changed HTTPRoute; Envoy
+    /// takes it without a restart. The size is the pushed RouteConfiguration's
+    /// (protobuf, encoded). Settled by Envoy's ACK of the version; a NACK leaves the
+    /// set before in force (`settle()` reports it).
+    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, LabError> {
+        let rc = resources::route_configuration_with(self.s.route, Some(set));
+        let bytes = rc.encoded_len() as u64;
+        let before = self.s.route_set.replace(*set);
+        if self.server.is_none() {
+            return Ok(Some(bytes)); // Not started: the first push carries it.
+        }
+        self.began("routes");
+        if let Err(e) = self.push(TYPE_ROUTE, vec![any(&rc)]) {
+            self.s.route_set = before;
+            return Err(e);
+        }
+        // The earliest set not yet acknowledged is the one to go back to.
+        if self.set_before.is_none() {
+            self.set_before = Some(before);
+        }
+        Ok(Some(bytes))
+    }
+
     fn reload(&mut self) -> Result<(), LabError> {
         if !self.running() {
             return Err(LabError::NotRunning("envoy".into()));
@@ -277,10 +318,14 @@ impl Driver for EnvoyXds {
                 return Err(LabError::NotRunning("envoy".into()));
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            self.server()?
-                .wait_ack(type_url, *version, left)
-                .map_err(nack)?;
+            if let Err(e) = self.server()?.wait_ack(type_url, *version, left) {
+                if *type_url == TYPE_ROUTE && matches!(e, XdsError::Nacked { .. }) {
+                    self.undo_route_set();
+                }
+                return Err(nack(e));
+            }
         }
+        self.set_before = None;
         if let (Some(at), Some(last)) = (self.pushed_at.take(), self.last.as_mut()) {
             last.acked = Some(at.elapsed());
         }
@@ -307,6 +352,7 @@ impl Driver for EnvoyXds {
             s.stop();
         }
         self.pending.clear();
+        self.set_before = None;
         Ok(())
     }
 
