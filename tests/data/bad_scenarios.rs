@@ -84,6 +84,32 @@ const BAD: &[(&str, &str, &str)] = &[
         "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  urls: {traefik: \"https://198.18.0.1/\"}\n  generators:\n    count: 2\nrequests:\n  - {host: a.test}\n",
         "line 7: kubernetes.generators.count: 2 with requests: a request mix runs on one generator for now (its groups' figures are not merged): drop kubernetes.generators.count",
     ),
+    // A route set, and a mix made of it.
+    (
+        "  rate: 100\n",
+        "  rate: 100\nroutes: {count: 0}\n",
+        "line 10: routes.count: 0 is out of range: use 1 to 100000",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\nroutes:\n  count: 5\n  hosts: 6\n",
+        "line 12: routes.hosts: 6 is out of range: use 1 to routes.count (5)",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\nrequests: {from: routes}\n",
+        "line 10: requests: {from: routes} needs a routes: section (e.g. routes: {count: 1000, hosts: 10})",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\nroutes: {count: 10}\nrequests: {from: routes, skew: 9}\n",
+        "line 11: requests: skew 9 is out of range: use 0 (every route alike) to 5",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\nrequests: {from: rutes}\n",
+        "line 10: requests.from: unknown variant `rutes`, expected `routes`",
+    ),
     (
         "  rate: 100\n",
         "  rate: 0\n",

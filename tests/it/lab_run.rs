@@ -794,3 +794,57 @@ fn repeated_systems_take_turns_and_keep_every_repetition() {
     }
     assert_nothing_left(dir.path());
 }
+
+/// A scenario with a route set (issue 28): nginx-reload is given 200 routes over 10
+/// hosts before the load, every route serves (the result says how long after the
+/// apply, and what the configuration weighed), and the load's mix is made of the
+/// routes themselves (`requests: {from: routes}`), every request answered by its
+/// route, the mix's figures per route in the result and the summary.
+#[test]
+fn a_route_set_comes_up_and_the_load_spreads_over_its_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "name: t\nsystems: [nginx-reload]\nbackends:\n  replicas: 1\n  drain_timeout: 1s\n\
+         tls:\n  enabled: false\nroutes:\n  count: 200\n  hosts: 10\nrequests: {from: routes}\n\
+         load:\n  rate: 400\n  connections: 20\n  duration: 2s\n";
+    let p = dir.path().join("s.yaml");
+    std::fs::write(&p, text).unwrap();
+    let out = dir.path().join("out");
+    let (code, printed) = finish(start(&p, &out), Duration::from_secs(90));
+    assert_eq!(code, 0, "{printed}");
+    let r = result(&out, "nginx-reload");
+    let rs = &r["lab"]["route_set"];
+    assert_eq!((u(&rs["count"]), u(&rs["hosts"])), (200, 10), "{rs}");
+    assert_eq!((u(&rs["served"]), u(&rs["never_count"])), (200, 0), "{rs}");
+    assert!(f(&rs["all_served_ms"]) > 0.0, "{rs}");
+    assert!(u(&rs["config_bytes"]) > 200 * 50, "{rs}");
+    let m = &r["mix"];
+    assert_eq!(u(&m["targets"]), 200, "{m}");
+    assert_eq!(m["hosts"].as_array().unwrap().len(), 10, "{m}");
+    let groups = m["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 200);
+    assert!(
+        groups[0]["name"] == "GET h0.routes.test/r0",
+        "{}",
+        groups[0]
+    );
+    let total: u64 = groups.iter().map(|g| u(&g["requests"])).sum();
+    assert_eq!(
+        total,
+        u(&r["requests"]["completed"]) + u(&r["requests"]["failed"])
+    );
+    assert_eq!(
+        u(&r["requests"]["failed"]),
+        0,
+        "every route answers: {}",
+        r["errors"]
+    );
+    assert!(
+        printed.contains("Route set: 200 routes over 10 hosts"),
+        "{printed}"
+    );
+    assert!(
+        printed.contains("Request mix: 200 targets over 10 hosts"),
+        "{printed}"
+    );
+    assert_nothing_left(dir.path());
+}

@@ -218,6 +218,34 @@ pub fn repetitions_table(r: &RunResult) -> String {
     s
 }
 
+/// A route set in one line: its size, what it cost, and how long until every route
+/// served (or which never did).
+pub fn route_set_line(rs: &results::RouteSetResult) -> String {
+    let bytes = rs.config_bytes.map_or(String::new(), |b| {
+        format!(", {} of configuration", fmt_bytes(b as f64))
+    });
+    let served = match rs.all_served_ms {
+        Some(ms) => format!("every route served {} after the apply", fmt_ms(ms)),
+        None => {
+            let list: Vec<String> = rs.never.iter().take(5).map(|i| format!("r{i}")).collect();
+            format!(
+                "{} of {} never served within {} ({}{})",
+                rs.never_count,
+                rs.count,
+                fmt_ms(rs.bound_ms),
+                list.join(", "),
+                if rs.never_count > 5 { ", ..." } else { "" }
+            )
+        }
+    };
+    format!(
+        "Route set: {} routes over {} hosts{bytes}, applied in {}; {served}",
+        rs.count,
+        rs.hosts,
+        fmt_ms(rs.apply_ms)
+    )
+}
+
 /// How many of the slowest and of the most failing groups the summary names.
 const MIX_SHOWN: usize = 5;
 
@@ -452,6 +480,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         let b: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
         let _ = writeln!(s, "  Backends: {}", b.join(", "));
     }
+    if let Some(rs) = r.lab.as_ref().and_then(|l| l.route_set.as_ref()) {
+        let _ = writeln!(s, "  {}", route_set_line(rs));
+    }
     if let Some(m) = &r.mix {
         for l in mix_lines(m) {
             let _ = writeln!(s, "  {l}");
@@ -548,6 +579,22 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
     for (n, r) in names.iter().zip(results) {
         for w in &r.warnings {
             let _ = writeln!(s, "WARNING: {n}: {w}");
+        }
+    }
+    // Each system's route set and request mix, when the scenario has them.
+    for (n, r) in names.iter().zip(results) {
+        let mut lines = Vec::new();
+        if let Some(rs) = r.lab.as_ref().and_then(|l| l.route_set.as_ref()) {
+            lines.push(route_set_line(rs));
+        }
+        if let Some(m) = &r.mix {
+            lines.extend(mix_lines(m));
+        }
+        if !lines.is_empty() {
+            let _ = writeln!(s, "\n{n}");
+            for l in lines {
+                let _ = writeln!(s, "  {l}");
+            }
         }
     }
     let _ = writeln!(s, "\nLatency (corrected, from the intended send time)");

@@ -98,6 +98,38 @@ pub struct LabInfo {
     /// see [`failover`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<failover::Failover>,
+    /// With a route set (`routes:`): how long until every route served, and what
+    /// the configuration cost.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_set: Option<RouteSetResult>,
+}
+
+/// A route set given to the system before the load (scenario `routes:`), and how
+/// long until every route answered as itself (`sut::routes::probe`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RouteSetResult {
+    pub count: u32,
+    pub hosts: u32,
+    /// The configuration the proxy was given for it, bytes (absent when the driver
+    /// does not know).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_bytes: Option<u64>,
+    /// How long the driver took to apply it (write, reload or push), ms.
+    pub apply_ms: f64,
+    /// From the apply until the last route answered as itself, ms; absent when some
+    /// never did within `bound_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_served_ms: Option<f64>,
+    pub bound_ms: f64,
+    pub served: u32,
+    /// Routes that never answered as themselves within the bound: how many, and the
+    /// first hundred of them.
+    pub never_count: u32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub never: Vec<u32>,
+    /// Probe requests, and those answered by something else than their route.
+    pub probes: u64,
+    pub misses: u64,
 }
 
 /// A run at a fraction of the maximum its system sustained (study S2's 30-50 %).

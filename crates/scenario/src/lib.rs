@@ -745,10 +745,15 @@ pub struct Scenario {
     #[serde(default)]
     pub placement: Option<PlacementSpec>,
     pub load: Load,
-    /// A request mix in place of the one request to `/`: each entry a method, a
-    /// virtual host, a path, headers, a body and a weight (docs/scenarios.md).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub requests: Vec<RequestEntry>,
+    /// A request mix in place of the one request to `/`: a list (each entry a
+    /// method, a virtual host, a path, headers, a body and a weight), or
+    /// `{from: routes}`: every route of `routes:` (docs/scenarios.md).
+    #[serde(default, skip_serializing_if = "Requests::is_one")]
+    pub requests: Requests,
+    /// A route set each system is given before the load: N routes over H virtual
+    /// hosts, and how long until every one serves (docs/scenarios.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routes: Option<RoutesSection>,
     /// `- wait: 12s` style: each step is a map with one key.
     #[serde(default, with = "serde_yaml_ng::with::singleton_map_recursive")]
     pub changes: Vec<Step>,
@@ -770,8 +775,97 @@ pub struct Scenario {
     pub passive_health: Option<failover::PassiveHealthSection>,
 }
 
+/// `requests:`: the one request of the studies, a list, or the routes' own.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Requests {
+    /// `GET /` on the system's address (no `requests:`).
+    #[default]
+    One,
+    List(Vec<RequestEntry>),
+    /// `{from: routes, skew: S}`: one request per route of `routes:`, route `i`
+    /// weighted `1 / (i + 1)^S` (0, the default: every route alike; 1: Zipf's law).
+    FromRoutes(FromRoutes),
+}
+
+/// `requests: {from: routes, skew: 1.0}`.
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct FromRoutes {
+    pub from: FromWhat,
+    #[serde(default)]
+    pub skew: f64,
+}
+
+/// What a generated mix is made from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FromWhat {
+    Routes,
+}
+
+impl Requests {
+    pub fn is_one(&self) -> bool {
+        *self == Requests::One
+    }
+}
+
+impl Serialize for Requests {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Requests::One => s.serialize_none(),
+            Requests::List(l) => l.serialize(s),
+            Requests::FromRoutes(f) => f.serialize(s),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Requests {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = Requests;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a list of requests ({host: ..., path: ...}) or {from: routes}")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, a: A) -> Result<Requests, A::Error> {
+                Vec::<RequestEntry>::deserialize(de::value::SeqAccessDeserializer::new(a))
+                    .map(Requests::List)
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, a: A) -> Result<Requests, A::Error> {
+                FromRoutes::deserialize(de::value::MapAccessDeserializer::new(a))
+                    .map(Requests::FromRoutes)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// `routes: {count: 1000, hosts: 10}`: route `i` is `/r<i>` on host
+/// `h<i mod hosts>.routes.test` and answers `x-route: r<i>` (`lab::routes`).
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutesSection {
+    pub count: u32,
+    #[serde(default = "one_host")]
+    pub hosts: u32,
+    /// How long every route has to come up before the ones that did not are
+    /// reported as never served.
+    #[serde(default = "sixty_s")]
+    pub bound: Dur,
+}
+
+fn one_host() -> u32 {
+    1
+}
+fn sixty_s() -> Dur {
+    Dur(Duration::from_secs(60))
+}
+
+/// The most routes a scenario may give: a configuration of about 15 MB for nginx.
+pub const MAX_ROUTES: u32 = 100_000;
+
 /// One request of a scenario's `requests:` mix.
-#[derive(Clone, Debug, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RequestEntry {
     #[serde(default = "default_method")]
@@ -953,6 +1047,54 @@ impl Scenario {
         Ok(s)
     }
 
+    /// `routes:` on the local lab, in range; `requests: {from: routes}` with it.
+    fn check_routes(&self) -> Result<(), Bad> {
+        if let Some(r) = &self.routes {
+            if r.count == 0 || r.count > MAX_ROUTES {
+                return Err(Bad::new(
+                    "routes.count",
+                    format!(
+                        "routes.count: {} is out of range: use 1 to {MAX_ROUTES}",
+                        r.count
+                    ),
+                ));
+            }
+            if r.hosts == 0 || r.hosts > r.count {
+                return Err(Bad::new(
+                    "routes.hosts",
+                    format!(
+                        "routes.hosts: {} is out of range: use 1 to routes.count ({})",
+                        r.hosts, r.count
+                    ),
+                ));
+            }
+            if self.platform != PlatformKind::Local {
+                return Err(Bad::new(
+                    "routes",
+                    "routes: only the local lab's profiles render route sets for now: drop routes, or use platform: local",
+                ));
+            }
+        }
+        if let Requests::FromRoutes(f) = &self.requests {
+            if self.routes.is_none() {
+                return Err(Bad::new(
+                    "requests",
+                    "requests: {from: routes} needs a routes: section (e.g. routes: {count: 1000, hosts: 10})",
+                ));
+            }
+            if !(f.skew.is_finite() && (0.0..=5.0).contains(&f.skew)) {
+                return Err(Bad::new(
+                    "requests",
+                    format!(
+                        "requests: skew {} is out of range: use 0 (every route alike) to 5",
+                        f.skew
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// The checks that span keys or need another part's rules.
     fn check(&self) -> Result<(), Bad> {
         if self.systems.is_empty() {
@@ -991,7 +1133,12 @@ impl Scenario {
                 .map_err(|e| Bad::new("backends.delay", format!("backends.delay {e}")))?;
         }
         self.check_rates()?;
-        for (i, r) in self.requests.iter().enumerate() {
+        self.check_routes()?;
+        let list: &[RequestEntry] = match &self.requests {
+            Requests::List(l) => l,
+            _ => &[],
+        };
+        for (i, r) in list.iter().enumerate() {
             if !r.path.starts_with('/') {
                 return Err(Bad::new(
                     "requests",

@@ -233,7 +233,7 @@ impl Plan {
                 LoadMode::Given => None,
             };
             let conflict = conflict.or_else(|| {
-                (!s.requests.is_empty()).then(|| format!(
+                (!s.requests.is_one()).then(|| format!(
                     "{said} with requests: a request mix runs on one generator for now (its groups' figures are not merged): drop {drop}"
                 ))
             });
@@ -404,8 +404,12 @@ pub(crate) fn platform_for(
 fn requests(scn: &Scenario, url: &str) -> Vec<engine::targets::TargetSpec> {
     let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
     let authority = rest.split('/').next().unwrap_or(rest);
-    scn.requests
-        .iter()
+    let list = match (&scn.requests, &scn.routes) {
+        (crate::Requests::List(l), _) => l,
+        (crate::Requests::FromRoutes(f), Some(r)) => return from_routes(scheme, r, f.skew),
+        _ => return Vec::new(),
+    };
+    list.iter()
         .enumerate()
         .map(|(i, r)| {
             let host = r.host.as_deref().unwrap_or(authority);
@@ -424,6 +428,34 @@ fn requests(scn: &Scenario, url: &str) -> Vec<engine::targets::TargetSpec> {
                 body: r.body.clone().into_bytes(),
                 weight: r.weight,
                 line: i + 1,
+            }
+        })
+        .collect()
+}
+
+/// One request per route of `r` (`requests: {from: routes}`), route `i` weighted
+/// `1 / (i + 1)^skew` in millionths (at least 1).
+fn from_routes(
+    scheme: &str,
+    r: &crate::RoutesSection,
+    skew: f64,
+) -> Vec<engine::targets::TargetSpec> {
+    let set = lab::RouteSet::new(r.count, r.hosts);
+    (0..set.count)
+        .map(|i| {
+            let host = set.host(i);
+            let weight = if skew == 0.0 {
+                1
+            } else {
+                (1e6 / f64::from(i + 1).powf(skew)).round().max(1.0) as u32
+            };
+            engine::targets::TargetSpec {
+                method: "GET".into(),
+                url: format!("{scheme}://{host}{}", set.path(i)),
+                headers: vec![format!("Host: {host}")],
+                body: Vec::new(),
+                weight,
+                line: i as usize + 1,
             }
         })
         .collect()

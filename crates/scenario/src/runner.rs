@@ -451,6 +451,8 @@ pub(crate) struct Deployed {
     ctx: lab::DriverContext,
     pub(crate) placement: lab::platform::Placement,
     versions: BTreeMap<String, String>,
+    /// The route set given before the load (`routes:`), as it came up.
+    route_set: Option<results::RouteSetResult>,
 }
 
 /// Sets up `name` (results in `out_name`'s folder): platform, backends, proxy;
@@ -510,6 +512,10 @@ pub(crate) fn deploy(
         .deploy(&ctx, &endpoints, Duration::from_secs(15))
         .map_err(lab)?;
     let versions: BTreeMap<String, String> = sys.driver.versions().into_iter().collect();
+    let route_set = match &scn.routes {
+        Some(r) => Some(apply_route_set(&mut sys, &ctx, r, name)?),
+        None => None,
+    };
     if sys.platform.target().netns.is_some() && opts.load.is_some() {
         return Err(RunError::Setup(format!(
             "{name}: the network lab's load leaves from a namespace of this process: run it without --generators"
@@ -520,6 +526,43 @@ pub(crate) fn deploy(
         ctx,
         placement,
         versions,
+        route_set,
+    })
+}
+
+/// Gives the system the scenario's route set and measures how long until every
+/// route answers as itself, from the moment the driver was asked (the write, the
+/// reload or the push; its settling included), probing through the proxy's plain
+/// HTTP port.
+fn apply_route_set(
+    sys: &mut System,
+    ctx: &lab::DriverContext,
+    r: &super::RoutesSection,
+    name: &str,
+) -> Result<results::RouteSetResult, RunError> {
+    let set = lab::RouteSet::new(r.count, r.hosts);
+    let fail = |e: LabError| RunError::Setup(format!("{name}: routes: {}", results::Causes(&e)));
+    let t0 = Instant::now();
+    let config_bytes = sys.driver.apply_route_set(&set).map_err(fail)?;
+    let apply_ms = t0.elapsed().as_secs_f64() * 1e3;
+    sys.driver
+        .settle(&Expect::Applied, r.bound.0)
+        .map_err(fail)?;
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], ctx.http_port));
+    let got = lab::routes::probe(addr, &set, t0, r.bound.0, 4);
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    Ok(results::RouteSetResult {
+        count: set.count,
+        hosts: set.hosts,
+        config_bytes,
+        apply_ms,
+        all_served_ms: got.all_after.map(ms),
+        bound_ms: ms(r.bound.0),
+        served: got.served,
+        never_count: got.never_count,
+        never: got.never,
+        probes: got.probes,
+        misses: got.misses,
     })
 }
 
@@ -633,6 +676,7 @@ fn run_system(
         ctx,
         placement,
         versions,
+        route_set,
     } = deploy(scn, name, out_name, opts, passive, false)?;
     let clock = sys.events.clock;
     let target = sys.platform.target();
@@ -769,6 +813,7 @@ fn run_system(
         cluster,
         network,
         fraction: at.map(|(_, f)| f),
+        route_set,
         ..LabInfo::default()
     });
     // The flapping backends write their last counts as they stop.
