@@ -1,11 +1,13 @@
 //! Caddy's JSON configuration for `caddy-api`, built by pure functions: the whole
-//! document `caddy run` starts with and `/load` receives ([`config()`]), and the two
-//! pieces the driver PATCHes through their `@id`s, the middleware route's handlers
-//! ([`middleware`]) and the proxy's upstreams ([`upstreams`]), so a change and the
-//! read-back that confirms it are the same value. The unit tests below check them.
+//! document `caddy run` starts with and `/load` receives ([`config()`], with the
+//! route set if one is in force, [`route_set`]), and the two pieces the driver
+//! PATCHes through their `@id`s, the middleware route's handlers ([`middleware`]) and
+//! the proxy's upstreams ([`upstreams`]), so a change and the read-back that confirms
+//! it are the same value. The unit tests below check them.
 
 use crate::driver::{DriverContext, Endpoint, Route};
 use serde_json::{json, Value};
+use sut::RouteSet;
 
 /// `@id` of the reverse-proxy handler (its upstreams are at `/id/proxy/upstreams`).
 pub(super) const PROXY_ID: &str = "proxy";
@@ -16,14 +18,28 @@ const CERT_TAG: &str = "ingressbench";
 /// How long the old server may finish in-flight requests after a change or stop.
 const GRACE: &str = "10s";
 
-/// The Caddy configuration routing to `endpoints` with `route`.
+/// The Caddy configuration routing to `endpoints` with `route`, and the route set
+/// `set` beside it (`None` or a count of 0: none).
 ///
 /// One server listens on both ports: Caddy serves TLS on every listener of a server
 /// with TLS connection policies except the app's `http_port`, which stays plain.
-/// No automatic HTTPS (no ACME, no redirects), no autosave, storage under
-/// `ctx.work_dir`; the proxy speaks HTTP/1.1 with keep-alive to the backends.
-pub fn config(ctx: &DriverContext, admin_port: u16, endpoints: &[Endpoint], route: Route) -> Value {
+/// No automatic HTTPS (no ACME, no redirects, so the route set's hosts get no
+/// certificate management either), no autosave, storage under `ctx.work_dir`; the
+/// proxy speaks HTTP/1.1 with keep-alive to the backends.
+pub fn config(
+    ctx: &DriverContext,
+    admin_port: u16,
+    endpoints: &[Endpoint],
+    route: Route,
+    set: Option<&RouteSet>,
+) -> Value {
     let mut c = base_config(ctx, admin_port, endpoints, route);
+    if let Some(rs) = route_set(ctx, endpoints, set) {
+        // First: the middleware route and the catch-all proxy stay last, unchanged.
+        if let Some(routes) = c["apps"]["http"]["servers"]["srv0"]["routes"].as_array_mut() {
+            routes.insert(0, rs);
+        }
+    }
     if ctx.count_handshakes {
         // Every request's access log entry (its `request.tls.resumed` says how its
         // connection's handshake went) to a file of its own; other logs unchanged.
@@ -141,6 +157,52 @@ pub fn middleware(route: Route) -> Value {
     }
 }
 
+/// A route set ([`sut::routes`]) as Caddy's ingress controller renders Ingress rules:
+/// per route a route object matching its host and exact path, whose handlers set
+/// [`sut::routes::ROUTE_HEADER`] to the route's name and proxy to the shared
+/// backends (a copy of the main [`proxy_handler`] without its `@id`: Caddy refuses a
+/// config with an `@id` twice; the upstreams are the same endpoints). Anything else on
+/// the set's hosts answers 404.
+///
+/// The controller lists its routes flat before the default backend; here they sit in
+/// the subroute of one terminal route that matches every host of the set, so a
+/// request that does not name one of them (the main route's traffic) tests one host
+/// matcher, not N, and reaches the middleware and proxy routes as before. A request
+/// to a set host tests the route objects in order, as the flat list would, and the
+/// last one, with no matcher, answers 404. `None` when there is no set (or it is
+/// empty).
+pub(super) fn route_set(
+    ctx: &DriverContext,
+    endpoints: &[Endpoint],
+    set: Option<&RouteSet>,
+) -> Option<Value> {
+    let set = set.filter(|s| s.count > 0)?;
+    let mut proxy = proxy_handler(ctx, endpoints);
+    if let Some(o) = proxy.as_object_mut() {
+        o.remove("@id");
+    }
+    let mut routes: Vec<Value> = (0..set.count)
+        .map(|i| {
+            json!({
+                "match": [{"host": [set.host(i)], "path": [set.path(i)]}],
+                "handle": [
+                    {"handler": "headers", "response": {"set": {
+                        sut::routes::ROUTE_HEADER: [set.name(i)]
+                    }}},
+                    proxy.clone()
+                ],
+                "terminal": true
+            })
+        })
+        .collect();
+    routes.push(json!({"handle": [{"handler": "static_response", "status_code": 404}]}));
+    Some(json!({
+        "match": [{"host": set.host_names().collect::<Vec<_>>()}],
+        "handle": [{"handler": "subroute", "routes": routes}],
+        "terminal": true
+    }))
+}
+
 /// The upstream list for `endpoints` (what `PATCH /id/proxy/upstreams` sends).
 pub fn upstreams(endpoints: &[Endpoint]) -> Value {
     Value::Array(
@@ -218,11 +280,11 @@ mod tests {
 
     #[test]
     fn handshakes_are_logged_only_when_counted_and_counted_from_the_log() {
-        let plain = config(&ctx(), 2019, &[], Route::Base);
+        let plain = config(&ctx(), 2019, &[], Route::Base, None);
         assert!(plain.get("logging").is_none(), "{plain}");
         let mut c = ctx();
         c.count_handshakes = true;
-        let logged = config(&c, 2019, &[], Route::Base);
+        let logged = config(&c, 2019, &[], Route::Base, None);
         assert_eq!(
             logged["apps"]["http"]["servers"]["srv0"]["logs"]["default_logger_name"],
             "tls"
@@ -260,7 +322,7 @@ mod tests {
 
     #[test]
     fn config_listens_locally_with_our_certificate_and_no_automation() {
-        let c = config(&ctx(), 2019, &[ep("b1", 9001)], Route::Base);
+        let c = config(&ctx(), 2019, &[ep("b1", 9001)], Route::Base, None);
         assert_eq!(c["admin"]["listen"], "127.0.0.1:2019");
         assert_eq!(c["admin"]["config"]["persist"], false);
         assert_eq!(c["storage"]["root"], "/w/storage");
@@ -290,6 +352,7 @@ mod tests {
             2019,
             &[ep("b1", 9001), ep("b2", 9002)],
             Route::Header,
+            None,
         );
         let r = routes(&c);
         assert_eq!(r.len(), 2);
@@ -310,7 +373,7 @@ mod tests {
 
     #[test]
     fn no_endpoints_means_an_empty_list_and_no_retry_wait() {
-        let c = config(&ctx(), 2019, &[], Route::Base);
+        let c = config(&ctx(), 2019, &[], Route::Base, None);
         let p = &routes(&c)[1]["handle"][0];
         assert_eq!(p["upstreams"], json!([]));
         assert!(p["load_balancing"].get("try_duration").is_none());
@@ -336,5 +399,75 @@ mod tests {
         let rw = &middleware(Route::Rewrite)[0];
         assert_eq!(rw["handler"], "rewrite");
         assert_eq!(rw["uri"], "/rewritten{http.request.uri.path}");
+    }
+
+    #[test]
+    fn a_route_set_is_a_route_per_route_before_the_catch_all() {
+        let eps = [ep("b1", 9001), ep("b2", 9002)];
+        let set = RouteSet::new(5, 2);
+        let c = config(&ctx(), 2019, &eps, Route::Header, Some(&set));
+        let r = routes(&c);
+        assert_eq!(r.len(), 3, "the set's route, then the two of today");
+        // The main route's two routes are last and unchanged.
+        let none = config(&ctx(), 2019, &eps, Route::Header, None);
+        assert_eq!(r[1..], routes(&none)[..]);
+        assert_eq!(r[2]["handle"][0]["@id"], PROXY_ID);
+        assert!(r[2].get("match").is_none(), "the catch-all stays last");
+        // One terminal route for every host of the set, no certificate automation.
+        let outer = &r[0];
+        assert_eq!(
+            outer["match"],
+            json!([{"host": ["h0.routes.test", "h1.routes.test"]}])
+        );
+        assert_eq!(outer["terminal"], true);
+        assert_eq!(
+            c["apps"]["http"]["servers"]["srv0"]["automatic_https"]["disable"],
+            true
+        );
+        assert!(c["apps"]["tls"].get("automation").is_none(), "{c}");
+        assert_eq!(outer["handle"][0]["handler"], "subroute");
+        let inner = outer["handle"][0]["routes"].as_array().unwrap();
+        assert_eq!(inner.len(), 5 + 1, "a route per route, then the 404");
+        for (i, route) in inner[..5].iter().enumerate() {
+            let h = i % 2;
+            assert_eq!(
+                route["match"],
+                json!([{"host": [format!("h{h}.routes.test")], "path": [format!("/r{i}")]}]),
+                "{route}"
+            );
+            let handle = route["handle"].as_array().unwrap();
+            assert_eq!(handle.len(), 2, "{route}");
+            assert_eq!(handle[0]["handler"], "headers");
+            assert_eq!(
+                handle[0]["response"]["set"],
+                json!({ "x-route": [format!("r{i}")] })
+            );
+            // The main proxy's handler, upstreams and all, without its `@id`.
+            let mut proxy = proxy_handler(&ctx(), &eps);
+            proxy.as_object_mut().unwrap().remove("@id");
+            assert_eq!(handle[1], proxy);
+            assert!(handle[1].get("@id").is_none());
+        }
+        // Another path on a set host: no matcher, 404.
+        let last = &inner[5];
+        assert!(last.get("match").is_none(), "{last}");
+        assert_eq!(
+            last["handle"],
+            json!([{"handler": "static_response", "status_code": 404}])
+        );
+        // Only one `@id` of each in the whole document (Caddy refuses duplicates).
+        let text = c.to_string();
+        assert_eq!(text.matches(&format!("\"@id\":\"{PROXY_ID}\"")).count(), 1);
+        assert_eq!(text.matches(&format!("\"@id\":\"{MW_ID}\"")).count(), 1);
+        // No set, or an empty one: the config of today.
+        let empty = config(
+            &ctx(),
+            2019,
+            &eps,
+            Route::Header,
+            Some(&RouteSet::new(0, 10)),
+        );
+        assert_eq!(empty, none);
+        assert!(!none.to_string().contains("routes.test"));
     }
 }

@@ -7,7 +7,9 @@
 //! (`http1::client`) are in `admin.rs`. Endpoint
 //! changes PATCH the proxy handler's upstreams through its `@id`; route changes PATCH
 //! the handlers of a pass-through middleware route that sits before the proxy route,
-//! so the proxy's path never moves; a reload POSTs the whole config to `/load`.
+//! so the proxy's path never moves; a reload POSTs the whole config to `/load`, and
+//! so does a route set ([`Caddy::apply_route_set`]), which comes first in the
+//! server's routes, before the middleware and proxy routes.
 //!
 //! Caddy applies a config synchronously: the admin call answers 200 once the new
 //! config is serving. [`Caddy::settle`] therefore only reads the config back and
@@ -64,6 +66,8 @@ pub struct Caddy {
     admin_port: u16,
     endpoints: Vec<Endpoint>,
     route: Route,
+    /// The route set beside `route` ([`sut::routes`]), if one was applied.
+    route_set: Option<sut::RouteSet>,
     guard: Option<Guard>,
     pending: Option<Pending>,
     last: Option<ChangeTiming>,
@@ -78,6 +82,7 @@ impl Default for Caddy {
             admin_port: 0,
             endpoints: Vec::new(),
             route: Route::Base,
+            route_set: None,
             guard: None,
             pending: None,
             last: None,
@@ -124,6 +129,7 @@ impl Caddy {
             self.admin_port,
             &self.endpoints,
             self.route,
+            self.route_set.as_ref(),
         ))
     }
 
@@ -189,6 +195,22 @@ impl Caddy {
             .is_ok_and(|r| r.status == 200 || self.endpoints.is_empty());
         let https_addr = SocketAddr::from(([127, 0, 0, 1], ctx.https_port));
         http_ok && TcpStream::connect_timeout(&https_addr, short).is_ok()
+    }
+}
+
+impl Caddy {
+    /// POSTs the config of the driver's state to `/load` (not forced: Caddy skips a
+    /// config equal to the one in force), to be confirmed by `settle()` reading it
+    /// back; the size of the JSON sent. The caller keeps it as `caddy.json`.
+    fn load_current(&mut self) -> Result<u64, LabError> {
+        let full = self.current_config()?;
+        let bytes = full.to_string().len() as u64;
+        let confirm = Pending {
+            path: "/config/".into(),
+            value: full.clone(),
+        };
+        self.change("POST", "/load", &full, confirm, &[])?;
+        Ok(bytes)
     }
 }
 
@@ -300,6 +322,16 @@ impl Driver for Caddy {
             self.endpoints = endpoints.to_vec();
             return self.write_config();
         }
+        if self.route_set.is_some_and(|s| s.count > 0) {
+            // Every route of the set has its own copy of the proxy handler (only the
+            // main one has the `@id`): the whole config, so they all change at once.
+            let before = std::mem::replace(&mut self.endpoints, endpoints.to_vec());
+            if let Err(e) = self.load_current() {
+                self.endpoints = before;
+                return Err(e);
+            }
+            return self.write_config();
+        }
         // Going to or from no endpoints also changes the retry settings, so the
         // whole handler is replaced; otherwise only the upstream list.
         let (path, value) = if before_empty == endpoints.is_empty() {
@@ -333,6 +365,33 @@ impl Driver for Caddy {
         self.change("PATCH", &path, &value, confirm, &[])?;
         self.route = route;
         self.write_config()
+    }
+
+    /// A route set goes into the whole config, which is POSTed to `/load`, as
+    /// Caddy's ingress controller loads the whole config it generated on every
+    /// Ingress change. `/load` rather than a PATCH of the server's routes: a PATCH
+    /// costs Caddy the same (any admin change re-provisions the whole config), but
+    /// would have to address the route set by its index among the routes and would
+    /// leave the set's copies of the proxy handler to a change of its own; `/load`
+    /// replaces everything at once, and Caddy keeps the config in force when it
+    /// refuses the new one (so does the driver: the previous set stays). Returns the
+    /// size of the JSON sent (compact), the whole config; settled by reading the
+    /// config back (`GET /config/`) like a reload.
+    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, LabError> {
+        let before = self.route_set.replace(*set);
+        let bytes = if self.running() {
+            self.load_current()
+        } else {
+            // Not started yet (or stopped): the next start uses the set.
+            self.current_config().map(|c| c.to_string().len() as u64)
+        };
+        match bytes {
+            Ok(b) => self.write_config().map(|()| Some(b)),
+            Err(e) => {
+                self.route_set = before;
+                Err(e)
+            }
+        }
     }
 
     fn reload(&mut self) -> Result<(), LabError> {
