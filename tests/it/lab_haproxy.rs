@@ -3,9 +3,10 @@
 //! running afterwards.
 
 use crate::common::lab::haproxy::{Haproxy, Mode};
-use crate::common::lab::{self as labsupport, Driver, Endpoint, Expect, Route};
+use crate::common::lab::{self as labsupport, routes, Driver, Endpoint, Expect, Route, RouteSet};
 use crate::common::shared;
 use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 fn ids(list: &[&str]) -> BTreeSet<String> {
@@ -154,4 +155,167 @@ fn a_port_in_use_is_reported_from_haproxy_log() {
     assert!(err.contains("cannot bind socket"), "{err}");
     d.stop().unwrap();
     labsupport::assert_no_process_with(&labsupport::path_text(&ctx.work_dir));
+}
+
+/// Routes at scale (issue 28), as the nginx test does it: 10 and then 1,000 routes
+/// over 10 virtual hosts go into the frontend's map and haproxy reloads; every route
+/// then answers as itself through the plain-HTTP port, timed from the moment the set
+/// was applied. A route the set lacks is never served, and a request on a route host
+/// with a path no route has is a 404; a set that cannot be installed leaves the one
+/// before in force; adding a route at 1,000 brings it up; the main route, its rule
+/// and its endpoints are untouched.
+fn route_set_of_1000(mode: Mode) {
+    let _turn = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let b1 = labsupport::backend("b1");
+    let ctx = labsupport::context(dir.path());
+    let http = SocketAddr::from(([127, 0, 0, 1], ctx.http_port));
+    let mut d = Haproxy::new(mode);
+    d.deploy(
+        &ctx,
+        std::slice::from_ref(&b1.endpoint),
+        Duration::from_secs(10),
+    )
+    .unwrap();
+    settled(&mut d, "route header", |d| {
+        d.apply_route(Route::Header).expect("header")
+    });
+    let apply = |d: &mut Haproxy, set: RouteSet| {
+        let t0 = Instant::now();
+        let bytes = d.apply_route_set(&set).unwrap().expect("config size");
+        d.settle(&Expect::Applied, Duration::from_secs(10)).unwrap();
+        (t0, bytes)
+    };
+    let name = d.name();
+    let mut sizes = Vec::new();
+    for n in [10, 1000] {
+        let set = RouteSet::new(n, 10);
+        let (t0, bytes) = apply(&mut d, set);
+        sizes.push(bytes);
+        let got = routes::probe(http, &set, t0, Duration::from_secs(20), 4);
+        eprintln!("{name}: {n} routes, {bytes} bytes: {got:?}");
+        assert_eq!((got.served, got.never_count), (n, 0), "{got:?}");
+        let all = got.all_after.expect("every route served");
+        assert!(
+            all > Duration::ZERO && all < Duration::from_secs(20),
+            "{all:?}"
+        );
+    }
+    let map = std::fs::metadata(ctx.out_dir.join("routes.map"))
+        .unwrap()
+        .len();
+    let cfg = std::fs::metadata(ctx.out_dir.join("haproxy.cfg"))
+        .unwrap()
+        .len();
+    assert!(
+        sizes[1] > map + cfg && map > 20 * 1000,
+        "the map counts: {sizes:?}, map {map}, cfg {cfg}"
+    );
+    assert!(
+        sizes[1] > sizes[0] * 10,
+        "1,000 routes make a larger configuration than 10: {sizes:?}"
+    );
+    // Route 1000 is not in the set: probed, it never answers as itself; on its host
+    // the path is a 404 from haproxy, not the main route.
+    let more = RouteSet::new(1001, 10);
+    let got = routes::probe(http, &more, Instant::now(), Duration::from_millis(500), 4);
+    assert_eq!(
+        (got.never.as_slice(), got.never_count),
+        ([1000].as_slice(), 1),
+        "{got:?}"
+    );
+    assert_eq!(got.all_after, None);
+    let r = plain_get(http, &more.host(1000), &more.path(1000));
+    assert_eq!(r.status, 404, "{r:?}");
+    assert_eq!(r.header("x-backend"), None, "{r:?}");
+    // A route's response names it and nothing of the main route's rule.
+    let r = plain_get(http, "H7.routes.test:80", "/r7");
+    assert_eq!(
+        (r.status, r.header("x-route"), r.header("x-custom")),
+        (200, Some("r7"), None),
+        "{r:?}"
+    );
+    assert_eq!(r.header("x-backend"), Some("b1"), "{r:?}");
+    // A set that cannot be installed (its map cannot be written) is refused, and
+    // the 1,000 routes stay, in haproxy and in the driver: a reload renders them.
+    let blocker = ctx.out_dir.join("routes.map.new");
+    std::fs::create_dir(&blocker).unwrap();
+    assert!(d.apply_route_set(&RouteSet::new(5, 10)).is_err());
+    std::fs::remove_dir(&blocker).unwrap();
+    settled(&mut d, "reload after a refused set", |d| {
+        d.reload().expect("reload")
+    });
+    let kept = RouteSet::new(1000, 10);
+    let got = routes::probe(http, &kept, Instant::now(), Duration::from_secs(5), 4);
+    assert_eq!((got.served, got.never_count), (1000, 0), "{got:?}");
+    assert_eq!(
+        std::fs::metadata(ctx.out_dir.join("routes.map"))
+            .unwrap()
+            .len(),
+        map,
+        "the map file is the 1,000 routes' still"
+    );
+    // One more route at 1,000: it comes up, and the others stay.
+    let (t0, _) = apply(&mut d, more);
+    let got = routes::probe(http, &more, t0, Duration::from_secs(20), 4);
+    eprintln!("{name}: 1001 routes: {got:?}");
+    assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
+    // The main route is untouched by the set: its backend, its rule.
+    assert_eq!(labsupport::ids_seen(&ctx, 5), ids(&["b1"]));
+    let r = labsupport::get(&ctx, "/r1");
+    assert_eq!(
+        (r.status, r.header("x-custom"), r.header("x-route")),
+        (200, Some("1"), None)
+    );
+    // A set of none takes the routes away and leaves no map behind.
+    let (_, bytes) = apply(&mut d, RouteSet::new(0, 10));
+    assert_eq!(bytes, cfg_len(&ctx));
+    assert!(!ctx.out_dir.join("routes.map").exists());
+    let got = routes::probe(http, &kept, Instant::now(), Duration::from_millis(300), 4);
+    assert_eq!(got.served, 0, "{got:?}");
+    d.stop().unwrap();
+    labsupport::assert_no_process_with(&labsupport::path_text(&ctx.work_dir));
+}
+
+/// One plain-HTTP request with `host` as its Host header (HTTP/1.0: the answer
+/// ends with the connection).
+fn plain_get(addr: SocketAddr, host: &str, path: &str) -> labsupport::Resp {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    labsupport::Resp {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+fn cfg_len(ctx: &crate::common::lab::DriverContext) -> u64 {
+    std::fs::metadata(ctx.out_dir.join("haproxy.cfg"))
+        .unwrap()
+        .len()
+}
+
+#[test]
+fn haproxy_reload_serves_a_route_set_of_1000_over_10_hosts() {
+    route_set_of_1000(Mode::Reload);
+}
+
+#[test]
+fn haproxy_runtime_serves_a_route_set_of_1000_over_10_hosts() {
+    route_set_of_1000(Mode::Runtime);
 }

@@ -1,7 +1,8 @@
 //! `haproxy.cfg` for both HAProxy profiles, rendered by a pure function from
 //! [`Settings`]: the global limits, the frontend on both ports, the one backend with
 //! its listed servers (`haproxy-reload`) or `server-template` slots and state file
-//! (`haproxy-runtime`), and each route's rules. The numbers that translate the lab's
+//! (`haproxy-runtime`), each route's rules, and a route set's frontend rules with
+//! the map file and host list they read ([`route_files`]). The numbers that translate the lab's
 //! settings into haproxy's terms (`maxconn` within the nofile limit, `max-reuse`) are
 //! here too. The unit tests below check the text, and that `haproxy -c` accepts it
 //! when haproxy is installed.
@@ -9,10 +10,16 @@
 use super::{Mode, SLOTS};
 use crate::driver::{Endpoint, Route};
 use rustix::process::{getrlimit, Resource};
+use std::fmt::Write as _;
 use std::path::Path;
+use sut::RouteSet;
 
 /// The one backend every frontend uses.
 pub(super) const BACKEND: &str = "be";
+/// A route set's map, in the results folder: `<host><path> <name>` per route.
+pub(super) const ROUTES_MAP: &str = "routes.map";
+/// A route set's hosts, in the results folder: one per line, an ACL pattern file.
+pub(super) const ROUTE_HOSTS: &str = "route-hosts.lst";
 
 /// Everything the configuration depends on.
 pub(super) struct Settings<'a> {
@@ -32,6 +39,17 @@ pub(super) struct Settings<'a> {
     pub(super) endpoints: &'a [Endpoint],
     /// The tuned variant's passive health checks.
     pub(super) passive: Option<&'a crate::health::PassiveHealth>,
+    /// The route set beside `route` ([`sut::routes`]); `None` or `count` 0: none.
+    pub(super) route_set: Option<&'a RouteSet>,
+    /// Where the route set's files are ([`ROUTES_MAP`], [`ROUTE_HOSTS`]).
+    pub(super) out_dir: &'a Path,
+}
+
+impl Settings<'_> {
+    /// The route set in force, if it has routes.
+    fn route_set(&self) -> Option<&RouteSet> {
+        self.route_set.filter(|r| r.count > 0)
+    }
 }
 
 /// The complete haproxy.cfg for `s`.
@@ -87,6 +105,9 @@ pub(super) fn render(s: &Settings) -> String {
         dir("combined.pem")
     ));
     line(&format!("    bind 127.0.0.1:{}", s.http_port));
+    if s.route_set().is_some() {
+        route_set_rules(&mut line, s.out_dir);
+    }
     line(&format!("    default_backend {BACKEND}"));
     line(&format!("backend {BACKEND}"));
     line("    balance roundrobin");
@@ -100,17 +121,30 @@ pub(super) fn render(s: &Settings) -> String {
         s.max_reuse,
         crate::health::haproxy_server(s.passive)
     ));
+    // The main route's rules are its own: a route set's requests share the backend
+    // but not them (as a route of its own in a controller would not).
+    let only_main = if s.route_set().is_some() {
+        " unless { var(txn.route) -m found }"
+    } else {
+        ""
+    };
     match s.route {
         Route::Base => {}
         Route::Cors => {
-            line("    http-response set-header Access-Control-Allow-Origin \"*\"");
-            line(
-                "    http-response set-header Access-Control-Allow-Methods \"GET, POST, OPTIONS\"",
-            );
-            line("    http-response set-header Access-Control-Allow-Headers \"Content-Type, Authorization\"");
+            line(&format!(
+                "    http-response set-header Access-Control-Allow-Origin \"*\"{only_main}"
+            ));
+            line(&format!(
+                "    http-response set-header Access-Control-Allow-Methods \"GET, POST, OPTIONS\"{only_main}"
+            ));
+            line(&format!("    http-response set-header Access-Control-Allow-Headers \"Content-Type, Authorization\"{only_main}"));
         }
-        Route::Header => line("    http-response set-header x-custom 1"),
-        Route::Rewrite => line("    http-request set-path /rewritten%[path]"),
+        Route::Header => line(&format!(
+            "    http-response set-header x-custom 1{only_main}"
+        )),
+        Route::Rewrite => line(&format!(
+            "    http-request set-path /rewritten%[path]{only_main}"
+        )),
     }
     if runtime {
         line(&format!(
@@ -127,6 +161,49 @@ pub(super) fn render(s: &Settings) -> String {
         }
     }
     c
+}
+
+/// A route set's frontend rules, as the HAProxy ingress controller renders many
+/// routes: a request whose host (without port, lower-cased) is in the host list
+/// looks `<host><path>` up in the map; found, the route's name goes into `txn.route`
+/// and its responses carry it in [`sut::routes::ROUTE_HEADER`]; not found, it is a
+/// 404 from haproxy itself. Requests to any other host match nothing here and go on
+/// to the backend exactly as before. Every route shares the one backend.
+fn route_set_rules(line: &mut impl FnMut(&str), out_dir: &Path) {
+    let map = quote(&out_dir.join(ROUTES_MAP));
+    let hosts = quote(&out_dir.join(ROUTE_HOSTS));
+    line(&format!(
+        "    http-request set-var(txn.route_host) req.hdr(host),field(1,:),lower if {{ req.hdr(host),field(1,:),lower -f {hosts} }}"
+    ));
+    line("    http-request set-var(txn.route_path) path if { var(txn.route_host) -m found }");
+    line(&format!(
+        "    http-request set-var(txn.route) var(txn.route_host),concat(,txn.route_path),map({map}) if {{ var(txn.route_host) -m found }}"
+    ));
+    line("    http-request return status 404 if { var(txn.route_host) -m found } !{ var(txn.route) -m found }");
+    line(&format!(
+        "    http-response set-header {} %[var(txn.route)] if {{ var(txn.route) -m found }}",
+        sut::routes::ROUTE_HEADER
+    ));
+}
+
+/// The files a route set's rules read, by name in the results folder, with their
+/// text: [`ROUTES_MAP`] (`<host><path> <name>`, one route a line) and
+/// [`ROUTE_HOSTS`] (one host a line). None without a set.
+pub(super) fn route_files(set: Option<&RouteSet>) -> Vec<(&'static str, String)> {
+    let Some(set) = set.filter(|r| r.count > 0) else {
+        return Vec::new();
+    };
+    let mut map = String::with_capacity(set.count as usize * 28);
+    for i in 0..set.count {
+        // `write!` to a String cannot fail.
+        let _ = writeln!(map, "{}{} {}", set.host(i), set.path(i), set.name(i));
+    }
+    let mut hosts = String::new();
+    for h in set.host_names() {
+        hosts.push_str(&h);
+        hosts.push('\n');
+    }
+    vec![(ROUTES_MAP, map), (ROUTE_HOSTS, hosts)]
 }
 
 /// Client connections haproxy can take: what was asked for, within two fds per
@@ -179,6 +256,8 @@ mod tests {
             route,
             endpoints,
             passive: None,
+            route_set: None,
+            out_dir: Path::new("/tmp/o"),
         }
     }
 
@@ -249,10 +328,23 @@ mod tests {
         };
         let dir = tempfile::tempdir().unwrap();
         let eps = [ep("b1", 5001), ep("b2", 5002)];
+        let set = RouteSet::new(30, 4);
+        for (name, text) in route_files(Some(&set)) {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
         for mode in [Mode::Reload, Mode::Runtime] {
-            for route in [Route::Base, Route::Cors, Route::Header, Route::Rewrite] {
+            for (route, set) in [
+                (Route::Base, None),
+                (Route::Cors, None),
+                (Route::Header, None),
+                (Route::Rewrite, None),
+                (Route::Base, Some(&set)),
+                (Route::Rewrite, Some(&set)),
+            ] {
                 let mut s = settings(mode, route, &eps);
                 s.work_dir = Path::new("/nonexistent-dir");
+                s.route_set = set;
+                s.out_dir = dir.path();
                 let mut text = render(&s);
                 // `-c` loads the certificate: point it at none rather than a real one.
                 text = text.replace(" ssl crt '/nonexistent-dir/combined.pem' alpn http/1.1", "");
@@ -260,9 +352,70 @@ mod tests {
                 std::fs::write(&f, &text).unwrap();
                 let (ok, out) =
                     proc::output(Command::new(&bin).arg("-c").arg("-f").arg(&f)).unwrap();
-                assert!(ok, "{mode:?} {route:?}: {out}\n{text}");
+                assert!(ok, "{mode:?} {route:?} {set:?}: {out}\n{text}");
+                // The state file is the only thing missing here (none before a reload).
+                let warnings = out
+                    .lines()
+                    .filter(|l| l.contains("[WARNING]") && !l.contains("server state file"));
+                assert_eq!(warnings.count(), 0, "{mode:?} {route:?} {set:?}: {out}");
             }
         }
+    }
+
+    #[test]
+    fn a_route_set_is_a_map_on_host_and_path_in_the_frontend() {
+        let eps = [ep("b1", 5001)];
+        let set = RouteSet::new(5, 2);
+        let mut s = settings(Mode::Reload, Route::Header, &eps);
+        let without = render(&s);
+        s.route_set = Some(&set);
+        let c = render(&s);
+        // The rules are in the frontend, before its default backend.
+        let (fe, be) = (
+            c.find("frontend fe\n").unwrap(),
+            c.find(&format!("\nbackend {BACKEND}\n")).unwrap(),
+        );
+        let frontend = &c[fe..be];
+        for want in [
+            "    http-request set-var(txn.route_host) req.hdr(host),field(1,:),lower if { req.hdr(host),field(1,:),lower -f '/tmp/o/route-hosts.lst' }\n",
+            "    http-request set-var(txn.route_path) path if { var(txn.route_host) -m found }\n",
+            "    http-request set-var(txn.route) var(txn.route_host),concat(,txn.route_path),map('/tmp/o/routes.map') if { var(txn.route_host) -m found }\n",
+            "    http-request return status 404 if { var(txn.route_host) -m found } !{ var(txn.route) -m found }\n",
+            "    http-response set-header x-route %[var(txn.route)] if { var(txn.route) -m found }\n",
+        ] {
+            assert!(frontend.contains(want), "missing {want:?} in\n{c}");
+        }
+        assert!(
+            frontend.find("http-request return").unwrap()
+                < frontend.find("default_backend").unwrap(),
+            "{c}"
+        );
+        // One backend still, and the main route's rule is not the routes'.
+        assert_eq!(c.matches("\nbackend ").count(), 1, "{c}");
+        assert!(
+            c.contains(
+                "    http-response set-header x-custom 1 unless { var(txn.route) -m found }\n"
+            ),
+            "{c}"
+        );
+        assert!(!without.contains("txn.route"), "{without}");
+        assert!(without.contains("    http-response set-header x-custom 1\n"));
+        // A set of none renders nothing.
+        let zero = RouteSet::new(0, 1);
+        s.route_set = Some(&zero);
+        assert_eq!(render(&s), without);
+        assert!(route_files(Some(&zero)).is_empty());
+        assert!(route_files(None).is_empty());
+
+        let files = route_files(Some(&set));
+        let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, [ROUTES_MAP, ROUTE_HOSTS]);
+        assert_eq!(
+            files[0].1,
+            "h0.routes.test/r0 r0\nh1.routes.test/r1 r1\nh0.routes.test/r2 r2\n\
+             h1.routes.test/r3 r3\nh0.routes.test/r4 r4\n"
+        );
+        assert_eq!(files[1].1, "h0.routes.test\nh1.routes.test\n");
     }
 
     #[test]

@@ -10,6 +10,12 @@
 //! addr`, `state ready|maint`) without a reload; only route changes reload, with the
 //! slots saved to a `server-state-file` first so they survive.
 //!
+//! A route set ([`sut::routes`]) is rendered in both modes as the HAProxy ingress
+//! controller renders many routes: frontend rules that look host and path up in a
+//! map file (`routes.map`, beside `haproxy.cfg` in the results folder) and name the
+//! route in a response header, every route on the one shared backend; applying one
+//! rewrites the files and reloads (see [`Haproxy::apply_route_set`]).
+//!
 //! This module owns the driver: its state and the order of the steps. The generated
 //! configuration is rendered in `config.rs`, the haproxy process (a direct foreground
 //! child, so its exit is seen at once) is started, checked and reloaded in
@@ -21,7 +27,7 @@ mod config;
 mod process;
 mod runtime;
 
-use self::config::{max_reuse, render, workable_maxconn, Settings};
+use self::config::{max_reuse, render, route_files, workable_maxconn, Settings};
 use self::process::{http_answers, log_tail, parse_version, tcp_accepts};
 use self::runtime::assign_slots;
 use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
@@ -55,6 +61,8 @@ pub struct Haproxy {
     run: Option<Run>,
     guard: Option<Guard>,
     route: Route,
+    /// The route set beside `route` ([`sut::routes`]), if one was applied.
+    route_set: Option<sut::RouteSet>,
     /// The endpoints traffic should go to (reload mode: those in the config).
     endpoints: Vec<Endpoint>,
     /// Runtime mode: which endpoint each slot should carry (`s1` is index 0).
@@ -116,6 +124,7 @@ impl Haproxy {
             run: None,
             guard: None,
             route: Route::Base,
+            route_set: None,
             endpoints: Vec::new(),
             slots: vec![None; SLOTS],
             applied: vec![None; SLOTS],
@@ -152,7 +161,18 @@ impl Haproxy {
             route,
             endpoints,
             passive: run.ctx.passive_health.as_ref(),
+            route_set: self.route_set.as_ref(),
+            out_dir: &run.ctx.out_dir,
         })
+    }
+
+    /// The route set's files (map and host list) for the configuration in force,
+    /// with their paths in the results folder.
+    fn route_files_current(&self, run: &Run) -> Vec<(PathBuf, String)> {
+        route_files(self.route_set.as_ref())
+            .into_iter()
+            .map(|(name, text)| (run.ctx.out_dir.join(name), text))
+            .collect()
     }
 
     /// Rewrites the configuration and, when haproxy runs, reloads it.
@@ -166,8 +186,10 @@ impl Haproxy {
         if running && self.mode == Mode::Runtime {
             self.save_server_state()?;
         }
-        let text = self.render_current(self.run()?, route, endpoints);
-        self.write_checked(&text)?;
+        let run = self.run()?;
+        let text = self.render_current(run, route, endpoints);
+        let files = self.route_files_current(run);
+        self.write_checked(&text, &files)?;
         if running {
             self.request_reload()?;
         }
@@ -225,11 +247,12 @@ impl Driver for Haproxy {
         write_pem(&run)?;
         self.run = Some(run);
         self.route = Route::Base;
+        self.route_set = None;
         self.endpoints = endpoints.to_vec();
         self.slots = assign_slots(&vec![None; SLOTS], endpoints);
         self.applied = vec![None; SLOTS];
         let text = self.render_current(self.run()?, Route::Base, endpoints);
-        self.write_checked(&text)
+        self.write_checked(&text, &[])
     }
 
     fn start(&mut self) -> Result<(), LabError> {
@@ -296,6 +319,31 @@ impl Driver for Haproxy {
         self.change_config(route, &endpoints)?;
         self.route = route;
         Ok(())
+    }
+
+    /// A route set goes into the frontend's rules and their map file, and haproxy
+    /// reloads (seamlessly, as for any route change), in both modes: the new worker
+    /// serves the new routes. HAProxy's runtime API could add routes to a running
+    /// worker without a reload (`add map` / `del map` on the loaded map file, `add
+    /// acl` on the host list), as the HAProxy ingress controller does for some
+    /// changes; this driver does not: `haproxy-runtime` keeps the runtime API for
+    /// endpoints only, and a route set reloads like any other route change. Returns
+    /// the bytes given to haproxy: `haproxy.cfg` plus the map and the host list. A set
+    /// haproxy refuses leaves the previous one in force, files included.
+    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, LabError> {
+        let before = self.route_set.replace(*set);
+        let endpoints = self.endpoints.clone();
+        if let Err(e) = self.change_config(self.route, &endpoints) {
+            self.route_set = before;
+            return Err(e);
+        }
+        let run = self.run()?;
+        let mut bytes = std::fs::metadata(run.cfg()).map(|m| m.len()).ok();
+        for (path, _) in self.route_files_current(run) {
+            let len = std::fs::metadata(&path).map(|m| m.len()).ok();
+            bytes = bytes.zip(len).map(|(a, b)| a + b);
+        }
+        Ok(bytes)
     }
 
     fn reload(&mut self) -> Result<(), LabError> {

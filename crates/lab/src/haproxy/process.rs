@@ -4,6 +4,7 @@
 //! failed reload), readiness waits on both ports, and what its output and log say
 //! when something goes wrong; the version a run records.
 
+use super::config::{ROUTES_MAP, ROUTE_HOSTS};
 use super::runtime::{cli, send, ProcTable};
 use super::{Haproxy, PendingReload, SLOTS};
 use crate::driver::{Driver, LabError};
@@ -12,34 +13,65 @@ use http1::client;
 use rustix::process::Signal;
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 impl Haproxy {
-    /// Writes `text` as the new haproxy.cfg if `haproxy -c` accepts it.
-    pub(super) fn write_checked(&self, text: &str) -> Result<(), LabError> {
+    /// Writes `text` as the new haproxy.cfg, with the `files` it reads (a route set's
+    /// map and host list, by their paths), if `haproxy -c` accepts them. The files
+    /// must be in place for the check, so each is swapped in with the one it replaces
+    /// kept aside, and put back if haproxy refuses: a refused change leaves every
+    /// file as it was (haproxy reads them only when it starts or reloads). Route files
+    /// of an earlier configuration that `files` no longer has are removed.
+    pub(super) fn write_checked(
+        &self,
+        text: &str,
+        files: &[(PathBuf, String)],
+    ) -> Result<(), LabError> {
         let run = self.run()?;
         let cfg = run.cfg();
         let candidate = cfg.with_extension("cfg.new");
         std::fs::write(&candidate, text)
             .map_err(LabError::io(format!("writing {}", candidate.display())))?;
-        let (ok, out) = proc::output(
-            Command::new(&run.binary)
-                .arg("-c")
-                .arg("-f")
-                .arg(&candidate),
-        )
-        .map_err(LabError::io(format!("running {} -c", run.binary.display())))?;
-        if !ok {
-            let _ = std::fs::remove_file(&candidate);
-            return Err(LabError::Rejected {
-                what: format!("{} configuration", self.name()),
-                detail: alerts(&out),
+        let mut swapped = Vec::new();
+        let mut outcome = swap_in(files, &mut swapped);
+        if outcome.is_ok() {
+            outcome = proc::output(
+                Command::new(&run.binary)
+                    .arg("-c")
+                    .arg("-f")
+                    .arg(&candidate),
+            )
+            .map_err(LabError::io(format!("running {} -c", run.binary.display())))
+            .and_then(|(ok, out)| {
+                if ok {
+                    Ok(())
+                } else {
+                    Err(LabError::Rejected {
+                        what: format!("{} configuration", self.name()),
+                        detail: alerts(&out),
+                    })
+                }
             });
         }
+        if let Err(e) = outcome {
+            let _ = std::fs::remove_file(&candidate);
+            swap_back(&swapped);
+            return Err(e);
+        }
+        for (_, old) in &swapped {
+            let _ = std::fs::remove_file(old);
+        }
         std::fs::rename(&candidate, &cfg)
-            .map_err(LabError::io(format!("writing {}", cfg.display())))
+            .map_err(LabError::io(format!("writing {}", cfg.display())))?;
+        for name in [ROUTES_MAP, ROUTE_HOSTS] {
+            let path = run.ctx.out_dir.join(name);
+            if !files.iter().any(|(p, _)| *p == path) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+        Ok(())
     }
 
     /// Asks the master to reload and notes what it looked like before.
@@ -148,6 +180,42 @@ impl Haproxy {
     }
 }
 
+/// Puts each file's new text in place, noting in `swapped` every path done and where
+/// the file it replaced was kept (`<path>.old`, absent if there was none).
+fn swap_in(
+    files: &[(PathBuf, String)],
+    swapped: &mut Vec<(PathBuf, PathBuf)>,
+) -> Result<(), LabError> {
+    for (path, text) in files {
+        let beside = |ext: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(ext);
+            PathBuf::from(p)
+        };
+        let (new, old) = (beside(".new"), beside(".old"));
+        std::fs::write(&new, text).map_err(LabError::io(format!("writing {}", new.display())))?;
+        let _ = std::fs::remove_file(&old);
+        if path.exists() {
+            std::fs::rename(path, &old)
+                .map_err(LabError::io(format!("keeping {}", path.display())))?;
+        }
+        swapped.push((path.clone(), old));
+        std::fs::rename(&new, path).map_err(LabError::io(format!("writing {}", path.display())))?;
+    }
+    Ok(())
+}
+
+/// Puts back what [`swap_in`] replaced (and removes what it added).
+fn swap_back(swapped: &[(PathBuf, PathBuf)]) {
+    for (path, old) in swapped.iter().rev() {
+        if old.exists() {
+            let _ = std::fs::rename(old, path);
+        } else {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
 /// The version from `haproxy -v`: `HAProxy version 2.6.12-1+deb12u4 2026/10/17 - ...`.
 pub(super) fn parse_version(out: &str) -> Option<String> {
     let first = out.lines().find(|l| l.contains("version"))?;
@@ -197,6 +265,24 @@ pub(super) fn log_tail(log: &Path) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn route_files_swapped_in_are_put_back_when_the_change_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (map, hosts) = (dir.path().join("routes.map"), dir.path().join("hosts.lst"));
+        std::fs::write(&map, "old\n").unwrap();
+        let files = [(map.clone(), "new\n".into()), (hosts.clone(), "h\n".into())];
+        let mut swapped = Vec::new();
+        swap_in(&files, &mut swapped).unwrap();
+        assert_eq!(std::fs::read_to_string(&map).unwrap(), "new\n");
+        assert_eq!(std::fs::read_to_string(&hosts).unwrap(), "h\n");
+        assert_eq!(swapped.len(), 2);
+        swap_back(&swapped);
+        assert_eq!(std::fs::read_to_string(&map).unwrap(), "old\n");
+        assert!(!hosts.exists(), "a file the change added is taken away");
+        let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+        assert_eq!(left.len(), 1, "nothing beside: {left:?}");
+    }
 
     #[test]
     fn version_is_parsed() {
