@@ -433,7 +433,7 @@ impl GroupTally {
             ok: 0,
             errors: [0; ErrorKind::COUNT],
             status: Vec::new(),
-            latency: Histogram::new_with_bounds(1, crate::stats::MAX_LATENCY_US, 2)
+            latency: Histogram::new_with_bounds(1, results::histogram::MAX_LATENCY_US, 2)
                 .expect("valid bounds"),
         }
     }
@@ -482,7 +482,7 @@ impl MixTally {
         let Some(g) = self.groups.get_mut(group as usize) else {
             return;
         };
-        let us = (latency_ns / 1000).clamp(1, crate::stats::MAX_LATENCY_US);
+        let us = (latency_ns / 1000).clamp(1, results::histogram::MAX_LATENCY_US);
         g.latency.saturating_record(us);
         if status >= 400 {
             g.errors[ErrorKind::Status.index()] += 1;
@@ -499,7 +499,7 @@ impl MixTally {
             return;
         };
         if record {
-            let us = (latency_ns / 1000).clamp(1, crate::stats::MAX_LATENCY_US);
+            let us = (latency_ns / 1000).clamp(1, results::histogram::MAX_LATENCY_US);
             g.latency.saturating_record(us);
         }
         g.errors[ErrorKind::Timeout.index()] += 1;
