@@ -317,13 +317,9 @@ fn envoy_hot_restart_starts_a_new_epoch_per_change_and_leaves_nothing() {
 fn serves_a_route_set(d: &mut dyn Driver, ctx: &lab::DriverContext) -> Vec<u64> {
     let http = SocketAddr::from(([127, 0, 0, 1], ctx.http_port));
     let apply = |d: &mut dyn Driver, set: RouteSet| {
-        let t0 = Instant::now();
-        let bytes = d.apply_route_set(&set).unwrap().expect("config size");
-        let asked = t0.elapsed();
-        d.settle(&Expect::Applied, SETTLE)
-            .unwrap_or_else(|e| panic!("{}: settle {} routes: {e}", d.name(), set.count));
+        let (t0, bytes) = labsupport::apply_set(d, set);
         eprintln!(
-            "{}: {} routes: request {asked:.2?}, settled after {:.2?}",
+            "{}: {} routes: settled after {:.2?}",
             d.name(),
             set.count,
             t0.elapsed()
@@ -335,14 +331,7 @@ fn serves_a_route_set(d: &mut dyn Driver, ctx: &lab::DriverContext) -> Vec<u64> 
         let set = RouteSet::new(n, 10);
         let (t0, bytes) = apply(d, set);
         sizes.push(bytes);
-        let got = routes::probe(http, &set, t0, Duration::from_secs(20), 4);
-        eprintln!("{}: {n} routes, {bytes} bytes: {got:?}", d.name());
-        assert_eq!((got.served, got.never_count), (n, 0), "{got:?}");
-        let all = got.all_after.expect("every route served");
-        assert!(
-            all > Duration::ZERO && all < Duration::from_secs(20),
-            "{all:?}"
-        );
+        labsupport::assert_all_served(d.name(), http, &set, t0);
     }
     assert!(
         sizes[1] > sizes[0] * 20,
@@ -366,19 +355,11 @@ fn serves_a_route_set(d: &mut dyn Driver, ctx: &lab::DriverContext) -> Vec<u64> 
     assert_eq!(labsupport::status(&r4, ctx, "http", ctx.http_port), "404");
     // Route 1000 is not in the set: probed, it never answers as itself.
     let more = RouteSet::new(1001, 10);
-    let got = routes::probe(http, &more, Instant::now(), Duration::from_millis(500), 4);
-    assert_eq!(
-        (got.never.as_slice(), got.never_count),
-        ([1000].as_slice(), 1),
-        "{got:?}"
-    );
-    assert_eq!(got.all_after, None);
+    labsupport::assert_only_the_last_never_serves(http, &more, Duration::from_millis(500));
     // One more route at 1,000: it comes up, and the others stay.
     let (t0, bytes) = apply(d, more);
     sizes.push(bytes);
-    let got = routes::probe(http, &more, t0, Duration::from_secs(20), 4);
-    eprintln!("{}: 1001 routes, {bytes} bytes: {got:?}", d.name());
-    assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
+    labsupport::assert_all_served(d.name(), http, &more, t0);
     // The main route is untouched by the set, and a route change keeps the set.
     assert_eq!(ids_seen(ctx, 5), ids(&["b1"]));
     assert_eq!(labsupport::get(ctx, "/r3").header("x-route"), None);

@@ -4,6 +4,7 @@
 
 use crate::common::lab::haproxy::{Haproxy, Mode};
 use crate::common::lab::{self as labsupport, routes, Driver, Endpoint, Expect, Route, RouteSet};
+use crate::common::lab::{apply_set, assert_all_served, assert_only_the_last_never_serves};
 use crate::common::shared;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -180,26 +181,13 @@ fn route_set_of_1000(mode: Mode) {
     settled(&mut d, "route header", |d| {
         d.apply_route(Route::Header).expect("header")
     });
-    let apply = |d: &mut Haproxy, set: RouteSet| {
-        let t0 = Instant::now();
-        let bytes = d.apply_route_set(&set).unwrap().expect("config size");
-        d.settle(&Expect::Applied, Duration::from_secs(10)).unwrap();
-        (t0, bytes)
-    };
     let name = d.name();
     let mut sizes = Vec::new();
     for n in [10, 1000] {
         let set = RouteSet::new(n, 10);
-        let (t0, bytes) = apply(&mut d, set);
+        let (t0, bytes) = apply_set(&mut d, set);
         sizes.push(bytes);
-        let got = routes::probe(http, &set, t0, Duration::from_secs(20), 4);
-        eprintln!("{name}: {n} routes, {bytes} bytes: {got:?}");
-        assert_eq!((got.served, got.never_count), (n, 0), "{got:?}");
-        let all = got.all_after.expect("every route served");
-        assert!(
-            all > Duration::ZERO && all < Duration::from_secs(20),
-            "{all:?}"
-        );
+        assert_all_served(name, http, &set, t0);
     }
     let map = std::fs::metadata(ctx.out_dir.join("routes.map"))
         .unwrap()
@@ -218,13 +206,7 @@ fn route_set_of_1000(mode: Mode) {
     // Route 1000 is not in the set: probed, it never answers as itself; on its host
     // the path is a 404 from haproxy, not the main route.
     let more = RouteSet::new(1001, 10);
-    let got = routes::probe(http, &more, Instant::now(), Duration::from_millis(500), 4);
-    assert_eq!(
-        (got.never.as_slice(), got.never_count),
-        ([1000].as_slice(), 1),
-        "{got:?}"
-    );
-    assert_eq!(got.all_after, None);
+    assert_only_the_last_never_serves(http, &more, Duration::from_millis(500));
     let r = plain_get(http, &more.host(1000), &more.path(1000));
     assert_eq!(r.status, 404, "{r:?}");
     assert_eq!(r.header("x-backend"), None, "{r:?}");
@@ -256,7 +238,7 @@ fn route_set_of_1000(mode: Mode) {
         "the map file is the 1,000 routes' still"
     );
     // One more route at 1,000: it comes up, and the others stay.
-    let (t0, _) = apply(&mut d, more);
+    let (t0, _) = apply_set(&mut d, more);
     let got = routes::probe(http, &more, t0, Duration::from_secs(20), 4);
     eprintln!("{name}: 1001 routes: {got:?}");
     assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
@@ -268,7 +250,7 @@ fn route_set_of_1000(mode: Mode) {
         (200, Some("1"), None)
     );
     // A set of none takes the routes away and leaves no map behind.
-    let (_, bytes) = apply(&mut d, RouteSet::new(0, 10));
+    let (_, bytes) = apply_set(&mut d, RouteSet::new(0, 10));
     assert_eq!(bytes, cfg_len(&ctx));
     assert!(!ctx.out_dir.join("routes.map").exists());
     let got = routes::probe(http, &kept, Instant::now(), Duration::from_millis(300), 4);

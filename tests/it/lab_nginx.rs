@@ -2,10 +2,11 @@
 //! changes, a rejected change, an empty endpoint list, a reload, and a clean stop.
 
 use crate::common::lab::nginx::{Mode, Nginx};
-use crate::common::lab::{assert_no_process_with, backend, context, get, ids_seen, path_text};
 use crate::common::lab::{
-    routes, Driver, DriverContext, Endpoint, Expect, LabError, Route, RouteSet,
+    apply_set, assert_all_served, assert_no_process_with, assert_only_the_last_never_serves,
+    backend, context, get, ids_seen, path_text,
 };
+use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route, RouteSet};
 use crate::common::shared;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -195,25 +196,12 @@ fn a_route_set_of_1000_over_10_hosts_serves_every_route() {
         Duration::from_secs(10),
     )
     .unwrap();
-    let apply = |d: &mut Nginx, set: RouteSet| {
-        let t0 = Instant::now();
-        let bytes = d.apply_route_set(&set).unwrap().expect("config size");
-        d.settle(&Expect::Applied, Duration::from_secs(10)).unwrap();
-        (t0, bytes)
-    };
     let mut sizes = Vec::new();
     for n in [10, 1000] {
         let set = RouteSet::new(n, 10);
-        let (t0, bytes) = apply(&mut d, set);
+        let (t0, bytes) = apply_set(&mut d, set);
         sizes.push(bytes);
-        let got = routes::probe(http, &set, t0, Duration::from_secs(20), 4);
-        eprintln!("nginx-reload: {n} routes, {bytes} bytes: {got:?}");
-        assert_eq!((got.served, got.never_count), (n, 0), "{got:?}");
-        let all = got.all_after.expect("every route served");
-        assert!(
-            all > Duration::ZERO && all < Duration::from_secs(20),
-            "{all:?}"
-        );
+        assert_all_served("nginx-reload", http, &set, t0);
     }
     assert!(
         sizes[1] > sizes[0] * 20,
@@ -221,17 +209,10 @@ fn a_route_set_of_1000_over_10_hosts_serves_every_route() {
     );
     // Route 1000 is not in the configuration: probed, it never answers as itself.
     let more = RouteSet::new(1001, 10);
-    let got = routes::probe(http, &more, Instant::now(), Duration::from_millis(500), 4);
-    assert_eq!(
-        (got.never.as_slice(), got.never_count),
-        ([1000].as_slice(), 1),
-        "{got:?}"
-    );
-    assert_eq!(got.all_after, None);
+    assert_only_the_last_never_serves(http, &more, Duration::from_millis(500));
     // One more route at 1,000: it comes up, and the others stay.
-    let (t0, _) = apply(&mut d, more);
-    let got = routes::probe(http, &more, t0, Duration::from_secs(20), 4);
-    assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
+    let (t0, _) = apply_set(&mut d, more);
+    assert_all_served("nginx-reload", http, &more, t0);
     // The main route is untouched by the set.
     assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
     d.stop().unwrap();

@@ -129,3 +129,52 @@ pub fn assert_no_process_with(needle: &str) {
 pub fn path_text(p: &Path) -> String {
     PathBuf::from(p).display().to_string()
 }
+
+/// Gives `d` a route set and waits until it has settled: when it was asked, and the
+/// size of the configuration the driver gave the proxy.
+pub fn apply_set(d: &mut dyn Driver, set: RouteSet) -> (std::time::Instant, u64) {
+    let t0 = std::time::Instant::now();
+    let bytes = d
+        .apply_route_set(&set)
+        .unwrap_or_else(|e| panic!("{}: apply {} routes: {e}", d.name(), set.count))
+        .expect("the driver knows its configuration's size");
+    d.settle(&Expect::Applied, std::time::Duration::from_secs(20))
+        .unwrap_or_else(|e| panic!("{}: settle {} routes: {e}", d.name(), set.count));
+    (t0, bytes)
+}
+
+/// Every route of `set` answers as itself through `http` (plain HTTP) within 20 s of
+/// `t0`, its apply.
+pub fn assert_all_served(
+    name: &str,
+    http: std::net::SocketAddr,
+    set: &RouteSet,
+    t0: std::time::Instant,
+) {
+    let got = routes::probe(http, set, t0, std::time::Duration::from_secs(20), 4);
+    eprintln!("{name}: {} routes: {got:?}", set.count);
+    assert_eq!(
+        (got.served, got.never_count),
+        (set.count, 0),
+        "{name}: {got:?}"
+    );
+    let all = got.all_after.expect("every route served");
+    assert!(all > std::time::Duration::ZERO, "{name}: {all:?}");
+}
+
+/// `set`'s last route is not in the configuration: probed for `bound`, it and only
+/// it never answers as itself, and the probe says so.
+pub fn assert_only_the_last_never_serves(
+    http: std::net::SocketAddr,
+    set: &RouteSet,
+    bound: std::time::Duration,
+) {
+    let got = routes::probe(http, set, std::time::Instant::now(), bound, 4);
+    let last = set.count - 1;
+    assert_eq!(
+        (got.never.as_slice(), got.never_count),
+        ([last].as_slice(), 1),
+        "{got:?}"
+    );
+    assert_eq!(got.all_after, None);
+}
