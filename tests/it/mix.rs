@@ -31,19 +31,12 @@ impl Vhosts {
             .unwrap()
             .map(|p| SocketAddr::from(([127, 0, 0, 1], p)));
         let d = dir.path().display();
+        let (head, temp) = (nginx::head(dir.path(), 1024), nginx::temp_paths(dir.path()));
         let conf = format!(
-            r#"daemon off;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 1024; }}
+            r#"{head}
 http {{
     default_type text/plain;
-    client_body_temp_path {d}/client_body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
+{temp}
     log_format vhost '$host|$ssl_server_name|$request_uri|$status|$http_x_test';
     access_log {d}/access.log vhost;
     ssl_certificate {cert};

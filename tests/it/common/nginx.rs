@@ -37,6 +37,26 @@ pub struct Nginx {
     dir: tempfile::TempDir,
 }
 
+/// The main context of a test's nginx.conf: one worker, `connections` per worker,
+/// its pid and error log under `dir`.
+pub fn head(dir: &Path, connections: u32) -> String {
+    let d = dir.display();
+    format!(
+        "daemon off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\n\
+         events {{ worker_connections {connections}; }}"
+    )
+}
+
+/// The `http` block's temporary folders, under `dir`: nginx's defaults are the
+/// package's, which a test must not write to.
+pub fn temp_paths(dir: &Path) -> String {
+    let d = dir.display();
+    format!(
+        "    client_body_temp_path {d}/client_body;\n    proxy_temp_path {d}/proxy;\n    \
+         fastcgi_temp_path {d}/fastcgi;\n    uwsgi_temp_path {d}/uwsgi;\n    scgi_temp_path {d}/scgi;"
+    )
+}
+
 /// Starts nginx on `conf` (a whole configuration, its pid, logs and temp paths
 /// under `dir`) and waits until it accepts on every one of `ports`; stopped
 /// (SIGQUIT first) when the returned process is dropped. For a test that needs
@@ -102,20 +122,14 @@ impl Nginx {
 
         let d = dir.path().display();
         let body = body();
+        let head = head(dir.path(), 4096);
+        let temp = temp_paths(dir.path());
         let conf = format!(
-            r#"daemon off;
+            r#"{head}
 master_process on;
-worker_processes 1;
-pid {d}/nginx.pid;
-error_log {d}/error.log warn;
-events {{ worker_connections 4096; }}
 http {{
     default_type text/plain;
-    client_body_temp_path {d}/client_body;
-    proxy_temp_path {d}/proxy;
-    fastcgi_temp_path {d}/fastcgi;
-    uwsgi_temp_path {d}/uwsgi;
-    scgi_temp_path {d}/scgi;
+{temp}
     # The studies' tuning: connections are never closed for having served many requests.
     keepalive_requests 100000000;
     log_format conn '$server_port $ssl_protocol $connection_requests $ssl_session_reused';
