@@ -268,22 +268,7 @@ fn plain_get(addr: SocketAddr, host: &str, path: &str) -> labsupport::Resp {
     write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
     let mut text = String::new();
     s.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    labsupport::Resp {
-        status,
-        headers,
-        body: body.to_string(),
-    }
+    labsupport::Resp::parse(&text)
 }
 
 fn cfg_len(ctx: &crate::common::lab::DriverContext) -> u64 {

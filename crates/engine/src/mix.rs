@@ -561,13 +561,7 @@ pub fn requests_of(targets: &[TargetSpec]) -> Result<Vec<MixRequest<'_>>, MixErr
         .map(|(i, t)| {
             let u =
                 http1::Target::parse(&t.url).map_err(|problem| MixError { index: i, problem })?;
-            let default_port = if u.tls { 443 } else { 80 };
-            let from_url = match (u.host.contains(':'), u.port == default_port) {
-                (true, true) => format!("[{}]", u.host),
-                (true, false) => format!("[{}]:{}", u.host, u.port),
-                (false, true) => u.host.clone(),
-                (false, false) => format!("{}:{}", u.host, u.port),
-            };
+            let from_url = u.host_header();
             let header = t.headers.iter().find_map(|h| {
                 let (n, v) = h.split_once(':')?;
                 n.trim()

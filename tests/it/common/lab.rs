@@ -51,6 +51,27 @@ pub struct Resp {
 }
 
 impl Resp {
+    /// A whole HTTP/1 answer as text (head, blank line, body): a status of 0 when
+    /// there is no status line.
+    pub fn parse(text: &str) -> Resp {
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((text, ""));
+        let mut lines = head.lines();
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        Resp {
+            status,
+            headers,
+            body: body.to_string(),
+        }
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
@@ -68,23 +89,7 @@ pub fn get(ctx: &DriverContext, path: &str) -> Resp {
         .arg(&url)
         .output()
         .expect("curl (make setup installs it)");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Resp {
-        status,
-        headers,
-        body: body.to_string(),
-    }
+    Resp::parse(&String::from_utf8_lossy(&out.stdout))
 }
 
 /// The status code of a GET with curl and extra `flags` (a trailing `--cacert` gets
