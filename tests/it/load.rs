@@ -731,6 +731,39 @@ fn a_send_window_sends_early_and_counts_latency_from_the_send() {
     }
 }
 
+/// At a fixed rate the worker sleeps until its next send whatever arrives meanwhile,
+/// and reads every response that came in one pass: 4 connections at 400 req/s send
+/// every 2.5 ms, so a worker woken by each response would sleep about twice per
+/// request, and one that sleeps through them about once. A response read at the
+/// next send is still timed when it arrived (the kernel's receive stamp): timed
+/// when read, its latency would be the 2.5 ms until that send.
+#[test]
+fn a_fixed_rate_sleeps_through_responses_and_times_each_when_it_arrived() {
+    let b = Backend::start("b-quiet", &[]);
+    let url = format!("http://{}/", b.addr);
+    let out = run_not_overloaded(
+        &["-t1", "-c4", "-R400", "-d2s", "--send-window", "1ms", &url],
+        limit(2),
+        || {},
+    );
+    let ctx = out.context();
+    let r = out.result();
+    assert_schedule_kept(&out, 400.0, 2.0);
+    let sent = r["requests"]["sent"].as_f64().unwrap();
+    let sleeps = r["generator"]["sleeps"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("no generator.sleeps\n{ctx}"));
+    assert!(
+        sleeps / sent < 1.5,
+        "{sleeps} sleeps for {sent} requests: the worker woke for responses\n{ctx}"
+    );
+    let p50 = r["latency_ms"]["corrected"]["p50"].as_f64().unwrap();
+    assert!(
+        p50 < 1.25,
+        "p50 {p50} ms: responses timed when read at the next send, not when they arrived\n{ctx}"
+    );
+}
+
 #[test]
 fn a_send_window_over_a_millisecond_is_refused_in_one_line() {
     let out = run_load(

@@ -10,6 +10,7 @@
 pub mod failure;
 pub mod mix;
 pub mod profile;
+pub mod rx;
 pub mod schedule;
 pub mod search;
 pub mod spec;
@@ -1063,6 +1064,7 @@ impl Outcome {
                 lag_p99_ms: lag.p99.unwrap_or(0.0),
                 lag_limit_ms: LAG_LIMIT_NS as f64 / 1e6,
                 cpu_s: self.cpu_s,
+                sleeps: t.sleeps,
                 clock_resolution_ns: results::clock::resolution_ns(),
                 priority_raised: self.priority_raised,
                 cpus: cpu_list(&self.cpus),

@@ -196,6 +196,9 @@ pub struct Totals {
     /// How late each of the worker's timed waits before the run woke, ns over the
     /// time asked (see `worker::measure_wakeup`).
     pub wakeup_ns: Vec<u32>,
+    /// The thread's voluntary context switches in the window (see
+    /// `results::Generator::sleeps`); `None` where unknown.
+    pub sleeps: Option<u64>,
     /// Outcomes by group of a reported request mix (empty otherwise).
     pub mix: crate::mix::MixTally,
 }
@@ -274,6 +277,7 @@ impl Totals {
             reconnects_after_server_close: 0,
             framing_warnings: FramingWarnings::default(),
             wakeup_ns: Vec::new(),
+            sleeps: Some(0),
             mix: crate::mix::MixTally::default(),
         }
     }
@@ -338,6 +342,10 @@ impl Totals {
         self.reconnects_after_server_close += o.reconnects_after_server_close;
         self.framing_warnings.merge(&o.framing_warnings);
         self.wakeup_ns.extend_from_slice(&o.wakeup_ns);
+        self.sleeps = match (self.sleeps, o.sleeps) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
     }
 }
 

@@ -204,6 +204,9 @@ struct Conn {
     /// arriving while the connection is idle) turns into a `framing` error, whether
     /// it was counted a success or a `status` error.
     last_status: u16,
+    /// When the bytes of the last read reached the socket, by the kernel's wall
+    /// clock (0: not known); see [`crate::rx`].
+    rx_stamp: u64,
 }
 
 impl Conn {
@@ -358,6 +361,16 @@ fn epoll_wait(
     }
 }
 
+/// How many times this thread has gone to sleep (its voluntary context switches,
+/// from `/proc/thread-self/status`); `None` where the kernel does not say.
+fn voluntary_switches() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/thread-self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
 /// Timed waits of [`measure_wakeup`], and how long each asks for.
 const WAKEUP_WAITS: usize = 100;
 const WAKEUP_ASK_NS: Nanos = 100_000;
@@ -404,6 +417,15 @@ struct Worker {
     lane_host: Vec<u32>,
     /// Lanes with an idle connection, by due time.
     heap: BinaryHeap<Reverse<(Nanos, u32)>>,
+    /// Lanes waiting for a connection, by the due time they wait with (entries of
+    /// lanes no longer waiting are dropped when they come to the top): what a quiet
+    /// wait must wake for. Kept only when `quiet` is.
+    blocked: BinaryHeap<Reverse<(Nanos, u32)>>,
+    /// Waits may sleep through responses (open loop; see [`Worker::quiet_until`]).
+    quiet: bool,
+    /// Connections connecting or in their TLS handshake: while there are any, every
+    /// wait wakes for readiness, so no handshake step waits for a due time.
+    opening: u32,
     rec: Recorder,
     scratch: Box<[u8]>,
     busy: usize,
@@ -449,6 +471,7 @@ impl Worker {
                 closed_by_server: false,
                 reused: false,
                 last_status: 0,
+                rx_stamp: 0,
                 // Lenient: a response curl takes is not a failure of the proxy under
                 // test (docs/load.md, "What responses the engine accepts").
                 parser: ResponseParser::with_strictness(
@@ -470,6 +493,9 @@ impl Worker {
             lane_key: Vec::new(),
             lane_host: Vec::new(),
             heap: BinaryHeap::new(),
+            blocked: BinaryHeap::new(),
+            quiet: false,
+            opening: 0,
             rec: Recorder::new(0),
             scratch: vec![0u8; 64 * 1024].into_boxed_slice(),
             busy: 0,
@@ -581,6 +607,8 @@ impl Worker {
         for (i, l) in self.lanes.iter().enumerate() {
             self.heap.push(Reverse((l.due(start), i as u32)));
         }
+        // A closed loop sends when a response comes: it must wake for each.
+        self.quiet = !self.lanes.is_empty() && self.lanes.iter().all(Lane::open_loop);
         self.main_loop()
     }
 
@@ -619,8 +647,13 @@ impl Worker {
         // When the window ended (its planned end, or the interrupt).
         let mut closed_at: Option<Nanos> = None;
         let mut next_sweep = 0;
+        // This thread's voluntary context switches when the window began.
+        let mut switches: Option<Option<u64>> = None;
         loop {
             let now = clock.now();
+            if switches.is_none() && now >= self.measure_start {
+                switches = Some(voluntary_switches());
+            }
             if let Some(iv) = self.rec.roll(now) {
                 let _ = self.tx.send(Msg::Interval(self.id, iv));
                 // What the collector cleared since, for the next seconds.
@@ -639,6 +672,10 @@ impl Worker {
                     Ordering::Acquire,
                 );
                 self.rec.end_window(at);
+                self.rec.totals.sleeps = match (switches.flatten(), voluntary_switches()) {
+                    (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+                    _ => None,
+                };
                 self.close_window(at, now);
                 stage = Stage::Drain {
                     deadline: self.end + self.shared.timeout_ns,
@@ -691,7 +728,14 @@ impl Worker {
             if let Some(Reverse((due, _))) = self.heap.peek() {
                 wake = wake.min(*due);
             }
-            self.wait_and_handle(wake)?;
+            let quiet = match stage {
+                Stage::Window => self.quiet_until(now),
+                _ => None,
+            };
+            match quiet {
+                Some(until) => self.sleep_and_handle(wake.min(until))?,
+                None => self.wait_and_handle(wake)?,
+            }
         }
         // The last second of the window, with what completed during the drain; none
         // when the run was stopped before its window began.
@@ -727,6 +771,9 @@ impl Worker {
             }
             let Some(ci) = lane.idle.pop() else {
                 lane.blocked = true;
+                if self.quiet {
+                    self.blocked.push(Reverse((due, li)));
+                }
                 continue;
             };
             let measured = due >= self.measure_start;
@@ -750,6 +797,9 @@ impl Worker {
                 lane.finished = true;
             } else if lane.idle.is_empty() {
                 lane.blocked = true;
+                if self.quiet {
+                    self.blocked.push(Reverse((next, li)));
+                }
             } else {
                 self.heap.push(Reverse((next, li)));
             }
@@ -1016,7 +1066,7 @@ impl Worker {
         self.busy += 1;
         match c.phase {
             Phase::Idle => {
-                c.phase = Phase::Active;
+                enter(&mut self.opening, &mut c.phase, Phase::Active);
                 c.deadline = now + self.shared.timeout_ns;
                 let r = self.drive(ci, false);
                 self.settle(ci, r);
@@ -1047,8 +1097,10 @@ impl Worker {
         c.peer_closed = false;
         c.reused = false;
         c.last_status = 0;
+        c.rx_stamp = 0;
         match res {
             Ok((sock, connected)) => {
+                crate::rx::enable(&sock);
                 let key = ((c.generation as u64) << 32) | ci as u64;
                 let flags = epoll::EventFlags::IN
                     | epoll::EventFlags::OUT
@@ -1059,7 +1111,7 @@ impl Worker {
                     return;
                 }
                 c.sock = Some(sock);
-                c.phase = Phase::Connecting;
+                enter(&mut self.opening, &mut c.phase, Phase::Connecting);
                 if connected {
                     self.connected(ci, now);
                 }
@@ -1083,16 +1135,16 @@ impl Worker {
                     return;
                 }
             }
-            c.phase = Phase::Handshaking;
+            enter(&mut self.opening, &mut c.phase, Phase::Handshaking);
             let r = self.drive(ci, false);
             self.settle(ci, r);
         } else if c.busy {
-            c.phase = Phase::Active;
+            enter(&mut self.opening, &mut c.phase, Phase::Active);
             c.deadline = now + self.shared.timeout_ns;
             let r = self.drive(ci, false);
             self.settle(ci, r);
         } else {
-            c.phase = Phase::Idle;
+            enter(&mut self.opening, &mut c.phase, Phase::Idle);
         }
     }
 
@@ -1106,8 +1158,15 @@ impl Worker {
     }
 
     fn complete(&mut self, ci: usize, resp: Response) {
-        let now = self.shared.clock.now();
         let c = &mut self.conns[ci];
+        // Complete when its last bytes arrived, however long the thread slept or
+        // worked before reading them.
+        let now = crate::rx::arrived(
+            c.rx_stamp,
+            self.shared.clock.now(),
+            crate::rx::wall_now(),
+            c.dispatched,
+        );
         let latency = now - c.origin();
         if c.measured {
             let group = self.shared.mix.targets[c.target as usize].group;
@@ -1168,7 +1227,7 @@ impl Worker {
             self.close(ci);
             self.conns[ci].closed_by_server = server_closed;
         } else {
-            self.conns[ci].phase = Phase::Idle;
+            enter(&mut self.opening, &mut self.conns[ci].phase, Phase::Idle);
         }
     }
 
@@ -1228,7 +1287,7 @@ impl Worker {
             c.tls = None;
             c.generation = c.generation.wrapping_add(1);
         }
-        c.phase = Phase::Closed;
+        enter(&mut self.opening, &mut c.phase, Phase::Closed);
         c.parser.reset();
         c.peer_closed = false;
         c.closed_by_server = false;
@@ -1266,6 +1325,49 @@ impl Worker {
             };
             self.fail(ci, f);
         }
+    }
+
+    /// Whether this wait may sleep through responses, and until when at the latest:
+    /// the first due time (less the send window) of a lane waiting for a connection,
+    /// whose response must be read by then. Not while a connection is opening (a handshake step would wait),
+    /// nor once a waiting lane is due (the response it waits for is read as soon as
+    /// it comes).
+    ///
+    /// Why: on a virtual machine a wake-up costs more CPU than a request (an
+    /// interrupt across cores, a timer armed, a context switch each way), and at a
+    /// fixed rate most wake-ups were for responses, one by one. Sleeping only until
+    /// the next send, the thread reads every response that arrived meanwhile in one
+    /// pass, each timed by the kernel's receive stamp ([`crate::rx`]), so no latency
+    /// grows by the sleep.
+    fn quiet_until(&mut self, now: Nanos) -> Option<Nanos> {
+        if !self.quiet || self.opening > 0 {
+            return None;
+        }
+        while let Some(&Reverse((due, li))) = self.blocked.peek() {
+            let lane = &self.lanes[li as usize];
+            if lane.blocked && !lane.finished && lane.due(now) == due {
+                // Its request may go as early as the send window allows.
+                let by = due.saturating_sub(self.shared.send_window_ns);
+                return (by > now).then_some(by);
+            }
+            self.blocked.pop();
+        }
+        Some(Nanos::MAX)
+    }
+
+    /// Sleeps until `wake` whatever arrives meanwhile, then handles every event
+    /// that did (see [`Worker::quiet_until`]).
+    fn sleep_and_handle(&mut self, wake: Nanos) -> io::Result<()> {
+        let wait = wake.saturating_sub(self.shared.clock.now());
+        if wait > 0 {
+            let ts = rustix::time::Timespec {
+                tv_sec: (wait / 1_000_000_000) as i64,
+                tv_nsec: (wait % 1_000_000_000) as i64,
+            };
+            let _ =
+                rustix::thread::clock_nanosleep_relative(rustix::thread::ClockId::Monotonic, &ts);
+        }
+        self.wait_and_handle(0)
     }
 
     /// Waits for events until `wake` at the latest and handles them.
@@ -1443,7 +1545,17 @@ impl Worker {
             return Ok(Step::Pending);
         }
         let mut read = 0;
-        let step = read_response(sock, &mut c.parser, &mut self.scratch, &mut read, c.reused);
+        let mut sock = crate::rx::Stamped {
+            sock,
+            stamp: &mut c.rx_stamp,
+        };
+        let step = read_response(
+            &mut sock,
+            &mut c.parser,
+            &mut self.scratch,
+            &mut read,
+            c.reused,
+        );
         if c.measured {
             self.rec.totals.bytes_read += read;
         }
@@ -1496,7 +1608,10 @@ impl Worker {
                     len: &mut c.head_len,
                 })
             } else {
-                tls.read_tls(sock)
+                tls.read_tls(&mut crate::rx::Stamped {
+                    sock,
+                    stamp: &mut c.rx_stamp,
+                })
             };
             match got {
                 Ok(0) => {
@@ -1531,7 +1646,7 @@ impl Worker {
                         }
                         // Handshake done: the request timeout starts now.
                         if c.busy {
-                            c.phase = Phase::Active;
+                            enter(&mut self.opening, &mut c.phase, Phase::Active);
                             c.deadline = clock.now() + timeout_ns;
                             if c.measured {
                                 let t = &mut self.rec.totals;
@@ -1544,7 +1659,7 @@ impl Worker {
                                 }
                             }
                         } else {
-                            c.phase = Phase::Idle;
+                            enter(&mut self.opening, &mut c.phase, Phase::Idle);
                         }
                     }
                     if st.plaintext_bytes_to_read() > 0 {
@@ -1580,6 +1695,16 @@ impl Worker {
     }
 }
 
+/// Moves a connection to `phase`, keeping the count of connections that are opening
+/// (connecting or in their TLS handshake) right.
+#[inline]
+fn enter(opening: &mut u32, at: &mut Phase, phase: Phase) {
+    let was = matches!(at, Phase::Connecting | Phase::Handshaking) as u32;
+    let is = matches!(phase, Phase::Connecting | Phase::Handshaking) as u32;
+    *opening = *opening + is - was;
+    *at = phase;
+}
+
 /// A connection with no socket was driven: a bug, counted rather than panicking.
 const NO_SOCKET: Failure = Failure {
     kind: ErrorKind::Connect,
@@ -1608,7 +1733,7 @@ impl Read for HeadReader<'_> {
 
 /// Reads until the response is complete or the socket has nothing more.
 fn read_response(
-    sock: &mut TcpStream,
+    sock: &mut impl Read,
     parser: &mut ResponseParser,
     scratch: &mut [u8],
     bytes_read: &mut u64,

@@ -28,6 +28,12 @@ pub struct Generator {
     pub lag_limit_ms: f64,
     /// CPU time the generator used (user + system), in seconds.
     pub cpu_s: f64,
+    /// How many times the generator's threads went to sleep in the window (their
+    /// voluntary context switches, over every thread): on a virtual machine each
+    /// costs a wake-up that can cost more CPU than a request, so sleeps per request
+    /// say where the CPU went. Absent where unknown (older files, no `/proc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sleeps: Option<u64>,
     /// Resolution of the clock, in nanoseconds.
     pub clock_resolution_ns: u64,
     /// The generator's threads ran at a raised scheduling priority (nice -10).

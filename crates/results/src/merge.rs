@@ -218,6 +218,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
             lag_p99_ms: lag_p.p99.unwrap_or(0.0),
             lag_limit_ms: first.generator.lag_limit_ms,
             cpu_s: results.iter().map(|r| r.generator.cpu_s).sum(),
+            sleeps: results.iter().map(|r| r.generator.sleeps).sum(),
             clock_resolution_ns: results
                 .iter()
                 .map(|r| r.generator.clock_resolution_ns)

@@ -96,6 +96,7 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
             woke_late: reps.iter().any(|r| r.generator.woke_late),
             lag_p99_ms: lag_p.p99.unwrap_or(0.0),
             cpu_s: reps.iter().map(|r| r.generator.cpu_s).sum(),
+            sleeps: reps.iter().map(|r| r.generator.sleeps).sum(),
             ..first.generator.clone()
         },
         histogram: encode_base64(&corrected),
