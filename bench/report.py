@@ -73,6 +73,8 @@ def ib_result(base):
         "lag_p99_us": None if lag is None else lag * 1000.0,
         "overloaded": dig(j, "generator", "overloaded"),
         "partial": j.get("partial"),
+        "sleeps": dig(j, "generator", "sleeps"),
+        "sent": dig(j, "requests", "sent"),
     }
 
 
@@ -196,7 +198,9 @@ with open(os.path.join(DIR, "runs.tsv")) as f:
             NOTES.append(f"{scen} {tool} rep {rep}: {r['failed']} failed requests")
         if r.get("overloaded"):
             NOTES.append(f"{scen} {tool} rep {rep}: the generator reported itself OVERLOADED")
-        target = {"B": M.get("rate_b"), "C": M.get("rate_c"), "D": M.get("rate_d"), "E": "1000",
+        if rec.get("sleeps") is not None and rec.get("sent"):
+            rec["sleeps_req"] = rec["sleeps"] / rec["sent"]
+        target = {"B": M.get("rate_b"), "I": M.get("rate_b"), "C": M.get("rate_c"), "D": M.get("rate_d"), "E": "1000",
                   "F": M.get("rate_f"), "H": M.get("rate_h")}.get(scen)
         if target and r.get("rate") is not None and r["rate"] < 0.99 * float(target):
             NOTES.append(
@@ -284,6 +288,20 @@ for s, limit in (("B", 0.5), ("C", 0.7)):
     else:
         row(s, "generator lag p99 (µs)", lag, None, digits=1)
     info_row(s, "nginx core busy (%)", "srv_busy", "oha", 0)
+    info_row(s, "generator sleeps per request", "sleeps_req", None)
+# I: ingressbench with a 1 ms send window against B's oha runs (the same reps).
+a, b = med("I", "ingressbench", "cpu_s_100k"), med("B", "oha", "cpu_s_100k")
+r = a / b if a is not None and b else None
+row("I", "CPU per 100k requests (s)", a, b, r, "<= 1.0x oha", None if r is None else r <= 1.0)
+a, b = med("I", "ingressbench", "p50"), med("B", "oha", "p50")
+d = None if a is None or b is None else a - b
+row("I", "p50 latency, corrected (ms)", a, b, None,
+    "<= peer + 0.1 ms" + (f" (diff {d:+.3f})" if d is not None else ""), None if d is None else d <= 0.1, 3)
+a, b = med("I", "ingressbench", "p99"), med("B", "oha", "p99")
+row("I", "p99 latency, corrected (ms)", a, b, a / b if a is not None and b else None)
+lag = med("I", "ingressbench", "lag_p99_us")
+row("I", "generator lag p99 (µs)", lag, None, digits=1)
+row("I", "generator sleeps per request", med("I", "ingressbench", "sleeps_req"), None)
 ratio_row("D", "CPU per full handshake (ms)", "cpu_ms_hs", "oha", 0.8, 3)
 info_row("D", "handshakes (completed requests)", "completed", "oha", 0)
 info_row("D", "new connections seen by nginx", "hs_conns", "oha", 0)
@@ -337,8 +355,10 @@ if os.path.exists(soak_path):
 mix = M.get("mix", "5000 50").split()
 H = (f"H. a request mix of {int(mix[0]):,} targets over {mix[1]} hosts (one targets file for both), "
      f"{int(M.get('rate_h', 5000)):,} req/s, 100 conns, {M.get('dur_h', '10')} s, HTTP")
-peer_of = {"A": "wrk", "B": "oha", "C": "oha", "D": "oha", "E": "", "F": "oha", "G": "oha", "H": "vegeta", "S": ""}
-title = {"A": A, "B": B, "C": C, "D": D, "E": E, "F": F, "G": G, "H": H,
+I = f"I. as B, with --send-window 1ms (the peers' 1 ms batching), against B's oha runs"
+peer_of = {"A": "wrk", "B": "oha", "C": "oha", "D": "oha", "E": "", "F": "oha", "G": "oha", "H": "vegeta", "I": "oha",
+           "S": ""}
+title = {"A": A, "B": B, "C": C, "D": D, "E": E, "F": F, "G": G, "H": H, "I": I,
          "S": f"Soak: {int(M['rate_b']):,} req/s, 100 conns"}
 
 print(f"# ingressbench benchmark, {M.get('date')}")

@@ -422,6 +422,12 @@ run_A_ib() { run A ingressbench "$1" $DA "" "$(ib)" load --quiet --max -t1 -c50 
 run_A_wrk() { run A wrk "$1" $DA "" wrk -t1 -c50 -d${DA}s "$HTTP"; }
 run_B_ib() { run B ingressbench "$1" $DB "" "$(ib)" load --quiet -t1 -c100 -R$RATE_B -d${DB}s --json "$(J B "$1")" "$HTTP"; }
 run_B_oha() { O B "$1"; run B oha "$1" $DB "" "$(oha)" -z ${DB}s -c 100 -q $RATE_B "${OHA_COMMON[@]}" "${OHA_O[@]}" "$HTTP"; }
+# I: B's load with a 1 ms send window (the batching wrk2 and oha do on their 1 ms
+# tick), run right after B in each rep: its peer is B's oha run.
+run_I_ib() {
+  run I ingressbench "$1" $DB "" "$(ib)" load --quiet -t1 -c100 -R$RATE_B -d${DB}s --send-window 1ms \
+    --json "$(J I "$1")" "$HTTP"
+}
 run_C_ib() {
   run C ingressbench "$1" $DC "" "$(ib)" load --quiet -t1 -c100 -R$RATE_C -d${DC}s --tls-version 1.3 \
     --cacert "$CACERT" --json "$(J C "$1")" "$HTTPS"
@@ -496,6 +502,7 @@ for rep in $(seq "$REPS"); do
   log "rep $rep of $REPS"
   pair A "$rep" wrk
   pair B "$rep" oha
+  run_I_ib "$rep"
   pair C "$rep" oha
   pair D "$rep" oha
   pair F "$rep" oha

@@ -402,6 +402,15 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
                 w.p50, w.p99, w.max
             );
         }
+        if let (Some(sleeps), true) = (r.generator.sleeps, r.requests.sent > 0) {
+            let n = r.requests.sent as f64;
+            let _ = writeln!(
+                s,
+                "  Generator: {:.1} us of CPU and {:.2} sleeps per request (a wider --send-window sleeps less)",
+                r.generator.cpu_s * 1e6 / n,
+                sleeps as f64 / n
+            );
+        }
     }
     let q = &r.requests;
     let _ = writeln!(
