@@ -237,11 +237,38 @@ fn route_set_of_1000(mode: Mode) {
         map,
         "the map file is the 1,000 routes' still"
     );
-    // One more route at 1,000: it comes up, and the others stay.
-    let (t0, _) = apply_set(&mut d, more);
+    // One more route at 1,000: it comes up, and the others stay. haproxy-runtime
+    // adds it to the running worker's map (`add map`, no reload: the same worker
+    // answers after); haproxy-reload reloads (a new worker).
+    let pid = worker_pid(&ctx);
+    let (t0, bytes) = apply_set(&mut d, more);
     let got = routes::probe(http, &more, t0, Duration::from_secs(20), 4);
-    eprintln!("{name}: 1001 routes: {got:?}");
+    eprintln!("{name}: 1001 routes: {got:?}, {bytes} bytes");
     assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
+    let map_text = std::fs::read_to_string(ctx.out_dir.join("routes.map")).unwrap();
+    assert!(
+        map_text.contains("h0.routes.test/r1000 r1000\n"),
+        "the map file has the new route, for the next reload"
+    );
+    if mode == Mode::Runtime {
+        assert_eq!(worker_pid(&ctx), pid, "{name} reloaded to add one route");
+        assert!(
+            bytes < 200,
+            "{bytes} bytes: one runtime command, not a configuration"
+        );
+        // And takes it away the same way; a reload then renders what the driver holds.
+        apply_set(&mut d, kept);
+        assert_only_the_last_never_serves(http, &more, Duration::from_millis(500));
+        assert_eq!(worker_pid(&ctx), pid, "{name} reloaded to remove one route");
+        let (t0, _) = apply_set(&mut d, more);
+        settled(&mut d, "reload after runtime routes", |d| {
+            d.reload().expect("reload")
+        });
+        assert_ne!(worker_pid(&ctx), pid, "the reload gave a new worker");
+        assert_all_served(name, http, &more, t0);
+    } else {
+        assert_ne!(worker_pid(&ctx), pid, "{name} adds a route by a reload");
+    }
     // The main route is untouched by the set: its backend, its rule.
     assert_eq!(labsupport::ids_seen(&ctx, 5), ids(&["b1"]));
     let r = labsupport::get(&ctx, "/r1");
@@ -257,6 +284,19 @@ fn route_set_of_1000(mode: Mode) {
     assert_eq!(got.served, 0, "{got:?}");
     d.stop().unwrap();
     labsupport::assert_no_process_with(&labsupport::path_text(&ctx.work_dir));
+}
+
+/// The pid of the haproxy worker that answers on the admin socket (`show info`).
+fn worker_pid(ctx: &crate::common::lab::DriverContext) -> u32 {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(ctx.work_dir.join("admin.sock")).unwrap();
+    s.write_all(b"show info\n").unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix("Pid: "))
+        .and_then(|p| p.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Pid in show info: {text}"))
 }
 
 /// One plain-HTTP request with `host` as its Host header (HTTP/1.0: the answer

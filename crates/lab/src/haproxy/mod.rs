@@ -14,7 +14,9 @@
 //! controller renders many routes: frontend rules that look host and path up in a
 //! map file (`routes.map`, beside `haproxy.cfg` in the results folder) and name the
 //! route in a response header, every route on the one shared backend; applying one
-//! rewrites the files and reloads (see [`Haproxy::apply_route_set`]).
+//! rewrites the files and reloads (see [`Haproxy::apply_route_set`]), except that
+//! `haproxy-runtime` adds routes to (and removes them from) a running set on the
+//! same hosts through the runtime API's `add map` / `del map`, without a reload.
 //!
 //! This module owns the driver: its state and the order of the steps. The generated
 //! configuration is rendered in `config.rs`, the haproxy process (a direct foreground
@@ -197,6 +199,72 @@ impl Haproxy {
     }
 }
 
+/// Whether `new` differs from the running `old` only by routes added or removed
+/// on the same hosts, which the runtime API can change in the loaded map: the host
+/// list (an ACL file) stays as it is.
+fn runtime_can_change(old: &sut::RouteSet, new: &sut::RouteSet) -> bool {
+    old.count > 0 && new.count > 0 && old.hosts == new.hosts && old.count != new.count
+}
+
+/// Runtime commands sent on one connection of the admin socket, `;`-separated.
+const RUNTIME_BATCH: usize = 200;
+
+impl Haproxy {
+    /// Adds the routes `new` has beyond `old` to the running worker's map (`add map`),
+    /// or removes those it lacks (`del map`), in batches on the admin socket, and
+    /// puts the map file as `new` has it in place, so that a later reload keeps them.
+    /// A command haproxy refuses stops there with its reply: the commands before it
+    /// are in force until the next reload, which renders `old` (the driver and the
+    /// file keep it).
+    fn change_routes_at_runtime(
+        &mut self,
+        old: sut::RouteSet,
+        new: sut::RouteSet,
+    ) -> Result<u64, LabError> {
+        let run = self.run()?;
+        let map = run.ctx.out_dir.join(config::ROUTES_MAP);
+        let map_text = map.display().to_string();
+        let commands: Vec<String> = if new.count > old.count {
+            (old.count..new.count)
+                .map(|i| {
+                    format!(
+                        "add map {map_text} {}{} {}",
+                        new.host(i),
+                        new.path(i),
+                        new.name(i)
+                    )
+                })
+                .collect()
+        } else {
+            (new.count..old.count)
+                .map(|i| format!("del map {map_text} {}{}", old.host(i), old.path(i)))
+                .collect()
+        };
+        // The map file as `new` has it, written beside first: a map that cannot be
+        // written changes nothing, in haproxy or on disk.
+        let (_, text) = route_files(Some(&new))
+            .into_iter()
+            .find(|(name, _)| *name == config::ROUTES_MAP)
+            .ok_or_else(|| LabError::NotReady("a route set without a map".into()))?;
+        let beside = map.with_extension("map.new");
+        std::fs::write(&beside, text)
+            .map_err(LabError::io(format!("writing {}", beside.display())))?;
+        let mut bytes = 0;
+        for batch in commands.chunks(RUNTIME_BATCH) {
+            let line = batch.join(";");
+            bytes += line.len() as u64 + 1;
+            if let Err(e) = self.runtime_command(&line) {
+                let _ = std::fs::remove_file(&beside);
+                return Err(e);
+            }
+        }
+        std::fs::rename(&beside, &map)
+            .map_err(LabError::io(format!("writing {}", map.display())))?;
+        self.route_set = Some(new);
+        Ok(bytes)
+    }
+}
+
 impl Driver for Haproxy {
     fn handshakes(&mut self) -> Option<crate::driver::Handshakes> {
         let admin = self.run().ok()?.admin_sock();
@@ -322,15 +390,25 @@ impl Driver for Haproxy {
     }
 
     /// A route set goes into the frontend's rules and their map file, and haproxy
-    /// reloads (seamlessly, as for any route change), in both modes: the new worker
-    /// serves the new routes. HAProxy's runtime API could add routes to a running
-    /// worker without a reload (`add map` / `del map` on the loaded map file, `add
-    /// acl` on the host list), as the HAProxy ingress controller does for some
-    /// changes; this driver does not: `haproxy-runtime` keeps the runtime API for
-    /// endpoints only, and a route set reloads like any other route change. Returns
-    /// the bytes given to haproxy: `haproxy.cfg` plus the map and the host list. A set
-    /// haproxy refuses leaves the previous one in force, files included.
+    /// reloads (seamlessly, as for any route change): the new worker serves the new
+    /// routes. `haproxy-runtime`, as the HAProxy ingress controller does, changes a
+    /// running set without a reload when it can: routes added to or removed from a
+    /// set on the same hosts are `add map` / `del map` commands on the loaded map
+    /// (the map file is rewritten too, for the next reload); a new host list, a
+    /// first set, a set of none or a reload under way reload as before. Returns the
+    /// bytes given to haproxy: `haproxy.cfg` plus the map and the host list after a
+    /// reload, the commands' bytes after a runtime change. A set haproxy refuses
+    /// leaves the previous one in force, files included.
     fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, LabError> {
+        if let Some(old) = self.route_set {
+            if self.mode == Mode::Runtime
+                && runtime_can_change(&old, set)
+                && self.pending.is_none()
+                && self.running()?
+            {
+                return self.change_routes_at_runtime(old, *set).map(Some);
+            }
+        }
         let before = self.route_set.replace(*set);
         let endpoints = self.endpoints.clone();
         if let Err(e) = self.change_config(self.route, &endpoints) {
