@@ -107,6 +107,31 @@ const BAD: &[(&str, &str, &str)] = &[
     ),
     (
         "  rate: 100\n",
+        "  rate: 100\nchanges:\n  - wait: 1s\n  - route_set: add\n",
+        "line 10: changes: route_set needs a routes: section to change (e.g. routes: {count: 1000, hosts: 10})",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\nroutes: {count: 10}\nchanges:\n  - route_set: grow\n",
+        "line 12: changes[0].route_set: unknown variant `grow`, expected `add` or `remove`",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\nroute_scale: [10, 100]\n",
+        "line 10: route_scale needs a routes: section for its hosts and bound (e.g. routes: {count: 10, hosts: 10})",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\nroutes: {count: 10, hosts: 10}\nroute_scale: [10, 5]\n",
+        "line 11: route_scale: 5 is out of range: use routes.hosts (10) to 100000",
+    ),
+    (
+        "  rate: 100\n",
+        "  rate: 100\nroutes: {count: 10}\nroute_scale: [10, 100, 10]\n",
+        "line 11: route_scale: 10 is given twice",
+    ),
+    (
+        "  rate: 100\n",
         "  rate: 100\nrequests: {from: rutes}\n",
         "line 10: requests.from: unknown variant `rutes`, expected `routes`",
     ),

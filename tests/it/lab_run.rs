@@ -795,6 +795,100 @@ fn repeated_systems_take_turns_and_keep_every_repetition() {
     assert_nothing_left(dir.path());
 }
 
+/// A sweep over route-set sizes (issue 28): each system runs once per size of
+/// `route_scale`, its set and its mix that large, each run under its own name, and
+/// the report has one row per size in its route-set table.
+#[test]
+fn a_route_scale_sweep_runs_each_size_under_its_own_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let text =
+        "name: t\nsystems: [haproxy-reload]\nbackends:\n  replicas: 1\n  drain_timeout: 1s\n\
+         tls:\n  enabled: false\nroutes:\n  count: 10\n  hosts: 10\nroute_scale: [10, 300]\n\
+         requests: {from: routes}\nload:\n  rate: 200\n  connections: 10\n  duration: 1s\n";
+    let p = dir.path().join("s.yaml");
+    std::fs::write(&p, text).unwrap();
+    let out = dir.path().join("out");
+    let (code, printed) = finish(start(&p, &out), Duration::from_secs(90));
+    assert_eq!(code, 0, "{printed}");
+    for n in [10u64, 300] {
+        let name = format!("haproxy-reload-{n}routes");
+        let r = result(&out, &name);
+        let rs = &r["lab"]["route_set"];
+        assert_eq!((u(&rs["count"]), u(&rs["served"])), (n, n), "{name}: {rs}");
+        assert_eq!(u(&r["mix"]["targets"]), n, "{name}");
+        assert_eq!(r["lab"]["system"], name.as_str());
+        assert_eq!(u(&r["requests"]["failed"]), 0, "{name}: {}", r["errors"]);
+        assert!(
+            printed.contains(&format!("Route set: {n} routes over 10 hosts")),
+            "{printed}"
+        );
+    }
+    let page = std::fs::read_to_string(out.join("report.html")).unwrap();
+    let table = page
+        .split("<table id=\"table-route-sets\"")
+        .nth(1)
+        .and_then(|t| t.split("</table>").next())
+        .expect("the report has the route-set table");
+    for n in [10, 300] {
+        assert!(
+            table.contains(&format!("haproxy-reload-{n}routes")),
+            "{table}"
+        );
+    }
+    assert_nothing_left(dir.path());
+}
+
+/// One change at N (issue 28): while a mix runs over 1,000 routes, haproxy-runtime
+/// is given route 1,000 and later loses it, through its runtime API (no reload).
+/// Each change is timed from its ask until a probe of that route sees it, and the
+/// load's window for each holds no error: no route nobody touched was hurt.
+#[test]
+fn one_route_added_and_removed_at_1000_is_timed_and_hurts_no_other_route() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "name: t\nsystems: [haproxy-runtime]\nbackends:\n  replicas: 1\n  drain_timeout: 1s\n\
+         tls:\n  enabled: false\nroutes:\n  count: 1000\n  hosts: 10\n  bound: 10s\nrequests: {from: routes}\n\
+         load:\n  rate: 400\n  connections: 20\n  duration: 3s\n\
+         changes:\n  - wait: 1s\n  - route_set: add\n  - wait: 1s\n  - route_set: remove\n";
+    let p = dir.path().join("s.yaml");
+    std::fs::write(&p, text).unwrap();
+    let out = dir.path().join("out");
+    let (code, printed) = finish(start(&p, &out), Duration::from_secs(90));
+    assert_eq!(code, 0, "{printed}");
+    let r = result(&out, "haproxy-runtime");
+    let changes = r["lab"]["route_set"]["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 2, "{changes:?}");
+    for (c, (what, after)) in changes.iter().zip([("add", 1001), ("remove", 1000)]) {
+        assert_eq!(c["change"], what, "{c}");
+        assert_eq!(c["route"], "r1000", "{c}");
+        assert_eq!(u(&c["routes_after"]), after, "{c}");
+        let shown = f(&c["shown_ms"]);
+        assert!(shown > 0.0 && shown < 10_000.0, "{c}");
+        assert!(c["applied_ms"].as_f64().is_some(), "{c}");
+    }
+    assert!(
+        f(&changes[1]["at_ms"]) > f(&changes[0]["at_ms"]) + 900.0,
+        "{changes:?}"
+    );
+    let windows = r["lab"]["windows"].as_array().unwrap();
+    let of_changes: Vec<_> = windows
+        .iter()
+        .filter(|w| {
+            w["change"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("route_set"))
+        })
+        .collect();
+    assert_eq!(of_changes.len(), 2, "{windows:?}");
+    for w in &of_changes {
+        assert!(u(&w["completed"]) > 0, "{w}");
+        assert_eq!(w["errors"].as_object().map_or(0, |e| e.len()), 0, "{w}");
+    }
+    assert_eq!(u(&r["requests"]["failed"]), 0, "{}", r["errors"]);
+    assert!(printed.contains("Route r1000 added at"), "{printed}");
+    assert!(printed.contains("Route r1000 removed at"), "{printed}");
+    assert_nothing_left(dir.path());
+}
+
 /// A scenario with a route set (issue 28): nginx-reload is given 200 routes over 10
 /// hosts before the load, every route serves (the result says how long after the
 /// apply, and what the configuration weighed), and the load's mix is made of the

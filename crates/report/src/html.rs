@@ -122,6 +122,15 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
         section(&mut h, "routes", "Route propagation");
         table_html(&mut h, input, t);
     }
+    // Only runs with a route set (`routes:`) or a request mix have these.
+    if let Some(t) = table("table-route-sets") {
+        section(&mut h, "route-sets", "Route sets");
+        table_html(&mut h, input, t);
+    }
+    if let Some(t) = table("table-mix") {
+        section(&mut h, "mix", "Request mix, group by group");
+        table_html(&mut h, input, t);
+    }
     if let Some(t) = table("table-resources").filter(|t| !t.rows.is_empty()) {
         section(
             &mut h,

@@ -29,10 +29,16 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
         .iter()
         .any(|s| s.result.mix.is_some())
         .then(|| mix(input));
+    let route_sets = input
+        .series
+        .iter()
+        .any(|s| s.result.lab.as_ref().is_some_and(|l| l.route_set.is_some()))
+        .then(|| route_sets(input));
     sizing
         .into_iter()
         .chain(maxima)
         .chain(steps)
+        .chain(route_sets)
         .chain(mix)
         .chain([
             percentiles(input),
@@ -295,6 +301,78 @@ pub fn steps(input: &ReportInput) -> Table {
             ("errors", "errors"),
             ("lag_p99_ms", "lag p99 (ms)"),
             ("note", "note"),
+        ]),
+        rows,
+    }
+}
+
+/// Each series' route set (scenario `routes:`, one row per size of a
+/// `route_scale` sweep): what the configuration cost, how long until every route
+/// served, the latency of the mix and what the proxy held, then each route added or
+/// removed during the load and how long until traffic showed it.
+pub fn route_sets(input: &ReportInput) -> Table {
+    let mut rows = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        let Some(lab) = &s.result.lab else {
+            continue;
+        };
+        let Some(rs) = &lab.route_set else {
+            continue;
+        };
+        let l = &s.result.latency_ms.corrected;
+        let changes: Vec<String> = rs
+            .changes
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} {}: {}",
+                    c.change,
+                    c.route,
+                    c.shown_ms
+                        .map_or("not seen".into(), |ms| format!("{ms:.1} ms"))
+                )
+            })
+            .collect();
+        rows.push(Row {
+            series: Some(i),
+            cells: vec![
+                s.name.clone(),
+                rs.count.to_string(),
+                rs.hosts.to_string(),
+                rs.config_bytes.map_or(MISSING.into(), |b| b.to_string()),
+                format!("{:.1}", rs.apply_ms),
+                rs.all_served_ms
+                    .map_or(MISSING.into(), |ms| format!("{ms:.1}")),
+                rs.never_count.to_string(),
+                fmt_opt_ms_cell(l.p50),
+                fmt_opt_ms_cell(l.p99),
+                lab.resources
+                    .as_ref()
+                    .map_or(MISSING.into(), |r| format!("{:.1}", r.rss_max_mib)),
+                if changes.is_empty() {
+                    MISSING.into()
+                } else {
+                    changes.join("; ")
+                },
+            ],
+        });
+    }
+    Table {
+        id: "table-route-sets",
+        title: "Route sets",
+        note: "Each system's route set: its routes and hosts, the configuration it was given (bytes) and how long the apply took, how long from the apply until every route answered as itself (and how many never did), the corrected latency of the whole load, the proxy's peak RSS, and each route added or removed during the load with the time until traffic showed it.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("routes", "routes"),
+            ("hosts", "hosts"),
+            ("config_bytes", "config (bytes)"),
+            ("apply_ms", "apply (ms)"),
+            ("all_served_ms", "all served (ms)"),
+            ("never", "never served"),
+            ("p50_ms", "p50 (ms)"),
+            ("p99_ms", "p99 (ms)"),
+            ("rss_mib", "proxy RSS (MiB)"),
+            ("changes", "changes at N"),
         ]),
         rows,
     }

@@ -246,6 +246,29 @@ pub fn route_set_line(rs: &results::RouteSetResult) -> String {
     )
 }
 
+/// One route added to or removed from the running set, in one line: when, and how
+/// long until traffic showed it.
+pub fn route_set_change_line(c: &results::RouteSetChange) -> String {
+    let (did, shown) = match c.change.as_str() {
+        "add" => ("added", "served"),
+        _ => ("removed", "gone"),
+    };
+    let applied = c.applied_ms.map_or("the change failed".to_string(), |ms| {
+        format!("applied in {}", fmt_ms(ms))
+    });
+    let seen = c
+        .shown_ms
+        .map_or(format!("not {shown} within {}", fmt_ms(c.bound_ms)), |ms| {
+            format!("{shown} after {}", fmt_ms(ms))
+        });
+    format!(
+        "Route {} {did} at {} ({} routes after): {seen}, {applied}",
+        c.route,
+        fmt_ms(c.at_ms),
+        c.routes_after
+    )
+}
+
 /// How many of the slowest and of the most failing groups the summary names.
 const MIX_SHOWN: usize = 5;
 
@@ -491,6 +514,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     }
     if let Some(rs) = r.lab.as_ref().and_then(|l| l.route_set.as_ref()) {
         let _ = writeln!(s, "  {}", route_set_line(rs));
+        for c in &rs.changes {
+            let _ = writeln!(s, "  {}", route_set_change_line(c));
+        }
     }
     if let Some(m) = &r.mix {
         for l in mix_lines(m) {
@@ -595,6 +621,7 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
         let mut lines = Vec::new();
         if let Some(rs) = r.lab.as_ref().and_then(|l| l.route_set.as_ref()) {
             lines.push(route_set_line(rs));
+            lines.extend(rs.changes.iter().map(route_set_change_line));
         }
         if let Some(m) = &r.mix {
             lines.extend(mix_lines(m));
@@ -777,6 +804,33 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
 mod tests {
     use super::*;
     use results::{Requests, RunResult};
+
+    #[test]
+    fn a_route_set_change_says_when_traffic_showed_it_or_that_it_did_not() {
+        let mut c = results::RouteSetChange {
+            change: "add".into(),
+            route: "r1000".into(),
+            routes_after: 1001,
+            at_ms: 1000.0,
+            applied_ms: Some(8.0),
+            shown_ms: Some(12.5),
+            bound_ms: 60_000.0,
+            probes: 3,
+        };
+        let l = route_set_change_line(&c);
+        assert!(l.starts_with("Route r1000 added at 1"), "{l}");
+        assert!(l.contains("(1001 routes after): served after 12"), "{l}");
+        assert!(l.contains("applied in 8"), "{l}");
+        c.change = "remove".into();
+        c.shown_ms = None;
+        c.applied_ms = None;
+        let l = route_set_change_line(&c);
+        assert!(
+            l.contains("removed") && l.contains("not gone within"),
+            "{l}"
+        );
+        assert!(l.contains("the change failed"), "{l}");
+    }
 
     #[test]
     fn untrustworthy_results_are_flagged() {

@@ -130,6 +130,35 @@ pub struct RouteSetResult {
     /// Probe requests, and those answered by something else than their route.
     pub probes: u64,
     pub misses: u64,
+    /// One route added to or removed from the set while the load ran (the
+    /// scenario's `route_set: add|remove` steps), in order. Each one's window in
+    /// `windows` holds the load's errors meanwhile: on routes nobody changed, the
+    /// collateral damage.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<RouteSetChange>,
+}
+
+/// One route added to or removed from a running route set, and how long until
+/// traffic through the proxy showed it (`sut::routes::watch`, polled every 5 ms as
+/// gateway-api-bench does).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RouteSetChange {
+    /// `add` or `remove`.
+    pub change: String,
+    /// The route (`r1000`) and how many routes the set has after the change.
+    pub route: String,
+    pub routes_after: u32,
+    /// When the change was asked, ms into the measured window.
+    pub at_ms: f64,
+    /// How long the driver took to apply and settle it, ms; absent when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_ms: Option<f64>,
+    /// From the ask until the route first answered as itself (added) or first did
+    /// not (removed), ms; absent when that did not happen within `bound_ms`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shown_ms: Option<f64>,
+    pub bound_ms: f64,
+    pub probes: u64,
 }
 
 /// A run at a fraction of the maximum its system sustained (study S2's 30-50 %).

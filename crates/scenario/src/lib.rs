@@ -529,12 +529,33 @@ pub enum Step {
     Scale(ScaleTo),
     /// Apply a route configuration.
     Route(RouteName),
+    /// Add one route to the running route set of `routes:`, or remove its last
+    /// (`route_set: add|remove`).
+    RouteSet(RouteSetStep),
     /// Reload the proxy (`reload: true`).
     Reload(bool),
     /// Stop and start the proxy process (`restart: true`).
     Restart(bool),
     /// Repeat steps.
     Repeat(Repeat),
+}
+
+/// One route added to a running route set, or its last removed: the one change
+/// at N routes that gateway benchmarks time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RouteSetStep {
+    Add,
+    Remove,
+}
+
+impl RouteSetStep {
+    pub fn name(self) -> &'static str {
+        match self {
+            RouteSetStep::Add => "add",
+            RouteSetStep::Remove => "remove",
+        }
+    }
 }
 
 /// What `--quick` changes, so a scenario runs in under a minute (CI, demos).
@@ -754,6 +775,11 @@ pub struct Scenario {
     /// hosts, and how long until every one serves (docs/scenarios.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routes: Option<RoutesSection>,
+    /// `route_scale: [10, 100, 1000]`: every system runs once per size, its route set
+    /// of `routes:` with that many routes (and its mix from them), each run named
+    /// `<system>-<N>routes` (docs/scenarios.md).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub route_scale: Vec<u32>,
     /// `- wait: 12s` style: each step is a map with one key.
     #[serde(default, with = "serde_yaml_ng::with::singleton_map_recursive")]
     pub changes: Vec<Step>,
@@ -863,6 +889,34 @@ fn sixty_s() -> Dur {
 
 /// The most routes a scenario may give: a configuration of about 15 MB for nginx.
 pub const MAX_ROUTES: u32 = 100_000;
+/// The most sizes of a `route_scale` sweep.
+pub const MAX_ROUTE_SIZES: usize = 10;
+
+impl Scenario {
+    /// The sizes this scenario's route sets run at: `route_scale`, or the one
+    /// size of `routes:` (none without it; `None` entries stand for that).
+    pub fn route_sizes(&self) -> Vec<Option<u32>> {
+        if self.route_scale.is_empty() {
+            vec![None]
+        } else {
+            self.route_scale.iter().map(|&n| Some(n)).collect()
+        }
+    }
+
+    /// This scenario with `n` routes in its route set.
+    pub fn with_routes(&self, n: u32) -> Scenario {
+        let mut s = self.clone();
+        if let Some(r) = s.routes.as_mut() {
+            r.count = n;
+        }
+        s
+    }
+}
+
+/// The name of a system's run at one size of a `route_scale` sweep.
+pub fn route_scale_label(system: &str, routes: u32) -> String {
+    format!("{system}-{routes}routes")
+}
 
 /// One request of a scenario's `requests:` mix.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -1074,6 +1128,52 @@ impl Scenario {
                     "routes: only the local lab's profiles render route sets for now: drop routes, or use platform: local",
                 ));
             }
+        }
+        if !self.route_scale.is_empty() {
+            let Some(r) = &self.routes else {
+                return Err(Bad::new(
+                    "route_scale",
+                    "route_scale needs a routes: section for its hosts and bound (e.g. routes: {count: 10, hosts: 10})",
+                ));
+            };
+            if self.route_scale.len() > MAX_ROUTE_SIZES {
+                return Err(Bad::new(
+                    "route_scale",
+                    format!(
+                        "route_scale: {} sizes, at most {MAX_ROUTE_SIZES}",
+                        self.route_scale.len()
+                    ),
+                ));
+            }
+            for (k, &n) in self.route_scale.iter().enumerate() {
+                if n < r.hosts || n > MAX_ROUTES {
+                    return Err(Bad::new(
+                        "route_scale",
+                        format!(
+                            "route_scale: {n} is out of range: use routes.hosts ({}) to {MAX_ROUTES}",
+                            r.hosts
+                        ),
+                    ));
+                }
+                if self.route_scale[..k].contains(&n) {
+                    return Err(Bad::new(
+                        "route_scale",
+                        format!("route_scale: {n} is given twice"),
+                    ));
+                }
+            }
+            if !self.load.rates.is_empty() {
+                return Err(Bad::new(
+                    "route_scale",
+                    "route_scale: not with load.rates (each size would need its own search): give load.rate",
+                ));
+            }
+        }
+        if self.routes.is_none() && changes_route_set(&self.changes) {
+            return Err(Bad::new(
+                "changes",
+                "changes: route_set needs a routes: section to change (e.g. routes: {count: 1000, hosts: 10})",
+            ));
         }
         if let Requests::FromRoutes(f) = &self.requests {
             if self.routes.is_none() {
@@ -1801,8 +1901,18 @@ fn first_change(steps: &[Step]) -> Option<&'static str> {
         Step::Repeat(r) => first_change(&r.steps),
         Step::Scale(_) => Some("scale"),
         Step::Route(_) => Some("route"),
+        Step::RouteSet(_) => Some("route_set"),
         Step::Reload(_) => Some("reload"),
         Step::Restart(_) => Some("restart"),
+    })
+}
+
+/// Whether some step (repeats included) changes the route set.
+fn changes_route_set(steps: &[Step]) -> bool {
+    steps.iter().any(|s| match s {
+        Step::RouteSet(_) => true,
+        Step::Repeat(r) => changes_route_set(&r.steps),
+        _ => false,
     })
 }
 

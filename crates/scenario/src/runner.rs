@@ -207,7 +207,7 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<RunOutput, RunError> {
                 f * max,
                 f * 100.0
             ));
-            let r = run_system(scn, name, &mut opts, Some((label.as_str(), at)), None)?;
+            let r = run_system(scn, name, &mut opts, Some((label.as_str(), at)), None, None)?;
             partial |= r.partial;
             folder
                 .write_result(&label, &r)
@@ -234,22 +234,31 @@ fn run_repeated(
         let what = what.to_string();
         move |source| RunError::Io { what, source }
     };
-    // The profile's default, then its tuned variant (`passive_health`).
-    let runs: Vec<(String, &str, Option<lab::health::PassiveHealth>)> = systems
-        .iter()
-        .flat_map(|name| {
-            crate::failover::variants(scn, name)
-                .into_iter()
-                .map(move |(label, passive)| (label, *name, passive))
-        })
-        .collect();
+    // The profile's default, then its tuned variant (`passive_health`); each at
+    // every size of a `route_scale` sweep.
+    let sizes = scn.route_sizes();
+    type Run<'a> = (
+        String,
+        &'a str,
+        Option<lab::health::PassiveHealth>,
+        Option<u32>,
+    );
+    let mut runs: Vec<Run> = Vec::new();
+    for name in systems {
+        for (label, passive) in crate::failover::variants(scn, name) {
+            for &n in &sizes {
+                let label = n.map_or(label.clone(), |n| super::route_scale_label(&label, n));
+                runs.push((label, *name, passive.clone(), n));
+            }
+        }
+    }
     let repeat = repeat.max(1);
     let mut reps: Vec<Vec<RunResult>> = vec![Vec::new(); runs.len()];
     // Each run's repetitions so far, combined: what is on disk.
     let mut latest: Vec<Option<RunResult>> = vec![None; runs.len()];
     let mut partial = false;
     'all: for rep in 1..=repeat {
-        for (i, (label, name, passive)) in runs.iter().enumerate() {
+        for (i, (label, name, passive, size)) in runs.iter().enumerate() {
             if opts.stop.load(Ordering::Relaxed) {
                 partial = true;
                 break 'all;
@@ -260,7 +269,12 @@ fn run_repeated(
                 String::new()
             };
             (opts.progress)(&format!("{label}: starting{which}"));
-            let r = run_system(scn, name, &mut opts, None, passive.as_ref())?;
+            let sized = size.map(|n| scn.with_routes(n));
+            let (scn_here, out) = match &sized {
+                Some(s) => (s, Some(label.as_str())),
+                None => (scn, None),
+            };
+            let r = run_system(scn_here, name, &mut opts, None, passive.as_ref(), out)?;
             let stopped = r.partial;
             reps[i].push(r);
             let all = results::repeat::combine(reps[i].clone(), repeat)
@@ -374,6 +388,17 @@ pub(crate) struct System {
     closed: bool,
     /// Where the warnings of a system dropped unclosed go ([`RunOptions::warn`]).
     warn: Arc<dyn Fn(&str) + Send + std::marker::Sync>,
+    /// The route set in force (`routes:`), where its routes are probed (the proxy's
+    /// plain-HTTP port) and for how long, and its changes during the load.
+    routes: Option<RoutesInForce>,
+}
+
+/// A system's route set while the load runs (see [`System::change_route_set`]).
+struct RoutesInForce {
+    set: lab::RouteSet,
+    addr: std::net::SocketAddr,
+    bound: Duration,
+    changes: Vec<results::RouteSetChange>,
 }
 
 impl System {
@@ -411,7 +436,84 @@ impl System {
             last_reading: (0, 0.0),
             closed: false,
             warn: opts.warn.clone(),
+            routes: None,
         }
+    }
+
+    /// Adds one route to the set in force, or removes its last, while the load runs,
+    /// and watches the proxy for the change from the moment it is asked: a new route
+    /// until it answers as itself, a removed one until it no longer does. The
+    /// change's window (opened by its event) holds the load's errors meanwhile.
+    fn change_route_set(&mut self, step: super::RouteSetStep) {
+        let Some(r) = self.routes.as_ref() else {
+            self.events.log(
+                EventKind::ChangeFailed,
+                "route_set: no route set in force",
+                None,
+            );
+            return;
+        };
+        let (set, addr, bound) = (r.set, r.addr, r.bound);
+        let (new, i, watched) = match step {
+            super::RouteSetStep::Add => (
+                lab::RouteSet::new(set.count + 1, set.hosts),
+                set.count,
+                None,
+            ),
+            super::RouteSetStep::Remove if set.count > 1 => (
+                lab::RouteSet::new(set.count - 1, set.hosts),
+                set.count - 1,
+                Some(set),
+            ),
+            super::RouteSetStep::Remove => {
+                self.events.log(
+                    EventKind::ChangeFailed,
+                    "route_set remove: the set has one route left",
+                    None,
+                );
+                return;
+            }
+        };
+        // A removed route is probed as the set before had it, an added one as after.
+        let probe_set = watched.unwrap_or(new);
+        let served = step == super::RouteSetStep::Add;
+        let detail = format!("{} {}", step.name(), new.name(i));
+        let at_ms = self.events.clock.now().saturating_sub(self.events.origin) as f64 / 1e6;
+        let since = Instant::now();
+        let ((shown, probes), applied) = std::thread::scope(|s| {
+            let watcher =
+                s.spawn(move || lab::routes::watch(addr, &probe_set, i, since, bound, served));
+            let before = self.events.list.len();
+            self.change(
+                Some(EventKind::RouteSetRequested),
+                &detail,
+                EventKind::RouteSetApplied,
+                Expect::Applied,
+                |d| d.apply_route_set(&new).map(|_| ()),
+            );
+            let applied = self.events.list[before..]
+                .iter()
+                .find(|e| e.1 == EventKind::RouteSetApplied)
+                .and_then(|e| e.3);
+            (watcher.join().unwrap_or((None, 0)), applied)
+        });
+        let ok = applied.is_some();
+        let Some(r) = self.routes.as_mut() else {
+            return;
+        };
+        if ok {
+            r.set = new;
+        }
+        r.changes.push(results::RouteSetChange {
+            change: step.name().to_string(),
+            route: new.name(i),
+            routes_after: if ok { new.count } else { set.count },
+            at_ms,
+            applied_ms: applied,
+            shown_ms: shown.map(|d| d.as_secs_f64() * 1e3),
+            bound_ms: bound.as_secs_f64() * 1e3,
+            probes,
+        });
     }
 
     /// Stops the proxy and tears the platform down; returns what went wrong on the
@@ -513,7 +615,16 @@ pub(crate) fn deploy(
         .map_err(lab)?;
     let versions: BTreeMap<String, String> = sys.driver.versions().into_iter().collect();
     let route_set = match &scn.routes {
-        Some(r) => Some(apply_route_set(&mut sys, &ctx, r, name)?),
+        Some(r) => {
+            let got = apply_route_set(&mut sys, &ctx, r, name)?;
+            sys.routes = Some(RoutesInForce {
+                set: lab::RouteSet::new(r.count, r.hosts),
+                addr: std::net::SocketAddr::from(([127, 0, 0, 1], ctx.http_port)),
+                bound: r.bound.0,
+                changes: Vec::new(),
+            });
+            Some(got)
+        }
         None => None,
     };
     if sys.platform.target().netns.is_some() && opts.load.is_some() {
@@ -563,6 +674,7 @@ fn apply_route_set(
         never: got.never,
         probes: got.probes,
         misses: got.misses,
+        changes: Vec::new(),
     })
 }
 
@@ -664,11 +776,11 @@ fn run_system(
     opts: &mut RunOptions,
     at: Option<(&str, Fraction)>,
     passive: Option<&lab::health::PassiveHealth>,
+    label: Option<&str>,
 ) -> Result<RunResult, RunError> {
     let variant = passive.map(|_| format!("{name}{}", lab::health::VARIANT));
-    let out_name = at
-        .as_ref()
-        .map(|(label, _)| *label)
+    let out_name = label
+        .or(at.as_ref().map(|(label, _)| *label))
         .or(variant.as_deref())
         .unwrap_or(name);
     let Deployed {
@@ -813,7 +925,12 @@ fn run_system(
         cluster,
         network,
         fraction: at.map(|(_, f)| f),
-        route_set,
+        route_set: route_set.map(|mut rs| {
+            if let Some(r) = sys.routes.as_mut() {
+                rs.changes = std::mem::take(&mut r.changes);
+            }
+            rs
+        }),
         ..LabInfo::default()
     });
     // The flapping backends write their last counts as they stop.
@@ -997,6 +1114,7 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
                     |d| d.apply_route(route),
                 );
             }
+            Step::RouteSet(step) => sys.change_route_set(*step),
             Step::Reload(true) => {
                 sys.change(
                     Some(EventKind::ReloadRequested),

@@ -404,3 +404,32 @@ fn requests_become_the_engines_mix_on_the_systems_url() {
     let names: Vec<&str> = plan.mix.targets.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["GET a.test/x", "POST 198.18.0.1:8443/y"]);
 }
+
+#[test]
+fn a_route_scale_sweep_runs_the_route_set_at_each_size() {
+    let text = "name: t\nsystems: [nginx-reload]\nroutes: {count: 10, hosts: 5}\n\
+                route_scale: [10, 100, 1000]\nrequests: {from: routes}\nload:\n  rate: 100\n  duration: 2s\n\
+                changes:\n  - wait: 1s\n  - route_set: add\n  - route_set: remove\n";
+    let s = Scenario::parse(text, "t.yaml").unwrap();
+    assert_eq!(s.route_sizes(), vec![Some(10), Some(100), Some(1000)]);
+    let at = s.with_routes(1000);
+    assert_eq!(at.routes.map(|r| (r.count, r.hosts)), Some((1000, 5)));
+    assert_eq!(
+        s.routes.map(|r| r.count),
+        Some(10),
+        "the scenario itself unchanged"
+    );
+    assert_eq!(
+        crate::route_scale_label("nginx-reload", 1000),
+        "nginx-reload-1000routes"
+    );
+    assert!(matches!(s.changes[1], Step::RouteSet(RouteSetStep::Add)));
+    assert!(matches!(s.changes[2], Step::RouteSet(RouteSetStep::Remove)));
+    // Without a sweep: the one size of routes:.
+    let one = Scenario::parse(
+        &text.replace("route_scale: [10, 100, 1000]\n", ""),
+        "t.yaml",
+    )
+    .unwrap();
+    assert_eq!(one.route_sizes(), vec![None]);
+}

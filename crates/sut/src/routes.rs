@@ -157,6 +157,32 @@ pub fn probe(
     }
 }
 
+/// Polls route `i` of `set` through `addr` every 5 ms until it answers as itself
+/// (`served`) or stops doing so (`!served`), for at most `bound` after `since`: how
+/// long after `since` that was first seen (`None`: not within the bound), and the
+/// probes made. One route added to or removed from a running set, as
+/// gateway-api-bench polls a new route until it answers 200 instead of 404.
+pub fn watch(
+    addr: SocketAddr,
+    set: &RouteSet,
+    i: u32,
+    since: Instant,
+    bound: Duration,
+    served: bool,
+) -> (Option<Duration>, u64) {
+    let mut probes = 0;
+    loop {
+        probes += 1;
+        if answers_as_itself(addr, set, i) == served {
+            return (Some(since.elapsed()), probes);
+        }
+        if since.elapsed() > bound {
+            return (None, probes);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
 /// One probe of route `i`: 200 with its own name in [`ROUTE_HEADER`].
 fn answers_as_itself(addr: SocketAddr, set: &RouteSet, i: u32) -> bool {
     let host = set.host(i);
