@@ -125,6 +125,11 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
     // Only runs with a route set (`routes:`) or a request mix have these.
     if let Some(t) = table("table-route-sets") {
         section(&mut h, "route-sets", "Route sets");
+        for id in ["chart-route-scale-served", "chart-route-scale-rss"] {
+            if let Some(c) = chart(id) {
+                figure(&mut h, c, "");
+            }
+        }
         table_html(&mut h, input, t);
     }
     if let Some(t) = table("table-mix") {

@@ -3,7 +3,7 @@
 //! latency axis ticked at 1-2-5 with labels in readable units. Small pure
 //! functions, unit-tested on known numbers, apart from the drawing that uses them.
 
-use crate::fmt::{fmt_ms_tick, round_sig};
+use crate::fmt::{fmt_count_tick, fmt_ms_tick, round_sig};
 use plotters::coord::ranged1d::{
     KeyPointHint, KeyPointWeight, NoDefaultFormatting, Ranged, ValueFormatter,
 };
@@ -214,6 +214,33 @@ impl Ranged for LogAxis {
 impl ValueFormatter<f64> for LogAxis {
     fn format_ext(&self, v: &f64) -> String {
         fmt_ms_tick(*v)
+    }
+}
+
+/// A log axis over counts (routes, MiB): [`LogAxis`]'s ticks, labelled as numbers.
+#[derive(Clone, Debug)]
+pub struct LogCountAxis(pub LogAxis);
+
+impl Ranged for LogCountAxis {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, v: &f64, limit: (i32, i32)) -> i32 {
+        self.0.map(v, limit)
+    }
+
+    fn key_points<H: KeyPointHint>(&self, hint: H) -> Vec<f64> {
+        self.0.key_points(hint)
+    }
+
+    fn range(&self) -> Range<f64> {
+        self.0.range()
+    }
+}
+
+impl ValueFormatter<f64> for LogCountAxis {
+    fn format_ext(&self, v: &f64) -> String {
+        fmt_count_tick(*v)
     }
 }
 

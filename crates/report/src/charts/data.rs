@@ -255,7 +255,19 @@ pub(super) enum Body {
     /// the rate offered by a load plan).
     Rates(Vec<RateLine>, &'static str),
     Sizing(SizingPanel),
+    /// A measure against the route count of a `route_scale` sweep, both axes log.
+    Scale(ScalePanel),
     Note(String),
+}
+
+/// One measure of route sets against their size: a line per system, (routes,
+/// value) in order of routes; `y_ms` says the values are milliseconds (else a
+/// count, described by `y_desc`).
+#[derive(Clone, Debug)]
+pub(super) struct ScalePanel {
+    pub(super) lines: Vec<(usize, String, Points)>,
+    pub(super) y_desc: String,
+    pub(super) y_ms: bool,
 }
 
 /// Rates against cores (study S4's scaling): one line per system and measure.
@@ -346,6 +358,79 @@ pub(super) fn sizing_chart(input: &ReportInput, tps: bool) -> Option<Chart> {
             Body::Note("no allocation held the bounds".into())
         },
     })
+}
+
+/// The system a series measured, without the size a `route_scale` sweep put in its
+/// name (`nginx-reload-1000routes` -> `nginx-reload`).
+fn swept_system(s: &Series, routes: u32) -> String {
+    s.name
+        .strip_suffix(&format!("-{routes}routes"))
+        .unwrap_or(&s.name)
+        .to_string()
+}
+
+/// Route sets against their size (`route_scale`), one line per system: the time
+/// until every route served, and the proxy's peak memory. None unless some system
+/// ran at two sizes or more.
+pub(super) fn route_scale_charts(input: &ReportInput) -> Vec<Chart> {
+    type Pick = fn(&results::LabInfo) -> Option<f64>;
+    let measures: [(&str, &str, &str, bool, Pick); 2] = [
+        (
+            "chart-route-scale-served",
+            "Time until every route served, against the number of routes",
+            "from the apply until every route answered as itself",
+            true,
+            |l| l.route_set.as_ref().and_then(|r| r.all_served_ms),
+        ),
+        (
+            "chart-route-scale-rss",
+            "Proxy memory against the number of routes",
+            "proxy peak RSS (MiB)",
+            false,
+            |l| {
+                l.resources
+                    .as_ref()
+                    .map(|r| r.rss_max_mib)
+                    .filter(|v| *v > 0.0)
+            },
+        ),
+    ];
+    let mut charts = Vec::new();
+    for (id, title, y_desc, y_ms, pick) in measures {
+        let mut lines: Vec<(usize, String, Points)> = Vec::new();
+        for (i, s) in input.series.iter().enumerate() {
+            let Some(lab) = &s.result.lab else { continue };
+            let Some(rs) = &lab.route_set else { continue };
+            let Some(v) = pick(lab) else { continue };
+            let name = swept_system(s, rs.count);
+            let at = match lines.iter().position(|(_, n, _)| *n == name) {
+                Some(k) => k,
+                None => {
+                    lines.push((i, name, Vec::new()));
+                    lines.len() - 1
+                }
+            };
+            lines[at].2.push((f64::from(rs.count), v));
+        }
+        if !lines.iter().any(|l| l.2.len() >= 2) {
+            continue;
+        }
+        for l in &mut lines {
+            l.2.sort_by(|a, b| a.0.total_cmp(&b.0));
+        }
+        charts.push(Chart {
+            id: id.into(),
+            title: title.into(),
+            caption: format!("Each point is one size of a system's route_scale sweep ({y_desc}), both axes logarithmic: a line of slope 1 grows in proportion to the routes, a steeper one faster than that. A size where some route never served has no point on the first chart."),
+            height: 420,
+            body: Body::Scale(ScalePanel {
+                lines,
+                y_desc: y_desc.into(),
+                y_ms,
+            }),
+        });
+    }
+    charts
 }
 
 /// Latency against the rate sent, one line per searched system (study S2's curve): the

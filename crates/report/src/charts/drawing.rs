@@ -4,10 +4,10 @@
 //! scheme; colours come from [`crate::theme`], so a series keeps its colour on every
 //! chart, legend and table of a report.
 
-use super::axes::{log_bounds, nines, LogAxis, NinesAxis};
+use super::axes::{log_bounds, nines, LogAxis, LogCountAxis, NinesAxis};
 use super::data::{
-    merge_marks, Body, Chart, LatencyPanel, Line, Mark, RateLine, SizingPanel, Stack, Throughput,
-    MARK_GAP_PX, THROUGHPUT_PANEL,
+    merge_marks, Body, Chart, LatencyPanel, Line, Mark, RateLine, ScalePanel, SizingPanel, Stack,
+    Throughput, MARK_GAP_PX, THROUGHPUT_PANEL,
 };
 use crate::fmt::{fmt_count_tick, fmt_num};
 use crate::markup::escape;
@@ -152,6 +152,7 @@ impl Chart {
             Body::Throughput(t) => draw_throughput(root, t),
             Body::Rates(lines, x_desc) => draw_rates(root, lines, x_desc),
             Body::Sizing(p) => draw_sizing(root, p),
+            Body::Scale(p) => draw_scale(root, p),
             Body::Stacks(stacks) => {
                 let areas = root.split_evenly((stacks.len().max(1), 1));
                 for (area, st) in areas.iter().zip(stacks) {
@@ -329,6 +330,69 @@ fn draw_sizing<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &SizingPane
             .map_err(de)?;
     }
     draw_legend(&mut chart)
+}
+
+/// A measure against the route count, both axes log: milliseconds on a latency
+/// axis, a count (MiB) on a count axis.
+fn draw_scale<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &ScalePanel) -> Draw {
+    let pts: Vec<(f64, f64)> = p.lines.iter().flat_map(|l| l.2.iter().copied()).collect();
+    let lo_hi = |f: fn(&(f64, f64)) -> f64| {
+        let lo = pts.iter().map(f).fold(f64::MAX, f64::min).max(1e-3);
+        let hi = pts.iter().map(f).fold(0f64, f64::max).max(lo);
+        log_bounds(lo, hi)
+    };
+    let (xl, xh) = lo_hi(|q| q.0);
+    let (yl, yh) = lo_hi(|q| q.1);
+    let x = LogCountAxis(LogAxis { lo: xl, hi: xh });
+    if p.y_ms {
+        let mut chart = ChartBuilder::on(root)
+            .margin(14)
+            .margin_right(28)
+            .x_label_area_size(48)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x, LogAxis { lo: yl, hi: yh })
+            .map_err(de)?;
+        scale_lines(&mut chart, p)
+    } else {
+        let mut chart = ChartBuilder::on(root)
+            .margin(14)
+            .margin_right(28)
+            .x_label_area_size(48)
+            .y_label_area_size(80)
+            .build_cartesian_2d(x, LogCountAxis(LogAxis { lo: yl, hi: yh }))
+            .map_err(de)?;
+        scale_lines(&mut chart, p)
+    }
+}
+
+/// [`draw_scale`]'s mesh, lines, points and legend on either y axis.
+fn scale_lines<'a, DB: DrawingBackend + 'a, Y>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<LogCountAxis, Y>>,
+    p: &ScalePanel,
+) -> Draw
+where
+    Y: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::NoDefaultFormatting>
+        + plotters::coord::ranged1d::ValueFormatter<f64>,
+{
+    chart
+        .configure_mesh()
+        .x_desc("routes")
+        .y_desc(p.y_desc.as_str())
+        .bold_line_style(FG.mix(0.18))
+        .light_line_style(FG.mix(0.06))
+        .axis_style(FG.mix(0.6))
+        .label_style(font(15))
+        .axis_desc_style(font(15))
+        .draw()
+        .map_err(de)?;
+    for (k, (_, name, points)) in p.lines.iter().enumerate() {
+        let c = series_color(k);
+        labelled_line(chart, points, c, name.clone())?;
+        chart
+            .draw_series(points.iter().map(|q| Circle::new(*q, 4, c.filled())))
+            .map_err(de)?;
+    }
+    draw_legend(chart)
 }
 
 /// A series line with its legend entry (a short stroke of its colour).
@@ -988,6 +1052,62 @@ mod tests {
         );
         // The 1-core TPS row held no rate: one point, not a point at zero.
         assert_eq!(tps.svg().unwrap().matches("<circle").count(), 1);
+    }
+
+    #[test]
+    fn a_route_scale_sweep_draws_time_to_serve_and_memory_against_routes() {
+        let mut input = sample_input();
+        let base = input.series[0].clone();
+        input.series.clear();
+        for (n, served, rss) in [
+            (10u32, Some(5.0), 20.0),
+            (1000, Some(170.0), 75.0),
+            (5000, None, 110.0),
+        ] {
+            let mut s = base.clone();
+            s.name = format!("envoy-xds-{n}routes");
+            let lab = s.result.lab.as_mut().unwrap();
+            lab.route_set = Some(results::RouteSetResult {
+                count: n,
+                hosts: 10,
+                all_served_ms: served,
+                ..Default::default()
+            });
+            lab.resources = Some(results::Resources {
+                rss_max_mib: rss,
+                ..Default::default()
+            });
+            input.series.push(s);
+        }
+        let charts = build(&input);
+        let served = charts
+            .iter()
+            .find(|c| c.id == "chart-route-scale-served")
+            .unwrap();
+        let rss = charts
+            .iter()
+            .find(|c| c.id == "chart-route-scale-rss")
+            .unwrap();
+        let svg = served.svg().unwrap();
+        assert!(
+            svg.contains("\nenvoy-xds\n"),
+            "one line, named by the system without its size: {svg}"
+        );
+        // The size where some route never served has no point.
+        assert_eq!(svg.matches("<circle").count(), 2);
+        let svg = rss.svg().unwrap();
+        assert_eq!(svg.matches("<circle").count(), 3);
+        assert!(
+            ["\n1000\n", "\n1,000\n", "\n1k\n"]
+                .iter()
+                .any(|t| svg.contains(t)),
+            "a routes tick at 1000: {svg}"
+        );
+        // One size only: no sweep, no chart.
+        input.series.truncate(1);
+        assert!(!build(&input)
+            .iter()
+            .any(|c| c.id.starts_with("chart-route-scale")));
     }
 
     #[test]

@@ -31,6 +31,7 @@ pub fn build(input: &crate::input::ReportInput) -> Vec<Chart> {
         charts.push(data::rates_chart(input));
     }
     charts.extend(data::plan_chart(input));
+    charts.extend(data::route_scale_charts(input));
     for tps in [false, true] {
         if let Some(c) = data::sizing_chart(input, tps) {
             charts.push(c);
