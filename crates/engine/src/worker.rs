@@ -2,7 +2,10 @@
 //!
 //! The loop is a plain `epoll` loop (edge-triggered, one registration per socket) with
 //! `epoll_pwait2`'s nanosecond timeout, so the thread wakes within microseconds of
-//! the next due time instead of on a millisecond tick. Per request it makes one
+//! the next due time instead of on a millisecond tick. At a fixed rate it sleeps
+//! through responses until its next send and times each by the kernel's receive
+//! stamp (`Worker::quiet_until`, [`crate::rx`]): on a virtual machine a wake-up
+//! costs more CPU than a request. Per request it makes one
 //! `write` and one `read` on a keep-alive connection and allocates nothing; the
 //! request bytes are shared, the read buffer is one per worker, and the response
 //! parser keeps only its state.

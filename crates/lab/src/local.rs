@@ -231,13 +231,18 @@ mod tests {
         for d in [&dead, &live, &other] {
             std::fs::create_dir(d).unwrap();
         }
-        // A leftover "proxy" naming the dead run's folder in its command line.
+        // A leftover "proxy" naming the dead run's folder in its command line: one
+        // process (the shell's own `read` waits on a pipe nobody writes), so the
+        // sweep leaves no child of it behind, holding this test's output open.
         let mut orphan = std::process::Command::new("sh")
             .args([
                 "-c",
-                "sleep 30",
+                "read x",
                 &dead.join("nginx.conf").display().to_string(),
             ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
             .spawn()
             .unwrap();
         // Until it has exec'd, the child's command line is still ours.
