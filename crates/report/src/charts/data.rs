@@ -301,6 +301,20 @@ pub struct Chart {
     pub(super) body: Body,
 }
 
+/// The points of the line named `name`, a new one (of series `series`, its
+/// colour) when there is none yet: the lines of a chart drawn one per system or
+/// measure, in the order they first appear.
+fn line_of(lines: &mut Vec<(usize, String, Points)>, series: usize, name: String) -> &mut Points {
+    let at = match lines.iter().position(|(_, n, _)| *n == name) {
+        Some(k) => k,
+        None => {
+            lines.push((series, name, Vec::new()));
+            lines.len() - 1
+        }
+    };
+    &mut lines[at].2
+}
+
 /// The maximum against cores for every measure of one kind (requests per second, or
 /// handshakes per second), one line per system and measure; `None` when no scan
 /// measured that kind.
@@ -312,15 +326,9 @@ pub(super) fn sizing_chart(input: &ReportInput, tps: bool) -> Option<Chart> {
                 continue;
             };
             let name = format!("{} {}", sz.name, m.label());
-            let at = match lines.iter().position(|(_, n, _)| *n == name) {
-                Some(k) => k,
-                None => {
-                    lines.push((i, name, Vec::new()));
-                    lines.len() - 1
-                }
-            };
+            let points = line_of(&mut lines, i, name);
             if let Some(v) = r.max_rate {
-                lines[at].2.push((r.allocation.cores, v));
+                points.push((r.allocation.cores, v));
             }
         }
     }
@@ -402,15 +410,7 @@ pub(super) fn route_scale_charts(input: &ReportInput) -> Vec<Chart> {
             let Some(lab) = &s.result.lab else { continue };
             let Some(rs) = &lab.route_set else { continue };
             let Some(v) = pick(lab) else { continue };
-            let name = swept_system(s, rs.count);
-            let at = match lines.iter().position(|(_, n, _)| *n == name) {
-                Some(k) => k,
-                None => {
-                    lines.push((i, name, Vec::new()));
-                    lines.len() - 1
-                }
-            };
-            lines[at].2.push((f64::from(rs.count), v));
+            line_of(&mut lines, i, swept_system(s, rs.count)).push((f64::from(rs.count), v));
         }
         if !lines.iter().any(|l| l.2.len() >= 2) {
             continue;
