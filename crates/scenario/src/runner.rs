@@ -478,9 +478,8 @@ impl System {
         let probe_set = watched.unwrap_or(new);
         let served = step == super::RouteSetStep::Add;
         let detail = format!("{} {}", step.name(), new.name(i));
-        let at_ms = self.events.clock.now().saturating_sub(self.events.origin) as f64 / 1e6;
-        let since = Instant::now();
-        let ((shown, probes), applied) = std::thread::scope(|s| {
+        let (t0, since) = (self.events.clock.now(), Instant::now());
+        let ((shown, probes), applied, asked) = std::thread::scope(|s| {
             let watcher =
                 s.spawn(move || lab::routes::watch(addr, &probe_set, i, since, bound, served));
             let before = self.events.list.len();
@@ -495,8 +494,15 @@ impl System {
                 .iter()
                 .find(|e| e.1 == EventKind::RouteSetApplied)
                 .and_then(|e| e.3);
-            (watcher.join().unwrap_or((None, 0)), applied)
+            // When the change was asked: later than `t0` when a load elsewhere needs
+            // its mark ahead (the log waits for the mark's time before the change).
+            let asked = self.events.list.get(before).map_or(t0, |e| e.0.max(t0));
+            (watcher.join().unwrap_or((None, 0)), applied, asked)
         });
+        // The watch began at `t0`; the change was made at `asked`.
+        let lead = Duration::from_nanos(asked - t0);
+        let shown = shown.map(|d| d.saturating_sub(lead));
+        let at_ms = asked.saturating_sub(self.events.origin) as f64 / 1e6;
         let ok = applied.is_some();
         let Some(r) = self.routes.as_mut() else {
             return;
