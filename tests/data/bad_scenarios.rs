@@ -131,6 +131,21 @@ const BAD: &[(&str, &str, &str)] = &[
         "line 11: route_scale: 10 is given twice",
     ),
     (
+        "systems: [caddy-api]\n",
+        "systems: [contour]\nplatform: kubernetes\nkubernetes:\n  urls: {contour: \"https://198.18.0.1/\"}\nroutes: {count: 10}\n",
+        "line 6: routes: on a cluster the route probe speaks plain HTTP to the controller: set tls.enabled: false and give its http:// address in kubernetes.urls",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [contour-ingress]\nplatform: kubernetes\ntls: {enabled: false}\nroutes: {count: 10}\n",
+        "line 5: routes: contour-ingress cannot render a route set: Contour's Ingress annotations set no response header, and each route of a set must name itself in one: use the profile `contour` (HTTPRoute)",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [host]\nplatform: network-lab\ntls: {enabled: false}\nroutes: {count: 10}\n",
+        "line 5: routes: a data path of the network lab has no proxy to route: drop routes, or use platform: local",
+    ),
+    (
         "  rate: 100\n",
         "  rate: 100\nrequests: {from: rutes}\n",
         "line 10: requests.from: unknown variant `rutes`, expected `routes`",

@@ -270,6 +270,15 @@ fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server()
     let tail = seen.last().expect("the prober saw responses");
     assert_eq!(tail.1, Shows::Base, "{tail:?}");
 
+    // Issue 28: 200 HTTPRoutes over 10 hosts through the same Contour, a mix over
+    // them, one route added and removed under it.
+    crate::common::k8s::run_route_set(
+        &cluster,
+        &["contour"],
+        &format!("{{contour: \"{}\"}}", contour.url()),
+        &contour.gateway(),
+    );
+
     // The run's namespace goes when it ends.
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
     // And nothing else is left: Contour, Envoy, the pods, the cluster.

@@ -9,7 +9,8 @@
 
 use super::{BACKEND, MANAGED_BY, RUN_LABEL};
 use serde_json::{json, Value};
-use sut::Route;
+use sut::routes::ROUTE_HEADER;
+use sut::{Route, RouteSet};
 
 /// The name of every routing object a run creates.
 pub const ROUTE_NAME: &str = "ib-route";
@@ -226,6 +227,158 @@ pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>
         }
         Routing::OpenShiftRoute => Ok(vec![openshift_route(place, route)]),
     }
+}
+
+/// The label naming the route of a route set an object belongs to (`r<i>`), so a
+/// watch or a list can tell the set's objects from the run's one route.
+pub const ROUTE_SET_LABEL: &str = "ingressbench.io/route";
+
+/// The name of route `i`'s objects: `ib-r<i>`.
+pub fn route_set_name(set: &RouteSet, i: u32) -> String {
+    format!("ib-{}", set.name(i))
+}
+
+/// Whether `c` can render a route set: every route must answer with its own
+/// [`ROUTE_HEADER`], so a controller that sets no response header cannot.
+///
+/// # Errors
+/// [`Unsupported`] naming the controller and what to use instead.
+pub fn check_route_set(c: &Controller) -> Result<(), Unsupported> {
+    match c.routing {
+        Routing::Ingress {
+            style: Style::Contour,
+            ..
+        } => Err(Unsupported {
+            controller: c.name,
+            route: "routes",
+            why: "Contour's Ingress annotations set no response header, and each route of a \
+                  set must name itself in one: use the profile `contour` (HTTPRoute)"
+                .into(),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// The objects of route set `set` for `c`, route by route: route `i` is one routing
+/// object `ib-r<i>` (an HTTPRoute, an Ingress or an OpenShift Route) matching the
+/// path prefix `/r<i>` on its host and adding `x-route: r<i>` to its responses, to the
+/// same backends' Service as the run's own route. One object per route, as users
+/// write them and as gateway benchmarks count them (an Ingress's annotations apply to
+/// all its rules, so a header per route needs an Ingress per route); Traefik's has a
+/// Middleware of the same name beside it, listed first.
+///
+/// # Errors
+/// [`Unsupported`] when [`check_route_set`] refuses, or an HTTPRoute has no Gateway.
+pub fn route_set_objects(
+    c: &Controller,
+    place: &Place,
+    set: &RouteSet,
+) -> Result<Vec<Vec<Value>>, Unsupported> {
+    check_route_set(c)?;
+    let gateway = match (c.routing, &place.gateway) {
+        (Routing::HttpRoute, None) => {
+            return Err(Unsupported {
+                controller: c.name,
+                route: "routes",
+                why: "an HTTPRoute needs a Gateway: set kubernetes.gateway (namespace/name)".into(),
+            })
+        }
+        (_, gw) => gw.clone(),
+    };
+    Ok((0..set.count)
+        .map(|i| {
+            let name = route_set_name(set, i);
+            let (host, path, marker) = (set.host(i), set.path(i), set.name(i));
+            let meta = |annotations: Value| {
+                let mut m = metadata(&name, place, annotations);
+                m["labels"][ROUTE_SET_LABEL] = Value::String(marker.clone());
+                m
+            };
+            match (c.routing, &gateway) {
+                (Routing::HttpRoute, Some((gw_ns, gw))) => vec![json!({
+                    "apiVersion": "gateway.networking.k8s.io/v1",
+                    "kind": "HTTPRoute",
+                    "metadata": meta(json!({})),
+                    "spec": {
+                        "parentRefs": [{"name": gw, "namespace": gw_ns}],
+                        "hostnames": [host],
+                        "rules": [{
+                            "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                            "filters": [{
+                                "type": "ResponseHeaderModifier",
+                                "responseHeaderModifier": {"set": [{"name": ROUTE_HEADER, "value": marker}]},
+                            }],
+                            "backendRefs": [{"name": BACKEND, "port": 80}],
+                        }],
+                    },
+                })],
+                (Routing::OpenShiftRoute, _) => vec![json!({
+                    "apiVersion": "route.openshift.io/v1",
+                    "kind": "Route",
+                    "metadata": meta(json!({})),
+                    "spec": {
+                        "host": host,
+                        "path": path,
+                        "to": {"kind": "Service", "name": BACKEND},
+                        "port": {"targetPort": "http"},
+                        "httpHeaders": {"actions": {"response": [{
+                            "name": ROUTE_HEADER, "action": {"type": "Set", "set": {"value": marker}}
+                        }]}},
+                    },
+                })],
+                (Routing::Ingress { class, style }, _) => {
+                    let mut out = Vec::new();
+                    let header = match style {
+                        Style::IngressNginx => Some((
+                            "nginx.ingress.kubernetes.io/configuration-snippet",
+                            format!("more_set_headers \"{ROUTE_HEADER}: {marker}\";"),
+                        )),
+                        Style::NginxOrg => Some((
+                            "nginx.org/location-snippets",
+                            format!("add_header {ROUTE_HEADER} \"{marker}\" always;"),
+                        )),
+                        Style::HaproxyOrg => Some((
+                            "haproxy.org/response-set-header",
+                            format!("{ROUTE_HEADER} {marker}"),
+                        )),
+                        Style::Traefik => {
+                            out.push(json!({
+                                "apiVersion": "traefik.io/v1alpha1",
+                                "kind": "Middleware",
+                                "metadata": meta(json!({})),
+                                "spec": {"headers": {"customResponseHeaders": {ROUTE_HEADER: marker}}},
+                            }));
+                            Some((
+                                "traefik.ingress.kubernetes.io/router.middlewares",
+                                format!("{}-{name}@kubernetescrd", place.namespace),
+                            ))
+                        }
+                        // `check_route_set` let none through.
+                        Style::Contour => None,
+                    };
+                    let annotations: serde_json::Map<String, Value> = header
+                        .into_iter()
+                        .map(|(k, v)| (k.to_string(), Value::String(v)))
+                        .collect();
+                    out.push(json!({
+                        "apiVersion": "networking.k8s.io/v1",
+                        "kind": "Ingress",
+                        "metadata": meta(Value::Object(annotations)),
+                        "spec": {"ingressClassName": class, "rules": [{
+                            "host": host,
+                            "http": {"paths": [{
+                                "path": path,
+                                "pathType": "Prefix",
+                                "backend": {"service": {"name": BACKEND, "port": {"number": 80}}},
+                            }]},
+                        }]},
+                    }));
+                    out
+                }
+                (Routing::HttpRoute, None) => Vec::new(),
+            }
+        })
+        .collect())
 }
 
 fn ingress(class: &str, style: Style, place: &Place, route: Route) -> Vec<Value> {
@@ -525,6 +678,71 @@ mod tests {
                 assert!(check(c, r).is_ok(), "{} {r:?}", c.name);
             }
         }
+    }
+
+    #[test]
+    fn a_route_set_is_one_object_per_route_on_its_host_and_path_naming_itself() {
+        let set = RouteSet::new(5, 2);
+        for c in CONTROLLERS {
+            let Ok(routes) = route_set_objects(c, &place(), &set) else {
+                assert_eq!(c.name, "contour-ingress", "only Contour's Ingress refuses");
+                let e = check_route_set(c).unwrap_err().to_string();
+                assert!(e.contains("use the profile `contour`"), "{e}");
+                continue;
+            };
+            assert_eq!(routes.len(), 5, "{}", c.name);
+            for (i, objs) in routes.iter().enumerate() {
+                let route = objs.last().unwrap();
+                let text = route.to_string();
+                let i = i as u32;
+                assert_eq!(route["metadata"]["name"], format!("ib-r{i}"), "{}", c.name);
+                assert_eq!(route["metadata"]["labels"][RUN_LABEL], "r1");
+                assert_eq!(
+                    route["metadata"]["labels"][ROUTE_SET_LABEL],
+                    format!("r{i}")
+                );
+                // Its own host and path, to the shared backends, and its marker in
+                // the object (an annotation, a filter or a Middleware before it).
+                assert!(
+                    text.contains(&format!("\"h{}.routes.test\"", i % 2)),
+                    "{text}"
+                );
+                assert!(text.contains(&format!("\"/r{i}\"")), "{text}");
+                assert!(text.contains(BACKEND), "{text}");
+                let all = serde_json::to_string(objs).unwrap();
+                assert!(all.contains(ROUTE_HEADER), "{}: {all}", c.name);
+                assert!(
+                    all.contains(&format!("r{i}\"")) || all.contains(&format!("r{i};")),
+                    "{}: {all}",
+                    c.name
+                );
+            }
+        }
+        let gw = route_set_objects(controller("contour").unwrap(), &place(), &set).unwrap();
+        let r3 = &gw[3][0];
+        assert_eq!(r3["spec"]["hostnames"], json!(["h1.routes.test"]));
+        assert_eq!(
+            r3["spec"]["rules"][0]["matches"][0]["path"],
+            json!({"type": "PathPrefix", "value": "/r3"})
+        );
+        assert_eq!(
+            r3["spec"]["rules"][0]["filters"][0]["responseHeaderModifier"]["set"][0],
+            json!({"name": "x-route", "value": "r3"})
+        );
+        let t = route_set_objects(controller("traefik").unwrap(), &place(), &set).unwrap();
+        assert_eq!(t[2][0]["kind"], "Middleware");
+        assert_eq!(
+            t[2][0]["spec"]["headers"]["customResponseHeaders"]["x-route"],
+            "r2"
+        );
+        assert_eq!(
+            t[2][1]["metadata"]["annotations"]["traefik.ingress.kubernetes.io/router.middlewares"],
+            "ingressbench-r1-ib-r2@kubernetescrd"
+        );
+        let mut p = place();
+        p.gateway = None;
+        let e = route_set_objects(controller("contour").unwrap(), &p, &set).unwrap_err();
+        assert!(e.to_string().contains("kubernetes.gateway"), "{e}");
     }
 
     #[test]

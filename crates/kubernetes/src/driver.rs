@@ -6,21 +6,30 @@
 //! such condition, so for them "applied" is the API's acceptance, and what traffic
 //! shows is measured from responses.
 
-use crate::controllers::{self, Controller, Place};
+use crate::controllers::{self, Controller, Place, Routing};
 use crate::error::{self, ClusterError};
 use crate::installed;
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use futures_util::{StreamExt, TryStreamExt};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::{watcher, WatchStreamExt};
 use serde_json::Value;
-use std::sync::Arc;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use sut::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use sut::RouteSet;
 
 /// Server-side apply's field manager for everything the run writes.
 const MANAGER: &str = "ingressbench";
 
 /// An object the run applied: (apiVersion, kind, name).
 type Applied = (String, String, String);
+
+/// Requests to the API server in flight at once when a route set is written: a set
+/// of thousands of objects one at a time would take as long as the controller it
+/// measures.
+const IN_FLIGHT: usize = 8;
 
 /// An installed controller, driven through its routing objects.
 pub struct ControllerDriver {
@@ -39,6 +48,44 @@ pub struct ControllerDriver {
     /// The namespace is the run's own (it goes whole when the run ends), not one it
     /// was given: what to do about an object left in it differs.
     owned: bool,
+    /// The route set's objects in force, each as applied (its JSON), by
+    /// (apiVersion, kind, name): a change of one route writes only what differs.
+    set_objects: BTreeMap<Applied, String>,
+    /// The route set's HTTPRoutes whose generation `settle()` waits to see accepted.
+    set_pending: BTreeMap<String, i64>,
+    /// Status writes seen on the route set's routing objects, once watched.
+    status: Option<(Arc<Mutex<StatusWrites>>, tokio::task::JoinHandle<()>)>,
+}
+
+/// Counts the status writes a controller makes to routing objects, from a watch:
+/// an object seen again with a `status` other than the one it had last is one
+/// write (its spec applied again leaves the status as it was, so the run's own
+/// writes are not counted; an object seen for the first time is not a write).
+#[derive(Debug, Default)]
+pub struct StatusWrites {
+    last: HashMap<String, Value>,
+    pub writes: u64,
+}
+
+impl StatusWrites {
+    /// Notes the object `name` as the watch saw it.
+    pub fn saw(&mut self, name: &str, status: &Value) {
+        match self.last.get_mut(name) {
+            Some(before) if before != status => {
+                self.writes += 1;
+                *before = status.clone();
+            }
+            Some(_) => {}
+            None => {
+                self.last.insert(name.to_string(), status.clone());
+            }
+        }
+    }
+
+    /// Forgets a deleted object (created again, it is new).
+    pub fn gone(&mut self, name: &str) {
+        self.last.remove(name);
+    }
 }
 
 impl ControllerDriver {
@@ -59,7 +106,169 @@ impl ControllerDriver {
             pending_generation: None,
             warnings: Vec::new(),
             owned,
+            set_objects: BTreeMap::new(),
+            set_pending: BTreeMap::new(),
+            status: None,
         }
+    }
+
+    /// The kind of the route set's routing objects, (apiVersion, kind).
+    fn route_kind(&self) -> (&'static str, &'static str) {
+        match self.controller.routing {
+            Routing::HttpRoute => ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+            Routing::Ingress { .. } => ("networking.k8s.io/v1", "Ingress"),
+            Routing::OpenShiftRoute => ("route.openshift.io/v1", "Route"),
+        }
+    }
+
+    /// The label selector of the route set's objects.
+    fn set_selector(&self) -> String {
+        format!(
+            "{}={},{}",
+            crate::RUN_LABEL,
+            self.place.run,
+            controllers::ROUTE_SET_LABEL
+        )
+    }
+
+    /// Starts counting the status writes to the route set's routing objects (once).
+    fn watch_status(&mut self) {
+        if self.status.is_some() {
+            return;
+        }
+        let (av, kind) = self.route_kind();
+        let api = self.api(av, kind);
+        let cfg = watcher::Config::default().labels(&self.set_selector());
+        let count = Arc::new(Mutex::new(StatusWrites::default()));
+        let c = count.clone();
+        let task = self.rt.spawn(async move {
+            // Backed off: a watch the API refuses (RBAC) must not hammer it.
+            let mut s = watcher(api, cfg).default_backoff().boxed();
+            while let Some(ev) = s.next().await {
+                let mut w = c.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                match ev {
+                    Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) => {
+                        let name = o.metadata.name.as_deref().unwrap_or_default();
+                        w.saw(name, &o.data["status"]);
+                    }
+                    Ok(watcher::Event::Delete(o)) => {
+                        w.gone(o.metadata.name.as_deref().unwrap_or_default());
+                    }
+                    _ => {}
+                }
+            }
+        });
+        self.status = Some((count, task));
+    }
+
+    /// Applies `objs` with server-side apply, [`IN_FLIGHT`] at a time; returns the
+    /// generation of each HTTPRoute among them.
+    fn apply_many(&self, objs: &[&Value]) -> Result<Vec<(String, i64)>, LabError> {
+        let pp = PatchParams::apply(MANAGER).force();
+        let writes = objs.iter().map(|o| {
+            let kind = o["kind"].as_str().unwrap_or_default().to_string();
+            let name = o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let api = self.api(o["apiVersion"].as_str().unwrap_or_default(), &kind);
+            let pp = &pp;
+            async move {
+                let res = api
+                    .patch(&name, pp, &Patch::Apply(o))
+                    .await
+                    .map_err(ClusterError::api(format!("apply {kind} {name}")))?;
+                Ok::<_, ClusterError>((kind, name, res.metadata.generation))
+            }
+        });
+        let done: Vec<_> = self.rt.block_on(
+            futures_util::stream::iter(writes)
+                .buffer_unordered(IN_FLIGHT)
+                .try_collect(),
+        )?;
+        Ok(done
+            .into_iter()
+            .filter(|(kind, _, _)| kind == "HTTPRoute")
+            .filter_map(|(_, name, g)| Some((name, g?)))
+            .collect())
+    }
+
+    /// Deletes `objects`, [`IN_FLIGHT`] at a time; returns those that could not be
+    /// deleted, each with why.
+    fn delete_many(&self, objects: Vec<Applied>) -> Vec<(Applied, kube::Error)> {
+        let deletes = objects.into_iter().map(|o| {
+            let api = self.api(&o.0, &o.1);
+            async move {
+                let res = api.delete(&o.2, &DeleteParams::default()).await;
+                (o, res)
+            }
+        });
+        let done: Vec<_> = self.rt.block_on(
+            futures_util::stream::iter(deletes)
+                .buffer_unordered(IN_FLIGHT)
+                .collect(),
+        );
+        done.into_iter()
+            .filter_map(|(o, res)| match res {
+                Err(e) if !error::gone(&e) => Some((o, e)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Deletes objects of the route set, its routing objects before what they name
+    /// (a Middleware); returns those that could not be deleted, each with why.
+    fn delete_set(&self, objects: Vec<Applied>) -> Vec<(Applied, kube::Error)> {
+        let (route_av, route_kind) = self.route_kind();
+        let (routes, named): (Vec<Applied>, Vec<Applied>) = objects
+            .into_iter()
+            .partition(|(av, kind, _)| av == route_av && kind == route_kind);
+        let mut left = self.delete_many(routes);
+        left.extend(self.delete_many(named));
+        left
+    }
+
+    /// Waits until every HTTPRoute of the route set is accepted in the generation
+    /// written last: one list a poll, whatever the set's size.
+    fn settle_set(&mut self, deadline: Instant) -> Result<(), LabError> {
+        let api = self.api("gateway.networking.k8s.io/v1", "HTTPRoute");
+        let lp = ListParams::default().labels(&self.set_selector());
+        while !self.set_pending.is_empty() {
+            let list = self
+                .rt
+                .block_on(api.list(&lp))
+                .map_err(ClusterError::api("list the route set's HTTPRoutes"))?;
+            for r in &list.items {
+                let name = r.metadata.name.as_deref().unwrap_or_default();
+                let Some(&g) = self.set_pending.get(name) else {
+                    continue;
+                };
+                match route_verdict(&r.data, g) {
+                    Some(reason) if reason.is_empty() => {
+                        self.set_pending.remove(name);
+                    }
+                    Some(reason) => {
+                        return Err(LabError::Rejected {
+                            what: format!("HTTPRoute {name}"),
+                            detail: reason,
+                        })
+                    }
+                    None => {}
+                }
+            }
+            if self.set_pending.is_empty() {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let first = self.set_pending.keys().next().cloned().unwrap_or_default();
+                return Err(LabError::NotReady(format!(
+                    "{} HTTPRoutes of the route set (first {first}; no Accepted condition for their generation from the Gateway's controller)",
+                    self.set_pending.len()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(())
     }
 
     fn api(&self, api_version: &str, kind: &str) -> Api<DynamicObject> {
@@ -152,6 +361,15 @@ impl ControllerDriver {
     }
 }
 
+impl Drop for ControllerDriver {
+    /// The status watch runs on the platform's runtime, which outlives the driver.
+    fn drop(&mut self) {
+        if let Some((_, task)) = self.status.take() {
+            task.abort();
+        }
+    }
+}
+
 /// What an HTTPRoute's status says of `generation`: `Some("")` accepted by every
 /// parent, `Some(reason)` refused, `None` not decided yet.
 ///
@@ -227,6 +445,74 @@ impl Driver for ControllerDriver {
         self.apply(route)
     }
 
+    /// Writes the objects of the routes that are new or differ and deletes those of
+    /// routes no longer in the set (route by route: a Middleware before the Ingress
+    /// naming it, after it when deleted); the HTTPRoutes written are what `settle`
+    /// waits for. Returns the size of the set's objects as JSON: what the controller
+    /// is given to render.
+    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, LabError> {
+        let routes = controllers::route_set_objects(self.controller, &self.place, set)
+            .map_err(ClusterError::from)?;
+        self.watch_status();
+        let key = |o: &Value| -> Applied {
+            let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+            (
+                s(&o["apiVersion"]),
+                s(&o["kind"]),
+                s(&o["metadata"]["name"]),
+            )
+        };
+        let mut now = BTreeMap::new();
+        let (mut first, mut then) = (Vec::new(), Vec::new());
+        let mut bytes = 0u64;
+        for objs in &routes {
+            for (k, o) in objs.iter().enumerate() {
+                let text = o.to_string();
+                bytes += text.len() as u64;
+                let id = key(o);
+                if self.set_objects.get(&id) != Some(&text) {
+                    if k + 1 < objs.len() {
+                        &mut first
+                    } else {
+                        &mut then
+                    }
+                    .push(o);
+                }
+                now.insert(id, text);
+            }
+        }
+        let mut generations = self.apply_many(&first)?;
+        generations.extend(self.apply_many(&then)?);
+        let stale = self
+            .set_objects
+            .keys()
+            .filter(|k| !now.contains_key(*k))
+            .cloned()
+            .collect();
+        for (o, e) in self.delete_set(stale) {
+            let text = self.set_objects.get(&o).cloned().unwrap_or_default();
+            self.warnings.push(self.left(&o, e).into());
+            now.insert(o, text);
+        }
+        for (name, _) in self.set_pending.clone() {
+            if !now.keys().any(|(_, _, n)| *n == name) {
+                self.set_pending.remove(&name);
+            }
+        }
+        self.set_pending.extend(generations);
+        self.set_objects = now;
+        Ok(Some(bytes))
+    }
+
+    fn route_status_writes(&self) -> Option<u64> {
+        let (w, _) = self.status.as_ref()?;
+        Some(
+            w.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .writes,
+        )
+    }
+
     fn reload(&mut self) -> Result<(), LabError> {
         Err(LabError::Unsupported {
             system: self.controller.name.into(),
@@ -241,15 +527,15 @@ impl Driver for ControllerDriver {
         if matches!(expect, Expect::Endpoints(_)) {
             return Ok(());
         }
-        let Some(generation) = self.pending_generation else {
-            return Ok(());
-        };
         let deadline = Instant::now() + timeout;
+        let Some(generation) = self.pending_generation else {
+            return self.settle_set(deadline);
+        };
         loop {
             match self.accepted(generation)? {
                 Some(r) if r.is_empty() => {
                     self.pending_generation = None;
-                    return Ok(());
+                    return self.settle_set(deadline);
                 }
                 Some(reason) => {
                     return Err(LabError::Rejected {
@@ -277,8 +563,13 @@ impl Driver for ControllerDriver {
     /// Deletes every object the run applied; those that cannot be deleted are the
     /// error (the first one's cause; the rest are named), and are not tried again.
     fn stop(&mut self) -> Result<(), LabError> {
+        if let Some((_, task)) = self.status.take() {
+            task.abort();
+        }
+        let set: Vec<Applied> = std::mem::take(&mut self.set_objects).into_keys().collect();
+        let mut left = self.delete_set(set);
         let objects = std::mem::take(&mut self.applied);
-        let left = self.delete(objects);
+        left.extend(self.delete(objects));
         let names: Vec<String> = left
             .iter()
             .map(|((_, kind, name), _)| format!("{kind} {name}"))
@@ -460,5 +751,89 @@ mod tests {
         assert_eq!(route_verdict(&status(3, "True"), 3).as_deref(), Some(""));
         // A verdict on refs of an older generation says nothing of this one.
         assert_eq!(route_verdict(&status(2, "False"), 3).as_deref(), Some(""));
+    }
+
+    #[test]
+    fn status_writes_are_the_controllers_changes_of_status_not_the_runs_applies() {
+        let mut w = StatusWrites::default();
+        w.saw("ib-r0", &Value::Null);
+        w.saw("ib-r1", &Value::Null);
+        assert_eq!(w.writes, 0, "first sight is no write");
+        w.saw(
+            "ib-r0",
+            &json!({"parents": [{"conditions": [{"type": "Accepted"}]}]}),
+        );
+        assert_eq!(w.writes, 1);
+        // The run applies its spec again: the status is as it was.
+        w.saw(
+            "ib-r0",
+            &json!({"parents": [{"conditions": [{"type": "Accepted"}]}]}),
+        );
+        assert_eq!(w.writes, 1);
+        w.saw(
+            "ib-r0",
+            &json!({"parents": [{"conditions": [{"type": "ResolvedRefs"}]}]}),
+        );
+        assert_eq!(w.writes, 2);
+        w.gone("ib-r1");
+        w.saw("ib-r1", &json!({"parents": []}));
+        assert_eq!(w.writes, 2, "created again, it is new");
+    }
+
+    #[test]
+    fn a_route_set_change_writes_only_what_differs_and_deletes_routes_before_what_they_name() {
+        let (mut d, seen) = traefik(|_| fake::deleted());
+        let writes = |seen: &fake::Seen| -> Vec<String> {
+            let mut s = seen.lock().unwrap();
+            let out = s
+                .iter()
+                .filter(|r| r.starts_with("PATCH") || r.starts_with("DELETE"))
+                .cloned()
+                .collect();
+            s.clear();
+            out
+        };
+        let bytes = d.apply_route_set(&RouteSet::new(3, 2)).unwrap().unwrap();
+        let w = writes(&seen);
+        assert_eq!(w.len(), 6, "a Middleware and an Ingress per route: {w:?}");
+        assert!(
+            w[..3].iter().all(|r| r.contains("/middlewares/ib-r")),
+            "Middlewares before the Ingresses naming them: {w:?}"
+        );
+        let bigger = d.apply_route_set(&RouteSet::new(4, 2)).unwrap().unwrap();
+        assert!(bigger > bytes, "{bigger} > {bytes}");
+        let w = writes(&seen);
+        assert_eq!(
+            w,
+            [
+                "PATCH /apis/traefik.io/v1alpha1/namespaces/team-a/middlewares/ib-r3",
+                "PATCH /apis/networking.k8s.io/v1/namespaces/team-a/ingresses/ib-r3",
+            ],
+            "one route added: its objects only"
+        );
+        d.apply_route_set(&RouteSet::new(2, 2)).unwrap();
+        let w = writes(&seen);
+        assert_eq!(w.len(), 4, "{w:?}");
+        assert!(
+            w[..2]
+                .iter()
+                .all(|r| r.starts_with("DELETE") && r.contains("/ingresses/")),
+            "the Ingresses first: {w:?}"
+        );
+        assert!(w.iter().any(|r| r.ends_with("/middlewares/ib-r2")), "{w:?}");
+        assert!(w.iter().any(|r| r.ends_with("/ingresses/ib-r3")), "{w:?}");
+        d.stop().unwrap();
+        let mut w = writes(&seen);
+        w.sort();
+        assert_eq!(
+            w,
+            [
+                "DELETE /apis/networking.k8s.io/v1/namespaces/team-a/ingresses/ib-r0",
+                "DELETE /apis/networking.k8s.io/v1/namespaces/team-a/ingresses/ib-r1",
+                "DELETE /apis/traefik.io/v1alpha1/namespaces/team-a/middlewares/ib-r0",
+                "DELETE /apis/traefik.io/v1alpha1/namespaces/team-a/middlewares/ib-r1",
+            ],
+            "stop deletes what is left of the set (and nothing else was applied)"
+        );
     }
 }

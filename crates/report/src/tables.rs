@@ -325,11 +325,13 @@ pub fn route_sets(input: &ReportInput) -> Table {
             .iter()
             .map(|c| {
                 format!(
-                    "{} {}: {}",
+                    "{} {}: {}{}",
                     c.change,
                     c.route,
                     c.shown_ms
-                        .map_or("not seen".into(), |ms| format!("{ms:.1} ms"))
+                        .map_or("not seen".into(), |ms| format!("{ms:.1} ms")),
+                    c.status_writes
+                        .map_or(String::new(), |w| format!(", {w} status writes"))
                 )
             })
             .collect();
@@ -344,6 +346,8 @@ pub fn route_sets(input: &ReportInput) -> Table {
                 rs.all_served_ms
                     .map_or(MISSING.into(), |ms| format!("{ms:.1}")),
                 rs.never_count.to_string(),
+                format!("{:.1}", rs.settled_ms),
+                rs.status_writes.map_or(MISSING.into(), |w| w.to_string()),
                 fmt_opt_ms_cell(l.p50),
                 fmt_opt_ms_cell(l.p99),
                 lab.resources
@@ -360,7 +364,7 @@ pub fn route_sets(input: &ReportInput) -> Table {
     Table {
         id: "table-route-sets",
         title: "Route sets",
-        note: "Each system's route set: its routes and hosts, the configuration it was given (bytes) and how long the apply took, how long from the apply until every route answered as itself (and how many never did), the corrected latency of the whole load, the proxy's peak RSS, and each route added or removed during the load with the time until traffic showed it.".into(),
+        note: "Each system's route set: its routes and hosts, the configuration it was given (bytes) and how long the apply took, how long from the apply until every route answered as itself (and how many never did), when the system reported it in force (a reload settled, a controller's Accepted status on every route) and the status writes a Kubernetes controller made to the routes meanwhile, the corrected latency of the whole load, the proxy's peak RSS, and each route added or removed during the load with the time until traffic showed it.".into(),
         cols: cols(&[
             ("series", "series"),
             ("routes", "routes"),
@@ -369,6 +373,8 @@ pub fn route_sets(input: &ReportInput) -> Table {
             ("apply_ms", "apply (ms)"),
             ("all_served_ms", "all served (ms)"),
             ("never", "never served"),
+            ("settled_ms", "reported (ms)"),
+            ("status_writes", "status writes"),
             ("p50_ms", "p50 (ms)"),
             ("p99_ms", "p99 (ms)"),
             ("rss_mib", "proxy RSS (MiB)"),

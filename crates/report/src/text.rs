@@ -238,8 +238,14 @@ pub fn route_set_line(rs: &results::RouteSetResult) -> String {
             )
         }
     };
+    let writes = rs.status_writes.map_or(String::new(), |w| {
+        format!(
+            "; reported in force after {} ({w} status writes)",
+            fmt_ms(rs.settled_ms)
+        )
+    });
     format!(
-        "Route set: {} routes over {} hosts{bytes}, applied in {}; {served}",
+        "Route set: {} routes over {} hosts{bytes}, applied in {}; {served}{writes}",
         rs.count,
         rs.hosts,
         fmt_ms(rs.apply_ms)
@@ -261,8 +267,11 @@ pub fn route_set_change_line(c: &results::RouteSetChange) -> String {
         .map_or(format!("not {shown} within {}", fmt_ms(c.bound_ms)), |ms| {
             format!("{shown} after {}", fmt_ms(ms))
         });
+    let writes = c
+        .status_writes
+        .map_or(String::new(), |w| format!(", {w} status writes"));
     format!(
-        "Route {} {did} at {} ({} routes after): {seen}, {applied}",
+        "Route {} {did} at {} ({} routes after): {seen}, {applied}{writes}",
         c.route,
         fmt_ms(c.at_ms),
         c.routes_after
@@ -816,9 +825,14 @@ mod tests {
             shown_ms: Some(12.5),
             bound_ms: 60_000.0,
             probes: 3,
+            status_writes: None,
         };
         let l = route_set_change_line(&c);
         assert!(l.starts_with("Route r1000 added at 1"), "{l}");
+        assert!(!l.contains("status writes"), "a local proxy has none: {l}");
+        c.status_writes = Some(2);
+        let l = route_set_change_line(&c);
+        assert!(l.ends_with(", 2 status writes"), "{l}");
         assert!(l.contains("(1001 routes after): served after 12"), "{l}");
         assert!(l.contains("applied in 8"), "{l}");
         c.change = "remove".into();

@@ -116,6 +116,12 @@ pub struct RouteSetResult {
     pub config_bytes: Option<u64>,
     /// How long the driver took to apply it (write, reload or push), ms.
     pub apply_ms: f64,
+    /// From the apply until the system reported it in force, ms: a local proxy's
+    /// reload or push settled, or a Kubernetes controller's `Accepted` status on
+    /// every HTTPRoute of the set (what gateway-api-bench times as route status);
+    /// routes are probed meanwhile, so `all_served_ms` may come first.
+    #[serde(default)]
+    pub settled_ms: f64,
     /// From the apply until the last route answered as itself, ms; absent when some
     /// never did within `bound_ms`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -130,6 +136,11 @@ pub struct RouteSetResult {
     /// Probe requests, and those answered by something else than their route.
     pub probes: u64,
     pub misses: u64,
+    /// Status writes the controller made to the set's routing objects from the
+    /// apply until every route served (a watch counts them; a Kubernetes
+    /// controller's HTTPRoute conditions). Absent where routes carry no status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_writes: Option<u64>,
     /// One route added to or removed from the set while the load ran (the
     /// scenario's `route_set: add|remove` steps), in order. Each one's window in
     /// `windows` holds the load's errors meanwhile: on routes nobody changed, the
@@ -159,6 +170,10 @@ pub struct RouteSetChange {
     pub shown_ms: Option<f64>,
     pub bound_ms: f64,
     pub probes: u64,
+    /// Status writes the controller made to the set's routing objects from the ask
+    /// until the watch ended (shown or bound); absent where routes carry no status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_writes: Option<u64>,
 }
 
 /// A run at a fraction of the maximum its system sustained (study S2's 30-50 %).

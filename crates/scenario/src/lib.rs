@@ -1122,11 +1122,37 @@ impl Scenario {
                     ),
                 ));
             }
-            if self.platform != PlatformKind::Local {
-                return Err(Bad::new(
-                    "routes",
-                    "routes: only the local lab's profiles render route sets for now: drop routes, or use platform: local",
-                ));
+            match self.platform {
+                PlatformKind::Local => {}
+                PlatformKind::NetworkLab => {
+                    return Err(Bad::new(
+                        "routes",
+                        "routes: a data path of the network lab has no proxy to route: drop routes, or use platform: local",
+                    ));
+                }
+                PlatformKind::Kubernetes => {
+                    // The probe asks each route over plain HTTP (its hosts have no
+                    // certificate), through the URL the load uses.
+                    if self.tls.enabled {
+                        return Err(Bad::new(
+                            "routes",
+                            "routes: on a cluster the route probe speaks plain HTTP to the controller: set tls.enabled: false and give its http:// address in kubernetes.urls",
+                        ));
+                    }
+                    for p in &self.systems {
+                        if let Some(c) = kubernetes::controllers::controller(p.name()) {
+                            kubernetes::controllers::check_route_set(c).map_err(|e| {
+                                Bad::new(
+                                    "routes",
+                                    format!(
+                                        "routes: {} cannot render a route set: {}",
+                                        e.controller, e.why
+                                    ),
+                                )
+                            })?;
+                        }
+                    }
+                }
             }
         }
         if !self.route_scale.is_empty() {

@@ -478,6 +478,7 @@ impl System {
         let probe_set = watched.unwrap_or(new);
         let served = step == super::RouteSetStep::Add;
         let detail = format!("{} {}", step.name(), new.name(i));
+        let writes0 = self.driver.route_status_writes();
         let (t0, since) = (self.events.clock.now(), Instant::now());
         let ((shown, probes), applied, asked) = std::thread::scope(|s| {
             let watcher =
@@ -504,6 +505,10 @@ impl System {
         let shown = shown.map(|d| d.saturating_sub(lead));
         let at_ms = asked.saturating_sub(self.events.origin) as f64 / 1e6;
         let ok = applied.is_some();
+        let status_writes = self
+            .driver
+            .route_status_writes()
+            .map(|w| w - writes0.unwrap_or(0));
         let Some(r) = self.routes.as_mut() else {
             return;
         };
@@ -519,6 +524,7 @@ impl System {
             shown_ms: shown.map(|d| d.as_secs_f64() * 1e3),
             bound_ms: bound.as_secs_f64() * 1e3,
             probes,
+            status_writes,
         });
     }
 
@@ -622,10 +628,12 @@ pub(crate) fn deploy(
     let versions: BTreeMap<String, String> = sys.driver.versions().into_iter().collect();
     let route_set = match &scn.routes {
         Some(r) => {
-            let got = apply_route_set(&mut sys, &ctx, r, name)?;
+            let addr = probe_addr(&ctx, &sys.platform.target().url)
+                .map_err(|e| RunError::Setup(format!("{name}: routes: {e}")))?;
+            let got = apply_route_set(&mut sys, addr, r, name)?;
             sys.routes = Some(RoutesInForce {
                 set: lab::RouteSet::new(r.count, r.hosts),
-                addr: std::net::SocketAddr::from(([127, 0, 0, 1], ctx.http_port)),
+                addr,
                 bound: r.bound.0,
                 changes: Vec::new(),
             });
@@ -647,32 +655,75 @@ pub(crate) fn deploy(
     })
 }
 
+/// Where a system's routes are probed: a local proxy's plain-HTTP port, or the
+/// plain-HTTP address of a controller's data plane (the URL the load uses).
+fn probe_addr(ctx: &lab::DriverContext, url: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs;
+    if ctx.http_port != 0 {
+        return Ok(std::net::SocketAddr::from(([127, 0, 0, 1], ctx.http_port)));
+    }
+    let Some(rest) = url.strip_prefix("http://") else {
+        return Err(format!(
+            "the route probe speaks plain HTTP, and `{url}` is not an http:// URL: give the data plane's http:// address"
+        ));
+    };
+    let authority = rest.split('/').next().unwrap_or(rest);
+    let with_port = if authority
+        .rsplit_once(':')
+        .is_some_and(|(_, p)| p.parse::<u16>().is_ok())
+    {
+        authority.to_string()
+    } else {
+        format!("{authority}:80")
+    };
+    with_port
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("`{url}`: no address for {with_port}"))
+}
+
 /// Gives the system the scenario's route set and measures how long until every
 /// route answers as itself, from the moment the driver was asked (the write, the
-/// reload or the push; its settling included), probing through the proxy's plain
-/// HTTP port.
+/// reload or the push; its settling included), probing `addr` over plain HTTP.
 fn apply_route_set(
     sys: &mut System,
-    ctx: &lab::DriverContext,
+    addr: std::net::SocketAddr,
     r: &super::RoutesSection,
     name: &str,
 ) -> Result<results::RouteSetResult, RunError> {
     let set = lab::RouteSet::new(r.count, r.hosts);
     let fail = |e: LabError| RunError::Setup(format!("{name}: routes: {}", results::Causes(&e)));
+    let writes0 = sys.driver.route_status_writes();
     let t0 = Instant::now();
     let config_bytes = sys.driver.apply_route_set(&set).map_err(fail)?;
     let apply_ms = t0.elapsed().as_secs_f64() * 1e3;
-    sys.driver
-        .settle(&Expect::Applied, r.bound.0)
-        .map_err(fail)?;
-    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], ctx.http_port));
-    let got = lab::routes::probe(addr, &set, t0, r.bound.0, 4);
+    // Traffic is probed while the driver settles, not after: a controller may serve
+    // routes long before it reports them (Contour writes statuses at its client's
+    // 5 per second, 40 s for 200 routes, while Envoy serves them all in seconds).
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let (settled, got) = std::thread::scope(|s| {
+        let probe = s.spawn(|| lab::routes::probe_until(addr, &set, t0, r.bound.0, 4, &cancel));
+        let settled = sys.driver.settle(&Expect::Applied, r.bound.0);
+        if settled.is_err() {
+            cancel.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        let settled_ms = t0.elapsed().as_secs_f64() * 1e3;
+        (settled.map(|()| settled_ms), probe.join())
+    });
+    let settled_ms = settled.map_err(fail)?;
+    let got = got.map_err(|_| RunError::Setup(format!("{name}: routes: the probe failed")))?;
+    let status_writes = sys
+        .driver
+        .route_status_writes()
+        .map(|w| w - writes0.unwrap_or(0));
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     Ok(results::RouteSetResult {
         count: set.count,
         hosts: set.hosts,
         config_bytes,
         apply_ms,
+        settled_ms,
         all_served_ms: got.all_after.map(ms),
         bound_ms: ms(r.bound.0),
         served: got.served,
@@ -680,6 +731,7 @@ fn apply_route_set(
         never: got.never,
         probes: got.probes,
         misses: got.misses,
+        status_writes,
         changes: Vec::new(),
     })
 }

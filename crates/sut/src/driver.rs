@@ -282,6 +282,12 @@ pub trait Driver: Send {
     }
     /// Asks for a route configuration.
     fn apply_route(&mut self, route: Route) -> Result<(), LabError>;
+    /// How many times the controller wrote the status of the route set's routing
+    /// objects since the first set was asked for (a Kubernetes controller's
+    /// HTTPRoute conditions); `None` where routes carry no status, or nothing counts.
+    fn route_status_writes(&self) -> Option<u64> {
+        None
+    }
     /// Asks for a route set ([`crate::routes`]) beside the route all traffic takes
     /// today: N routes over H virtual hosts, rendered the way the system's
     /// controller would, replacing the set given before (`count` 0: none). Returns

@@ -94,13 +94,25 @@ pub fn probe(
     bound: Duration,
     threads: usize,
 ) -> Served {
+    probe_until(addr, set, since, bound, threads, &AtomicBool::new(false))
+}
+
+/// [`probe`], given up (after the first round) once `cancel` is set: a probe that
+/// runs beside a controller's settling stops when the settling failed.
+pub fn probe_until(
+    addr: SocketAddr,
+    set: &RouteSet,
+    since: Instant,
+    bound: Duration,
+    threads: usize,
+    cancel: &AtomicBool,
+) -> Served {
     let threads = threads.clamp(1, set.count.max(1) as usize);
     let out = Mutex::new((Duration::ZERO, 0u32, Vec::new(), 0u64, 0u64));
-    let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
         for t in 0..threads {
             let out = &out;
-            let stop = &stop;
+            let stop = cancel;
             s.spawn(move || {
                 let mut pending: Vec<u32> = (t as u32..set.count).step_by(threads).collect();
                 let (mut last, mut served, mut probes, mut misses) = (Duration::ZERO, 0u32, 0, 0);

@@ -229,3 +229,99 @@ impl Drop for TestCluster {
         let _ = Command::new(script("down.sh")).arg(&self.state).status();
     }
 }
+
+/// Issue 28 on a cluster: `systems` (each at its URL in `urls`, HTTPRoutes attached
+/// to `gateway`) given a route set of [`ROUTES`] routes over 10 hosts before the
+/// load, a mix over every route, then one route added and one removed while it
+/// runs. Checks what the result says of each: every route served (time to serve
+/// all, nothing never served), the change of one route shown in traffic both ways,
+/// and the controller's status writes counted where the routes are HTTPRoutes (at
+/// least one per route: its `Accepted` condition). Returns each system's result.
+pub fn run_route_set(
+    cluster: &TestCluster,
+    systems: &[&str],
+    urls: &str,
+    gateway: &str,
+) -> Vec<serde_json::Value> {
+    use super::proc::Proc;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = dir.path().join("routes.yaml");
+    std::fs::write(
+        &scn,
+        format!(
+            "name: k8s-routes\nplatform: kubernetes\nsystems: [{}]\n\
+             kubernetes:\n  kubeconfig: {}\n  gateway: {gateway}\n  urls: {urls}\n\
+             backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+             tls:\n  enabled: false\n\
+             routes:\n  count: {ROUTES}\n  hosts: 10\n  bound: 90s\n\
+             requests: {{from: routes}}\n\
+             load:\n  rate: 200\n  connections: 10\n  duration: 10s\n  warmup: 1s\n\
+             changes:\n  - wait: 1s\n  - route_set: add\n  - wait: 1s\n  - route_set: remove\n",
+            systems.join(", "),
+            cluster.kubeconfig().display(),
+        ),
+    )
+    .unwrap();
+    let mut run = cluster.ingressbench();
+    run.arg("run").arg(&scn).arg("--out").arg(&out);
+    let t = std::time::Instant::now();
+    let done = Proc::spawn_group("run", &mut run, dir.path()).finish(Duration::from_secs(300));
+    eprintln!("route-set run took {:.1?}\n{}", t.elapsed(), done.stdout);
+    assert!(done.success(), "{}\n{}", done.stdout, done.stderr);
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(u64::MAX);
+    systems
+        .iter()
+        .map(|system| {
+            let r = super::read_json(&out.join(system).join("result.json"));
+            let rs = &r["lab"]["route_set"];
+            assert_eq!(n(&rs["count"]), u64::from(ROUTES), "{system}: {rs}");
+            assert_eq!(n(&rs["served"]), u64::from(ROUTES), "{system}: {rs}");
+            assert_eq!(n(&rs["never_count"]), 0, "{system}: {rs}");
+            let all = rs["all_served_ms"].as_f64().unwrap_or(0.0);
+            assert!(all > 0.0, "{system}: {rs}");
+            assert!(n(&rs["config_bytes"]) > u64::from(ROUTES) * 100, "{system}: {rs}");
+            let writes = rs["status_writes"].as_u64();
+            if r["lab"]["system"] != "traefik" {
+                let w = writes.unwrap_or_else(|| panic!("{system}: no status writes: {rs}"));
+                assert!(w >= u64::from(ROUTES), "{system}: {w} status writes: {rs}");
+            }
+            eprintln!(
+                "{system}: {ROUTES} routes served {all:.0} ms after the apply ({:.0} ms), reported {:.0} ms, {writes:?} status writes",
+                rs["apply_ms"].as_f64().unwrap_or(0.0),
+                rs["settled_ms"].as_f64().unwrap_or(0.0)
+            );
+            assert!(rs["settled_ms"].as_f64().unwrap_or(0.0) >= rs["apply_ms"].as_f64().unwrap_or(f64::MAX), "{system}: {rs}");
+            // The mix went over every route (the one added and removed aside).
+            assert_eq!(n(&r["mix"]["targets"]), u64::from(ROUTES), "{system}");
+            let q = &r["requests"];
+            assert!(n(&q["completed"]) > 1000, "{system}: {q}");
+            let changes = rs["changes"].as_array().unwrap_or_else(|| panic!("{rs}"));
+            let what: Vec<_> = changes
+                .iter()
+                .map(|c| (c["change"].as_str().unwrap(), c["route"].as_str().unwrap()))
+                .collect();
+            let added = format!("r{ROUTES}");
+            assert_eq!(
+                what,
+                [("add", added.as_str()), ("remove", added.as_str())],
+                "{system}"
+            );
+            for c in changes {
+                let shown = c["shown_ms"]
+                    .as_f64()
+                    .unwrap_or_else(|| panic!("{system}: a change never shown: {c}"));
+                eprintln!(
+                    "{system}: {} {} shown after {shown:.0} ms (applied {} ms, {} status writes)",
+                    c["change"], c["route"], c["applied_ms"], c["status_writes"]
+                );
+                assert!(c["applied_ms"].as_f64().is_some(), "{system}: {c}");
+            }
+            r
+        })
+        .collect()
+}
+
+/// The size of [`run_route_set`]'s route set: issue 28's figure for the test
+/// environment's controllers.
+pub const ROUTES: u32 = 200;
