@@ -142,6 +142,16 @@ const BAD: &[(&str, &str, &str)] = &[
     ),
     (
         "systems: [caddy-api]\n",
+        "systems: [contour]\nplatform: kubernetes\nkubernetes:\n  processes: {traefik: \"traefik\"}\n",
+        "line 5: kubernetes.processes: traefik is not among the systems",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [contour]\nplatform: kubernetes\nkubernetes:\n  processes: {contour: \"c\"}\n",
+        "line 5: kubernetes.processes: contour: `c` would match almost any process: give a part of its command line of 3 characters or more",
+    ),
+    (
+        "systems: [caddy-api]\n",
         "systems: [host]\nplatform: network-lab\ntls: {enabled: false}\nroutes: {count: 10}\n",
         "line 5: routes: a data path of the network lab has no proxy to route: drop routes, or use platform: local",
     ),

@@ -244,6 +244,7 @@ fn s3_route_changes_reach_traffic_through_traefiks_ingress_and_gateway_providers
         &["traefik", "gateway-api"],
         &format!("{{traefik: \"{url}\", gateway-api: \"{url}\"}}"),
         "ib-gateway/traefik",
+        &format!("{{traefik: \"--entrypoints.web.address={ENTRY_POINT}\"}}"),
     );
 
     // Nothing of the run stays: its namespaces, their pods' network namespaces.

@@ -815,6 +815,13 @@ fn a_route_scale_sweep_runs_each_size_under_its_own_name() {
         let r = result(&out, &name);
         let rs = &r["lab"]["route_set"];
         assert_eq!((u(&rs["count"]), u(&rs["served"])), (n, n), "{name}: {rs}");
+        // HAProxy's reload, read from its processes: CPU spent, memory after.
+        assert!(rs["apply_cpu_s"].as_f64().unwrap() > 0.0, "{name}: {rs}");
+        assert!(rs["rss_mib"].as_f64().unwrap() > 1.0, "{name}: {rs}");
+        assert!(
+            rs["settled_ms"].as_f64().unwrap() >= rs["apply_ms"].as_f64().unwrap(),
+            "{name}: {rs}"
+        );
         assert_eq!(u(&r["mix"]["targets"]), n, "{name}");
         assert_eq!(r["lab"]["system"], name.as_str());
         assert_eq!(u(&r["requests"]["failed"]), 0, "{name}: {}", r["errors"]);

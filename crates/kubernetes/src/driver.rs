@@ -55,6 +55,9 @@ pub struct ControllerDriver {
     set_pending: BTreeMap<String, i64>,
     /// Status writes seen on the route set's routing objects, once watched.
     status: Option<(Arc<Mutex<StatusWrites>>, tokio::task::JoinHandle<()>)>,
+    /// Text of the command lines of the controller's processes on this machine
+    /// (`kubernetes.processes`), whose CPU and memory the runner reads.
+    pub processes: Option<String>,
 }
 
 /// Counts the status writes a controller makes to routing objects, from a watch:
@@ -109,6 +112,7 @@ impl ControllerDriver {
             set_objects: BTreeMap::new(),
             set_pending: BTreeMap::new(),
             status: None,
+            processes: None,
         }
     }
 
@@ -589,6 +593,16 @@ impl Driver for ControllerDriver {
 
     fn take_warnings(&mut self) -> Vec<LabError> {
         std::mem::take(&mut self.warnings)
+    }
+
+    /// The process groups of every process on this machine whose command line holds
+    /// `kubernetes.processes`' text, looked up at each reading (a controller that
+    /// restarts is found again); never this process's own group.
+    fn process_groups(&self) -> Vec<u32> {
+        self.processes
+            .as_deref()
+            .map(crate::processes::groups_matching)
+            .unwrap_or_default()
     }
 
     fn versions(&self) -> Vec<(String, String)> {

@@ -22,6 +22,7 @@ mod fake;
 pub mod generators;
 pub mod installed;
 pub mod objects;
+pub mod processes;
 
 use book::{Book, PodSeen, SliceEndpoint, SliceSeen};
 pub use error::ClusterError;
@@ -64,6 +65,9 @@ pub struct ClusterSpec {
     pub run: String,
     /// The URL each system's data plane listens on, by system name.
     pub urls: Vec<(String, String)>,
+    /// Text of the command lines of each system's processes on this machine, by
+    /// system name (`kubernetes.processes`): what their CPU and memory are read from.
+    pub processes: Vec<(String, String)>,
     /// The backend image (default: the stock `nginx` image with our config).
     pub image: Option<String>,
     /// The Gateway HTTPRoutes attach to: (namespace, name).
@@ -589,13 +593,20 @@ impl Platform for Kubernetes {
         Some(
             self.client()
                 .map(|client| {
-                    Box::new(driver::ControllerDriver::new(
+                    let mut d = driver::ControllerDriver::new(
                         c,
                         client,
                         self.rt.clone(),
                         place,
                         self.spec.namespace.is_none(),
-                    )) as Box<dyn sut::Driver>
+                    );
+                    d.processes = self
+                        .spec
+                        .processes
+                        .iter()
+                        .find(|(s, _)| s == system)
+                        .map(|(_, text)| text.clone());
+                    Box::new(d) as Box<dyn sut::Driver>
                 })
                 .map_err(LabError::from),
         )

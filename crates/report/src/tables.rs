@@ -348,6 +348,7 @@ pub fn route_sets(input: &ReportInput) -> Table {
                 rs.never_count.to_string(),
                 format!("{:.1}", rs.settled_ms),
                 rs.status_writes.map_or(MISSING.into(), |w| w.to_string()),
+                rs.apply_cpu_s.map_or(MISSING.into(), |c| format!("{c:.2}")),
                 fmt_opt_ms_cell(l.p50),
                 fmt_opt_ms_cell(l.p99),
                 lab.resources
@@ -364,7 +365,7 @@ pub fn route_sets(input: &ReportInput) -> Table {
     Table {
         id: "table-route-sets",
         title: "Route sets",
-        note: "Each system's route set: its routes and hosts, the configuration it was given (bytes) and how long the apply took, how long from the apply until every route answered as itself (and how many never did), when the system reported it in force (a reload settled, a controller's Accepted status on every route) and the status writes a Kubernetes controller made to the routes meanwhile, the corrected latency of the whole load, the proxy's peak RSS, and each route added or removed during the load with the time until traffic showed it.".into(),
+        note: "Each system's route set: its routes and hosts, the configuration it was given (bytes) and how long the apply took, how long from the apply until every route answered as itself (and how many never did), when the system reported it in force (a reload settled, a controller's Accepted status on every route) and the status writes a Kubernetes controller made to the routes meanwhile, the CPU its processes on this machine spent until then, the corrected latency of the whole load, the proxy's peak RSS, and each route added or removed during the load with the time until traffic showed it.".into(),
         cols: cols(&[
             ("series", "series"),
             ("routes", "routes"),
@@ -375,6 +376,7 @@ pub fn route_sets(input: &ReportInput) -> Table {
             ("never", "never served"),
             ("settled_ms", "reported (ms)"),
             ("status_writes", "status writes"),
+            ("apply_cpu_s", "CPU to render (s)"),
             ("p50_ms", "p50 (ms)"),
             ("p99_ms", "p99 (ms)"),
             ("rss_mib", "proxy RSS (MiB)"),

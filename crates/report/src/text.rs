@@ -244,8 +244,12 @@ pub fn route_set_line(rs: &results::RouteSetResult) -> String {
             fmt_ms(rs.settled_ms)
         )
     });
+    let cost = match (rs.apply_cpu_s, rs.rss_mib) {
+        (Some(cpu), Some(rss)) => format!("; {cpu:.2} s of CPU to render it, {rss:.0} MiB after"),
+        _ => String::new(),
+    };
     format!(
-        "Route set: {} routes over {} hosts{bytes}, applied in {}; {served}{writes}",
+        "Route set: {} routes over {} hosts{bytes}, applied in {}; {served}{writes}{cost}",
         rs.count,
         rs.hosts,
         fmt_ms(rs.apply_ms)

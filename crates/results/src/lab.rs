@@ -141,6 +141,14 @@ pub struct RouteSetResult {
     /// controller's HTTPRoute conditions). Absent where routes carry no status.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_writes: Option<u64>,
+    /// CPU seconds the system's processes on this machine spent from the apply
+    /// until every route served and the system reported it (a proxy's reload, a
+    /// controller's rendering), and their resident memory then, MiB; absent where
+    /// none of them runs here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apply_cpu_s: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rss_mib: Option<f64>,
     /// One route added to or removed from the set while the load ran (the
     /// scenario's `route_set: add|remove` steps), in order. Each one's window in
     /// `windows` holds the load's errors meanwhile: on routes nobody changed, the

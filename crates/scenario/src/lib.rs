@@ -617,6 +617,12 @@ pub struct KubernetesSection {
     /// Where the load generators run when they are pods (`run --generators N`).
     #[serde(default)]
     pub generators: GeneratorPods,
+    /// The controller's processes on this machine, by system name: every process
+    /// whose command line holds this text (a kind node's or the test
+    /// environment's controller and proxy), read for CPU and memory as a local
+    /// proxy's are (docs/kubernetes.md).
+    #[serde(default)]
+    pub processes: BTreeMap<String, String>,
 }
 
 /// `kubernetes.generators`: the load split over the pods of an indexed Job, placed
@@ -1679,6 +1685,22 @@ impl Scenario {
                     return Err(Bad::new(
                         "kubernetes.gateways",
                         format!("kubernetes.gateways: {name}: write `{gw}` as namespace/name"),
+                    ));
+                }
+            }
+            for (name, text) in &k.processes {
+                if !self.systems.iter().any(|p| p.name() == name) {
+                    return Err(Bad::new(
+                        "kubernetes.processes",
+                        format!("kubernetes.processes: {name} is not among the systems"),
+                    ));
+                }
+                if text.trim().len() < 3 {
+                    return Err(Bad::new(
+                        "kubernetes.processes",
+                        format!(
+                            "kubernetes.processes: {name}: `{text}` would match almost any process: give a part of its command line of 3 characters or more"
+                        ),
                     ));
                 }
             }

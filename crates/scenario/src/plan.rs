@@ -389,6 +389,7 @@ pub(crate) fn platform_for(
                 keep: k.keep,
                 run,
                 urls: k.urls.into_iter().collect(),
+                processes: k.processes.into_iter().collect(),
                 image: k.image,
                 host: k.host,
             };

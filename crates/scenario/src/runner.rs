@@ -695,6 +695,10 @@ fn apply_route_set(
     let set = lab::RouteSet::new(r.count, r.hosts);
     let fail = |e: LabError| RunError::Setup(format!("{name}: routes: {}", results::Causes(&e)));
     let writes0 = sys.driver.route_status_writes();
+    // What the system spends rendering the set: its processes read before and
+    // after (a process that exits in between, an old worker, loses its share).
+    let mut usage = lab::usage::Usage::default();
+    let before = usage.read(&sys.driver.process_groups());
     let t0 = Instant::now();
     let config_bytes = sys.driver.apply_route_set(&set).map_err(fail)?;
     let apply_ms = t0.elapsed().as_secs_f64() * 1e3;
@@ -713,6 +717,16 @@ fn apply_route_set(
     });
     let settled_ms = settled.map_err(fail)?;
     let got = got.map_err(|_| RunError::Setup(format!("{name}: routes: the probe failed")))?;
+    let groups = sys.driver.process_groups();
+    let after = usage.read(&groups);
+    let (apply_cpu_s, rss_mib) = if groups.is_empty() {
+        (None, None)
+    } else {
+        (
+            Some((after.cpu_s - before.cpu_s).max(0.0)),
+            Some(after.rss_bytes as f64 / f64::from(1u32 << 20)),
+        )
+    };
     let status_writes = sys
         .driver
         .route_status_writes()
@@ -732,6 +746,8 @@ fn apply_route_set(
         probes: got.probes,
         misses: got.misses,
         status_writes,
+        apply_cpu_s,
+        rss_mib,
         changes: Vec::new(),
     })
 }

@@ -236,12 +236,15 @@ impl Drop for TestCluster {
 /// runs. Checks what the result says of each: every route served (time to serve
 /// all, nothing never served), the change of one route shown in traffic both ways,
 /// and the controller's status writes counted where the routes are HTTPRoutes (at
-/// least one per route: its `Accepted` condition). Returns each system's result.
+/// least one per route: its `Accepted` condition); `processes` (a YAML map of
+/// `kubernetes.processes`) names the controllers' processes, whose memory the
+/// result must then hold. Returns each system's result.
 pub fn run_route_set(
     cluster: &TestCluster,
     systems: &[&str],
     urls: &str,
     gateway: &str,
+    processes: &str,
 ) -> Vec<serde_json::Value> {
     use super::proc::Proc;
     let dir = tempfile::tempdir().unwrap();
@@ -251,7 +254,7 @@ pub fn run_route_set(
         &scn,
         format!(
             "name: k8s-routes\nplatform: kubernetes\nsystems: [{}]\n\
-             kubernetes:\n  kubeconfig: {}\n  gateway: {gateway}\n  urls: {urls}\n\
+             kubernetes:\n  kubeconfig: {}\n  gateway: {gateway}\n  urls: {urls}\n  processes: {processes}\n\
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
              tls:\n  enabled: false\n\
              routes:\n  count: {ROUTES}\n  hosts: 10\n  bound: 90s\n\
@@ -292,6 +295,16 @@ pub fn run_route_set(
                 rs["settled_ms"].as_f64().unwrap_or(0.0)
             );
             assert!(rs["settled_ms"].as_f64().unwrap_or(0.0) >= rs["apply_ms"].as_f64().unwrap_or(f64::MAX), "{system}: {rs}");
+            if processes.contains(&format!("{system}:")) {
+                let res = &r["lab"]["resources"];
+                let rss = res["rss_max_mib"].as_f64().unwrap_or(0.0);
+                eprintln!("{system}: controller processes: {res}");
+                assert!(rss > 10.0, "{system}: the controller's memory: {res}");
+                let cpu = rs["apply_cpu_s"].as_f64().unwrap_or(0.0);
+                eprintln!("{system}: {cpu:.2} s of CPU to render {ROUTES} routes");
+                assert!(cpu > 0.0, "{system}: CPU to render the set: {rs}");
+                assert!(rs["rss_mib"].as_f64().unwrap_or(0.0) > 10.0, "{system}: {rs}");
+            }
             // The mix went over every route (the one added and removed aside).
             assert_eq!(n(&r["mix"]["targets"]), u64::from(ROUTES), "{system}");
             let q = &r["requests"];
