@@ -113,7 +113,7 @@ const BAD: &[(&str, &str, &str)] = &[
     (
         "  rate: 100\n",
         "  rate: 100\nroutes: {count: 10}\nchanges:\n  - route_set: grow\n",
-        "line 12: changes[0].route_set: unknown variant `grow`, expected `add` or `remove`",
+        "line 12: changes[0].route_set: unknown variant `grow`, expected one of `add`, `remove`, `change`",
     ),
     (
         "  rate: 100\n",

@@ -260,6 +260,19 @@ fn route_set_of_1000(mode: Mode) {
         apply_set(&mut d, kept);
         assert_only_the_last_never_serves(http, &more, Duration::from_millis(500));
         assert_eq!(worker_pid(&ctx), pid, "{name} reloaded to remove one route");
+        // One route changed in place (`set map`): it answers with its new marker,
+        // its neighbours as before, the same worker; and back again.
+        let revised = kept.revise(3);
+        let (_, bytes) = apply_set(&mut d, revised);
+        assert!(bytes < 200, "{bytes} bytes: one runtime command");
+        let r = plain_get(http, &kept.host(3), &kept.path(3));
+        assert_eq!(r.header("x-route"), Some("r3v2"), "{r:?}");
+        let r = plain_get(http, &kept.host(4), &kept.path(4));
+        assert_eq!(r.header("x-route"), Some("r4"), "{r:?}");
+        assert_eq!(worker_pid(&ctx), pid, "{name} reloaded to change one route");
+        apply_set(&mut d, kept);
+        let r = plain_get(http, &kept.host(3), &kept.path(3));
+        assert_eq!(r.header("x-route"), Some("r3"), "{r:?}");
         let (t0, _) = apply_set(&mut d, more);
         settled(&mut d, "reload after runtime routes", |d| {
             d.reload().expect("reload")

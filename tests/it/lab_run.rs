@@ -846,16 +846,18 @@ fn a_route_scale_sweep_runs_each_size_under_its_own_name() {
 }
 
 /// One change at N (issue 28): while a mix runs over 1,000 routes, haproxy-runtime
-/// is given route 1,000 and later loses it, through its runtime API (no reload).
+/// is given route 1,000 and later loses it, then route 0 is changed in place (a new
+/// marker on the same host and path), all through its runtime API (no reload).
 /// Each change is timed from its ask until a probe of that route sees it, and the
 /// load's window for each holds no error: no route nobody touched was hurt.
 #[test]
-fn one_route_added_and_removed_at_1000_is_timed_and_hurts_no_other_route() {
+fn one_route_added_removed_and_changed_at_1000_is_timed_and_hurts_no_other_route() {
     let dir = tempfile::tempdir().unwrap();
     let text = "name: t\nsystems: [haproxy-runtime]\nbackends:\n  replicas: 1\n  drain_timeout: 1s\n\
          tls:\n  enabled: false\nroutes:\n  count: 1000\n  hosts: 10\n  bound: 10s\nrequests: {from: routes}\n\
-         load:\n  rate: 400\n  connections: 20\n  duration: 3s\n\
-         changes:\n  - wait: 1s\n  - route_set: add\n  - wait: 1s\n  - route_set: remove\n";
+         load:\n  rate: 400\n  connections: 20\n  duration: 4s\n\
+         changes:\n  - wait: 1s\n  - route_set: add\n  - wait: 1s\n  - route_set: remove\n\
+         \x20 - wait: 1s\n  - route_set: change\n";
     let p = dir.path().join("s.yaml");
     std::fs::write(&p, text).unwrap();
     let out = dir.path().join("out");
@@ -863,10 +865,14 @@ fn one_route_added_and_removed_at_1000_is_timed_and_hurts_no_other_route() {
     assert_eq!(code, 0, "{printed}");
     let r = result(&out, "haproxy-runtime");
     let changes = r["lab"]["route_set"]["changes"].as_array().unwrap();
-    assert_eq!(changes.len(), 2, "{changes:?}");
-    for (c, (what, after)) in changes.iter().zip([("add", 1001), ("remove", 1000)]) {
+    assert_eq!(changes.len(), 3, "{changes:?}");
+    for (c, (what, route, after)) in changes.iter().zip([
+        ("add", "r1000", 1001),
+        ("remove", "r1000", 1000),
+        ("change", "r0", 1000),
+    ]) {
         assert_eq!(c["change"], what, "{c}");
-        assert_eq!(c["route"], "r1000", "{c}");
+        assert_eq!(c["route"], route, "{c}");
         assert_eq!(u(&c["routes_after"]), after, "{c}");
         let shown = f(&c["shown_ms"]);
         assert!(shown > 0.0 && shown < 10_000.0, "{c}");
@@ -885,7 +891,7 @@ fn one_route_added_and_removed_at_1000_is_timed_and_hurts_no_other_route() {
                 .is_some_and(|c| c.starts_with("route_set"))
         })
         .collect();
-    assert_eq!(of_changes.len(), 2, "{windows:?}");
+    assert_eq!(of_changes.len(), 3, "{windows:?}");
     for w in &of_changes {
         assert!(u(&w["completed"]) > 0, "{w}");
         assert_eq!(w["errors"].as_object().map_or(0, |e| e.len()), 0, "{w}");
@@ -893,6 +899,8 @@ fn one_route_added_and_removed_at_1000_is_timed_and_hurts_no_other_route() {
     assert_eq!(u(&r["requests"]["failed"]), 0, "{}", r["errors"]);
     assert!(printed.contains("Route r1000 added at"), "{printed}");
     assert!(printed.contains("Route r1000 removed at"), "{printed}");
+    assert!(printed.contains("Route r0 changed at"), "{printed}");
+
     assert_nothing_left(dir.path());
 }
 

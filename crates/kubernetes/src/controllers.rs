@@ -288,7 +288,7 @@ pub fn route_set_objects(
     Ok((0..set.count)
         .map(|i| {
             let name = route_set_name(set, i);
-            let (host, path, marker) = (set.host(i), set.path(i), set.name(i));
+            let (host, path, marker) = (set.host(i), set.path(i), set.marker(i));
             let meta = |annotations: Value| {
                 let mut m = metadata(&name, place, annotations);
                 m["labels"][ROUTE_SET_LABEL] = Value::String(marker.clone());

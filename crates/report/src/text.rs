@@ -261,6 +261,7 @@ pub fn route_set_line(rs: &results::RouteSetResult) -> String {
 pub fn route_set_change_line(c: &results::RouteSetChange) -> String {
     let (did, shown) = match c.change.as_str() {
         "add" => ("added", "served"),
+        "change" => ("changed", "served as changed"),
         _ => ("removed", "gone"),
     };
     let applied = c.applied_ms.map_or("the change failed".to_string(), |ms| {

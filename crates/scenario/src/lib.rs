@@ -547,6 +547,9 @@ pub enum Step {
 pub enum RouteSetStep {
     Add,
     Remove,
+    /// Route 0 (the most requested under a skewed mix) changed in place: the same
+    /// host and path, a new marker; a second `change` changes it back.
+    Change,
 }
 
 impl RouteSetStep {
@@ -554,6 +557,7 @@ impl RouteSetStep {
         match self {
             RouteSetStep::Add => "add",
             RouteSetStep::Remove => "remove",
+            RouteSetStep::Change => "change",
         }
     }
 }

@@ -473,10 +473,12 @@ impl System {
                 );
                 return;
             }
+            super::RouteSetStep::Change => (set.revise(0), 0, None),
         };
-        // A removed route is probed as the set before had it, an added one as after.
+        // A removed route is probed as the set before had it, an added or changed
+        // one as after (until it answers with its new marker).
         let probe_set = watched.unwrap_or(new);
-        let served = step == super::RouteSetStep::Add;
+        let served = step != super::RouteSetStep::Remove;
         let detail = format!("{} {}", step.name(), new.name(i));
         let writes0 = self.driver.route_status_writes();
         let (t0, since) = (self.events.clock.now(), Instant::now());

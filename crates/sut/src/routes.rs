@@ -20,6 +20,10 @@ pub const ROUTE_HEADER: &str = "x-route";
 pub struct RouteSet {
     pub count: u32,
     pub hosts: u32,
+    /// The one route changed in place, if any: same host and path, a new marker
+    /// (`r<i>v2`), as a user edits one route among N (the scenario's
+    /// `route_set: change`).
+    pub revised: Option<u32>,
 }
 
 impl RouteSet {
@@ -28,6 +32,25 @@ impl RouteSet {
         RouteSet {
             count,
             hosts: hosts.clamp(1, count.max(1)),
+            revised: None,
+        }
+    }
+
+    /// This set with route `i` changed in place, or changed back if it was.
+    pub fn revise(&self, i: u32) -> RouteSet {
+        RouteSet {
+            revised: (self.revised != Some(i)).then_some(i),
+            ..*self
+        }
+    }
+
+    /// What route `i` answers with in [`ROUTE_HEADER`]: its name, or `r<i>v2`
+    /// once it was changed in place.
+    pub fn marker(&self, i: u32) -> String {
+        if self.revised == Some(i) {
+            format!("r{i}v2")
+        } else {
+            self.name(i)
         }
     }
 
@@ -41,7 +64,8 @@ impl RouteSet {
         format!("/r{i}")
     }
 
-    /// The name route `i` answers with in [`ROUTE_HEADER`].
+    /// The name of route `i` (what its objects are named after); it answers
+    /// with [`RouteSet::marker`].
     pub fn name(&self, i: u32) -> String {
         format!("r{i}")
     }
@@ -206,7 +230,7 @@ fn answers_as_itself(addr: SocketAddr, set: &RouteSet, i: u32) -> bool {
         &[],
         Duration::from_secs(2),
     ) {
-        Ok(r) => r.status == 200 && r.header(ROUTE_HEADER) == Some(set.name(i).as_str()),
+        Ok(r) => r.status == 200 && r.header(ROUTE_HEADER) == Some(set.marker(i).as_str()),
         Err(_) => false,
     }
 }
@@ -227,6 +251,13 @@ mod tests {
         assert_eq!(all, 10);
         assert_eq!(RouteSet::new(2, 5).hosts, 2, "no more hosts than routes");
         assert_eq!(RouteSet::new(5, 0).hosts, 1);
+        // One route changed in place: a new marker, the same name, host and path;
+        // changed again, back as it was.
+        let r = s.revise(4);
+        assert_eq!((r.marker(4).as_str(), r.name(4).as_str()), ("r4v2", "r4"));
+        assert_eq!((r.host(4), r.path(4)), (s.host(4), s.path(4)));
+        assert_eq!(r.marker(3), "r3");
+        assert_eq!(r.revise(4), s);
     }
 
     #[test]

@@ -232,8 +232,8 @@ impl Drop for TestCluster {
 
 /// Issue 28 on a cluster: `systems` (each at its URL in `urls`, HTTPRoutes attached
 /// to `gateway`) given a route set of [`ROUTES`] routes over 10 hosts before the
-/// load, a mix over every route, then one route added and one removed while it
-/// runs. Checks what the result says of each: every route served (time to serve
+/// load, a mix over every route, then one route added, removed, and one changed in
+/// place while it runs. Checks what the result says of each: every route served (time to serve
 /// all, nothing never served), the change of one route shown in traffic both ways,
 /// and the controller's status writes counted where the routes are HTTPRoutes (at
 /// least one per route: its `Accepted` condition); `processes` (a YAML map of
@@ -260,7 +260,8 @@ pub fn run_route_set(
              routes:\n  count: {ROUTES}\n  hosts: 10\n  bound: 90s\n\
              requests: {{from: routes}}\n\
              load:\n  rate: 200\n  connections: 10\n  duration: 10s\n  warmup: 1s\n\
-             changes:\n  - wait: 1s\n  - route_set: add\n  - wait: 1s\n  - route_set: remove\n",
+             changes:\n  - wait: 1s\n  - route_set: add\n  - wait: 1s\n  - route_set: remove\n\
+             \x20 - wait: 1s\n  - route_set: change\n",
             systems.join(", "),
             cluster.kubeconfig().display(),
         ),
@@ -317,7 +318,11 @@ pub fn run_route_set(
             let added = format!("r{ROUTES}");
             assert_eq!(
                 what,
-                [("add", added.as_str()), ("remove", added.as_str())],
+                [
+                    ("add", added.as_str()),
+                    ("remove", added.as_str()),
+                    ("change", "r0")
+                ],
                 "{system}"
             );
             for c in changes {

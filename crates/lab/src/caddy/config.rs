@@ -187,7 +187,7 @@ pub(super) fn route_set(
                 "match": [{"host": [set.host(i)], "path": [set.path(i)]}],
                 "handle": [
                     {"handler": "headers", "response": {"set": {
-                        sut::routes::ROUTE_HEADER: [set.name(i)]
+                        sut::routes::ROUTE_HEADER: [set.marker(i)]
                     }}},
                     proxy.clone()
                 ],

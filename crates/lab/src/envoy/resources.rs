@@ -218,7 +218,10 @@ fn route_set_hosts(set: &RouteSet) -> impl Iterator<Item = VirtualHost> + '_ {
                         ..RouteMatch::default()
                     }),
                     action: Some(route::Action::Route(backend_action())),
-                    response_headers_to_add: vec![header(sut::routes::ROUTE_HEADER, &set.name(i))],
+                    response_headers_to_add: vec![header(
+                        sut::routes::ROUTE_HEADER,
+                        &set.marker(i),
+                    )],
                     ..EnvoyRoute::default()
                 })
                 .collect(),

@@ -196,7 +196,7 @@ pub(super) fn route_files(set: Option<&RouteSet>) -> Vec<(&'static str, String)>
     let mut map = String::with_capacity(set.count as usize * 28);
     for i in 0..set.count {
         // `write!` to a String cannot fail.
-        let _ = writeln!(map, "{}{} {}", set.host(i), set.path(i), set.name(i));
+        let _ = writeln!(map, "{}{} {}", set.host(i), set.path(i), set.marker(i));
     }
     let mut hosts = String::new();
     for h in set.host_names() {

@@ -203,7 +203,10 @@ impl Haproxy {
 /// on the same hosts, which the runtime API can change in the loaded map: the host
 /// list (an ACL file) stays as it is.
 fn runtime_can_change(old: &sut::RouteSet, new: &sut::RouteSet) -> bool {
-    old.count > 0 && new.count > 0 && old.hosts == new.hosts && old.count != new.count
+    old.count > 0
+        && new.count > 0
+        && old.hosts == new.hosts
+        && (old.count != new.count) != (old.revised != new.revised)
 }
 
 /// Runtime commands sent on one connection of the admin socket, `;`-separated.
@@ -224,14 +227,29 @@ impl Haproxy {
         let run = self.run()?;
         let map = run.ctx.out_dir.join(config::ROUTES_MAP);
         let map_text = map.display().to_string();
-        let commands: Vec<String> = if new.count > old.count {
+        let commands: Vec<String> = if new.count == old.count {
+            // One route changed in place (or back): its entry set anew.
+            [old.revised, new.revised]
+                .into_iter()
+                .flatten()
+                .filter(|&i| i < new.count)
+                .map(|i| {
+                    format!(
+                        "set map {map_text} {}{} {}",
+                        new.host(i),
+                        new.path(i),
+                        new.marker(i)
+                    )
+                })
+                .collect()
+        } else if new.count > old.count {
             (old.count..new.count)
                 .map(|i| {
                     format!(
                         "add map {map_text} {}{} {}",
                         new.host(i),
                         new.path(i),
-                        new.name(i)
+                        new.marker(i)
                     )
                 })
                 .collect()
@@ -561,6 +579,26 @@ fn write_pem(run: &Run) -> Result<(), LabError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_runtime_api_takes_one_kind_of_route_change_at_a_time() {
+        let s = sut::RouteSet::new(10, 5);
+        assert!(runtime_can_change(&s, &sut::RouteSet::new(11, 5)), "add");
+        assert!(runtime_can_change(&s, &sut::RouteSet::new(9, 5)), "remove");
+        assert!(runtime_can_change(&s, &s.revise(2)), "change");
+        assert!(runtime_can_change(&s.revise(2), &s), "change back");
+        assert!(!runtime_can_change(&s, &s), "nothing to change");
+        assert!(
+            !runtime_can_change(&s, &sut::RouteSet::new(11, 5).revise(2)),
+            "both"
+        );
+        assert!(!runtime_can_change(&s, &sut::RouteSet::new(10, 4)), "hosts");
+        assert!(
+            !runtime_can_change(&sut::RouteSet::new(0, 1), &s),
+            "none before"
+        );
+    }
+
 
     /// An endpoint on 127.0.0.1, for the tests of every part of the driver.
     pub(super) fn ep(id: &str, port: u16) -> Endpoint {

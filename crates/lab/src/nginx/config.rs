@@ -240,7 +240,7 @@ fn route_set(c: &mut String, s: &Settings, set: &RouteSet) {
                 "        location = {} {{ add_header {} {} always;{lua} proxy_pass http://backends; proxy_http_version 1.1; proxy_set_header Connection \"\"; }}",
                 set.path(i),
                 sut::routes::ROUTE_HEADER,
-                set.name(i)
+                set.marker(i)
             );
         }
         c.push_str("        location / { return 404; }\n    }\n");
