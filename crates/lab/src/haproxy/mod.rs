@@ -599,7 +599,6 @@ mod tests {
         );
     }
 
-
     /// An endpoint on 127.0.0.1, for the tests of every part of the driver.
     pub(super) fn ep(id: &str, port: u16) -> Endpoint {
         Endpoint {
