@@ -57,6 +57,17 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
     // The whole run must be valid as one, and split this many ways.
     spec.resolve().map_err(|e| usage(e.to_string()))?;
     let plan = split::split(&spec, n, 0).map_err(|e| usage(e.to_string()))?;
+    // And each share valid on its own: a request mix needs a connection per host
+    // in every generator.
+    for p in &plan {
+        p.spec.resolve().map_err(|e| {
+            usage(format!(
+                "--generators {n}: generator {} of {n} would run {} connections: {e}",
+                p.slice.index + 1,
+                p.spec.connections
+            ))
+        })?;
+    }
     load::check_outputs(args)?;
     let stop = load::stop_on_signals()?;
 

@@ -250,9 +250,9 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
     if args.repeat == 0 {
         return Err(usage("--repeat 0: give at least 1 (the number of runs)"));
     }
-    if args.targets.is_some() && (kubernetes || args.generators != 1 || args.repeat > 1) {
+    if args.targets.is_some() && kubernetes {
         return Err(usage(
-            "--targets with --generators or --repeat: a request mix runs on one generator, once, for now (its groups' figures are not merged); drop one of them",
+            "--targets with --platform kubernetes: the targets file is on this machine, which the generator pods cannot read; run the mix here (--generators N splits it over local processes)",
         ));
     }
     if args.repeat > 1 && (kubernetes || args.generators != 1) {

@@ -244,6 +244,66 @@ fn the_same_mix_and_load_pick_the_same_targets() {
     );
 }
 
+/// A mix over two generator processes, and repeated: each group's figures are the
+/// parts' added (its latency from their histograms), and still add up to the run and
+/// to what nginx logged.
+#[test]
+fn a_mix_split_over_generators_or_repeated_adds_up_group_by_group() {
+    let v = Vhosts::start();
+    let file = targets_file(v.dir.path(), MIX);
+    let url = format!("http://{}/", v.http);
+    for extra in [&["--generators", "2"][..], &["--repeat", "2"][..]] {
+        std::fs::write(v.log_path(), "").unwrap();
+        let mut args = vec!["-c8", "-R300", "-d2s", "--targets", &file];
+        args.extend_from_slice(extra);
+        args.push(&url);
+        let out = run_load(&args, Duration::from_secs(30));
+        let ctx = out.context();
+        assert_eq!(out.code, Some(0), "{extra:?}: {ctx}");
+        let r = out.result();
+        let n = |g: &Value, k: &str| g[k].as_u64().unwrap_or(0);
+        let groups = r["mix"]["groups"].as_array().unwrap();
+        assert_eq!(groups.len(), 3, "{extra:?}: {ctx}");
+        let completed = out.u("/requests/completed");
+        let failed = out.u("/requests/failed");
+        let sum = |k: &str| groups.iter().map(|g| n(g, k)).sum::<u64>();
+        assert_eq!(sum("ok"), completed, "{extra:?}: {ctx}");
+        assert_eq!(sum("requests"), completed + failed, "{extra:?}: {ctx}");
+        // 300 req/s for 2 s, done twice (repeated) or by two (split).
+        let runs = if extra[0] == "--repeat" { 2 } else { 1 };
+        assert!(
+            completed + failed > 500 * runs,
+            "{extra:?}: {completed} + {failed}: {ctx}"
+        );
+        let logged: u64 = v.logged().values().sum();
+        assert_eq!(
+            logged,
+            completed + failed,
+            "{extra:?}: nginx's log
+{ctx}"
+        );
+        // Every group's latency, from its merged histogram, within the run's.
+        let run_max = r["latency_ms"]["corrected"]["max"].as_f64().unwrap();
+        for g in groups {
+            let l = &g["latency_ms"];
+            assert!(l["p50"].as_f64().unwrap() > 0.0, "{extra:?}: {g}");
+            assert!(
+                l["max"].as_f64().unwrap() <= run_max * 1.001,
+                "{extra:?}: {g}"
+            );
+            assert!(!g["histogram"].as_str().unwrap().is_empty(), "{g}");
+        }
+        // Connections per host: the generators' added (4 + 4), a repetition's own.
+        let conns: u64 = r["mix"]["hosts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| n(h, "connections"))
+            .sum();
+        assert_eq!(conns, 8, "{extra:?}: {ctx}");
+    }
+}
+
 /// Over TLS each connection asks for its host's name (SNI), and nginx routes it.
 #[test]
 fn over_tls_each_connection_names_its_host() {
@@ -302,9 +362,9 @@ fn a_bad_targets_file_is_refused_before_any_load() {
         "3 hosts need at least as many connections",
     );
     refused(
-        "GET http://a.test/\n",
+        "GET http://a.test/\nGET http://b.test/\n",
         &["--generators", "2"],
-        "--targets with --generators or --repeat",
+        "--generators 2: generator 1 of 2 would run 1 connections: ",
     );
     refused(
         "GET http://a.test/\nGET http://b.test/\n",

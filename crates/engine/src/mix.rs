@@ -298,7 +298,7 @@ impl Mix {
                 let g = tally.groups.get(i);
                 let mut errors = BTreeMap::new();
                 let mut status_codes = BTreeMap::new();
-                let (mut ok, mut latency) = (0, None);
+                let (mut ok, mut latency, mut histogram) = (0, None, String::new());
                 if let Some(g) = g {
                     ok = g.ok;
                     for k in ErrorKind::ALL {
@@ -312,14 +312,9 @@ impl Mix {
                             status_codes.insert(code.to_string(), n);
                         }
                     }
-                    if !g.latency.is_empty() {
-                        let ms = |q: f64| g.latency.value_at_quantile(q) as f64 / 1000.0;
-                        latency = Some(results::mix::GroupLatency {
-                            p50: ms(0.5),
-                            p90: ms(0.9),
-                            p99: ms(0.99),
-                            max: g.latency.max() as f64 / 1000.0,
-                        });
+                    latency = results::mix::GroupLatency::of(&g.latency);
+                    if latency.is_some() {
+                        histogram = results::histogram::encode_base64(&g.latency);
                     }
                 }
                 let failed: u64 = errors.values().sum();
@@ -331,6 +326,7 @@ impl Mix {
                     errors,
                     status_codes,
                     latency_ms: latency,
+                    histogram,
                 }
             })
             .collect();

@@ -127,6 +127,25 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
     } = pooled;
 
     let results: Vec<&RunResult> = done.iter().map(|(_, r)| *r).collect();
+    // A request mix: every part ran it (its groups added), or none did.
+    let mixes: Vec<&crate::MixResult> = results.iter().filter_map(|r| r.mix.as_ref()).collect();
+    let mix = if mixes.is_empty() {
+        None
+    } else if mixes.len() < results.len() {
+        return Err(MergeError::Mismatch {
+            generator: name(done[mixes.len().min(done.len() - 1)].0),
+            first: name(first_i),
+            field: "request mix",
+        });
+    } else {
+        Some(
+            crate::mix::merge(&mixes, true).map_err(|reason| MergeError::Histogram {
+                generator: "a generator".into(),
+                what: "request mix group",
+                reason,
+            })?,
+        )
+    };
     let sum = |f: &dyn Fn(&RunResult) -> u64| results.iter().map(|r| f(r)).sum::<u64>();
     let requests = sum_requests(&results);
     let entries: Vec<GeneratorPart> = parts.iter().map(part_entry).collect();
@@ -241,9 +260,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
             parts: entries,
         }),
         lab: None,
-        // A mix runs on one generator (`--generators` is refused with one): its
-        // groups' histograms are not in the parts to merge.
-        mix: None,
+        mix,
         windows_part: Vec::new(),
         samples: merge_samples(&results),
         machine: first.machine.clone(),

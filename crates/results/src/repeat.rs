@@ -32,6 +32,14 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
     for r in &mut reps {
         r.repetitions.clear();
     }
+    // A request mix: each repetition's groups added (a repetition without one ran
+    // another load, which `--repeat` never does).
+    let mixes: Vec<&crate::MixResult> = reps.iter().filter_map(|r| r.mix.as_ref()).collect();
+    let mix = if mixes.len() == reps.len() {
+        Some(crate::mix::merge(&mixes, false).map_err(|e| format!("request mix: {e}"))?)
+    } else {
+        None
+    };
     let mut pooled = Pooled::new();
     for (i, r) in reps.iter().enumerate() {
         pooled
@@ -111,8 +119,7 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
         // propagation) is the first repetition's, whose time is also the start of
         // the pooled timeline; every repetition's own is in `repetitions`.
         lab: first.lab.clone(),
-        // `--repeat` is refused with a mix (its groups would need merging).
-        mix: None,
+        mix,
         windows_part: Vec::new(),
         samples: samples_end_to_end(&reps),
         machine: first.machine.clone(),

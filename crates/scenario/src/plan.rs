@@ -234,7 +234,7 @@ impl Plan {
             };
             let conflict = conflict.or_else(|| {
                 (!s.requests.is_one()).then(|| format!(
-                    "{said} with requests: a request mix runs on one generator for now (its groups' figures are not merged): drop {drop}"
+                    "{said} with requests: a scenario's request mix is not passed to generator processes or pods yet (`load --targets FILE --generators N` splits one): drop {drop}"
                 ))
             });
             let conflict = conflict.or_else(|| match s.platform {
