@@ -143,6 +143,26 @@ mod tests {
         let client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (mut server, _) = l.accept().unwrap();
         assert!(enable(&client), "SO_TIMESTAMPNS refused");
+        // The kernel turns receive stamps on for the whole machine through a
+        // deferred work item when the first socket asks: until it ran, packets
+        // come unstamped (the engine then times at the read). Wait for it, bounded.
+        let t = std::time::Instant::now();
+        loop {
+            server.write_all(b"x").unwrap();
+            let (mut stamp, mut one) = (0, [0u8; 1]);
+            let n = Stamped {
+                sock: &client,
+                stamp: &mut stamp,
+            }
+            .read(&mut one)
+            .unwrap();
+            assert_eq!(n, 1);
+            if stamp != 0 {
+                break;
+            }
+            assert!(t.elapsed().as_secs() < 2, "no receive stamp in 2 s");
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
         let before = wall_now();
         server.write_all(b"hello").unwrap();
         // Read well after the bytes arrived: the stamp is when they came, not now.
