@@ -82,7 +82,7 @@ const BAD: &[(&str, &str, &str)] = &[
     (
         "systems: [caddy-api]\n",
         "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  urls: {traefik: \"https://198.18.0.1/\"}\n  generators:\n    count: 2\nrequests:\n  - {host: a.test}\n",
-        "line 7: kubernetes.generators.count: 2 with requests: a scenario's request mix is not passed to generator processes or pods yet (`load --targets FILE --generators N` splits one): drop kubernetes.generators.count",
+        "line 7: kubernetes.generators.count: 2 with requests: a request mix is not passed to generator pods yet (local generators, platform: local, take one): drop kubernetes.generators.count",
     ),
     // A route set, and a mix made of it.
     (

@@ -904,6 +904,45 @@ fn one_route_added_removed_and_changed_at_1000_is_timed_and_hurts_no_other_route
     assert_nothing_left(dir.path());
 }
 
+/// A route set's mix over two generator processes (`run --generators 2`): the
+/// children read the mix from a targets file the run wrote, and the merged result
+/// has every route's group, adding up to the run.
+#[test]
+fn a_route_sets_mix_runs_over_two_generators_and_adds_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = "name: t\nsystems: [haproxy-runtime]\nbackends:\n  replicas: 1\n  drain_timeout: 1s\n\
+         tls:\n  enabled: false\nroutes:\n  count: 100\n  hosts: 5\nrequests: {from: routes, skew: 1}\n\
+         load:\n  rate: 300\n  connections: 10\n  duration: 2s\n";
+    let p = dir.path().join("s.yaml");
+    std::fs::write(&p, text).unwrap();
+    let out = dir.path().join("out");
+    let (code, printed) = finish(
+        start_with(&p, &out, &["--generators", "2"]),
+        Duration::from_secs(90),
+    );
+    assert_eq!(code, 0, "{printed}");
+    let r = result(&out, "haproxy-runtime");
+    assert_eq!(r["generators"]["parts"].as_array().unwrap().len(), 2);
+    assert_balanced(&r);
+    let m = &r["mix"];
+    assert_eq!(u(&m["targets"]), 100, "{m}");
+    let groups = m["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 100);
+    let completed = u(&r["requests"]["completed"]);
+    let failed = u(&r["requests"]["failed"]);
+    assert_eq!(failed, 0, "{}", r["errors"]);
+    assert_eq!(groups.iter().map(|g| u(&g["ok"])).sum::<u64>(), completed);
+    // Zipf's skew: route 0 took the most, and more than route 99.
+    let req = |i: usize| u(&groups[i]["requests"]);
+    assert!(req(0) > req(99) * 5, "{} vs {}", req(0), req(99));
+    assert!(groups[0]["latency_ms"]["p99"].as_f64().unwrap() > 0.0);
+    // Each host's connections: five of each generator's five, one per host each.
+    let hosts = m["hosts"].as_array().unwrap();
+    assert_eq!(hosts.len(), 5);
+    assert!(hosts.iter().all(|h| u(&h["connections"]) == 2), "{hosts:?}");
+    assert_nothing_left(dir.path());
+}
+
 /// A scenario with a route set (issue 28): nginx-reload is given 200 routes over 10
 /// hosts before the load, every route serves (the result says how long after the
 /// apply, and what the configuration weighed), and the load's mix is made of the

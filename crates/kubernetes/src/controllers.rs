@@ -291,7 +291,7 @@ pub fn route_set_objects(
             let (host, path, marker) = (set.host(i), set.path(i), set.marker(i));
             let meta = |annotations: Value| {
                 let mut m = metadata(&name, place, annotations);
-                m["labels"][ROUTE_SET_LABEL] = Value::String(marker.clone());
+                m["labels"][ROUTE_SET_LABEL] = Value::String(set.name(i));
                 m
             };
             match (c.routing, &gateway) {
@@ -709,10 +709,18 @@ mod tests {
                 );
                 assert!(text.contains(&format!("\"/r{i}\"")), "{text}");
                 assert!(text.contains(BACKEND), "{text}");
-                let all = serde_json::to_string(objs).unwrap();
+                // The marker is in what the controller renders (spec, annotations),
+                // not only in names and labels.
+                let rendered: Vec<Value> = objs
+                    .iter()
+                    .map(|o| json!([o["spec"], o["metadata"]["annotations"]]))
+                    .collect();
+                let all = serde_json::to_string(&rendered).unwrap();
                 assert!(all.contains(ROUTE_HEADER), "{}: {all}", c.name);
                 assert!(
-                    all.contains(&format!("r{i}\"")) || all.contains(&format!("r{i};")),
+                    all.contains(&format!("\"r{i}\""))
+                        || all.contains(&format!("r{i}\\\""))
+                        || all.contains(&format!(" r{i}\"")),
                     "{}: {all}",
                     c.name
                 );

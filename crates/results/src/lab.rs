@@ -137,12 +137,13 @@ pub struct RouteSetResult {
     pub probes: u64,
     pub misses: u64,
     /// Status writes the controller made to the set's routing objects from the
-    /// apply until every route served (a watch counts them; a Kubernetes
-    /// controller's HTTPRoute conditions). Absent where routes carry no status.
+    /// apply until both the probe and the settling ended (a watch counts them; a
+    /// Kubernetes controller's HTTPRoute conditions). Absent where nothing counts
+    /// them (a local proxy, a run not allowed to watch its routes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_writes: Option<u64>,
     /// CPU seconds the system's processes on this machine spent from the apply
-    /// until every route served and the system reported it (a proxy's reload, a
+    /// until both the probe and the settling ended (a proxy's reload, a
     /// controller's rendering), and their resident memory then, MiB; absent where
     /// none of them runs here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -150,7 +151,7 @@ pub struct RouteSetResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rss_mib: Option<f64>,
     /// One route added to or removed from the set while the load ran (the
-    /// scenario's `route_set: add|remove` steps), in order. Each one's window in
+    /// scenario's `route_set: add|remove|change` steps), in order. Each one's window in
     /// `windows` holds the load's errors meanwhile: on routes nobody changed, the
     /// collateral damage.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -179,7 +180,7 @@ pub struct RouteSetChange {
     pub bound_ms: f64,
     pub probes: u64,
     /// Status writes the controller made to the set's routing objects from the ask
-    /// until the watch ended (shown or bound); absent where routes carry no status.
+    /// until the watch ended (shown or bound); absent where nothing counts them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status_writes: Option<u64>,
 }

@@ -131,9 +131,9 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
     let mixes: Vec<&crate::MixResult> = results.iter().filter_map(|r| r.mix.as_ref()).collect();
     let mix = if mixes.is_empty() {
         None
-    } else if mixes.len() < results.len() {
+    } else if let Some(&(i, _)) = done.iter().find(|(_, r)| r.mix.is_none()) {
         return Err(MergeError::Mismatch {
-            generator: name(done[mixes.len().min(done.len() - 1)].0),
+            generator: name(i),
             first: name(first_i),
             field: "request mix",
         });

@@ -233,8 +233,8 @@ impl Plan {
                 LoadMode::Given => None,
             };
             let conflict = conflict.or_else(|| {
-                (!s.requests.is_one()).then(|| format!(
-                    "{said} with requests: a scenario's request mix is not passed to generator processes or pods yet (`load --targets FILE --generators N` splits one): drop {drop}"
+                (on_cluster && !s.requests.is_one()).then(|| format!(
+                    "{said} with requests: a request mix is not passed to generator pods yet (local generators, platform: local, take one): drop {drop}"
                 ))
             });
             let conflict = conflict.or_else(|| match s.platform {

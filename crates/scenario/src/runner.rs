@@ -455,13 +455,21 @@ impl System {
         };
         let (set, addr, bound) = (r.set, r.addr, r.bound);
         let (new, i, watched) = match step {
+            // A route changed in place before stays changed.
             super::RouteSetStep::Add => (
-                lab::RouteSet::new(set.count + 1, set.hosts),
+                lab::RouteSet {
+                    count: set.count + 1,
+                    ..set
+                },
                 set.count,
                 None,
             ),
             super::RouteSetStep::Remove if set.count > 1 => (
-                lab::RouteSet::new(set.count - 1, set.hosts),
+                lab::RouteSet {
+                    count: set.count - 1,
+                    revised: set.revised.filter(|&r| r < set.count - 1),
+                    ..set
+                },
                 set.count - 1,
                 Some(set),
             ),
@@ -482,6 +490,8 @@ impl System {
         let detail = format!("{} {}", step.name(), new.name(i));
         let writes0 = self.driver.route_status_writes();
         let (t0, since) = (self.events.clock.now(), Instant::now());
+        // Whether the driver took the new set, settled or not: it holds it then.
+        let mut taken = false;
         let ((shown, probes), applied, asked) = std::thread::scope(|s| {
             let watcher =
                 s.spawn(move || lab::routes::watch(addr, &probe_set, i, since, bound, served));
@@ -491,7 +501,11 @@ impl System {
                 &detail,
                 EventKind::RouteSetApplied,
                 Expect::Applied,
-                |d| d.apply_route_set(&new).map(|_| ()),
+                |d| {
+                    let r = d.apply_route_set(&new).map(|_| ());
+                    taken = r.is_ok();
+                    r
+                },
             );
             let applied = self.events.list[before..]
                 .iter()
@@ -506,21 +520,20 @@ impl System {
         let lead = Duration::from_nanos(asked - t0);
         let shown = shown.map(|d| d.saturating_sub(lead));
         let at_ms = asked.saturating_sub(self.events.origin) as f64 / 1e6;
-        let ok = applied.is_some();
         let status_writes = self
             .driver
             .route_status_writes()
-            .map(|w| w - writes0.unwrap_or(0));
+            .map(|w| w.saturating_sub(writes0.unwrap_or(0)));
         let Some(r) = self.routes.as_mut() else {
             return;
         };
-        if ok {
+        if taken {
             r.set = new;
         }
         r.changes.push(results::RouteSetChange {
             change: step.name().to_string(),
             route: new.name(i),
-            routes_after: if ok { new.count } else { set.count },
+            routes_after: if taken { new.count } else { set.count },
             at_ms,
             applied_ms: applied,
             shown_ms: shown.map(|d| d.as_secs_f64() * 1e3),
@@ -732,7 +745,7 @@ fn apply_route_set(
     let status_writes = sys
         .driver
         .route_status_writes()
-        .map(|w| w - writes0.unwrap_or(0));
+        .map(|w| w.saturating_sub(writes0.unwrap_or(0)));
     let ms = |d: Duration| d.as_secs_f64() * 1e3;
     Ok(results::RouteSetResult {
         count: set.count,

@@ -121,8 +121,9 @@ pub fn probe(
     probe_until(addr, set, since, bound, threads, &AtomicBool::new(false))
 }
 
-/// [`probe`], given up (after the first round) once `cancel` is set: a probe that
-/// runs beside a controller's settling stops when the settling failed.
+/// [`probe`], given up once `cancel` is set (the routes not probed yet count as
+/// never served): a probe that runs beside a controller's settling stops when the
+/// settling failed.
 pub fn probe_until(
     addr: SocketAddr,
     set: &RouteSet,
@@ -146,7 +147,7 @@ pub fn probe_until(
                 while !pending.is_empty() && !stop.load(Ordering::Relaxed) {
                     let before = pending.len();
                     pending.retain(|&i| {
-                        if !first && since.elapsed() > bound {
+                        if (!first && since.elapsed() > bound) || stop.load(Ordering::Relaxed) {
                             return true;
                         }
                         probes += 1;

@@ -467,7 +467,7 @@ impl LoadRunner for KubernetesGenerators {
         let start_at = split::start_instant(now_unix_ns(), self.pods.lead);
         let mut args = vec!["load".to_string()];
         args.extend(
-            super::scenario::load_flags(spec)?
+            super::scenario::load_flags(spec, None)?
                 .iter()
                 .map(|f| f.replace("$(", "$$(")),
         );

@@ -17,6 +17,7 @@ use results::merge::Part;
 use results::RunResult;
 use scenario::runner::{LoadRun, LoadRunner};
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The load of every system of a scenario run, split over `count` local processes.
@@ -29,7 +30,6 @@ impl LoadRunner for LocalGenerators {
         let n = self.count;
         let spec = &split::whole(&load.spec, n);
         let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
-        let flags = load_flags(spec)?;
         // The scenario's generator CPUs (placement), one per child when there are
         // enough; otherwise the children share them.
         let cpus = if spec.cpus.is_empty() {
@@ -44,6 +44,7 @@ impl LoadRunner for LocalGenerators {
         // A run killed outright (SIGKILL) runs none of this: its watchdog removes the
         // folder and stops the children (which also die with their parent).
         lab::watchdog::watch_path(dir.path());
+        let flags = load_flags(spec, Some(dir.path()))?;
         let lead = Duration::from_secs(1) + spec.connect_timeout;
         let start_at = split::start_instant(now_unix_ns(), lead);
         let mut args: Vec<std::ffi::OsString> = vec!["load".into()];
@@ -123,9 +124,35 @@ pub(super) fn merge_parts(
     Ok((merged, tally))
 }
 
+/// A request mix as a targets file (Vegeta's format, with `weight=N`) in `dir`, a
+/// body in a file of its own beside it: what `load --targets` reads back into the
+/// same list.
+fn write_targets(targets: &[engine::targets::TargetSpec], dir: &Path) -> Result<PathBuf, String> {
+    let mut text = String::new();
+    for (i, t) in targets.iter().enumerate() {
+        text.push_str(&format!("{} {} weight={}\n", t.method, t.url, t.weight));
+        for h in &t.headers {
+            text.push_str(h);
+            text.push('\n');
+        }
+        if !t.body.is_empty() {
+            let body = dir.join(format!("body-{i}"));
+            std::fs::write(&body, &t.body)
+                .map_err(|e| format!("writing {}: {e}", body.display()))?;
+            text.push_str(&format!("@{}\n", body.display()));
+        }
+        text.push('\n');
+    }
+    let file = dir.join("targets.txt");
+    std::fs::write(&file, text).map_err(|e| format!("writing {}: {e}", file.display()))?;
+    Ok(file)
+}
+
 /// The flags of `ingressbench load` that make each child compute its share of
-/// `spec` (every child splits the same whole load, as with `load --generators`).
-pub(super) fn load_flags(s: &LoadSpec) -> Result<Vec<String>, String> {
+/// `spec` (every child splits the same whole load, as with `load --generators`). A
+/// request mix goes as a targets file written in `dir`: children on this machine
+/// read it; pods (`None`) cannot.
+pub(super) fn load_flags(s: &LoadSpec, dir: Option<&Path>) -> Result<Vec<String>, String> {
     let d = |d: Duration| format!("{}us", d.as_micros());
     let mut f = vec![
         s.url.clone(),
@@ -186,6 +213,13 @@ pub(super) fn load_flags(s: &LoadSpec) -> Result<Vec<String>, String> {
     for m in &s.markers {
         f.extend(["--marker".into(), super::load::marker_flag(m)]);
     }
+    if !s.targets.is_empty() {
+        let Some(dir) = dir else {
+            return Err("a request mix cannot be passed to generator pods yet: run it with local generators".into());
+        };
+        let file = write_targets(&s.targets, dir)?;
+        f.extend(["--targets".into(), file.display().to_string()]);
+    }
     Ok(f)
 }
 
@@ -200,11 +234,9 @@ mod tests {
         load: super::super::LoadArgs,
     }
 
-    /// The flags read back by `load` give the same settings: what each child splits
-    /// is the load the runner resolved.
-    #[test]
-    fn a_spec_survives_the_trip_through_flags() {
-        let spec = LoadSpec {
+    /// A load spec with every setting off its default.
+    fn sample_spec() -> LoadSpec {
+        LoadSpec {
             url: "https://127.0.0.1:8443/x".into(),
             method: "GET".into(),
             headers: vec!["x-a: 1".into()],
@@ -236,9 +268,66 @@ mod tests {
             ],
             sample: 0.1,
             cpus: Vec::new(),
+        }
+    }
+
+    /// A request mix goes to the children as a targets file they read back into
+    /// the same targets: method, URL, headers, body and weight.
+    #[test]
+    fn a_request_mix_survives_the_trip_through_a_targets_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let t = |method: &str, url: &str, headers: &[&str], body: &[u8], weight| {
+            engine::targets::TargetSpec {
+                method: method.into(),
+                url: url.into(),
+                headers: headers.iter().map(|h| h.to_string()).collect(),
+                body: body.to_vec(),
+                weight,
+                line: 0,
+            }
+        };
+        let targets = vec![
+            t(
+                "GET",
+                "http://h0.routes.test/r0",
+                &["Host: h0.routes.test"],
+                b"",
+                1_000_000,
+            ),
+            t(
+                "POST",
+                "http://h1.routes.test/r1",
+                &["x-a: 1", "x-b: 2"],
+                b"{\"k\": 1}\n",
+                3,
+            ),
+        ];
+        let spec = LoadSpec {
+            targets: targets.clone(),
+            ..sample_spec()
         };
         let mut argv = vec!["ib".to_string()];
-        argv.extend(load_flags(&spec).unwrap());
+        argv.extend(load_flags(&spec, Some(dir.path())).unwrap());
+        let args = Cli::try_parse_from(argv).unwrap().load;
+        let back = super::super::load::spec(&args).unwrap();
+        assert_eq!(back.targets.len(), 2);
+        for (b, t) in back.targets.iter().zip(&targets) {
+            assert_eq!(
+                (&b.method, &b.url, &b.headers, &b.body, b.weight),
+                (&t.method, &t.url, &t.headers, &t.body, t.weight)
+            );
+        }
+        let e = load_flags(&spec, None).unwrap_err();
+        assert!(e.contains("generator pods"), "{e}");
+    }
+
+    /// The flags read back by `load` give the same settings: what each child splits
+    /// is the load the runner resolved.
+    #[test]
+    fn a_spec_survives_the_trip_through_flags() {
+        let spec = sample_spec();
+        let mut argv = vec!["ib".to_string()];
+        argv.extend(load_flags(&spec, None).unwrap());
         let args = Cli::try_parse_from(argv).unwrap().load;
         let back = super::super::load::spec(&args).unwrap();
         assert_eq!(back.url, spec.url);

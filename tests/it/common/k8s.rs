@@ -259,7 +259,7 @@ pub fn run_route_set(
              tls:\n  enabled: false\n\
              routes:\n  count: {ROUTES}\n  hosts: 10\n  bound: 90s\n\
              requests: {{from: routes}}\n\
-             load:\n  rate: 200\n  connections: 10\n  duration: 10s\n  warmup: 1s\n\
+             load:\n  rate: 200\n  connections: 10\n  duration: 7s\n  warmup: 1s\n\
              changes:\n  - wait: 1s\n  - route_set: add\n  - wait: 1s\n  - route_set: remove\n\
              \x20 - wait: 1s\n  - route_set: change\n",
             systems.join(", "),
@@ -284,7 +284,8 @@ pub fn run_route_set(
             assert_eq!(n(&rs["never_count"]), 0, "{system}: {rs}");
             let all = rs["all_served_ms"].as_f64().unwrap_or(0.0);
             assert!(all > 0.0, "{system}: {rs}");
-            assert!(n(&rs["config_bytes"]) > u64::from(ROUTES) * 100, "{system}: {rs}");
+            let bytes = rs["config_bytes"].as_u64().unwrap_or(0);
+            assert!(bytes > u64::from(ROUTES) * 100, "{system}: {rs}");
             let writes = rs["status_writes"].as_u64();
             if r["lab"]["system"] != "traefik" {
                 let w = writes.unwrap_or_else(|| panic!("{system}: no status writes: {rs}"));
