@@ -74,6 +74,9 @@ for b in etcd kube-apiserver kube-controller-manager kube-scheduler kubectl kwok
   [ -x "$BIN/$b" ] || die "$BIN/$b is missing: run scripts/k8s-testenv/build.sh"
 done
 
+# What a killed cluster left (its namespace and its pods', empty and old): swept first.
+"$HERE/sweep-netns.sh" >&2 || true
+
 if [ -n "$name" ]; then
   ns=ibk8s-${name#ibk8s-}
 else

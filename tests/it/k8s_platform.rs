@@ -370,3 +370,68 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
     assert!(ok && left.trim().is_empty(), "{left}");
     assert!(cluster.kubectl(&["get", "namespace", "bench"]).0);
 }
+
+/// `scripts/k8s-testenv/sweep-netns.sh`, which `up.sh` runs first: a namespace a
+/// killed cluster left (no process inside, old enough) goes; one with a process in
+/// it, or one younger than the age given, stays. Run on names of its own, so that
+/// the namespaces of a cluster running beside it are never candidates.
+#[test]
+fn the_sweep_removes_empty_old_namespaces_and_keeps_the_rest() {
+    let tag = format!("ibswt{}", std::process::id());
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/sweep-netns.sh");
+    let ip = |args: &[&str]| {
+        let ok = std::process::Command::new("ip")
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "ip {args:?}");
+    };
+    let (empty, busy) = (format!("{tag}-empty"), format!("{tag}-busy"));
+    ip(&["netns", "add", &empty]);
+    ip(&["netns", "add", &busy]);
+    // A process inside `busy` (its stdin held open by the test).
+    let mut inside = std::process::Command::new("ip")
+        .args(["netns", "exec", &busy, "sh", "-c", "read x"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    while std::process::Command::new("ip")
+        .args(["netns", "pids", &busy])
+        .output()
+        .unwrap()
+        .stdout
+        .is_empty()
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "nothing started in {busy}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let sweep = |age: &str| {
+        let out = std::process::Command::new(&script)
+            .args([age, &format!("^{tag}-")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let exists = |n: &str| std::path::Path::new("/run/netns").join(n).exists();
+    // Too young: both stay.
+    assert_eq!(sweep("3600"), "");
+    assert!(exists(&empty) && exists(&busy));
+    // Old enough: the empty one goes, the busy one stays.
+    let said = sweep("0");
+    assert!(
+        said.contains(&format!("removed network namespace {empty}")),
+        "{said}"
+    );
+    assert!(!said.contains(&busy), "{said}");
+    assert!(!exists(&empty) && exists(&busy));
+    drop(inside.stdin.take());
+    inside.wait().unwrap();
+    ip(&["netns", "delete", &busy]);
+}
