@@ -702,8 +702,7 @@ mod tests {
     fn traefik(
         delete: impl Fn(&str) -> (u16, Value) + Send + Sync + 'static,
     ) -> (ControllerDriver, fake::Seen) {
-        let rt = Arc::new(crate::runtime().unwrap());
-        let (client, seen) = fake::client(&rt, move |method, path| {
+        traefik_answering(move |method, path| {
             if method == http::Method::DELETE {
                 delete(path)
             } else {
@@ -712,7 +711,16 @@ mod tests {
                     json!({"metadata": {"name": "ib-route", "generation": 1}}),
                 )
             }
-        });
+        })
+    }
+
+    /// Traefik's driver in namespace `team-a` over a fake API whose every answer is
+    /// `answer(method, path)`.
+    fn traefik_answering(
+        answer: impl Fn(&http::Method, &str) -> (u16, Value) + Send + Sync + 'static,
+    ) -> (ControllerDriver, fake::Seen) {
+        let rt = Arc::new(crate::runtime().unwrap());
+        let (client, seen) = fake::client(&rt, answer);
         let place = Place {
             run: "r1".into(),
             namespace: "team-a".into(),
@@ -919,8 +927,7 @@ mod tests {
 
     #[test]
     fn a_route_set_refused_part_way_is_deleted_whole_at_stop() {
-        let rt = Arc::new(crate::runtime().unwrap());
-        let (client, seen) = fake::client(&rt, |method, path| {
+        let (mut d, seen) = traefik_answering(|method, path| {
             if method == http::Method::PATCH && path.contains("/ingresses/") {
                 fake::refused(403, "Forbidden", "ingresses is forbidden")
             } else if method == http::Method::DELETE {
@@ -929,14 +936,6 @@ mod tests {
                 (200, json!({"metadata": {"name": "x", "generation": 1}}))
             }
         });
-        let place = Place {
-            run: "r1".into(),
-            namespace: "team-a".into(),
-            gateway: None,
-            host: None,
-        };
-        let c = controllers::controller("traefik").unwrap();
-        let mut d = ControllerDriver::new(c, client, rt, place, false);
         let e = d.apply_route_set(&RouteSet::new(3, 1)).unwrap_err();
         assert!(results::with_causes(&e).contains("forbidden"), "{e}");
         seen.lock().unwrap().clear();
