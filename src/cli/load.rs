@@ -92,6 +92,34 @@ pub struct LoadArgs {
     /// Response header whose value names the backend that answered.
     #[arg(long, default_value = "x-backend")]
     pub backend_header: String,
+    /// HTTP/2 over TLS, agreed by ALPN (an https:// URL); the run stops with an
+    /// error if the server does not agree.
+    #[arg(long, conflicts_with = "h2c")]
+    pub http2: bool,
+    /// HTTP/2 over plain TCP with prior knowledge (an http:// URL).
+    #[arg(long)]
+    pub h2c: bool,
+    /// With --http2 or --h2c: at most N requests in flight per connection (its
+    /// streams); a due request waits only when all of them are busy [default: 1].
+    #[arg(long, value_name = "N")]
+    pub streams: Option<usize>,
+    /// gRPC unary calls of SERVICE/METHOD (`grpc.health.v1.Health/Check`) in place
+    /// of --method and the URL's path, over --http2 or --h2c; a grpc-status other
+    /// than OK is an error of kind `grpc`.
+    #[arg(long, value_name = "SERVICE/METHOD")]
+    pub grpc: Option<String>,
+    /// The call's request message: a file of serialized protobuf bytes.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "grpc",
+        conflicts_with = "grpc_payload"
+    )]
+    pub grpc_message: Option<std::path::PathBuf>,
+    /// The call's request message: one bytes field of this size (`100B`, `4KiB`),
+    /// which the built-in backend's Echo method takes.
+    #[arg(long, value_name = "SIZE", requires = "grpc")]
+    pub grpc_payload: Option<String>,
     /// Write the result as JSON (schema ingressbench/result/v1) to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -530,8 +558,67 @@ pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
             .collect::<anyhow::Result<_>>()?,
         sample: a.sample,
         cpus: Vec::new(),
+        http2: http2_spec(a)?,
     };
     Ok(spec)
+}
+
+/// `--http2`, `--h2c`, `--streams` and `--grpc*` as settings.
+fn http2_spec(a: &LoadArgs) -> anyhow::Result<engine::Http2Spec> {
+    let protocol = match (a.http2, a.h2c) {
+        (true, _) => engine::Protocol::H2,
+        (_, true) => engine::Protocol::H2c,
+        _ => engine::Protocol::Http1,
+    };
+    let grpc = match &a.grpc {
+        None => None,
+        Some(method) => {
+            let message = match (&a.grpc_message, &a.grpc_payload) {
+                (Some(f), _) => std::fs::read(f)
+                    .map_err(|e| usage(format!("--grpc-message {}: {e}", f.display())))?,
+                (None, Some(size)) => engine::GrpcCall::payload(
+                    parse_size(size).map_err(|e| usage(format!("--grpc-payload '{size}' {e}")))?,
+                ),
+                (None, None) => Vec::new(),
+            };
+            Some(engine::GrpcCall {
+                method: method.trim_start_matches('/').to_string(),
+                message,
+            })
+        }
+    };
+    Ok(engine::Http2Spec {
+        protocol,
+        streams: a.streams,
+        grpc,
+    })
+}
+
+/// `100`, `100B`, `4KiB`, `1MiB`, `2KB`, `1MB`: a size in bytes.
+fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: usize = num
+        .parse()
+        .map_err(|_| "is not a size: give bytes, e.g. 100B or 4KiB".to_string())?;
+    let mult = match unit.trim() {
+        "" | "B" | "b" => 1,
+        "KB" | "kB" | "K" | "k" => 1000,
+        "KiB" => 1024,
+        "MB" | "M" => 1_000_000,
+        "MiB" => 1 << 20,
+        u => {
+            return Err(format!(
+                "has an unknown unit '{u}': use B, KB, KiB, MB or MiB"
+            ))
+        }
+    };
+    let bytes = n.checked_mul(mult).ok_or("is too large")?;
+    if bytes > 4 << 20 {
+        return Err("is over 4 MiB, gRPC's default message limit".into());
+    }
+    Ok(bytes)
 }
 
 /// `header:NAME` or `body:TEXT`, as `run --generators` passes a route marker on.

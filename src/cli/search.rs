@@ -142,6 +142,7 @@ fn plan(a: &SearchArgs) -> anyhow::Result<SearchPlan> {
         markers: Vec::new(),
         sample: 0.0,
         cpus: Vec::new(),
+        http2: Default::default(),
     };
     // Every step is this load at another rate: one that resolves, all do.
     spec.resolve().map_err(|e| usage(e.to_string()))?;

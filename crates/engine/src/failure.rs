@@ -51,6 +51,12 @@ pub enum Cause {
     DrainDeadline { after: Nanos },
     /// A response with this status (>= 400).
     Status(u16),
+    /// The HTTP/2 connection broke the protocol (or was not HTTP/2).
+    H2(http2::H2Error),
+    /// The server reset the stream with this HTTP/2 error code.
+    H2Reset(u32),
+    /// A gRPC call ended with this `grpc-status` (`u32::MAX`: none).
+    Grpc(u32),
 }
 
 impl Cause {
@@ -84,6 +90,16 @@ impl Cause {
                 secs(*after)
             ),
             Cause::Status(code) => format!("HTTP status {code}"),
+            Cause::H2(e) => e.to_string(),
+            Cause::H2Reset(code) => format!(
+                "the server reset the stream (RST_STREAM {})",
+                http2::frame::error_name(*code)
+            ),
+            Cause::Grpc(u32::MAX) => "the call ended without a grpc-status".into(),
+            Cause::Grpc(code) => format!(
+                "gRPC status {} ({code})",
+                results::errors::grpc_code_name(*code)
+            ),
         }
     }
 }

@@ -122,6 +122,9 @@ pub struct Plan {
     /// network lab while the rest of the process stays where it is. `None`: this
     /// process's own namespace. Set after [`LoadSpec::resolve`], which cannot know it.
     pub netns: Option<std::path::PathBuf>,
+    /// HTTP/2: the requests in HTTP/2 form and the streams per connection (`None`:
+    /// HTTP/1.1).
+    pub h2: Option<Arc<worker::H2Setup>>,
 }
 
 /// Load settings as a user or a scenario gives them, before validation.
@@ -177,6 +180,102 @@ pub struct LoadSpec {
     pub sample: f64,
     /// The CPUs the generator's threads run on (empty: any).
     pub cpus: Vec<usize>,
+    /// HTTP/2 and gRPC (`--http2`, `--h2c`, `--streams`, `--grpc`); the default is
+    /// HTTP/1.1.
+    pub http2: Http2Spec,
+}
+
+/// The protocol the load speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    #[default]
+    Http1,
+    /// HTTP/2 over TLS, agreed by ALPN (`--http2`).
+    H2,
+    /// HTTP/2 over plain TCP with prior knowledge (`--h2c`).
+    H2c,
+}
+
+impl Protocol {
+    /// The name in results (`config.protocol`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Http1 => "http/1.1",
+            Protocol::H2 => "h2",
+            Protocol::H2c => "h2c",
+        }
+    }
+}
+
+/// HTTP/2 settings of a load.
+#[derive(Clone, Debug, Default)]
+pub struct Http2Spec {
+    pub protocol: Protocol,
+    /// Requests in flight per connection (`--streams`); `None`: 1.
+    pub streams: Option<usize>,
+    /// A gRPC unary call in place of the method, path and body.
+    pub grpc: Option<GrpcCall>,
+}
+
+/// A gRPC unary call (`--grpc SERVICE/METHOD`).
+#[derive(Clone, Debug)]
+pub struct GrpcCall {
+    /// `package.Service/Method`.
+    pub method: String,
+    /// The request message, serialized protobuf.
+    pub message: Vec<u8>,
+}
+
+impl GrpcCall {
+    /// Checks the method name: `package.Service/Method`, no leading slash, one
+    /// slash, neither side empty, no spaces.
+    ///
+    /// # Errors
+    /// What is wrong, in a sentence.
+    pub fn check(&self) -> Result<(), String> {
+        let m = &self.method;
+        let ok = match m.split_once('/') {
+            Some((svc, meth)) => {
+                !svc.is_empty()
+                    && !meth.is_empty()
+                    && !meth.contains('/')
+                    && m.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._/".contains(&b))
+            }
+            None => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                " '{m}' is not SERVICE/METHOD: write the full service name, a slash and the method, e.g. grpc.health.v1.Health/Check"
+            ))
+        }
+    }
+
+    /// The message with gRPC's length prefix (uncompressed).
+    pub fn framed(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(5 + self.message.len());
+        b.push(0);
+        b.extend_from_slice(&(self.message.len() as u32).to_be_bytes());
+        b.extend_from_slice(&self.message);
+        b
+    }
+
+    /// A message of `n` bytes for `--grpc-payload`: field 1 of type bytes, which
+    /// every message of one `bytes` field reads (and the backend's echo takes).
+    pub fn payload(n: usize) -> Vec<u8> {
+        let mut b = Vec::with_capacity(n + 6);
+        b.push(0x0a);
+        let mut v = n;
+        while v >= 0x80 {
+            b.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        b.push(v as u8);
+        b.resize(b.len() + n, b'x');
+        b
+    }
 }
 
 impl LoadSpec {
@@ -247,14 +346,29 @@ impl LoadSpec {
             .other(S::Threads, threads.to_string()));
         }
         let model = schedule::Model::parse(&self.schedule)?;
-        let request = http1::encode_request(
-            &self.method,
-            &target,
-            &self.headers,
-            &self.body,
-            self.new_connection,
-        )
-        .map_err(|e| SpecError::new(S::Request, e))?;
+        self.check_http2(&target)?;
+        let (method, headers, body) = match &self.http2.grpc {
+            Some(g) => {
+                let mut headers = self.headers.clone();
+                headers.push("Content-Type: application/grpc".into());
+                headers.push("TE: trailers".into());
+                headers.push(format!(
+                    "grpc-timeout: {}m",
+                    self.timeout.as_millis().max(1)
+                ));
+                ("POST".to_string(), headers, g.framed())
+            }
+            None => (self.method.clone(), self.headers.clone(), self.body.clone()),
+        };
+        let target = match &self.http2.grpc {
+            Some(g) => http1::Target {
+                path: format!("/{}", g.method),
+                ..target
+            },
+            None => target,
+        };
+        let request = http1::encode_request(&method, &target, &headers, &body, self.new_connection)
+            .map_err(|e| SpecError::new(S::Request, e))?;
         self.check_body_headers()?;
         let t = &self.tls;
         if !target.tls {
@@ -278,8 +392,13 @@ impl LoadSpec {
             ));
         }
         let tls = if target.tls {
-            let cfg = tls::client_config(t)
+            let mut cfg = tls::client_config(t)
                 .map_err(|e| SpecError::new(S::Tls, results::with_causes(&e)))?;
+            if self.http2.protocol == Protocol::H2 {
+                let mut c = (*cfg).clone();
+                c.alpn_protocols = vec![b"h2".to_vec()];
+                cfg = Arc::new(c);
+            }
             Some(cfg)
         } else {
             None
@@ -342,7 +461,9 @@ impl LoadSpec {
                     .example("0.1"),
             );
         }
+        let h2 = self.h2_setup(&mix, target.tls)?;
         let plan = Plan {
+            h2,
             addr,
             mix: Arc::new(mix),
             tls,
@@ -388,14 +509,104 @@ impl LoadSpec {
             tls_version: t.version.clone(),
             tls_resume: t.resume,
             headers: self.headers.clone(),
-            body_bytes: self.body.len(),
+            body_bytes: body.len(),
             backend_header: self.backend_header.clone(),
+            protocol: self.http2.protocol.name().into(),
+            streams: (self.http2.protocol != Protocol::Http1)
+                .then(|| self.http2.streams.unwrap_or(1) as u32),
+            grpc: self.http2.grpc.as_ref().map(|g| g.method.clone()),
         };
         Ok((plan, config))
     }
 }
 
 impl LoadSpec {
+    /// The HTTP/2 settings against the URL and the other settings.
+    fn check_http2(&self, url: &http1::Target) -> Result<(), SpecError> {
+        use spec::Setting as S;
+        let h = &self.http2;
+        if h.streams == Some(0) {
+            return Err(SpecError::new(S::Streams, " must be at least 1").example("--streams 10"));
+        }
+        match h.protocol {
+            Protocol::Http1 => {
+                if h.streams.is_some_and(|n| n > 1) {
+                    return Err(SpecError::new(
+                        S::Streams,
+                        " needs --http2 or --h2c: HTTP/1.1 carries one request at a time on a connection",
+                    ));
+                }
+                if h.grpc.is_some() {
+                    return Err(SpecError::new(
+                        S::Grpc,
+                        " needs --http2 (https://) or --h2c (http://): gRPC runs over HTTP/2",
+                    ));
+                }
+            }
+            Protocol::H2 if !url.tls => {
+                return Err(SpecError::new(
+                    S::Protocol,
+                    "--http2 (protocol: h2) needs an https:// URL: HTTP/2 is agreed by ALPN in TLS; for HTTP/2 over plain TCP use --h2c (protocol: h2c)",
+                ));
+            }
+            Protocol::H2c if url.tls => {
+                return Err(SpecError::new(
+                    S::Protocol,
+                    "--h2c (protocol: h2c) is HTTP/2 over plain TCP: give an http:// URL, or use --http2 (protocol: h2) for https://",
+                ));
+            }
+            Protocol::H2 | Protocol::H2c => {
+                if self.new_connection {
+                    return Err(SpecError::new(
+                        S::Protocol,
+                        "HTTP/2 with --new-connection: an HTTP/2 connection is kept to carry its streams; leave one of them out",
+                    ));
+                }
+            }
+        }
+        if let Some(g) = &h.grpc {
+            g.check().map_err(|e| SpecError::new(S::Grpc, e))?;
+            if !self.targets.is_empty() {
+                return Err(SpecError::new(
+                    S::Grpc,
+                    " with a request mix: a gRPC run calls one method; leave out the mix",
+                ));
+            }
+            if !self.body.is_empty() {
+                return Err(SpecError::new(
+                    S::Grpc,
+                    " with --body: the call's message is --grpc-message or --grpc-payload",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every request of the mix in HTTP/2 form, for an HTTP/2 load.
+    fn h2_setup(
+        &self,
+        mix: &mix::Mix,
+        tls: bool,
+    ) -> Result<Option<Arc<worker::H2Setup>>, SpecError> {
+        if self.http2.protocol == Protocol::Http1 {
+            return Ok(None);
+        }
+        let scheme = if tls { "https" } else { "http" };
+        let reqs = mix
+            .targets
+            .iter()
+            .map(|t| http2::Request::from_http1(&t.request, scheme))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| SpecError::new(spec::Setting::Request, e))?;
+        Ok(Some(Arc::new(worker::H2Setup {
+            reqs,
+            streams: self.http2.streams.unwrap_or(1),
+            grpc: self.http2.grpc.is_some(),
+            tls,
+            config: http2::Config::default(),
+        })))
+    }
+
     /// The request mix of `targets`, checked: each target's scheme is the URL's,
     /// no `--body` beside it, and every host has a connection of its own (and,
     /// with several hosts, a lane of its own: `--schedule connection`).
@@ -668,6 +879,7 @@ pub fn run_marked(
         }),
         slice: plan.slice.clone(),
         netns: plan.netns.clone(),
+        h2: plan.h2.clone(),
     });
     let (tx, rx) = mpsc::channel();
     let mut handles = Vec::new();
@@ -1001,6 +1213,20 @@ impl Outcome {
             },
             errors: Errors {
                 first: t.first_errors.to_map(),
+                grpc_codes: t
+                    .grpc_codes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(c, n)| {
+                        let name = if c + 1 == stats::GRPC_CODES {
+                            "OTHER_OR_NONE".to_string()
+                        } else {
+                            results::errors::grpc_code_name(c as u32).into_owned()
+                        };
+                        (name, *n)
+                    })
+                    .collect(),
                 ..Errors::from_counts(&t.errors, status_codes)
             },
             connections: results::Connections {
@@ -1013,6 +1239,7 @@ impl Outcome {
                         t.framing_warnings.first_status
                     )
                 }),
+                http2: t.h2.clone(),
             },
             latency_ms: Latency {
                 corrected: percentiles(&t.corrected, 1000.0),
@@ -1331,6 +1558,7 @@ mod tests {
             markers: Vec::new(),
             sample: 0.0,
             cpus: Vec::new(),
+            http2: Default::default(),
         }
     }
 

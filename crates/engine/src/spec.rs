@@ -31,6 +31,10 @@ pub enum Setting {
     /// The request mix (`--targets FILE`, `requests:`): its messages name the file
     /// and line or the entry.
     Targets,
+    /// `--http2` or `--h2c`.
+    Protocol,
+    Streams,
+    Grpc,
 }
 
 impl Setting {
@@ -41,6 +45,7 @@ impl Setting {
             | Setting::Request
             | Setting::Tls
             | Setting::Markers
+            | Setting::Protocol
             | Setting::Targets => "",
             Setting::Duration => "--duration",
             Setting::Timeout => "--timeout",
@@ -57,6 +62,8 @@ impl Setting {
             Setting::CaCert => "--cacert",
             Setting::TlsVersion => "--tls-version",
             Setting::TlsResume => "--tls-resume",
+            Setting::Streams => "--streams",
+            Setting::Grpc => "--grpc",
         }
     }
 
@@ -68,6 +75,7 @@ impl Setting {
             | Setting::Request
             | Setting::Tls
             | Setting::Markers
+            | Setting::Protocol
             | Setting::Targets => "",
             Setting::Duration => "load.duration",
             Setting::Timeout => "load.timeout",
@@ -80,6 +88,8 @@ impl Setting {
             Setting::BackendHeader => "load.backend_header",
             Setting::Sample => "load.sample",
             Setting::TlsVersion => "tls.version",
+            Setting::Streams => "load.streams",
+            Setting::Grpc => "load.grpc",
             Setting::Header | Setting::Insecure | Setting::CaCert | Setting::TlsResume => {
                 self.flag()
             }

@@ -211,6 +211,7 @@ mod tests {
             markers: Vec::new(),
             sample: 0.1,
             cpus: Vec::new(),
+            http2: Default::default(),
         }
     }
 

@@ -201,7 +201,15 @@ pub struct Totals {
     pub sleeps: Option<u64>,
     /// Outcomes by group of a reported request mix (empty otherwise).
     pub mix: crate::mix::MixTally,
+    /// HTTP/2 connections' events (`None`: HTTP/1.1).
+    pub h2: Option<results::Http2Stats>,
+    /// gRPC calls that failed, by `grpc-status` (index: the code; the last: a
+    /// code above 16, or none at all).
+    pub grpc_codes: [u64; GRPC_CODES],
 }
+
+/// Slots of [`Totals::grpc_codes`]: the 17 codes gRPC defines and one for the rest.
+pub const GRPC_CODES: usize = 18;
 
 /// Responses that completed but were framed two ways (`Content-Length` and
 /// `Transfer-Encoding`): decoded by the chunked coding as RFC 9112 says, so not
@@ -279,6 +287,8 @@ impl Totals {
             wakeup_ns: Vec::new(),
             sleeps: Some(0),
             mix: crate::mix::MixTally::default(),
+            h2: None,
+            grpc_codes: [0; GRPC_CODES],
         }
     }
 
@@ -340,6 +350,14 @@ impl Totals {
         }
         self.first_errors.merge(&o.first_errors);
         self.reconnects_after_server_close += o.reconnects_after_server_close;
+        match (&mut self.h2, &o.h2) {
+            (Some(a), Some(b)) => a.add(b),
+            (None, Some(b)) => self.h2 = Some(b.clone()),
+            _ => {}
+        }
+        for (a, b) in self.grpc_codes.iter_mut().zip(o.grpc_codes.iter()) {
+            *a += b;
+        }
         self.framing_warnings.merge(&o.framing_warnings);
         self.wakeup_ns.extend_from_slice(&o.wakeup_ns);
         self.sleeps = match (self.sleeps, o.sleeps) {

@@ -41,6 +41,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Barrier};
 
+mod h2;
+pub use h2::H2Setup;
+use h2::{Answer, Ev, Session, NO_SESSION};
+
 /// How often deadlines are checked; timeouts are this much late at most.
 const SWEEP_NS: Nanos = 5_000_000;
 /// After an interrupt, how long requests in flight may still finish.
@@ -120,6 +124,8 @@ pub struct Shared {
     pub markers: Box<[http1::Marker]>,
     /// This generator's place in a split run (`None`: the whole run).
     pub slice: Option<crate::split::Slice>,
+    /// HTTP/2 (`None`: HTTP/1.1).
+    pub h2: Option<Arc<H2Setup>>,
 }
 
 /// The load plan's step (index into `bounds`, ns from the measured window's start
@@ -210,9 +216,43 @@ struct Conn {
     /// When the bytes of the last read reached the socket, by the kernel's wall
     /// clock (0: not known); see [`crate::rx`].
     rx_stamp: u64,
+    /// HTTP/2: the connection (session) this slot's streams go on; [`NO_SESSION`]
+    /// for HTTP/1.1, where the slot is the connection.
+    session: u32,
+    /// HTTP/2: the request is with the connection (a stream open or queued).
+    stream_open: bool,
+    /// HTTP/2: what the response's fields said.
+    answer: Answer,
 }
 
 impl Conn {
+    /// The backend id the last response carried.
+    #[inline]
+    fn backend(&self) -> Option<&[u8]> {
+        if self.session == NO_SESSION {
+            self.parser.backend()
+        } else {
+            let n = usize::from(self.answer.backend_len);
+            (n > 0).then(|| &self.answer.backend[..n])
+        }
+    }
+
+    /// The markers the last response carried.
+    #[inline]
+    fn markers(&self) -> u8 {
+        if self.session == NO_SESSION {
+            self.parser.markers()
+        } else {
+            self.answer.markers.seen()
+        }
+    }
+
+    /// The last response was framed two ways (HTTP/1.1 only).
+    #[inline]
+    fn ambiguous(&self) -> bool {
+        self.session == NO_SESSION && self.parser.ambiguous()
+    }
+
     /// What the request's latency counts from: its intended time, or its send when
     /// the send window sent it before that (see [`crate::LoadSpec::send_window`]),
     /// so that a request sent early never shows less latency than it took.
@@ -440,6 +480,14 @@ struct Worker {
     answered: bool,
     /// Negotiated TLS version, also when connections were opened before the window.
     tls_version: Option<&'static str>,
+    /// HTTP/2 connections (empty for HTTP/1.1), each carrying its `streams` slots.
+    sessions: Vec<Session>,
+    /// What the HTTP/2 state said about streams during a read, acted on after it.
+    h2_events: Vec<(u32, Ev)>,
+    /// Measured requests sent again after a GOAWAY or REFUSED_STREAM.
+    h2_retried: u64,
+    /// HTTP/2 connections opened.
+    h2_opened: u64,
 }
 
 impl Worker {
@@ -452,8 +500,22 @@ impl Worker {
         recycled: Receiver<Box<Interval>>,
     ) -> io::Result<Worker> {
         let ep = epoll::create(epoll::CreateFlags::CLOEXEC)?;
-        let conn_list = (0..conns)
-            .map(|_| Conn {
+        // HTTP/2: `conns` connections of `streams` slots each.
+        let (sessions, slots) = match shared.h2.as_deref() {
+            Some(setup) => (h2::sessions(setup, conns), conns * setup.streams),
+            None => (Vec::new(), conns),
+        };
+        let streams = shared.h2.as_ref().map_or(1, |h| h.streams);
+        let markers = http1::marker::MarkerScan::new(&shared.markers);
+        let conn_list = (0..slots)
+            .map(|i| Conn {
+                session: if sessions.is_empty() {
+                    NO_SESSION
+                } else {
+                    (i / streams) as u32
+                },
+                stream_open: false,
+                answer: Answer::new(markers.clone()),
                 sock: None,
                 tls: None,
                 phase: Phase::Closed,
@@ -507,6 +569,10 @@ impl Worker {
             rng: sampling_seed(id, shared.slice.as_ref().map_or(0, |s| s.seed)),
             answered: false,
             tls_version: None,
+            sessions,
+            h2_events: Vec::with_capacity(64),
+            h2_retried: 0,
+            h2_opened: 0,
             shared,
         }
         .with_lanes(conn_offset))
@@ -536,6 +602,10 @@ impl Worker {
                     .map_or(0, |r| (sl.first_connection as f64 * 1e9 / r) as Nanos),
             ),
         };
+        // The schedule is per connection; with HTTP/2 a connection has several
+        // slots, all in its lane.
+        let streams = s.h2.as_ref().map_or(1, |h| h.streams);
+        let physical = self.conns.len() / streams;
         self.lanes = lanes_for_worker(
             s.model,
             rate,
@@ -545,24 +615,32 @@ impl Worker {
                 worker: self.id,
                 workers: s.workers,
                 conn_offset,
-                conns: self.conns.len(),
+                conns: physical,
                 total_conns,
             },
         );
-        let per_lane = self.conns.len().div_ceil(self.lanes.len().max(1));
+        let per_lane = physical.div_ceil(self.lanes.len().max(1));
         let conn_host = &self.shared.mix.conn_host;
         for (i, c) in self.conns.iter_mut().enumerate() {
-            c.lane = (i / per_lane.max(1)).min(self.lanes.len() - 1) as u32;
-            c.host = conn_host.get(conn_offset + i).copied().unwrap_or(0);
+            let p = i / streams;
+            c.lane = (p / per_lane.max(1)).min(self.lanes.len() - 1) as u32;
+            c.host = conn_host.get(conn_offset + p).copied().unwrap_or(0);
+        }
+        for (k, sess) in self.sessions.iter_mut().enumerate() {
+            sess.host = conn_host.get(conn_offset + k).copied().unwrap_or(0);
         }
         self.lane_key = vec![u64::MAX; self.lanes.len()];
         self.lane_host = vec![0; self.lanes.len()];
         for (i, c) in self.conns.iter().enumerate().rev() {
             let l = c.lane as usize;
-            self.lane_key[l] = (conn_offset + i) as u64;
+            self.lane_key[l] = (conn_offset + i / streams) as u64;
             self.lane_host[l] = c.host;
         }
-        for i in (0..self.conns.len()).rev() {
+        // Idle slots are taken from the end: the first stream of every connection
+        // before the second of any, so that light load spreads over connections.
+        let mut order: Vec<usize> = (0..self.conns.len()).collect();
+        order.sort_by_key(|&i| (i % streams, i / streams));
+        for &i in order.iter().rev() {
             let l = self.conns[i].lane as usize;
             self.lanes[l].idle.push(i as u32);
         }
@@ -620,6 +698,9 @@ impl Worker {
     fn preconnect(&mut self) -> io::Result<()> {
         let clock = self.shared.clock;
         let deadline = clock.now() + self.shared.connect_timeout_ns;
+        if !self.sessions.is_empty() {
+            return self.preconnect_sessions(deadline);
+        }
         for i in 0..self.conns.len() {
             self.open(i, clock.now());
         }
@@ -639,6 +720,36 @@ impl Worker {
         for i in 0..self.conns.len() {
             if matches!(self.conns[i].phase, Phase::Connecting | Phase::Handshaking) {
                 self.close(i);
+            }
+        }
+        Ok(())
+    }
+
+    /// [`Self::preconnect`] for HTTP/2: every connection up (its preface sent)
+    /// before the schedule starts.
+    fn preconnect_sessions(&mut self, deadline: Nanos) -> io::Result<()> {
+        let clock = self.shared.clock;
+        for si in 0..self.sessions.len() {
+            self.session_open(si, clock.now());
+        }
+        loop {
+            let now = clock.now();
+            let pending = self
+                .sessions
+                .iter()
+                .filter(|s| matches!(s.phase, Phase::Connecting | Phase::Handshaking))
+                .count();
+            if pending == 0 || now >= deadline || self.shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            self.wait_and_handle(deadline.min(now + SWEEP_NS))?;
+        }
+        for si in 0..self.sessions.len() {
+            if matches!(
+                self.sessions[si].phase,
+                Phase::Connecting | Phase::Handshaking
+            ) {
+                self.close_session(si);
             }
         }
         Ok(())
@@ -749,6 +860,10 @@ impl Worker {
         for i in 0..self.conns.len() {
             self.close(i);
         }
+        for si in 0..self.sessions.len() {
+            self.close_session(si);
+        }
+        self.rec.totals.h2 = self.h2_totals();
         let mut totals = std::mem::take(&mut self.rec.totals);
         totals.tls_version = totals.tls_version.or(self.tls_version);
         let _ = self.tx.send(Msg::Done(self.id, Box::new(totals)));
@@ -1067,6 +1182,10 @@ impl Worker {
         c.dispatched = now;
         c.written = 0;
         self.busy += 1;
+        if c.session != NO_SESSION {
+            self.h2_start(ci, now);
+            return;
+        }
         match c.phase {
             Phase::Idle => {
                 enter(&mut self.opening, &mut c.phase, Phase::Active);
@@ -1178,19 +1297,15 @@ impl Worker {
                 self.answered = true;
                 self.shared.answered.store(true, Ordering::Relaxed);
             }
-            let backend = self.rec.response(
-                now,
-                latency,
-                now - c.dispatched,
-                resp.status,
-                c.parser.backend(),
-            );
+            let backend =
+                self.rec
+                    .response(now, latency, now - c.dispatched, resp.status, c.backend());
             if let Some(m) = &self.shared.marks {
                 let w = m.window_of(c.intended);
                 let windows = &mut self.rec.totals.windows;
                 windows.response(w, latency, resp.status);
                 if resp.status < 400 && !self.shared.markers.is_empty() {
-                    windows.marked(w, c.parser.markers(), now);
+                    windows.marked(w, c.markers(), now);
                 }
             }
             if let Some(st) = step_of(&self.shared.step_bounds, self.measure_start, c.intended) {
@@ -1201,7 +1316,7 @@ impl Worker {
                 t.first_errors
                     .note(ErrorKind::Status, &Cause::Status(resp.status));
             }
-            if c.parser.ambiguous() {
+            if c.ambiguous() {
                 self.rec.totals.framing_warnings.note(resp.status);
             }
             if c.sampled {
@@ -1219,6 +1334,11 @@ impl Worker {
             }
         }
         let c = &mut self.conns[ci];
+        if c.session != NO_SESSION {
+            c.phase = Phase::Idle;
+            self.finish(ci, now);
+            return;
+        }
         c.reused = true;
         c.last_status = if c.measured { resp.status } else { 0 };
         // The server closed a connection it had kept alive (no `Connection: close`),
@@ -1283,6 +1403,10 @@ impl Worker {
     }
 
     fn close(&mut self, ci: usize) {
+        if self.conns[ci].session != NO_SESSION {
+            self.h2_release(ci);
+            return;
+        }
         let c = &mut self.conns[ci];
         if c.sock.is_some() {
             // Closing the descriptor also removes it from the epoll set.
@@ -1298,9 +1422,14 @@ impl Worker {
 
     /// Fails every request past its deadline.
     fn sweep(&mut self, now: Nanos) {
+        self.sweep_sessions(now);
         for ci in 0..self.conns.len() {
             let c = &self.conns[ci];
             if !c.busy || c.deadline > now {
+                continue;
+            }
+            // HTTP/2: a connection late to open fails its requests itself (above).
+            if c.session != NO_SESSION && c.phase == Phase::Connecting {
                 continue;
             }
             let s = &self.shared;
@@ -1389,6 +1518,12 @@ impl Worker {
             let key = ev.data.u64();
             let ci = (key & 0xffff_ffff) as usize;
             let generation = (key >> 32) as u32;
+            if !self.sessions.is_empty() {
+                if ci < self.sessions.len() && self.sessions[ci].generation == generation {
+                    self.on_session_event(ci, ev.flags);
+                }
+                continue;
+            }
             if ci >= self.conns.len() || self.conns[ci].generation != generation {
                 continue;
             }

@@ -156,9 +156,27 @@ impl MarkerScan {
         }
     }
 
+    /// A new response whose fields come one by one (HTTP/2): nothing noted yet.
+    pub fn start(&mut self) {
+        self.current = 0;
+        for b in self.bodies.iter_mut() {
+            b.at = 0;
+        }
+    }
+
+    /// One field name of the response under way (HTTP/2 names are lower case).
+    #[inline]
+    pub fn field(&mut self, name: &[u8]) {
+        for (n, bit) in self.headers.iter() {
+            if name.eq_ignore_ascii_case(n.as_bytes()) {
+                self.current |= bit;
+            }
+        }
+    }
+
     /// Decoded body bytes of the response under way.
     #[inline]
-    pub(crate) fn body(&mut self, data: &[u8]) {
+    pub fn body(&mut self, data: &[u8]) {
         for b in self.bodies.iter_mut() {
             if self.current & b.bit == 0 && b.feed(data) {
                 self.current |= b.bit;
@@ -167,7 +185,7 @@ impl MarkerScan {
     }
 
     /// The response under way is complete.
-    pub(crate) fn done(&mut self) {
+    pub fn done(&mut self) {
         self.seen = self.current;
     }
 
@@ -241,6 +259,16 @@ mod tests {
         s.done();
         assert_eq!(s.seen(), 0b100);
         s.reset();
+        assert_eq!(s.seen(), 0);
+        // Field by field, as HTTP/2 gives them.
+        s.start();
+        s.field(b"x-custom");
+        s.field(b"x-other");
+        s.body(b"/rewritten/");
+        s.done();
+        assert_eq!(s.seen(), 0b110);
+        s.start();
+        s.done();
         assert_eq!(s.seen(), 0);
     }
 

@@ -26,6 +26,13 @@ pub enum ErrorKind {
     /// error: the response arrived; what came with it would be read as the next one
     /// (a desync, the kind of fault request smuggling is built on).
     Framing,
+    /// HTTP/2: the server reset the request's stream (RST_STREAM), or the
+    /// connection ended with the stream open and below a GOAWAY's last id.
+    Reset,
+    /// gRPC: the call ended with a `grpc-status` other than OK (or none); the
+    /// status names are counted in [`Errors::grpc_codes`]. Never a success, whatever
+    /// the HTTP status.
+    Grpc,
 }
 
 impl ErrorKind {
@@ -39,9 +46,11 @@ impl ErrorKind {
         ErrorKind::Timeout,
         ErrorKind::Status,
         ErrorKind::Framing,
+        ErrorKind::Reset,
+        ErrorKind::Grpc,
     ];
     /// How many kinds there are: the length of every per-kind counter array.
-    pub const COUNT: usize = 8;
+    pub const COUNT: usize = 10;
 
     /// The kind's name in JSON and tables.
     pub fn name(self) -> &'static str {
@@ -54,6 +63,8 @@ impl ErrorKind {
             ErrorKind::Timeout => "timeout",
             ErrorKind::Status => "status",
             ErrorKind::Framing => "framing",
+            ErrorKind::Reset => "reset",
+            ErrorKind::Grpc => "grpc",
         }
     }
 
@@ -78,6 +89,16 @@ pub struct Errors {
     /// the kind existed, when they were counted as `read`.
     #[serde(default)]
     pub framing: u64,
+    /// HTTP/2 streams the server reset ([`ErrorKind::Reset`]); absent (0) in older
+    /// files and in HTTP/1.1 runs' files.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub reset: u64,
+    /// gRPC calls that ended with a status other than OK ([`ErrorKind::Grpc`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub grpc: u64,
+    /// gRPC status name (`UNAVAILABLE`, `INTERNAL`) to count, for the `grpc` errors.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub grpc_codes: BTreeMap<String, u64>,
     /// Status code (as a string, e.g. "503") to count.
     pub status_codes: BTreeMap<String, u64>,
     /// The first error of each kind that occurred, kind name to its message
@@ -102,6 +123,9 @@ impl Errors {
             timeout: counts[5],
             status: counts[6],
             framing: counts[7],
+            reset: counts[8],
+            grpc: counts[9],
+            grpc_codes: BTreeMap::new(),
             status_codes,
             first: BTreeMap::new(),
         }
@@ -118,11 +142,45 @@ impl Errors {
             ErrorKind::Timeout => self.timeout,
             ErrorKind::Status => self.status,
             ErrorKind::Framing => self.framing,
+            ErrorKind::Reset => self.reset,
+            ErrorKind::Grpc => self.grpc,
         }
     }
 
     /// All errors of every kind.
     pub fn total(&self) -> u64 {
         ErrorKind::ALL.iter().map(|k| self.get(*k)).sum()
+    }
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The name of a gRPC status code (grpc/doc/statuscodes.md), `OK` to
+/// `UNAUTHENTICATED`; codes outside them are `CODE_<n>`.
+pub fn grpc_code_name(code: u32) -> std::borrow::Cow<'static, str> {
+    const NAMES: [&str; 17] = [
+        "OK",
+        "CANCELLED",
+        "UNKNOWN",
+        "INVALID_ARGUMENT",
+        "DEADLINE_EXCEEDED",
+        "NOT_FOUND",
+        "ALREADY_EXISTS",
+        "PERMISSION_DENIED",
+        "RESOURCE_EXHAUSTED",
+        "FAILED_PRECONDITION",
+        "ABORTED",
+        "OUT_OF_RANGE",
+        "UNIMPLEMENTED",
+        "INTERNAL",
+        "UNAVAILABLE",
+        "DATA_LOSS",
+        "UNAUTHENTICATED",
+    ];
+    match NAMES.get(code as usize) {
+        Some(n) => (*n).into(),
+        None => format!("CODE_{code}").into(),
     }
 }

@@ -225,10 +225,15 @@ mod tests {
         for (i, k) in ErrorKind::ALL.iter().enumerate() {
             assert_eq!(k.index(), i);
         }
-        let e = Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7, 8], BTreeMap::new());
+        let e = Errors::from_counts(&[1, 2, 3, 4, 5, 6, 7, 8, 0, 0], BTreeMap::new());
         assert_eq!(e.get(ErrorKind::Write), 5);
         assert_eq!(e.get(ErrorKind::Framing), 8);
         assert_eq!(e.total(), 36);
+        let h2 = Errors::from_counts(&[0, 0, 0, 0, 0, 0, 0, 0, 9, 10], BTreeMap::new());
+        assert_eq!((h2.get(ErrorKind::Reset), h2.get(ErrorKind::Grpc)), (9, 10));
+        assert_eq!(ErrorKind::Grpc.name(), "grpc");
+        assert_eq!(errors::grpc_code_name(14), "UNAVAILABLE");
+        assert_eq!(errors::grpc_code_name(99), "CODE_99");
         // A file written before `framing` existed reads, with none.
         let mut json = serde_json::to_value(&e).unwrap();
         json.as_object_mut().unwrap().remove("framing");
@@ -238,7 +243,7 @@ mod tests {
 
     #[test]
     fn first_errors_are_optional_in_files() {
-        let mut e = Errors::from_counts(&[0, 0, 3, 0, 0, 0, 0, 0], BTreeMap::new());
+        let mut e = Errors::from_counts(&[0, 0, 3, 0, 0, 0, 0, 0, 0, 0], BTreeMap::new());
         let json = serde_json::to_value(&e).unwrap();
         assert!(json.get("first").is_none(), "an empty map is not written");
         // A file written before the field existed still reads.

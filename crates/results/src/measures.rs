@@ -130,11 +130,58 @@ pub struct Connections {
     /// The first such response, described.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub framing_warning_first: Option<String>,
+    /// What HTTP/2 connections went through (`--http2`, `--h2c`); absent for
+    /// HTTP/1.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http2: Option<Http2Stats>,
+}
+
+/// HTTP/2's own events over a run: none is an error by itself (a reset stream is
+/// also counted as a `reset` error, a refused one was sent again).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Http2Stats {
+    /// `--streams`: requests in flight allowed per connection.
+    pub streams_per_connection: u32,
+    /// The most streams one connection had open at once: below
+    /// `streams_per_connection` when the load never needed more, or the server's
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` held it lower.
+    pub max_concurrent_streams: u32,
+    /// GOAWAY frames received: the server draining a connection (a reload, a
+    /// restart, an idle or age limit).
+    pub goaways: u64,
+    /// Measured requests the server did not process (above a GOAWAY's last stream
+    /// id, or refused with REFUSED_STREAM) and that were sent again on a new
+    /// connection, their latency still counted from their intended time.
+    pub retried_after_goaway: u64,
+    /// Streams the server reset (RST_STREAM other than REFUSED_STREAM).
+    pub streams_reset: u64,
+    /// PINGs the server sent (answered, not counted as requests).
+    pub pings: u64,
+    /// Connections opened, the first ones included.
+    pub connections_opened: u64,
+}
+
+impl Http2Stats {
+    /// Adds another generator's (or repetition's) figures; maxima stay maxima.
+    pub fn add(&mut self, o: &Http2Stats) {
+        self.streams_per_connection = self.streams_per_connection.max(o.streams_per_connection);
+        self.max_concurrent_streams = self.max_concurrent_streams.max(o.max_concurrent_streams);
+        self.goaways += o.goaways;
+        self.retried_after_goaway += o.retried_after_goaway;
+        self.streams_reset += o.streams_reset;
+        self.pings += o.pings;
+        self.connections_opened += o.connections_opened;
+    }
 }
 
 impl Connections {
     /// Adds another generator's (or repetition's) figures.
     pub fn add(&mut self, o: &Connections) {
+        match (&mut self.http2, &o.http2) {
+            (Some(a), Some(b)) => a.add(b),
+            (None, Some(b)) => self.http2 = Some(b.clone()),
+            _ => {}
+        }
         self.reconnects_after_server_close += o.reconnects_after_server_close;
         self.framing_warnings += o.framing_warnings;
         if self.framing_warning_first.is_none() {

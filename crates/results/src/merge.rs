@@ -435,6 +435,7 @@ pub(crate) fn merge_errors(results: &[&RunResult]) -> Errors {
         &counts,
         sum_maps(results.iter().map(|r| &r.errors.status_codes)),
     );
+    e.grpc_codes = sum_maps(results.iter().map(|r| &r.errors.grpc_codes));
     for r in results {
         for (k, m) in &r.errors.first {
             e.first.entry(k.clone()).or_insert_with(|| m.clone());

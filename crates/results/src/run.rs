@@ -41,6 +41,20 @@ pub struct LoadConfig {
     pub headers: Vec<String>,
     pub body_bytes: usize,
     pub backend_header: String,
+    /// `http/1.1`, `h2` (over TLS, by ALPN) or `h2c` (plain, prior knowledge).
+    /// Absent in files written before HTTP/2, which were all HTTP/1.1.
+    #[serde(default = "http11")]
+    pub protocol: String,
+    /// HTTP/2: requests in flight allowed per connection (`--streams`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u32>,
+    /// gRPC: the method called (`package.Service/Method`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc: Option<String>,
+}
+
+fn http11() -> String {
+    "http/1.1".into()
 }
 
 /// The `ingressbench/result/v1` document: everything one load run measured.

@@ -518,6 +518,7 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         },
         sample: load.sample,
         cpus: Vec::new(),
+        http2: Default::default(),
     }
 }
 

@@ -268,6 +268,7 @@ mod tests {
             ],
             sample: 0.1,
             cpus: Vec::new(),
+            http2: Default::default(),
         }
     }
 
