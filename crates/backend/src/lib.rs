@@ -15,6 +15,7 @@
 
 pub mod delay;
 pub mod flap;
+pub mod h2;
 pub mod response;
 pub mod server;
 pub mod stall;

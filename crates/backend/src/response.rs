@@ -28,6 +28,7 @@ const PAD_LINE: usize = 64;
 #[derive(Debug)]
 pub struct Responder {
     id: String,
+    status: u16,
     body_size: usize,
     /// Status line through `x-backend`, for the main answer.
     main_head: Box<[u8]>,
@@ -83,12 +84,23 @@ impl Responder {
             .collect();
         Responder {
             id: id.to_string(),
+            status,
             body_size,
             main_head: head(status, body_size),
             health_head: head(200, HEALTHY.len()),
             bad_request: bad_request.into_boxed_slice(),
             pad,
         }
+    }
+
+    /// The status of the main answer.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The exact size of the main answer's body.
+    pub fn body_size(&self) -> usize {
+        self.body_size
     }
 
     /// The server's id as sent in `x-backend`.

@@ -110,15 +110,15 @@ pub struct Server {
 }
 
 /// State every connection reads; only the counters change.
-struct Shared {
-    responder: Responder,
+pub(crate) struct Shared {
+    pub(crate) responder: Responder,
     delay: Delay,
     stall: Option<Stall>,
     /// With `--flap`: the schedule and what was received, and the 503 answers.
-    flap: Option<Arc<FlapCounter>>,
-    failing_responder: Option<Responder>,
-    start: Instant,
-    next_request: AtomicU64,
+    pub(crate) flap: Option<Arc<FlapCounter>>,
+    pub(crate) failing_responder: Option<Responder>,
+    pub(crate) start: Instant,
+    pub(crate) next_request: AtomicU64,
     open: AtomicUsize,
     all_closed: Notify,
 }
@@ -258,7 +258,7 @@ impl Shared {
     /// `health`: probes are not slowed by `--delay`), pushed out of any stall (which
     /// freezes probes too, as a stalled process would). `None` means at once.
     #[inline]
-    fn release_at(&self, rng: &mut Rng, health: bool) -> Option<Instant> {
+    pub(crate) fn release_at(&self, rng: &mut Rng, health: bool) -> Option<Instant> {
         let delay = if health {
             Duration::ZERO
         } else {
@@ -313,7 +313,7 @@ async fn next_stop(stop: &mut mpsc::Receiver<()>) {
 }
 
 /// Resolves once the drain has begun (or the server is gone).
-async fn draining(rx: &mut watch::Receiver<bool>) {
+pub(crate) async fn draining(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|d| *d).await;
 }
 
@@ -352,6 +352,10 @@ async fn accept_loop(
             let _guard = guard;
             match tls {
                 None => {
+                    if starts_h2c(&sock).await {
+                        crate::h2::serve(sock, local, shared, drain).await;
+                        return;
+                    }
                     let _ = serve(sock, local, &shared, drain).await;
                 }
                 Some(acceptor) => {
@@ -363,11 +367,33 @@ async fn accept_loop(
                         },
                         _ = draining(&mut drain) => return,
                     };
+                    if stream.get_ref().1.alpn_protocol() == Some(b"h2") {
+                        crate::h2::serve(stream, local, shared, drain).await;
+                        return;
+                    }
                     let _ = serve(stream, local, &shared, drain).await;
                 }
             }
         });
     }
+}
+
+/// Whether a plain connection opens with the HTTP/2 preface (h2c with prior
+/// knowledge): its first bytes are looked at without being read. An HTTP/1.1
+/// request cannot begin with `PRI * HTTP/2.0`.
+async fn starts_h2c(sock: &TcpStream) -> bool {
+    let want = crate::h2::PREFACE_START;
+    let mut buf = [0u8; 14];
+    for _ in 0..50 {
+        match sock.peek(&mut buf).await {
+            Ok(0) | Err(_) => return false,
+            Ok(n) if buf[..n] != want[..n] => return false,
+            Ok(n) if n >= want.len() => return true,
+            // A prefix of the preface so far: wait for more.
+            Ok(_) => tokio::time::sleep(Duration::from_millis(2)).await,
+        }
+    }
+    false
 }
 
 /// Serves one connection until the client closes it, asks to close, sends a bad

@@ -43,7 +43,9 @@ pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(Error::Tls)?;
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // HTTP/2 first (crate::h2), as servers offer it; a client asking only for
+    // HTTP/1.1 gets that.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 

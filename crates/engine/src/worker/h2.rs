@@ -473,6 +473,9 @@ impl Worker {
                 Ok(_) => {
                     let st = match tls.process_new_packets() {
                         Ok(st) => st,
+                        Err(rustls::Error::AlertReceived(
+                            rustls::AlertDescription::NoApplicationProtocol,
+                        )) if handshaking => return Err(self.alpn_refused(None)),
                         Err(e) => {
                             let _ = tls.write_tls(sock);
                             let cause = if handshaking && s.head[..s.head_len as usize] == *b"HTTP/"
@@ -543,7 +546,7 @@ impl Worker {
     fn alpn_refused(&self, chose: Option<String>) -> Failure {
         let what = match chose {
             Some(p) => format!("it chose {p} by ALPN"),
-            None => "it chose no protocol by ALPN".into(),
+            None => "it offered no h2 by ALPN".into(),
         };
         self.fatal(format!(
             "the server at {} did not agree to HTTP/2 ({what}): it speaks HTTP/1.1 there; leave out --http2",

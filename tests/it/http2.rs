@@ -1,0 +1,418 @@
+//! HTTP/2, h2c and gRPC against real servers: nginx over TLS (ALPN) and h2c, the
+//! built-in backend as h2c, HTTPS and gRPC, a GOAWAY mid-run (nginx's reload),
+//! a 1 MB response over the 64 KB windows, and bad flags.
+
+use crate::common::backend::Backend;
+use crate::common::proc::Proc;
+use crate::common::tls::{self_signed, Cert};
+use crate::common::{free_port, nginx, read_json, run};
+use serde_json::Value;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// nginx with HTTP/2 over TLS and h2c on two ports, a 1 MB file and an access log
+/// of the protocol and connection of each request.
+struct H2Nginx {
+    https: SocketAddr,
+    h2c: SocketAddr,
+    http1: SocketAddr,
+    cert: Cert,
+    proc: Proc,
+    dir: tempfile::TempDir,
+}
+
+impl H2Nginx {
+    fn start() -> H2Nginx {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = self_signed();
+        let at = |p| SocketAddr::from(([127, 0, 0, 1], p));
+        let (https, h2c, http1) = (at(free_port()), at(free_port()), at(free_port()));
+        std::fs::write(dir.path().join("big"), vec![b'x'; 1 << 20]).unwrap();
+        let d = dir.path().display();
+        let conf = format!(
+            r#"{head}
+http {{
+{temp}
+    log_format h2 '$server_protocol|$connection|$status|$body_bytes_sent';
+    access_log {d}/access.log h2;
+    server {{
+        listen {https} ssl http2;
+        ssl_certificate {cert};
+        ssl_certificate_key {key};
+        location / {{ add_header x-backend nginx-tls; return 200 "hello over h2\n"; }}
+        location /big {{ alias {d}/big; }}
+    }}
+    server {{
+        listen {h2c} http2;
+        location / {{ add_header x-backend nginx-h2c; return 200 "hello over h2c\n"; }}
+    }}
+    server {{
+        listen {http1};
+        location / {{ return 200 "http/1.1 only\n"; }}
+    }}
+}}
+"#,
+            head = nginx::head(dir.path(), 1024),
+            temp = nginx::temp_paths(dir.path()),
+            cert = cert.cert.display(),
+            key = cert.key.display(),
+        );
+        let proc = nginx::spawn(dir.path(), &conf, &[https, h2c, http1]);
+        std::fs::write(dir.path().join("access.log"), "").unwrap();
+        H2Nginx {
+            https,
+            h2c,
+            http1,
+            cert,
+            proc,
+            dir,
+        }
+    }
+
+    /// The access log's lines: `protocol|connection|status|bytes`.
+    fn logged(&self) -> Vec<Vec<String>> {
+        std::fs::read_to_string(self.dir.path().join("access.log"))
+            .unwrap()
+            .lines()
+            .map(|l| l.split('|').map(str::to_string).collect())
+            .collect()
+    }
+}
+
+fn load(args: &[&str]) -> (Value, String) {
+    load_exit(args, 0)
+}
+
+/// [`load`] for a run that ends with `code` (1: nothing succeeded).
+fn load_exit(args: &[&str], code: i32) -> (Value, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let mut all = vec!["load", "--json", json.to_str().unwrap(), "--quiet"];
+    all.extend_from_slice(args);
+    let out = run(&all, LIMIT);
+    let stderr = out.stderr.clone();
+    assert!(
+        out.code == Some(code),
+        "ingressbench {all:?}: {:?}\n{stderr}",
+        out.code
+    );
+    (read_json(&json), stderr)
+}
+
+fn n(v: &Value, path: &str) -> u64 {
+    v.pointer(path)
+        .and_then(Value::as_u64)
+        .unwrap_or_else(|| panic!("{path} missing in {v}"))
+}
+
+#[test]
+fn nginx_serves_http2_over_tls_and_h2c_with_streams_shared_by_connections() {
+    let ng = H2Nginx::start();
+    let url = format!("https://localhost:{}/", ng.https.port());
+    let (r, _) = load(&[
+        &url,
+        "--http2",
+        "--cacert",
+        ng.cert.cert.to_str().unwrap(),
+        "-c",
+        "2",
+        "--streams",
+        "8",
+        "-R",
+        "400",
+        "-d",
+        "2s",
+    ]);
+    assert_eq!(r["config"]["protocol"], "h2");
+    assert_eq!(n(&r, "/config/streams"), 8);
+    assert_eq!(n(&r, "/requests/completed"), 800, "{}", r["errors"]);
+    assert_eq!(n(&r, "/backends/nginx-tls"), 800);
+    let h2 = &r["connections"]["http2"];
+    assert_eq!(n(h2, "/connections_opened"), 2);
+    assert!(n(h2, "/max_concurrent_streams") >= 1);
+    // nginx's own account: every request over HTTP/2.0, on two connections.
+    let log = ng.logged();
+    assert_eq!(log.len(), 800);
+    assert!(
+        log.iter().all(|l| l[0] == "HTTP/2.0" && l[2] == "200"),
+        "{:?}",
+        &log[..3]
+    );
+    let conns: std::collections::BTreeSet<_> = log.iter().map(|l| l[1].clone()).collect();
+    assert_eq!(
+        conns.len(),
+        2,
+        "two connections carry every stream: {conns:?}"
+    );
+
+    let (r, _) = load(&[
+        &format!("http://{}/", ng.h2c),
+        "--h2c",
+        "-c",
+        "1",
+        "--streams",
+        "4",
+        "-R",
+        "300",
+        "-d",
+        "1s",
+    ]);
+    assert_eq!(r["config"]["protocol"], "h2c");
+    assert_eq!(n(&r, "/requests/completed"), 300, "{}", r["errors"]);
+    assert_eq!(n(&r, "/backends/nginx-h2c"), 300);
+
+    // A megabyte per response over 64 KB windows: flow control gives window back.
+    let (r, _) = load(&[
+        &format!("https://localhost:{}/big", ng.https.port()),
+        "--http2",
+        "--cacert",
+        ng.cert.cert.to_str().unwrap(),
+        "-c",
+        "1",
+        "--streams",
+        "4",
+        "-R",
+        "20",
+        "-d",
+        "1s",
+    ]);
+    assert_eq!(n(&r, "/requests/completed"), 20, "{}", r["errors"]);
+    assert!(n(&r, "/bytes_read") >= 20 << 20, "{}", r["bytes_read"]);
+    let big: Vec<_> = ng
+        .logged()
+        .into_iter()
+        .filter(|l| l[3] == "1048576")
+        .collect();
+    assert_eq!(big.len(), 20);
+}
+
+#[test]
+fn goaway_from_a_reload_loses_no_request() {
+    let ng = H2Nginx::start();
+    let url = format!("https://localhost:{}/", ng.https.port());
+    let pid = ng.proc.id();
+    let reloader = std::thread::spawn(move || {
+        for _ in 0..2 {
+            std::thread::sleep(Duration::from_millis(900));
+            let _ = std::process::Command::new("kill")
+                .args(["-HUP", &pid.to_string()])
+                .status();
+        }
+    });
+    let (r, _) = load(&[
+        &url,
+        "--http2",
+        "--cacert",
+        ng.cert.cert.to_str().unwrap(),
+        "-c",
+        "4",
+        "--streams",
+        "10",
+        "-R",
+        "800",
+        "-d",
+        "3s",
+    ]);
+    reloader.join().unwrap();
+    let h2 = &r["connections"]["http2"];
+    assert!(
+        n(h2, "/goaways") >= 4,
+        "each reload drains every connection: {h2}"
+    );
+    assert!(n(h2, "/connections_opened") > 4, "{h2}");
+    // Every intended request accounted for, and none lost to the reloads.
+    assert_eq!(n(&r, "/requests/intended"), 2400);
+    assert_eq!(n(&r, "/requests/completed"), 2400, "{}", r["errors"]);
+}
+
+#[test]
+fn the_backend_speaks_h2c_https_h2_and_grpc_with_errors_by_status() {
+    let b = Backend::start("b-h2", &[]);
+    let (r, _) = load(&[
+        &b.url(),
+        "--h2c",
+        "-c",
+        "2",
+        "--streams",
+        "5",
+        "-R",
+        "300",
+        "-d",
+        "1s",
+    ]);
+    assert_eq!(n(&r, "/backends/b-h2"), 300, "{}", r["errors"]);
+
+    // gRPC: Echo answers OK with the backend's id as metadata.
+    let (r, _) = load(&[
+        &b.url(),
+        "--h2c",
+        "--grpc",
+        "ingressbench.Backend/Echo",
+        "--grpc-payload",
+        "100B",
+        "-c",
+        "1",
+        "--streams",
+        "4",
+        "-R",
+        "200",
+        "-d",
+        "1s",
+    ]);
+    assert_eq!(r["config"]["grpc"], "ingressbench.Backend/Echo");
+    assert_eq!(n(&r, "/requests/completed"), 200, "{}", r["errors"]);
+    assert_eq!(n(&r, "/backends/b-h2"), 200);
+    // The reply carries the 100-byte payload back: more than 100 bytes read each.
+    assert!(n(&r, "/bytes_read") > 200 * 100);
+
+    // A method the server does not have: UNIMPLEMENTED in trailers, never a success.
+    let (r, _) = load_exit(
+        &[
+            &b.url(),
+            "--h2c",
+            "--grpc",
+            "no.Such/Method",
+            "-c",
+            "1",
+            "-R",
+            "50",
+            "-d",
+            "1s",
+        ],
+        1,
+    );
+    assert_eq!(n(&r, "/requests/completed"), 0);
+    assert_eq!(n(&r, "/errors/grpc"), 50);
+    assert_eq!(n(&r, "/errors/grpc_codes/UNIMPLEMENTED"), 50);
+    assert!(r["errors"]["first"]["grpc"]
+        .as_str()
+        .unwrap()
+        .contains("UNIMPLEMENTED"));
+
+    // --status 503 on gRPC calls: a trailers-only UNAVAILABLE (HTTP 200).
+    let failing = Backend::start("b-503", &["--status", "503"]);
+    let (r, _) = load_exit(
+        &[
+            &failing.url(),
+            "--h2c",
+            "--grpc",
+            "ingressbench.Backend/Echo",
+            "-c",
+            "1",
+            "-R",
+            "50",
+            "-d",
+            "1s",
+        ],
+        1,
+    );
+    assert_eq!(
+        n(&r, "/errors/grpc_codes/UNAVAILABLE"),
+        50,
+        "{}",
+        r["errors"]
+    );
+    assert_eq!(n(&r, "/errors/status"), 0, "the HTTP status was 200");
+
+    // HTTPS: the backend offers h2 by ALPN.
+    let cert = self_signed();
+    let tls = Backend::start(
+        "b-tls",
+        &[
+            "--tls-cert",
+            cert.cert.to_str().unwrap(),
+            "--tls-key",
+            cert.key.to_str().unwrap(),
+        ],
+    );
+    let (r, _) = load(&[
+        &format!("https://localhost:{}/", tls.addr.port()),
+        "--http2",
+        "--cacert",
+        cert.cert.to_str().unwrap(),
+        "-c",
+        "2",
+        "--streams",
+        "3",
+        "-R",
+        "200",
+        "-d",
+        "1s",
+    ]);
+    assert_eq!(n(&r, "/backends/b-tls"), 200, "{}", r["errors"]);
+}
+
+#[test]
+fn servers_that_do_not_speak_http2_end_the_run_in_one_line() {
+    let ng = H2Nginx::start();
+    // h2c to an HTTP/1.1-only port.
+    let out = run(
+        &[
+            "load",
+            &format!("http://{}/", ng.http1),
+            "--h2c",
+            "-R",
+            "10",
+            "-d",
+            "1s",
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    let err = &out.stderr;
+    assert_eq!(out.code, Some(1), "{err}");
+    assert!(
+        err.contains("answered the HTTP/2 preface in HTTP/1.1"),
+        "{err}"
+    );
+    // --http2 to a TLS server that offers only http/1.1 by ALPN.
+    let h1 = crate::common::nginx::Nginx::start();
+    let out = run(
+        &[
+            "load",
+            &format!("https://localhost:{}/", h1.https.port()),
+            "--http2",
+            "--cacert",
+            h1.cert.cert.to_str().unwrap(),
+            "-R",
+            "10",
+            "-d",
+            "1s",
+            "--quiet",
+        ],
+        LIMIT,
+    );
+    let err = &out.stderr;
+    assert_eq!(out.code, Some(1), "{err}");
+    assert!(err.contains("did not agree to HTTP/2"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
+
+#[test]
+fn bad_http2_flags_are_one_line_and_exit_2() {
+    for (args, says) in [
+        (
+            vec!["--h2c", "--streams", "0"],
+            "--streams must be at least 1",
+        ),
+        (vec!["--streams", "4"], "needs --http2 or --h2c"),
+        (vec!["--grpc", "a.B/C"], "gRPC runs over HTTP/2"),
+        (vec!["--h2c", "--grpc", "nomethod"], "is not SERVICE/METHOD"),
+        (vec!["--h2c", "--grpc", "a.B/C/D"], "is not SERVICE/METHOD"),
+        (vec!["--http2"], "needs an https:// URL"),
+        (
+            vec!["--h2c", "--grpc", "a.B/C", "--grpc-payload", "12XB"],
+            "unknown unit",
+        ),
+    ] {
+        let mut all = vec!["load", "http://127.0.0.1:9/", "-R", "10", "-d", "1s"];
+        all.extend(args.iter().copied());
+        let out = run(&all, LIMIT);
+        let err = &out.stderr;
+        assert_eq!(out.code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
