@@ -278,6 +278,7 @@ fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server()
         &format!("{{contour: \"{}\"}}", contour.url()),
         &contour.gateway(),
         &format!("{{contour: \"{}\"}}", contour.dir_text()),
+        crate::common::k8s::ROUTES,
     );
 
     // The run's namespace goes when it ends.

@@ -237,7 +237,7 @@ fn s3_route_changes_reach_traffic_through_traefiks_ingress_and_gateway_providers
         assert_eq!(backends.len(), 3, "{system}: {backends:?}");
     }
 
-    // Issue 28: 200 routes over 10 hosts through both providers (an Ingress and a
+    // Issue 28: 100 routes over 10 hosts through both providers (an Ingress and a
     // Middleware per route; an HTTPRoute per route), one added and removed under load.
     crate::common::k8s::run_route_set(
         &cluster,
@@ -245,6 +245,7 @@ fn s3_route_changes_reach_traffic_through_traefiks_ingress_and_gateway_providers
         &format!("{{traefik: \"{url}\", gateway-api: \"{url}\"}}"),
         "ib-gateway/traefik",
         &format!("{{traefik: \"--entrypoints.web.address={ENTRY_POINT}\"}}"),
+        crate::common::k8s::TRAEFIK_ROUTES,
     );
 
     // Nothing of the run stays: its namespaces, their pods' network namespaces.

@@ -231,7 +231,7 @@ impl Drop for TestCluster {
 }
 
 /// Issue 28 on a cluster: `systems` (each at its URL in `urls`, HTTPRoutes attached
-/// to `gateway`) given a route set of [`ROUTES`] routes over 10 hosts before the
+/// to `gateway`) given a route set of `routes` routes over 10 hosts before the
 /// load, a mix over every route, then one route added, removed, and one changed in
 /// place while it runs. Checks what the result says of each: every route served (time to serve
 /// all, nothing never served), the change of one route shown in traffic both ways,
@@ -245,6 +245,7 @@ pub fn run_route_set(
     urls: &str,
     gateway: &str,
     processes: &str,
+    routes: u32,
 ) -> Vec<serde_json::Value> {
     use super::proc::Proc;
     let dir = tempfile::tempdir().unwrap();
@@ -257,7 +258,7 @@ pub fn run_route_set(
              kubernetes:\n  kubeconfig: {}\n  gateway: {gateway}\n  urls: {urls}\n  processes: {processes}\n\
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
              tls:\n  enabled: false\n\
-             routes:\n  count: {ROUTES}\n  hosts: 10\n  bound: 90s\n\
+             routes:\n  count: {routes}\n  hosts: 10\n  bound: 90s\n\
              requests: {{from: routes}}\n\
              load:\n  rate: 200\n  connections: 10\n  duration: 7s\n  warmup: 1s\n\
              changes:\n  - wait: 1s\n  - route_set: add\n  - wait: 1s\n  - route_set: remove\n\
@@ -279,20 +280,20 @@ pub fn run_route_set(
         .map(|system| {
             let r = super::read_json(&out.join(system).join("result.json"));
             let rs = &r["lab"]["route_set"];
-            assert_eq!(n(&rs["count"]), u64::from(ROUTES), "{system}: {rs}");
-            assert_eq!(n(&rs["served"]), u64::from(ROUTES), "{system}: {rs}");
+            assert_eq!(n(&rs["count"]), u64::from(routes), "{system}: {rs}");
+            assert_eq!(n(&rs["served"]), u64::from(routes), "{system}: {rs}");
             assert_eq!(n(&rs["never_count"]), 0, "{system}: {rs}");
             let all = rs["all_served_ms"].as_f64().unwrap_or(0.0);
             assert!(all > 0.0, "{system}: {rs}");
             let bytes = rs["config_bytes"].as_u64().unwrap_or(0);
-            assert!(bytes > u64::from(ROUTES) * 100, "{system}: {rs}");
+            assert!(bytes > u64::from(routes) * 100, "{system}: {rs}");
             let writes = rs["status_writes"].as_u64();
             if r["lab"]["system"] != "traefik" {
                 let w = writes.unwrap_or_else(|| panic!("{system}: no status writes: {rs}"));
-                assert!(w >= u64::from(ROUTES), "{system}: {w} status writes: {rs}");
+                assert!(w >= u64::from(routes), "{system}: {w} status writes: {rs}");
             }
             eprintln!(
-                "{system}: {ROUTES} routes served {all:.0} ms after the apply ({:.0} ms), reported {:.0} ms, {writes:?} status writes",
+                "{system}: {routes} routes served {all:.0} ms after the apply ({:.0} ms), reported {:.0} ms, {writes:?} status writes",
                 rs["apply_ms"].as_f64().unwrap_or(0.0),
                 rs["settled_ms"].as_f64().unwrap_or(0.0)
             );
@@ -303,12 +304,12 @@ pub fn run_route_set(
                 eprintln!("{system}: controller processes: {res}");
                 assert!(rss > 10.0, "{system}: the controller's memory: {res}");
                 let cpu = rs["apply_cpu_s"].as_f64().unwrap_or(0.0);
-                eprintln!("{system}: {cpu:.2} s of CPU to render {ROUTES} routes");
+                eprintln!("{system}: {cpu:.2} s of CPU to render {routes} routes");
                 assert!(cpu > 0.0, "{system}: CPU to render the set: {rs}");
                 assert!(rs["rss_mib"].as_f64().unwrap_or(0.0) > 10.0, "{system}: {rs}");
             }
             // The mix went over every route (the one added and removed aside).
-            assert_eq!(n(&r["mix"]["targets"]), u64::from(ROUTES), "{system}");
+            assert_eq!(n(&r["mix"]["targets"]), u64::from(routes), "{system}");
             let q = &r["requests"];
             assert!(n(&q["completed"]) > 1000, "{system}: {q}");
             let changes = rs["changes"].as_array().unwrap_or_else(|| panic!("{rs}"));
@@ -316,7 +317,7 @@ pub fn run_route_set(
                 .iter()
                 .map(|c| (c["change"].as_str().unwrap(), c["route"].as_str().unwrap()))
                 .collect();
-            let added = format!("r{ROUTES}");
+            let added = format!("r{routes}");
             assert_eq!(
                 what,
                 [
@@ -344,3 +345,9 @@ pub fn run_route_set(
 /// The size of [`run_route_set`]'s route set: issue 28's figure for the test
 /// environment's controllers.
 pub const ROUTES: u32 = 200;
+
+/// Traefik's route set: its Gateway API provider writes route statuses at 5 a
+/// second and serves a route only once its status is written (39 s at 200, from
+/// docs/benchmarks.md), so half the set keeps the test inside the suite's budget
+/// and still measures the same thing.
+pub const TRAEFIK_ROUTES: u32 = 100;
