@@ -27,6 +27,7 @@ test:
 
 bench: build
 	@bench/run.sh
+	@bench/http2.sh
 
 clean:
 	$(CARGO) clean

@@ -20,6 +20,16 @@ quick:
 const BAD: &[(&str, &str, &str)] = &[
     (
         "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprotocol: h2\ntls: {enabled: false}\n",
+        "line 3: protocol: HTTP/2 needs TLS (an https:// URL; in a scenario, tls.enabled: true): it is agreed by ALPN in the handshake; for plain TCP, ingressbench load --h2c",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprotocol: h3\n",
+        "line 3: protocol: unknown variant `h3`, expected `http/1.1` or `h2`",
+    ),
+    (
+        "systems: [caddy-api]\n",
         "systems: [traefik]\n",
         "line 2: systems: traefik is not a local profile (platform: local): use one of nginx-reload, nginx-lua, haproxy-reload, haproxy-runtime, caddy-api, envoy-xds, envoy-hot-restart",
     ),

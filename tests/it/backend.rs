@@ -457,8 +457,17 @@ fn tls_client(
     cert: &tls::Cert,
     version: &'static rustls::SupportedProtocolVersion,
 ) -> Arc<rustls::ClientConfig> {
+    tls_client_offering(cert, version, &[b"http/1.1"])
+}
+
+/// [`tls_client`] offering `alpn` in that order.
+fn tls_client_offering(
+    cert: &tls::Cert,
+    version: &'static rustls::SupportedProtocolVersion,
+    alpn: &[&[u8]],
+) -> Arc<rustls::ClientConfig> {
     let mut config = tls::client_config(&cert.cert, version).unwrap();
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     Arc::new(config)
 }
 
@@ -497,5 +506,18 @@ fn https_with_tls_1_2_and_1_3() {
         let conn = &tls.get_ref().conn;
         assert_eq!(conn.protocol_version(), Some(version.version));
         assert_eq!(conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+        // A client that offers h2 first gets it (tests/it/http2.rs speaks it).
+        let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let offer = tls_client_offering(&cert, version, &[b"h2", b"http/1.1"]);
+        let conn = rustls::ClientConnection::new(offer, name).unwrap();
+        let tcp = TcpStream::connect(b.addr).unwrap();
+        tcp.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        tls.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+            .unwrap();
+        let mut head = [0u8; 9];
+        tls.read_exact(&mut head).unwrap();
+        assert_eq!(head[3], 0x4, "the server's first frame is SETTINGS");
+        assert_eq!(tls.conn.alpn_protocol(), Some(&b"h2"[..]));
     }
 }

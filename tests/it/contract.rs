@@ -49,6 +49,7 @@ fn contract(profile: &lab::profiles::Profile) {
             tls: TlsSpec {
                 enabled: true,
                 key: certs::KeyType::Rsa2048,
+                http2: false,
             },
         })
         .expect("platform prepares");

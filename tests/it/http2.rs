@@ -401,7 +401,11 @@ fn bad_http2_flags_are_one_line_and_exit_2() {
         (vec!["--grpc", "a.B/C"], "gRPC runs over HTTP/2"),
         (vec!["--h2c", "--grpc", "nomethod"], "is not SERVICE/METHOD"),
         (vec!["--h2c", "--grpc", "a.B/C/D"], "is not SERVICE/METHOD"),
-        (vec!["--http2"], "needs an https:// URL"),
+        (vec!["--http2"], "--http2: HTTP/2 needs TLS"),
+        (
+            vec!["--h2c", "--new-connection"],
+            "leave out --new-connection",
+        ),
         (
             vec!["--h2c", "--grpc", "a.B/C", "--grpc-payload", "12XB"],
             "unknown unit",
@@ -414,5 +418,70 @@ fn bad_http2_flags_are_one_line_and_exit_2() {
         assert_eq!(out.code, Some(2), "{args:?}: {err}");
         assert!(err.contains(says), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn each_proxy_of_the_lab_serves_http2_under_churn() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let systems = ["nginx-reload", "haproxy-reload", "caddy-api", "envoy-xds"];
+    let scn = dir.path().join("h2.yaml");
+    std::fs::write(
+        &scn,
+        format!(
+            "name: h2\nsystems: [{}]\nprotocol: h2\nbackends:\n  replicas: 2\n  drain_timeout: 1s\n\
+             load:\n  rate: 200\n  connections: 4\n  streams: 5\n  duration: 5s\n\
+             changes:\n  - wait: 1s\n  - scale: 3\n  - wait: 1s\n  - route: header\n  - wait: 1s\n  - scale: 2\n",
+            systems.join(", ")
+        ),
+    )
+    .unwrap();
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut cmd = crate::common::bin();
+    cmd.env("TMPDIR", &tmp)
+        .arg("run")
+        .arg(&scn)
+        .arg("--out")
+        .arg(&out);
+    let done = Proc::spawn_group("run", &mut cmd, dir.path())
+        .stop_with(rustix::process::Signal::INT, Duration::from_secs(20))
+        .finish(Duration::from_secs(180));
+    assert_eq!(done.code, Some(0), "{}\n{}", done.stdout, done.stderr);
+    for system in systems {
+        let r = read_json(&out.join(system).join("result.json"));
+        // The run would have stopped at the first connection had the proxy not
+        // agreed to h2 by ALPN.
+        assert_eq!(r["config"]["protocol"], "h2", "{system}");
+        assert_eq!(r["partial"], false, "{system}");
+        let q = &r["requests"];
+        assert_eq!(
+            n(q, "/intended"),
+            n(q, "/completed") + n(q, "/failed") + n(q, "/not_sent") + n(q, "/unfinished"),
+            "{system}: {q}"
+        );
+        assert!(
+            n(q, "/completed") * 10 >= n(q, "/intended") * 9,
+            "{system}: {q} {}",
+            r["errors"]
+        );
+        assert!(
+            n(&r, "/backends/b3") > 0,
+            "{system}: the new backend: {}",
+            r["backends"]
+        );
+        let h2 = &r["connections"]["http2"];
+        assert_eq!(n(h2, "/streams_per_connection"), 5, "{system}: {h2}");
+        assert!(n(h2, "/connections_opened") >= 4, "{system}: {h2}");
+        let windows = r["lab"]["windows"].as_array().map_or(0, Vec::len);
+        assert!(
+            windows >= 3,
+            "{system}: one window per change: {}",
+            r["lab"]["windows"]
+        );
+        // The route's header came back over HTTP/2 too: the change was seen.
+        let rp = &r["lab"]["route_propagation"];
+        assert!(rp.is_object(), "{system}: {rp}");
     }
 }

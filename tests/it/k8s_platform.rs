@@ -31,6 +31,7 @@ fn site(out: &std::path::Path, replicas: u32) -> SiteSpec {
         tls: TlsSpec {
             enabled: true,
             key: lab::certs::KeyType::Rsa2048,
+            http2: false,
         },
     }
 }

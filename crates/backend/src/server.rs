@@ -352,7 +352,13 @@ async fn accept_loop(
             let _guard = guard;
             match tls {
                 None => {
-                    if starts_h2c(&sock).await {
+                    // An idle connection that never sends is closed by the drain
+                    // here as it would be in `serve`.
+                    let h2c = tokio::select! {
+                        h2c = starts_h2c(&sock) => h2c,
+                        _ = draining(&mut drain) => return,
+                    };
+                    if h2c {
                         crate::h2::serve(sock, local, shared, drain).await;
                         return;
                     }

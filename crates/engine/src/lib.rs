@@ -545,21 +545,21 @@ impl LoadSpec {
             }
             Protocol::H2 if !url.tls => {
                 return Err(SpecError::new(
-                    S::Protocol,
-                    "--http2 (protocol: h2) needs an https:// URL: HTTP/2 is agreed by ALPN in TLS; for HTTP/2 over plain TCP use --h2c (protocol: h2c)",
+                    S::Http2,
+                    ": HTTP/2 needs TLS (an https:// URL; in a scenario, tls.enabled: true): it is agreed by ALPN in the handshake; for plain TCP, ingressbench load --h2c",
                 ));
             }
             Protocol::H2c if url.tls => {
                 return Err(SpecError::new(
-                    S::Protocol,
-                    "--h2c (protocol: h2c) is HTTP/2 over plain TCP: give an http:// URL, or use --http2 (protocol: h2) for https://",
+                    S::H2c,
+                    ": h2c is HTTP/2 over plain TCP: give an http:// URL, or use --http2 for https://",
                 ));
             }
             Protocol::H2 | Protocol::H2c => {
                 if self.new_connection {
                     return Err(SpecError::new(
-                        S::Protocol,
-                        "HTTP/2 with --new-connection: an HTTP/2 connection is kept to carry its streams; leave one of them out",
+                        if h.protocol == Protocol::H2 { S::Http2 } else { S::H2c },
+                        ": HTTP/2 keeps its connections to carry their streams; leave out --new-connection (load.new_connection)",
                     ));
                 }
             }

@@ -31,8 +31,10 @@ pub enum Setting {
     /// The request mix (`--targets FILE`, `requests:`): its messages name the file
     /// and line or the entry.
     Targets,
-    /// `--http2` or `--h2c`.
-    Protocol,
+    /// `--http2` (a scenario's `protocol: h2`).
+    Http2,
+    /// `--h2c`.
+    H2c,
     Streams,
     Grpc,
 }
@@ -45,7 +47,6 @@ impl Setting {
             | Setting::Request
             | Setting::Tls
             | Setting::Markers
-            | Setting::Protocol
             | Setting::Targets => "",
             Setting::Duration => "--duration",
             Setting::Timeout => "--timeout",
@@ -62,6 +63,8 @@ impl Setting {
             Setting::CaCert => "--cacert",
             Setting::TlsVersion => "--tls-version",
             Setting::TlsResume => "--tls-resume",
+            Setting::Http2 => "--http2",
+            Setting::H2c => "--h2c",
             Setting::Streams => "--streams",
             Setting::Grpc => "--grpc",
         }
@@ -75,7 +78,6 @@ impl Setting {
             | Setting::Request
             | Setting::Tls
             | Setting::Markers
-            | Setting::Protocol
             | Setting::Targets => "",
             Setting::Duration => "load.duration",
             Setting::Timeout => "load.timeout",
@@ -88,6 +90,7 @@ impl Setting {
             Setting::BackendHeader => "load.backend_header",
             Setting::Sample => "load.sample",
             Setting::TlsVersion => "tls.version",
+            Setting::Http2 | Setting::H2c => "protocol",
             Setting::Streams => "load.streams",
             Setting::Grpc => "load.grpc",
             Setting::Header | Setting::Insecure | Setting::CaCert | Setting::TlsResume => {

@@ -143,6 +143,9 @@ pub struct WindowCounts {
     /// Requests of the window sent on a new connection because the server closed
     /// the kept-alive one (a reload closing its idle connections shows here).
     pub reconnects: u64,
+    /// HTTP/2: requests of the window the server refused in a GOAWAY (or with
+    /// REFUSED_STREAM) and that were sent again: a reload draining its connections.
+    pub retried: u64,
 }
 
 impl WindowCounts {
@@ -157,6 +160,7 @@ impl WindowCounts {
             max_us: 0,
             markers: [Seen::default(); PATTERNS],
             reconnects: 0,
+            retried: 0,
         }
     }
 
@@ -181,6 +185,7 @@ impl WindowCounts {
             a.merge(b);
         }
         self.reconnects += o.reconnects;
+        self.retried += o.retried;
     }
 
     /// Errors of every kind.
@@ -251,6 +256,10 @@ impl Tally {
     /// A request of window `w` went out on a new connection because the server
     /// closed its kept-alive one.
     #[inline]
+    pub fn retried(&mut self, w: usize) {
+        self.at(w).retried += 1;
+    }
+
     pub fn reconnect(&mut self, w: usize) {
         self.at(w).reconnects += 1;
     }
@@ -305,6 +314,7 @@ impl Tally {
                 latency: results::histogram::encode_base64(&c.latency),
                 max_us: c.max_us,
                 reconnects_after_server_close: c.reconnects,
+                retried_after_goaway: c.retried,
                 markers: c
                     .markers
                     .iter()
@@ -340,6 +350,7 @@ impl Tally {
             c.completed = p.completed;
             c.max_us = p.max_us;
             c.reconnects = p.reconnects_after_server_close;
+            c.retried = p.retried_after_goaway;
             for (name, n) in &p.errors {
                 let k = ErrorKind::ALL
                     .iter()

@@ -449,11 +449,10 @@ impl ClientConn {
                 }
                 let (mut a, mut b) = (at, at + len);
                 if head.flags & frame::PADDED != 0 {
-                    let pad = *self
-                        .inbuf
-                        .get(a)
-                        .ok_or(H2Error::Protocol("short HEADERS"))?
-                        as usize;
+                    if len == 0 {
+                        return Err(H2Error::Protocol("a padded HEADERS without its pad length"));
+                    }
+                    let pad = usize::from(self.inbuf[a]);
                     a += 1;
                     if pad > b - a {
                         return Err(H2Error::Protocol("HEADERS padding longer than the frame"));
@@ -597,9 +596,12 @@ impl ClientConn {
         }
         let (mut a, mut b) = (at, at + len);
         if head.flags & frame::PADDED != 0 {
-            let pad = *self.inbuf.get(a).ok_or(H2Error::Protocol("short DATA"))? as usize;
+            if len == 0 {
+                return Err(H2Error::Protocol("a padded DATA without its pad length"));
+            }
+            let pad = usize::from(self.inbuf[a]);
             a += 1;
-            if len == 0 || pad > b - a {
+            if pad > b - a {
                 return Err(H2Error::Protocol("DATA padding longer than the frame"));
             }
             b -= pad;

@@ -478,7 +478,25 @@ fn conversation() -> Vec<u8> {
     s
 }
 
+#[test]
+fn padding_without_its_length_is_an_error_not_a_panic() {
+    // Found by the proptest below: a PADDED flag on an empty frame.
+    for kind in [frame::HEADERS, frame::DATA] {
+        let reqs = get();
+        let mut c = ClientConn::new(Config::default());
+        c.open(0, 0, &reqs);
+        let mut srv = settings(&[]);
+        frame::write_frame(&mut srv, kind, frame::PADDED | frame::END_HEADERS, 1, &[]);
+        // Bytes after it that a wrong read would take for the pad length.
+        frame::write_frame(&mut srv, frame::PING, 0, 0, b"12345678");
+        let e = feed(&mut c, &srv, &reqs, &mut Rec::default()).unwrap_err();
+        assert!(matches!(e, H2Error::Protocol(_)), "{e}");
+    }
+}
+
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
     /// However the reads split the bytes, the handler hears the same story.
     #[test]
     fn reads_split_anywhere_tell_the_same_story(chunk in 1usize..200) {

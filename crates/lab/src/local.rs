@@ -61,6 +61,7 @@ impl Platform for LocalProcesses {
             (p[0], p[1]),
         );
         ctx.cpus = spec.proxy_cpus.clone();
+        ctx.http2 = spec.tls.enabled && spec.tls.http2;
         let (scheme, port) = if spec.tls.enabled {
             ("https", ctx.https_port)
         } else {

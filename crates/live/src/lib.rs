@@ -228,7 +228,7 @@ impl Live {
         for s in &st.systems {
             out.sample("requests_sent", Kind::Counter, &s.base(), s.sent);
         }
-        out.family("requests", Kind::Counter, "Requests finished in the measured window, by outcome: ok (a response below 400) or the error kind (status: a response of 400 or more; connect, connect_timeout, tls, read, write, timeout, framing).");
+        out.family("requests", Kind::Counter, "Requests finished in the measured window, by outcome: ok (a response below 400) or the error kind (status: a response of 400 or more; connect, connect_timeout, tls, read, write, timeout, framing; HTTP/2: reset, grpc).");
         for s in &st.systems {
             for (o, n) in outcomes().zip(s.outcomes) {
                 let mut l = s.base();

@@ -27,7 +27,7 @@ ingressbench_run_info{command="load",target="http://127.0.0.1:8080/"} 1
 # HELP ingressbench_requests_sent_total Requests sent in the measured window (the warm-up is not counted).
 # TYPE ingressbench_requests_sent_total counter
 ingressbench_requests_sent_total 401
-# HELP ingressbench_requests_total Requests finished in the measured window, by outcome: ok (a response below 400) or the error kind (status: a response of 400 or more; connect, connect_timeout, tls, read, write, timeout, framing).
+# HELP ingressbench_requests_total Requests finished in the measured window, by outcome: ok (a response below 400) or the error kind (status: a response of 400 or more; connect, connect_timeout, tls, read, write, timeout, framing; HTTP/2: reset, grpc).
 # TYPE ingressbench_requests_total counter
 ingressbench_requests_total{outcome="ok"} 397
 ingressbench_requests_total{outcome="connect"} 0
@@ -38,6 +38,8 @@ ingressbench_requests_total{outcome="write"} 0
 ingressbench_requests_total{outcome="timeout"} 2
 ingressbench_requests_total{outcome="status"} 1
 ingressbench_requests_total{outcome="framing"} 0
+ingressbench_requests_total{outcome="reset"} 0
+ingressbench_requests_total{outcome="grpc"} 0
 # HELP ingressbench_target_requests_per_second The rate the load is asked to send (absent for a closed loop).
 # TYPE ingressbench_target_requests_per_second gauge
 ingressbench_target_requests_per_second 200
@@ -70,7 +72,7 @@ fn a_scenario_in_openmetrics() {
          ingressbench_run_info{command=\"run\",scenario=\"churn\"} 1\n\
          # HELP ingressbench_requests_sent Requests sent in the measured window (the warm-up is not counted).\n\
          # TYPE ingressbench_requests_sent counter\n\
-         # HELP ingressbench_requests Requests finished in the measured window, by outcome: ok (a response below 400) or the error kind (status: a response of 400 or more; connect, connect_timeout, tls, read, write, timeout, framing).\n\
+         # HELP ingressbench_requests Requests finished in the measured window, by outcome: ok (a response below 400) or the error kind (status: a response of 400 or more; connect, connect_timeout, tls, read, write, timeout, framing; HTTP/2: reset, grpc).\n\
          # TYPE ingressbench_requests counter\n\
          # EOF\n"
     );
@@ -99,6 +101,8 @@ fn a_scenario_in_openmetrics() {
             r#"ingressbench_requests_total{system="nginx-reload",outcome="timeout"} 0"#,
             r#"ingressbench_requests_total{system="nginx-reload",outcome="status"} 0"#,
             r#"ingressbench_requests_total{system="nginx-reload",outcome="framing"} 0"#,
+            r#"ingressbench_requests_total{system="nginx-reload",outcome="reset"} 0"#,
+            r#"ingressbench_requests_total{system="nginx-reload",outcome="grpc"} 0"#,
             r#"ingressbench_requests_total{system="caddy-api",outcome="ok"} 49"#,
             r#"ingressbench_requests_total{system="caddy-api",outcome="connect"} 1"#,
             r#"ingressbench_requests_total{system="caddy-api",outcome="connect_timeout"} 0"#,
@@ -108,6 +112,8 @@ fn a_scenario_in_openmetrics() {
             r#"ingressbench_requests_total{system="caddy-api",outcome="timeout"} 0"#,
             r#"ingressbench_requests_total{system="caddy-api",outcome="status"} 0"#,
             r#"ingressbench_requests_total{system="caddy-api",outcome="framing"} 0"#,
+            r#"ingressbench_requests_total{system="caddy-api",outcome="reset"} 0"#,
+            r#"ingressbench_requests_total{system="caddy-api",outcome="grpc"} 0"#,
             "# TYPE ingressbench_step gauge",
             r#"ingressbench_step{system="caddy-api",change=""} 0"#,
             "# TYPE ingressbench_target_requests_per_second gauge",
@@ -152,7 +158,12 @@ fn counters_never_go_down() {
         live.second(&second(t, 10 + t % 7, 9, &errors));
         let now = samples(&live.render(Format::Prometheus));
         let counters: Vec<_> = now.keys().filter(|k| k.contains("_total")).collect();
-        assert_eq!(counters.len(), 10, "every outcome is there from the start");
+        // requests sent, ok, and every error kind.
+        assert_eq!(
+            counters.len(),
+            2 + results::ErrorKind::COUNT,
+            "every outcome is there from the start"
+        );
         for k in counters {
             let was = before.get(k).copied().unwrap_or(0.0);
             assert!(now[k] >= was, "{k} went from {was} to {}", now[k]);

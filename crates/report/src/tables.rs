@@ -541,7 +541,7 @@ pub fn errors(input: &ReportInput) -> Table {
     Table {
         id: "table-errors",
         title: "Errors by kind",
-        note: "Requests that failed, by kind: connect (refused or reset while connecting), connect timeout, tls (handshake), read (reset or EOF while reading), write, timeout (no full response in time), status (a response with status ≥ 400), framing (bytes after a complete response: a desync).".into(),
+        note: "Requests that failed, by kind: connect (refused or reset while connecting), connect timeout, tls (handshake), read (reset or EOF while reading), write, timeout (no full response in time), status (a response with status ≥ 400), framing (bytes after a complete response: a desync), reset (HTTP/2: a stream the server reset), grpc (a gRPC call that ended with a status other than OK).".into(),
         cols: c,
         rows,
     }
@@ -574,6 +574,7 @@ pub fn changes(input: &ReportInput) -> Table {
                     errs.to_string(),
                     kinds,
                     w.reconnects_after_server_close.to_string(),
+                    w.retried_after_goaway.to_string(),
                     fmt_ms_cell(w.p99_ms),
                     fmt_ms_cell(w.max_ms),
                 ],
@@ -583,7 +584,7 @@ pub fn changes(input: &ReportInput) -> Table {
     Table {
         id: "table-changes",
         title: "Impact of each change",
-        note: "For each change asked for, the requests meant to be sent from it until the next one (each request in exactly one window): successful responses, errors, reconnects (requests sent on a new connection because the server had closed the kept-alive one: not errors), p99 and max (ms). Times in seconds from the start of the measured window.".into(),
+        note: "For each change asked for, the requests meant to be sent from it until the next one (each request in exactly one window): successful responses, errors (HTTP/2 adds reset: streams the server reset), reconnects (requests sent on a new connection because the server had closed the kept-alive one: not errors), GOAWAY retries (HTTP/2: requests the server refused in a GOAWAY, sent again on a new connection: not errors), p99 and max (ms). Times in seconds from the start of the measured window.".into(),
         cols: cols(&[
             ("series", "series"),
             ("change", "change"),
@@ -593,6 +594,7 @@ pub fn changes(input: &ReportInput) -> Table {
             ("errors", "errors"),
             ("errors_by_kind", "errors by kind"),
             ("reconnects", "reconnects"),
+            ("goaway_retries", "GOAWAY retries"),
             ("p99_ms", "p99 (ms)"),
             ("max_ms", "max (ms)"),
         ]),
@@ -977,6 +979,7 @@ mod tests {
             p99_ms: 36.607,
             max_ms: 43.263,
             reconnects_after_server_close: 12,
+            retried_after_goaway: 4,
         });
         lab.propagation.added.push(PropagationEntry {
             backend: "b6".into(),

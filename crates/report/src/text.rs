@@ -467,8 +467,11 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         );
     }
     let e = &r.errors;
+    // HTTP/2's own kinds are shown only where the protocol can have them.
+    let h2 = r.connections.http2.is_some();
     let kinds: Vec<String> = ErrorKind::ALL
         .iter()
+        .filter(|k| h2 || !matches!(k, ErrorKind::Reset | ErrorKind::Grpc) || e.get(**k) > 0)
         .map(|k| format!("{} {}", k.name(), e.get(*k)))
         .collect();
     let _ = writeln!(s, "  Errors: {}", kinds.join(", "));
@@ -476,6 +479,28 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         if let Some(m) = e.first.get(k.name()) {
             let _ = writeln!(s, "  first {} error: {m}", k.name());
         }
+    }
+    if !e.grpc_codes.is_empty() {
+        let codes: Vec<String> = e
+            .grpc_codes
+            .iter()
+            .map(|(k, v)| format!("{k}: {v}"))
+            .collect();
+        let _ = writeln!(s, "  gRPC statuses other than OK: {}", codes.join(", "));
+    }
+    if let Some(h) = &r.connections.http2 {
+        let _ = writeln!(
+            s,
+            "  {}: {} connections opened, at most {} of {} streams in flight on one; {} GOAWAYs ({} requests sent again), {} streams reset, {} PINGs",
+            r.config.protocol,
+            h.connections_opened,
+            h.max_concurrent_streams,
+            h.streams_per_connection,
+            h.goaways,
+            h.retried_after_goaway,
+            h.streams_reset,
+            h.pings
+        );
     }
     if !e.status_codes.is_empty() {
         let codes: Vec<String> = e

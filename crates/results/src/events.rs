@@ -103,6 +103,15 @@ pub struct EventWindow {
     /// that closes its idle connections shows here. Absent (0) in older files.
     #[serde(default)]
     pub reconnects_after_server_close: u64,
+    /// HTTP/2: requests of the window the server refused in a GOAWAY (a reload
+    /// draining its connections) and that were sent again on a new connection;
+    /// not errors. Absent (0) for HTTP/1.1.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retried_after_goaway: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// One change window as one generator of a split scenario run counted it (written
@@ -122,6 +131,8 @@ pub struct WindowPart {
     pub markers: Vec<MarkerPart>,
     #[serde(default)]
     pub reconnects_after_server_close: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retried_after_goaway: u64,
 }
 
 /// The responses of a window that carried one marker pattern, with when the first

@@ -409,6 +409,9 @@ pub struct Load {
     /// the next request on them and count what it gets as an error (`--reuse-closed`).
     #[serde(default)]
     pub reuse_closed: bool,
+    /// With `protocol: h2`: requests in flight per connection (its streams).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<usize>,
     /// `connection` (wrk2) or `shared`.
     #[serde(default = "default_schedule")]
     pub schedule: String,
@@ -772,6 +775,10 @@ pub struct Scenario {
     pub backends: Backends,
     #[serde(default)]
     pub tls: Tls,
+    /// What the load speaks to the systems: `http/1.1` (the studies'), or `h2`
+    /// (HTTP/2 over TLS, agreed by ALPN; every local profile then offers it).
+    #[serde(default, skip_serializing_if = "Protocol::is_http1")]
+    pub protocol: Protocol,
     /// CPUs of the generator, the proxy and the backends (default: disjoint halves).
     #[serde(default)]
     pub placement: Option<PlacementSpec>,
@@ -809,6 +816,22 @@ pub struct Scenario {
     /// Passive health checks of the tuned variants (`<system>+passive`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub passive_health: Option<failover::PassiveHealthSection>,
+}
+
+/// `protocol:`, the load's protocol.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Protocol {
+    #[default]
+    #[serde(rename = "http/1.1")]
+    Http1,
+    #[serde(rename = "h2")]
+    H2,
+}
+
+impl Protocol {
+    fn is_http1(&self) -> bool {
+        *self == Protocol::Http1
+    }
 }
 
 /// `requests:`: the one request of the studies, a list, or the routes' own.

@@ -518,7 +518,14 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         },
         sample: load.sample,
         cpus: Vec::new(),
-        http2: Default::default(),
+        http2: engine::Http2Spec {
+            protocol: match scn.protocol {
+                super::Protocol::Http1 => engine::Protocol::Http1,
+                super::Protocol::H2 => engine::Protocol::H2,
+            },
+            streams: load.streams,
+            grpc: None,
+        },
     }
 }
 

@@ -617,6 +617,7 @@ pub(crate) fn deploy(
                 super::Key::Rsa2048 => certs::KeyType::Rsa2048,
                 super::Key::EcdsaP256 => certs::KeyType::EcdsaP256,
             },
+            http2: scn.protocol == super::Protocol::H2,
         },
     };
     let clock = Clock::start();
@@ -1257,6 +1258,7 @@ fn windows(
         };
         w.completed = c.completed;
         w.reconnects_after_server_close = c.reconnects;
+        w.retried_after_goaway = c.retried;
         for k in results::ErrorKind::ALL {
             let n = c.errors[k.index()];
             if n > 0 {

@@ -159,6 +159,10 @@ pub struct DriverContext {
     /// The tuned variant's passive health checks (`<profile>+passive`); `None`: the
     /// profile's default.
     pub passive_health: Option<crate::PassiveHealth>,
+    /// Offer HTTP/2 to clients on the HTTPS port, by ALPN (`h2`, then `http/1.1`):
+    /// a scenario's `protocol: h2`. Off, every profile offers only HTTP/1.1, as the
+    /// studies' proxies did.
+    pub http2: bool,
 }
 
 impl DriverContext {
@@ -183,6 +187,7 @@ impl DriverContext {
             cpus: Vec::new(),
             count_handshakes: false,
             passive_health: None,
+            http2: false,
         }
     }
 

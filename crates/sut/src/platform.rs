@@ -65,6 +65,9 @@ pub struct TlsSpec {
     /// false: plain HTTP.
     pub enabled: bool,
     pub key: KeyType,
+    /// Offer HTTP/2 by ALPN (a scenario's `protocol: h2`; see
+    /// [`crate::DriverContext::http2`]).
+    pub http2: bool,
 }
 
 /// Which CPUs the generator, the proxy and the backends use. On a small machine the

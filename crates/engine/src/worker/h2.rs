@@ -591,6 +591,10 @@ impl Worker {
                     c.deadline = now + self.shared.timeout_ns;
                     if c.measured {
                         self.h2_retried += 1;
+                        if let Some(m) = &self.shared.marks {
+                            let w = m.window_of(c.intended);
+                            self.rec.totals.windows.retried(w);
+                        }
                     }
                 }
             }

@@ -125,10 +125,11 @@ fn base_config(
                         "certificate_selection": {"any_tag": [CERT_TAG]},
                         "protocol_min": "tls1.2",
                         "protocol_max": "tls1.3",
-                        "alpn": ["http/1.1"]
+                        "alpn": alpn(ctx)
                     }],
-                    // The other proxies offer only HTTP/1.1 to clients too.
-                    "protocols": ["h1"],
+                    // The other proxies offer only HTTP/1.1 to clients too, unless
+                    // the scenario says `protocol: h2`.
+                    "protocols": protocols(ctx),
                     "routes": [
                         // No terminal handler: requests fall through to the proxy.
                         {"@id": MW_ID, "handle": middleware(route)},
@@ -216,6 +217,24 @@ pub fn upstreams(endpoints: &[Endpoint]) -> Value {
 /// The reverse-proxy handler. Retries on dial errors (like nginx's default
 /// `proxy_next_upstream error`) only when there are endpoints: with none, Caddy would
 /// spin for the whole try duration before its 503, and the other proxies fail at once.
+/// What the TLS policy offers by ALPN.
+fn alpn(ctx: &DriverContext) -> Value {
+    if ctx.http2 {
+        json!(["h2", "http/1.1"])
+    } else {
+        json!(["http/1.1"])
+    }
+}
+
+/// The server's protocols (`h2` over TLS only: Caddy's `h2c` is not asked for).
+fn protocols(ctx: &DriverContext) -> Value {
+    if ctx.http2 {
+        json!(["h1", "h2"])
+    } else {
+        json!(["h1"])
+    }
+}
+
 pub(super) fn proxy_handler(ctx: &DriverContext, endpoints: &[Endpoint]) -> Value {
     let mut load_balancing = json!({"selection_policy": {"policy": "round_robin"}});
     if !endpoints.is_empty() {
@@ -275,7 +294,27 @@ mod tests {
             cpus: Vec::new(),
             count_handshakes: false,
             passive_health: None,
+            http2: false,
         }
+    }
+
+    #[test]
+    fn http2_is_offered_by_alpn_only_when_asked_for() {
+        let srv = |c: &Value| c["apps"]["http"]["servers"]["srv0"].clone();
+        let plain = srv(&config(&ctx(), 2019, &[], Route::Base, None));
+        assert_eq!(plain["protocols"], json!(["h1"]));
+        assert_eq!(
+            plain["tls_connection_policies"][0]["alpn"],
+            json!(["http/1.1"])
+        );
+        let mut c = ctx();
+        c.http2 = true;
+        let h2 = srv(&config(&c, 2019, &[], Route::Base, None));
+        assert_eq!(h2["protocols"], json!(["h1", "h2"]));
+        assert_eq!(
+            h2["tls_connection_policies"][0]["alpn"],
+            json!(["h2", "http/1.1"])
+        );
     }
 
     #[test]

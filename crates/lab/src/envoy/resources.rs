@@ -237,6 +237,7 @@ fn http_manager(
     source: Source,
     route: Route,
     set: Option<&RouteSet>,
+    http2: bool,
 ) -> HttpConnectionManager {
     let route_specifier = match source {
         Source::Ads => http_connection_manager::RouteSpecifier::Rds(Rds {
@@ -249,7 +250,12 @@ fn http_manager(
     };
     HttpConnectionManager {
         stat_prefix: prefix.into(),
-        codec_type: http_connection_manager::CodecType::Http1 as i32,
+        // With HTTP/2 offered (HTTPS only), the codec follows what ALPN agreed.
+        codec_type: if http2 {
+            http_connection_manager::CodecType::Auto as i32
+        } else {
+            http_connection_manager::CodecType::Http1 as i32
+        },
         route_specifier: Some(route_specifier),
         http_filters: vec![HttpFilter {
             name: "envoy.filters.http.router".into(),
@@ -288,7 +294,11 @@ pub fn listeners_with(
                 private_key: file(&ctx.key),
                 ..TlsCertificate::default()
             }],
-            alpn_protocols: vec!["http/1.1".into()],
+            alpn_protocols: if ctx.http2 {
+                vec!["h2".into(), "http/1.1".into()]
+            } else {
+                vec!["http/1.1".into()]
+            },
             ..CommonTlsContext::default()
         }),
         ..DownstreamTlsContext::default()
@@ -300,7 +310,11 @@ pub fn listeners_with(
             filters: vec![Filter {
                 name: "envoy.filters.network.http_connection_manager".into(),
                 config_type: Some(filter::ConfigType::TypedConfig(any(&http_manager(
-                    name, source, route, set,
+                    name,
+                    source,
+                    route,
+                    set,
+                    ctx.http2 && tls.is_some(),
                 )))),
             }],
             transport_socket: tls.map(|t| TransportSocket {

@@ -43,6 +43,8 @@ pub(super) struct Settings<'a> {
     pub(super) route_set: Option<&'a RouteSet>,
     /// Where the route set's files are ([`ROUTES_MAP`], [`ROUTE_HOSTS`]).
     pub(super) out_dir: &'a Path,
+    /// HTTP/2 on the HTTPS bind (ALPN `h2,http/1.1`).
+    pub(super) http2: bool,
 }
 
 impl Settings<'_> {
@@ -100,9 +102,10 @@ pub(super) fn render(s: &Settings) -> String {
     }
     line("frontend fe");
     line(&format!(
-        "    bind 127.0.0.1:{} ssl crt {} alpn http/1.1",
+        "    bind 127.0.0.1:{} ssl crt {} alpn {}",
         s.https_port,
-        dir("combined.pem")
+        dir("combined.pem"),
+        if s.http2 { "h2,http/1.1" } else { "http/1.1" }
     ));
     line(&format!("    bind 127.0.0.1:{}", s.http_port));
     if s.route_set().is_some() {
@@ -258,6 +261,7 @@ mod tests {
             passive: None,
             route_set: None,
             out_dir: Path::new("/tmp/o"),
+            http2: false,
         }
     }
 
@@ -431,5 +435,19 @@ mod tests {
         assert_eq!(max_reuse(1), 0);
         assert!(workable_maxconn(10) == 10);
         assert!(workable_maxconn(u32::MAX) < u32::MAX);
+    }
+
+    #[test]
+    fn http2_is_offered_on_the_https_bind_only_when_asked_for() {
+        let eps = [ep("b1", 9001)];
+        let mut s = settings(Mode::Reload, Route::Base, &eps);
+        assert!(render(&s).contains("alpn http/1.1\n"));
+        s.http2 = true;
+        let c = render(&s);
+        assert!(c.contains(" alpn h2,http/1.1\n"), "{c}");
+        assert!(
+            c.contains("    bind 127.0.0.1:8080\n"),
+            "plain HTTP stays HTTP/1.1: {c}"
+        );
     }
 }

@@ -165,6 +165,7 @@ impl Haproxy {
             passive: run.ctx.passive_health.as_ref(),
             route_set: self.route_set.as_ref(),
             out_dir: &run.ctx.out_dir,
+            http2: run.ctx.http2,
         })
     }
 

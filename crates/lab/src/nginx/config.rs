@@ -44,6 +44,17 @@ pub(super) struct Settings {
     pub(super) tls_log: Option<PathBuf>,
     /// The tuned variant's passive health checks (reload mode only).
     pub(super) passive: Option<crate::health::PassiveHealth>,
+    /// HTTP/2 on the HTTPS listener (ALPN), besides HTTP/1.1.
+    pub(super) http2: bool,
+}
+
+/// The HTTPS `listen` line's parameters.
+fn ssl_listen(s: &Settings) -> &'static str {
+    if s.http2 {
+        "ssl http2"
+    } else {
+        "ssl"
+    }
 }
 
 /// A path as an nginx quoted string.
@@ -179,7 +190,12 @@ pub(super) fn render(
         );
     }
     c.push_str("    server {\n");
-    let _ = writeln!(c, "        listen 127.0.0.1:{} ssl;", s.https_port);
+    let _ = writeln!(
+        c,
+        "        listen 127.0.0.1:{} {};",
+        s.https_port,
+        ssl_listen(s)
+    );
     let _ = writeln!(c, "        listen 127.0.0.1:{};", s.http_port);
     let _ = writeln!(c, "        ssl_certificate {};", q(&s.cert));
     let _ = writeln!(c, "        ssl_certificate_key {};", q(&s.key));
@@ -223,7 +239,12 @@ fn route_set(c: &mut String, s: &Settings, set: &RouteSet) {
     );
     for (h, name) in set.host_names().enumerate() {
         c.push_str("    server {\n");
-        let _ = writeln!(c, "        listen 127.0.0.1:{} ssl;", s.https_port);
+        let _ = writeln!(
+            c,
+            "        listen 127.0.0.1:{} {};",
+            s.https_port,
+            ssl_listen(s)
+        );
         let _ = writeln!(c, "        listen 127.0.0.1:{};", s.http_port);
         let _ = writeln!(c, "        server_name {name};");
         let _ = writeln!(c, "        ssl_certificate {};", q(&s.cert));
@@ -286,6 +307,7 @@ mod tests {
             modules_dir: PathBuf::from(DEFAULT_MODULES_DIR),
             tls_log: None,
             passive: None,
+            http2: false,
         }
     }
 
@@ -423,5 +445,22 @@ mod tests {
         let mut s = settings(Mode::Reload);
         s.upstream_keepalive = 0;
         assert!(!render(&s, &[ep("b1", 5001)], Route::Base, None).contains("keepalive "));
+    }
+
+    #[test]
+    fn http2_is_on_every_https_listener_only_when_asked_for() {
+        let mut s = settings(Mode::Reload);
+        let set = RouteSet::new(4, 2);
+        let c = render(&s, &[], Route::Base, Some(&set));
+        assert!(!c.contains("http2"), "{c}");
+        s.http2 = true;
+        let c = render(&s, &[], Route::Base, Some(&set));
+        let ssl: Vec<_> = c.lines().filter(|l| l.contains(":8443")).collect();
+        assert_eq!(ssl.len(), 3, "the main server and two hosts: {c}");
+        assert!(ssl.iter().all(|l| l.ends_with(" ssl http2;")), "{ssl:?}");
+        assert!(
+            c.contains("listen 127.0.0.1:8080;"),
+            "plain HTTP stays HTTP/1.1: {c}"
+        );
     }
 }

@@ -275,6 +275,7 @@ impl Driver for Nginx {
                 .count_handshakes
                 .then(|| self.out_dir.join("tls-handshakes.log")),
             passive: ctx.passive_health.clone(),
+            http2: ctx.http2,
         });
         self.route = Route::Base;
         self.install_config(endpoints, Route::Base)?;
