@@ -488,6 +488,8 @@ struct Worker {
     h2_retried: u64,
     /// HTTP/2 connections opened.
     h2_opened: u64,
+    /// HTTP/2 connections with requests not yet written (see `flush_dirty`).
+    h2_dirty: Vec<u32>,
 }
 
 impl Worker {
@@ -573,6 +575,7 @@ impl Worker {
             h2_events: Vec::with_capacity(64),
             h2_retried: 0,
             h2_opened: 0,
+            h2_dirty: Vec::with_capacity(64),
             shared,
         }
         .with_lanes(conn_offset))
@@ -800,6 +803,7 @@ impl Worker {
             }
             if !matches!(stage, Stage::Interrupted { .. }) {
                 self.dispatch_due(now);
+                self.flush_dirty();
             }
             match stage {
                 Stage::Window => {}

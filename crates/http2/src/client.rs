@@ -117,7 +117,7 @@ struct Stream {
 /// The state of one client connection.
 pub struct ClientConn {
     cfg: Config,
-    dec: loona_hpack::Decoder<'static>,
+    dec: crate::hpack::Decoder,
     inbuf: Box<[u8]>,
     in_start: usize,
     in_end: usize,
@@ -142,6 +142,8 @@ pub struct ClientConn {
 
 /// Room to read into: a frame of the largest size plus its header, twice.
 const INBUF: usize = 2 * (frame::DEFAULT_MAX_FRAME as usize + HEADER_LEN) + 4096;
+/// SETTINGS_HEADER_TABLE_SIZE: the default, never changed.
+const HEADER_TABLE: usize = 4096;
 /// The largest header block accepted across CONTINUATION frames.
 const MAX_BLOCK: usize = 256 * 1024;
 
@@ -149,7 +151,7 @@ impl ClientConn {
     pub fn new(cfg: Config) -> ClientConn {
         let mut c = ClientConn {
             cfg,
-            dec: loona_hpack::Decoder::new(),
+            dec: crate::hpack::Decoder::new(HEADER_TABLE),
             inbuf: vec![0; INBUF].into_boxed_slice(),
             in_start: 0,
             in_end: 0,
@@ -177,7 +179,7 @@ impl ClientConn {
     /// Forgets everything for a new connection (keeping the buffers) and queues
     /// the preface.
     pub fn restart(&mut self) {
-        self.dec = loona_hpack::Decoder::new();
+        self.dec = crate::hpack::Decoder::new(HEADER_TABLE);
         self.in_start = 0;
         self.in_end = 0;
         self.out.clear();
@@ -644,17 +646,17 @@ impl ClientConn {
         let mut informational = false;
         let mut first = true;
         let block = std::mem::take(&mut self.block);
-        let r = self.dec.decode_with_cb(&block, |n, v| {
-            if first && !trailer && &*n == b":status" && v.first() == Some(&b'1') {
+        let r = self.dec.decode(&block, |n, v| {
+            if first && !trailer && n == b":status" && v.first() == Some(&b'1') {
                 informational = true;
             }
             first = false;
             if let (Some(slot), false) = (slot, informational) {
-                h.field(slot, &n, &v, trailer);
+                h.field(slot, n, v, trailer);
             }
         });
         self.block = block;
-        r.map_err(|e| H2Error::Compression(format!("{e:?}")))?;
+        r.map_err(|e| H2Error::Compression(e.to_string()))?;
         let Some(i) = found else {
             return Ok(());
         };

@@ -6,11 +6,13 @@
 //! - [`request`]: requests encoded once into HPACK blocks and bodies.
 //! - [`client`]: one connection's state: streams, flow control, GOAWAY.
 //!
-//! HPACK decoding (the server's dynamic table, Huffman) is `loona-hpack`'s;
+//! - [`hpack`]: HPACK decoding, field by field, Huffman by `httlib-huffman`.
+//!
 //! `docs/http2.md` says why this and not the `h2` crate.
 
 pub mod client;
 pub mod frame;
+pub mod hpack;
 pub mod request;
 
 pub use client::{ClientConn, Config, Counters, H2Error, Handler};

@@ -51,6 +51,9 @@ pub(super) struct Session {
     pub rx_stamp: u64,
     /// The server closed it while it carried nothing.
     pub closed_by_server: bool,
+    /// Requests were added to its output since it was last written
+    /// ([`Worker::flush_dirty`]).
+    pub dirty: bool,
 }
 
 /// What a slot's response carried, noted field by field as HPACK decodes them.
@@ -161,6 +164,7 @@ pub(super) fn sessions(setup: &H2Setup, conns: usize) -> Vec<Session> {
             head_len: 0,
             rx_stamp: 0,
             closed_by_server: false,
+            dirty: false,
         })
         .collect()
 }
@@ -185,9 +189,11 @@ impl Worker {
         let si = self.conns[ci].session as usize;
         match self.sessions[si].phase {
             Phase::Idle | Phase::Active => {
+                // Written once per turn of the loop with every other request due
+                // in it ([`Self::flush_dirty`]): one write for several streams.
                 self.h2_open_stream(ci, now);
-                if let Err(f) = self.session_flush(si) {
-                    self.session_fail(si, f);
+                if !std::mem::replace(&mut self.sessions[si].dirty, true) {
+                    self.h2_dirty.push(si as u32);
                 }
             }
             Phase::Closed => {
@@ -288,7 +294,7 @@ impl Worker {
         }
         let s = &mut self.sessions[si];
         enter(&mut self.opening, &mut s.phase, Phase::Handshaking);
-        self.session_io(si, false);
+        self.session_io(si, false, false);
     }
 
     /// TCP (and TLS) are up: every waiting slot's request goes out.
@@ -306,9 +312,22 @@ impl Worker {
         }
     }
 
+    /// Writes the connections that requests were given to in this turn of the loop.
+    pub(super) fn flush_dirty(&mut self) {
+        while let Some(si) = self.h2_dirty.pop() {
+            let si = si as usize;
+            if std::mem::take(&mut self.sessions[si].dirty) {
+                if let Err(f) = self.session_flush(si) {
+                    self.session_fail(si, f);
+                }
+            }
+        }
+    }
+
     /// Writes what the protocol state has to say, as far as the socket takes it.
     fn session_flush(&mut self, si: usize) -> Result<(), Failure> {
         let s = &mut self.sessions[si];
+        s.dirty = false;
         let Some(sock) = s.sock.as_mut() else {
             return Ok(());
         };
@@ -369,14 +388,17 @@ impl Worker {
                     Err(e) => self.session_fail(si, Failure::io(ErrorKind::Connect, e)),
                 }
             }
-            Phase::Handshaking | Phase::Idle | Phase::Active => self.session_io(si, readable),
+            Phase::Handshaking | Phase::Idle | Phase::Active => {
+                let hup = flags.intersects(epoll::EventFlags::RDHUP | epoll::EventFlags::HUP);
+                self.session_io(si, readable, hup)
+            }
         }
     }
 
     /// Reads and writes what the connection allows, then acts on what its streams
     /// did.
-    fn session_io(&mut self, si: usize, readable: bool) {
-        let r = self.session_read(si, readable);
+    fn session_io(&mut self, si: usize, readable: bool, hup: bool) {
+        let r = self.session_read(si, readable, hup);
         let now = self.shared.clock.now();
         match r {
             Ok(Read2::Open) => {}
@@ -403,7 +425,7 @@ impl Worker {
         self.h2_after(si, now);
     }
 
-    fn session_read(&mut self, si: usize, readable: bool) -> Result<Read2, Failure> {
+    fn session_read(&mut self, si: usize, readable: bool, hup: bool) -> Result<Read2, Failure> {
         self.session_flush(si)?;
         if !readable {
             return Ok(Read2::Open);
@@ -423,6 +445,7 @@ impl Worker {
         let Some(tls) = s.tls.as_mut() else {
             loop {
                 let buf = s.conn.read_buf();
+                let room = buf.len();
                 let got = crate::rx::Stamped {
                     sock: &mut *sock,
                     stamp: &mut s.rx_stamp,
@@ -435,6 +458,12 @@ impl Worker {
                             self.rec.totals.bytes_read += n as u64;
                         }
                         s.conn.received(n, reqs, &mut sink).map_err(h2_failure)?;
+                        // A short read emptied the socket: edge-triggered epoll
+                        // says when more comes, so no read is spent on EAGAIN. Not
+                        // after a close, which no later event would announce.
+                        if n < room && !hup {
+                            return Ok(Read2::Open);
+                        }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Read2::Open),
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
