@@ -97,9 +97,12 @@ fn entry_size(name: &[u8], value: &[u8]) -> usize {
     name.len() + value.len() + 32
 }
 
+/// The dynamic table: (name, value) entries, the newest first.
+type Table = VecDeque<(Box<[u8]>, Box<[u8]>)>;
+
 /// A response decoder: the server's dynamic table and the scratch buffers.
 pub struct Decoder {
-    table: VecDeque<(Box<[u8]>, Box<[u8]>)>,
+    table: Table,
     size: usize,
     max_size: usize,
     /// SETTINGS_HEADER_TABLE_SIZE as this side sent it (the default, 4,096).
