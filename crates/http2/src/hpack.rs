@@ -229,10 +229,7 @@ impl Decoder {
 }
 
 /// The entry at `index` (1-based: the static table, then the dynamic one).
-fn lookup(
-    table: &VecDeque<(Box<[u8]>, Box<[u8]>)>,
-    index: usize,
-) -> Result<(&[u8], &[u8]), HpackError> {
+fn lookup(table: &Table, index: usize) -> Result<(&[u8], &[u8]), HpackError> {
     match index {
         0 => Err(HpackError::Index(0)),
         1..=61 => {
