@@ -55,7 +55,7 @@ pub struct BackendArgs {
     /// Status of every answer except /healthz (e.g. 503 for error tests).
     #[arg(long, value_name = "CODE", default_value_t = 200)]
     pub status: u16,
-    /// PEM certificate chain: serve HTTPS (TLS 1.2 and 1.3, ALPN http/1.1).
+    /// PEM certificate chain: serve HTTPS (TLS 1.2 and 1.3, ALPN h2 and http/1.1).
     #[arg(long, value_name = "FILE", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key of --tls-cert.

@@ -51,6 +51,7 @@ fn contract(profile: &lab::profiles::Profile) {
                 key: certs::KeyType::Rsa2048,
                 http2: false,
             },
+            grpc: false,
         })
         .expect("platform prepares");
     let target = platform.target();

@@ -421,17 +421,17 @@ fn bad_http2_flags_are_one_line_and_exit_2() {
     }
 }
 
-#[test]
-fn each_proxy_of_the_lab_serves_http2_under_churn() {
+/// A lab run of `systems` with `protocol`, a scale step up and down and a route
+/// change under 200 req/s over 4 connections of 5 streams: each system's result.
+fn lab_run(protocol: &str, systems: &[&str], duration: &str) -> Vec<(String, Value)> {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let systems = ["nginx-reload", "haproxy-reload", "caddy-api", "envoy-xds"];
     let scn = dir.path().join("h2.yaml");
     std::fs::write(
         &scn,
         format!(
-            "name: h2\nsystems: [{}]\nprotocol: h2\nbackends:\n  replicas: 2\n  drain_timeout: 1s\n\
-             load:\n  rate: 200\n  connections: 4\n  streams: 5\n  duration: 5s\n\
+            "name: h2\nsystems: [{}]\nprotocol: {protocol}\nbackends:\n  replicas: 2\n  drain_timeout: 1s\n\
+             load:\n  rate: 200\n  connections: 4\n  streams: 5\n  duration: {duration}\n\
              changes:\n  - wait: 1s\n  - scale: 3\n  - wait: 1s\n  - route: header\n  - wait: 1s\n  - scale: 2\n",
             systems.join(", ")
         ),
@@ -449,39 +449,72 @@ fn each_proxy_of_the_lab_serves_http2_under_churn() {
         .stop_with(rustix::process::Signal::INT, Duration::from_secs(20))
         .finish(Duration::from_secs(180));
     assert_eq!(done.code, Some(0), "{}\n{}", done.stdout, done.stderr);
-    for system in systems {
-        let r = read_json(&out.join(system).join("result.json"));
-        // The run would have stopped at the first connection had the proxy not
-        // agreed to h2 by ALPN.
-        assert_eq!(r["config"]["protocol"], "h2", "{system}");
-        assert_eq!(r["partial"], false, "{system}");
-        let q = &r["requests"];
-        assert_eq!(
-            n(q, "/intended"),
-            n(q, "/completed") + n(q, "/failed") + n(q, "/not_sent") + n(q, "/unfinished"),
-            "{system}: {q}"
-        );
+    systems
+        .iter()
+        .map(|system| {
+            let r = read_json(&out.join(system).join("result.json"));
+            // The run would have stopped at the first connection had the proxy not
+            // agreed to h2 by ALPN.
+            assert_eq!(r["config"]["protocol"], "h2", "{system}");
+            assert_eq!(r["partial"], false, "{system}");
+            let q = &r["requests"];
+            assert_eq!(
+                n(q, "/intended"),
+                n(q, "/completed") + n(q, "/failed") + n(q, "/not_sent") + n(q, "/unfinished"),
+                "{system}: {q}"
+            );
+            assert!(
+                n(q, "/completed") * 10 >= n(q, "/intended") * 9,
+                "{system}: {q} {}",
+                r["errors"]
+            );
+            assert!(
+                n(&r, "/backends/b3") > 0,
+                "{system}: the new backend: {}",
+                r["backends"]
+            );
+            let h2 = &r["connections"]["http2"];
+            assert_eq!(n(h2, "/streams_per_connection"), 5, "{system}: {h2}");
+            assert!(n(h2, "/connections_opened") >= 4, "{system}: {h2}");
+            let windows = r["lab"]["windows"].as_array().map_or(0, Vec::len);
+            assert!(
+                windows >= 3,
+                "{system}: one window per change: {}",
+                r["lab"]["windows"]
+            );
+            // The route's header came back over HTTP/2 too: the change was seen.
+            let rp = &r["lab"]["route_propagation"];
+            assert!(rp.is_object(), "{system}: {rp}");
+            (system.to_string(), r)
+        })
+        .collect()
+}
+
+/// The lab's four proxies.
+const PROXIES: [&str; 4] = ["nginx-reload", "haproxy-reload", "caddy-api", "envoy-xds"];
+
+#[test]
+fn each_proxy_of_the_lab_serves_http2_under_churn() {
+    for (system, r) in lab_run("h2", &PROXIES, "5s") {
+        assert!(r["config"]["grpc"].is_null(), "{system}");
+    }
+}
+
+#[test]
+fn each_proxy_of_the_lab_carries_grpc_to_its_backends_over_h2c() {
+    for (system, r) in lab_run("grpc", &PROXIES, "4s") {
+        assert_eq!(r["config"]["grpc"], "ingressbench.Backend/Echo", "{system}");
+        // Every call answered OK by a backend (Echo over h2c through the proxy);
+        // a proxy that spoke HTTP/1.1 upstream would have failed them all.
         assert!(
-            n(q, "/completed") * 10 >= n(q, "/intended") * 9,
-            "{system}: {q} {}",
+            r["errors"]["grpc_codes"].is_null(),
+            "{system}: {}",
             r["errors"]
         );
         assert!(
-            n(&r, "/backends/b3") > 0,
-            "{system}: the new backend: {}",
+            n(&r, "/backends/b1") > 0 && n(&r, "/backends/b2") > 0,
+            "{system}: {}",
             r["backends"]
         );
-        let h2 = &r["connections"]["http2"];
-        assert_eq!(n(h2, "/streams_per_connection"), 5, "{system}: {h2}");
-        assert!(n(h2, "/connections_opened") >= 4, "{system}: {h2}");
-        let windows = r["lab"]["windows"].as_array().map_or(0, Vec::len);
-        assert!(
-            windows >= 3,
-            "{system}: one window per change: {}",
-            r["lab"]["windows"]
-        );
-        // The route's header came back over HTTP/2 too: the change was seen.
-        let rp = &r["lab"]["route_propagation"];
-        assert!(rp.is_object(), "{system}: {rp}");
     }
 }

@@ -33,6 +33,7 @@ fn site(out: &std::path::Path, replicas: u32) -> SiteSpec {
             key: lab::certs::KeyType::Rsa2048,
             http2: false,
         },
+        grpc: false,
     }
 }
 

@@ -92,7 +92,7 @@ impl Setting {
             Setting::TlsVersion => "tls.version",
             Setting::Http2 | Setting::H2c => "protocol",
             Setting::Streams => "load.streams",
-            Setting::Grpc => "load.grpc",
+            Setting::Grpc => "protocol",
             Setting::Header | Setting::Insecure | Setting::CaCert | Setting::TlsResume => {
                 self.flag()
             }

@@ -462,6 +462,11 @@ fn from_routes(
         .collect()
 }
 
+/// What a `protocol: grpc` scenario calls: the built-in backend's Echo.
+pub const GRPC_METHOD: &str = "ingressbench.Backend/Echo";
+/// The size of each call's message, bytes.
+pub const GRPC_PAYLOAD: usize = 100;
+
 /// The engine's settings for a scenario's load against `url`. [`Scenario::parse`]
 /// resolves the same spec for a placeholder target, so a scenario that validates is
 /// one the engine accepts.
@@ -521,10 +526,13 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         http2: engine::Http2Spec {
             protocol: match scn.protocol {
                 super::Protocol::Http1 => engine::Protocol::Http1,
-                super::Protocol::H2 => engine::Protocol::H2,
+                super::Protocol::H2 | super::Protocol::Grpc => engine::Protocol::H2,
             },
             streams: load.streams,
-            grpc: None,
+            grpc: (scn.protocol == super::Protocol::Grpc).then(|| engine::GrpcCall {
+                method: GRPC_METHOD.into(),
+                message: engine::GrpcCall::payload(GRPC_PAYLOAD),
+            }),
         },
     }
 }

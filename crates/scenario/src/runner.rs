@@ -617,8 +617,9 @@ pub(crate) fn deploy(
                 super::Key::Rsa2048 => certs::KeyType::Rsa2048,
                 super::Key::EcdsaP256 => certs::KeyType::EcdsaP256,
             },
-            http2: scn.protocol == super::Protocol::H2,
+            http2: scn.protocol != super::Protocol::Http1,
         },
+        grpc: scn.protocol == super::Protocol::Grpc,
     };
     let clock = Clock::start();
     let mut platform = crate::plan::platform_for(scn, name, &opts.exe).map_err(lab)?;

@@ -163,6 +163,9 @@ pub struct DriverContext {
     /// a scenario's `protocol: h2`. Off, every profile offers only HTTP/1.1, as the
     /// studies' proxies did.
     pub http2: bool,
+    /// Speak HTTP/2 without TLS (h2c) to the backends: gRPC's requirement
+    /// (`protocol: grpc`). Off, every profile speaks HTTP/1.1 to them.
+    pub upstream_h2c: bool,
 }
 
 impl DriverContext {
@@ -188,6 +191,7 @@ impl DriverContext {
             count_handshakes: false,
             passive_health: None,
             http2: false,
+            upstream_h2c: false,
         }
     }
 

@@ -177,6 +177,9 @@ pub struct SiteSpec {
     /// The proxy's CPUs (the backends' are in `backends.cpus`); empty: any.
     pub proxy_cpus: Vec<usize>,
     pub tls: TlsSpec,
+    /// The load is gRPC (a scenario's `protocol: grpc`): the system carries it to
+    /// the backends over HTTP/2 (h2c), as gRPC needs.
+    pub grpc: bool,
 }
 
 /// Where the load goes (empty until a platform is prepared).

@@ -248,7 +248,8 @@ pub(super) fn proxy_handler(ctx: &DriverContext, endpoints: &[Endpoint]) -> Valu
         "load_balancing": load_balancing,
         "transport": {
             "protocol": "http",
-            "versions": ["1.1"],
+            // gRPC goes to the backends over h2c.
+            "versions": if ctx.upstream_h2c { json!(["h2c"]) } else { json!(["1.1"]) },
             "keep_alive": {
                 "enabled": true,
                 "max_idle_conns_per_host": ctx.upstream_keepalive,
@@ -295,6 +296,7 @@ mod tests {
             count_handshakes: false,
             passive_health: None,
             http2: false,
+            upstream_h2c: false,
         }
     }
 

@@ -368,9 +368,16 @@ fn upstream_http1(ctx: &DriverContext) -> HttpProtocolOptions {
         }),
         upstream_protocol_options: Some(UpstreamProtocolOptions::ExplicitHttpConfig(
             ExplicitHttpConfig {
-                protocol_config: Some(explicit_http_config::ProtocolConfig::HttpProtocolOptions(
-                    Http1ProtocolOptions::default(),
-                )),
+                // gRPC goes to the backends over h2c.
+                protocol_config: Some(if ctx.upstream_h2c {
+                    explicit_http_config::ProtocolConfig::Http2ProtocolOptions(
+                        Http2ProtocolOptions::default(),
+                    )
+                } else {
+                    explicit_http_config::ProtocolConfig::HttpProtocolOptions(
+                        Http1ProtocolOptions::default(),
+                    )
+                }),
             },
         )),
         ..HttpProtocolOptions::default()

@@ -45,6 +45,8 @@ pub(super) struct Settings<'a> {
     pub(super) out_dir: &'a Path,
     /// HTTP/2 on the HTTPS bind (ALPN `h2,http/1.1`).
     pub(super) http2: bool,
+    /// h2c to the servers (`proto h2`): gRPC.
+    pub(super) grpc: bool,
 }
 
 impl Settings<'_> {
@@ -119,10 +121,11 @@ pub(super) fn render(s: &Settings) -> String {
         line(&l);
     }
     line(&format!(
-        "    default-server pool-max-conn {} max-reuse {}{}",
+        "    default-server pool-max-conn {} max-reuse {}{}{}",
         s.pool_max_conn,
         s.max_reuse,
-        crate::health::haproxy_server(s.passive)
+        crate::health::haproxy_server(s.passive),
+        if s.grpc { " proto h2" } else { "" }
     ));
     // The main route's rules are its own: a route set's requests share the backend
     // but not them (as a route of its own in a controller would not).
@@ -262,6 +265,7 @@ mod tests {
             route_set: None,
             out_dir: Path::new("/tmp/o"),
             http2: false,
+            grpc: false,
         }
     }
 

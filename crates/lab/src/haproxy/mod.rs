@@ -166,6 +166,7 @@ impl Haproxy {
             route_set: self.route_set.as_ref(),
             out_dir: &run.ctx.out_dir,
             http2: run.ctx.http2,
+            grpc: run.ctx.upstream_h2c,
         })
     }
 

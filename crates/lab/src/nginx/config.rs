@@ -46,6 +46,9 @@ pub(super) struct Settings {
     pub(super) passive: Option<crate::health::PassiveHealth>,
     /// HTTP/2 on the HTTPS listener (ALPN), besides HTTP/1.1.
     pub(super) http2: bool,
+    /// gRPC to the backends over h2c (`grpc_pass`), as ingress-nginx does for a
+    /// `backend-protocol: GRPC` Ingress.
+    pub(super) grpc: bool,
 }
 
 /// The HTTPS `listen` line's parameters.
@@ -212,12 +215,16 @@ pub(super) fn render(
             "            access_by_lua_block {{ require(\"{LUA_MODULE}\").access() }}"
         );
     }
-    c.push_str(concat!(
-        "            proxy_pass http://backends;\n",
-        "            proxy_http_version 1.1;\n",
-        "            proxy_set_header Connection \"\";\n",
-        "            proxy_set_header Host $host;\n",
-    ));
+    if s.grpc {
+        c.push_str("            grpc_pass grpc://backends;\n");
+    } else {
+        c.push_str(concat!(
+            "            proxy_pass http://backends;\n",
+            "            proxy_http_version 1.1;\n",
+            "            proxy_set_header Connection \"\";\n",
+            "            proxy_set_header Host $host;\n",
+        ));
+    }
     c.push_str(&crate::health::nginx_location(s.passive.as_ref()));
     c.push_str("        }\n    }\n");
     if let Some(set) = set.filter(|r| r.count > 0) {
@@ -308,6 +315,7 @@ mod tests {
             tls_log: None,
             passive: None,
             http2: false,
+            grpc: false,
         }
     }
 

@@ -276,6 +276,7 @@ impl Driver for Nginx {
                 .then(|| self.out_dir.join("tls-handshakes.log")),
             passive: ctx.passive_health.clone(),
             http2: ctx.http2,
+            grpc: ctx.upstream_h2c,
         });
         self.route = Route::Base;
         self.install_config(endpoints, Route::Base)?;
