@@ -215,6 +215,9 @@ pub struct Http2Spec {
     pub streams: Option<usize>,
     /// A gRPC unary call in place of the method, path and body.
     pub grpc: Option<GrpcCall>,
+    /// The receive window of each stream, bytes (`--h2-window`); `None`:
+    /// [`http2::client::DEFAULT_STREAM_WINDOW`].
+    pub window: Option<u32>,
 }
 
 /// A gRPC unary call (`--grpc SERVICE/METHOD`).
@@ -525,6 +528,19 @@ impl LoadSpec {
     fn check_http2(&self, url: &http1::Target) -> Result<(), SpecError> {
         use spec::Setting as S;
         let h = &self.http2;
+        if let Some(w) = h.window {
+            if !(65_535..=0x7fff_ffff).contains(&w) {
+                return Err(SpecError::new(
+                    S::H2Window,
+                    " is out of range: give 65535 (64KiB - 1) to 2147483647 bytes",
+                )
+                .value(w.to_string())
+                .example("--h2-window 1MiB"));
+            }
+            if h.protocol == Protocol::Http1 {
+                return Err(SpecError::new(S::H2Window, " needs --http2 or --h2c"));
+            }
+        }
         if h.streams == Some(0) {
             return Err(SpecError::new(S::Streams, " must be at least 1").example("--streams 10"));
         }
@@ -603,7 +619,10 @@ impl LoadSpec {
             streams: self.http2.streams.unwrap_or(1),
             grpc: self.http2.grpc.is_some(),
             tls,
-            config: http2::Config::default(),
+            config: self
+                .http2
+                .window
+                .map_or_else(http2::Config::default, http2::Config::with_stream_window),
         })))
     }
 

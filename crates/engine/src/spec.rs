@@ -37,6 +37,7 @@ pub enum Setting {
     H2c,
     Streams,
     Grpc,
+    H2Window,
 }
 
 impl Setting {
@@ -66,6 +67,7 @@ impl Setting {
             Setting::Http2 => "--http2",
             Setting::H2c => "--h2c",
             Setting::Streams => "--streams",
+            Setting::H2Window => "--h2-window",
             Setting::Grpc => "--grpc",
         }
     }
@@ -92,6 +94,7 @@ impl Setting {
             Setting::TlsVersion => "tls.version",
             Setting::Http2 | Setting::H2c => "protocol",
             Setting::Streams => "load.streams",
+            Setting::H2Window => "load.h2_window",
             Setting::Grpc => "protocol",
             Setting::Header | Setting::Insecure | Setting::CaCert | Setting::TlsResume => {
                 self.flag()

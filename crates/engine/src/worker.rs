@@ -692,7 +692,12 @@ impl Worker {
             self.heap.push(Reverse((l.due(start), i as u32)));
         }
         // A closed loop sends when a response comes: it must wake for each.
-        self.quiet = !self.lanes.is_empty() && self.lanes.iter().all(Lane::open_loop);
+        // With several HTTP/2 streams on a connection, one read can hold responses
+        // that arrived apart, and one receive stamp cannot tell them apart: such a
+        // worker wakes for every response instead.
+        let multiplexed = self.shared.h2.as_ref().is_some_and(|h| h.streams > 1);
+        self.quiet =
+            !multiplexed && !self.lanes.is_empty() && self.lanes.iter().all(Lane::open_loop);
         self.main_loop()
     }
 

@@ -78,15 +78,37 @@ pub struct Config {
     pub conn_window: u32,
 }
 
-impl Default for Config {
-    /// RFC 9113's defaults, as the `h2` crate has them.
-    fn default() -> Config {
+impl Config {
+    /// RFC 9113's initial windows (65,535 bytes each): a server may send that much
+    /// before this side gives window back.
+    pub fn rfc_defaults() -> Config {
         Config {
             stream_window: frame::DEFAULT_WINDOW,
             conn_window: frame::DEFAULT_WINDOW,
         }
     }
+
+    /// A stream window of `stream` bytes, and a connection window as large as 16
+    /// such streams (at most 2^31-1).
+    pub fn with_stream_window(stream: u32) -> Config {
+        Config {
+            stream_window: stream,
+            conn_window: (u64::from(stream) * 16).min(frame::MAX_WINDOW as u64) as u32,
+        }
+    }
 }
+
+impl Default for Config {
+    /// 1 MiB per stream, 16 MiB for the connection: a response of up to 1 MiB
+    /// arrives without waiting for a WINDOW_UPDATE, however long the engine sleeps
+    /// (Go's client has 4 MiB and 1 GiB, h2load 1 GiB each).
+    fn default() -> Config {
+        Config::with_stream_window(DEFAULT_STREAM_WINDOW)
+    }
+}
+
+/// The default stream window, bytes.
+pub const DEFAULT_STREAM_WINDOW: u32 = 1 << 20;
 
 /// Counters over a connection's life, for the result.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -142,6 +164,9 @@ pub struct ClientConn {
 
 /// Room to read into: a frame of the largest size plus its header, twice.
 const INBUF: usize = 2 * (frame::DEFAULT_MAX_FRAME as usize + HEADER_LEN) + 4096;
+/// Streams opened before the server's SETTINGS say how many it takes: RFC 9113
+/// §6.5.2 recommends a limit of no less than 100, so no server refuses these.
+const PRESUMED_MAX_STREAMS: u32 = 100;
 /// SETTINGS_HEADER_TABLE_SIZE: the default, never changed.
 const HEADER_TABLE: usize = 4096;
 /// The largest header block accepted across CONTINUATION frames.
@@ -162,7 +187,7 @@ impl ClientConn {
             streams: Vec::new(),
             queued: VecDeque::new(),
             next_id: 1,
-            peer_max_streams: u32::MAX,
+            peer_max_streams: PRESUMED_MAX_STREAMS,
             peer_initial_window: i64::from(frame::DEFAULT_WINDOW),
             peer_max_frame: frame::DEFAULT_MAX_FRAME,
             send_window: i64::from(frame::DEFAULT_WINDOW),
@@ -188,7 +213,7 @@ impl ClientConn {
         self.streams.clear();
         self.queued.clear();
         self.next_id = 1;
-        self.peer_max_streams = u32::MAX;
+        self.peer_max_streams = PRESUMED_MAX_STREAMS;
         self.peer_initial_window = i64::from(frame::DEFAULT_WINDOW);
         self.peer_max_frame = frame::DEFAULT_MAX_FRAME;
         self.send_window = i64::from(frame::DEFAULT_WINDOW);
@@ -242,6 +267,11 @@ impl ClientConn {
     /// Streams open (not counting those queued behind the server's limit).
     pub fn open_streams(&self) -> usize {
         self.streams.len()
+    }
+
+    /// The slots whose requests wait behind the server's stream limit: not sent.
+    pub fn unsent(&self) -> impl Iterator<Item = u32> + '_ {
+        self.queued.iter().map(|&(slot, _)| slot)
     }
 
     /// Requests given to [`Self::open`] and not yet ended, reset or refused.
@@ -358,7 +388,7 @@ impl ClientConn {
 
     /// Cancels `slot`'s stream (RST_STREAM CANCEL), as when its request timed out;
     /// `false` if it has none.
-    pub fn cancel(&mut self, slot: u32) -> bool {
+    pub fn cancel(&mut self, slot: u32, reqs: &[Request]) -> bool {
         if let Some(q) = self.queued.iter().position(|&(s, _)| s == slot) {
             self.queued.remove(q);
             return true;
@@ -368,6 +398,8 @@ impl ClientConn {
         };
         let s = self.streams.swap_remove(i);
         frame::rst_stream(&mut self.out, s.id, frame::CANCEL);
+        // Its place goes to a stream waiting behind the server's limit.
+        self.open_queued(reqs);
         true
     }
 
@@ -629,7 +661,8 @@ impl ClientConn {
             h.data(slot, &self.inbuf[a..b]);
         }
         if end {
-            self.streams.swap_remove(i);
+            let s = self.streams.swap_remove(i);
+            self.end_early(&s);
             h.end(slot);
         }
         Ok(())
@@ -666,6 +699,7 @@ impl ClientConn {
         self.streams[i].got_head = true;
         if self.block_end_stream {
             let s = self.streams.swap_remove(i);
+            self.end_early(&s);
             h.end(s.slot);
         }
         Ok(())
@@ -709,6 +743,15 @@ impl ClientConn {
         self.open_queued(reqs);
         self.send_bodies(reqs);
         Ok(())
+    }
+
+    /// The server ended a stream whose request body was not all sent: the rest is
+    /// not sent, and the stream is reset so that it does not stay half-closed on
+    /// the server's side, counted against its stream limit (RFC 9113 §8.1).
+    fn end_early(&mut self, s: &Stream) {
+        if !s.sent {
+            frame::rst_stream(&mut self.out, s.id, frame::NO_ERROR);
+        }
     }
 
     fn open_queued(&mut self, reqs: &[Request]) {

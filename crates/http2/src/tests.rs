@@ -148,7 +148,7 @@ fn field(slot: u32, n: &str, v: &str) -> Ev {
 #[test]
 fn a_request_and_its_response_with_settings_acknowledged() {
     let reqs = get();
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     assert!(c.output().starts_with(frame::PREFACE));
     let first = sent(&mut c);
     assert_eq!(first[0].0.kind, frame::SETTINGS);
@@ -188,9 +188,45 @@ fn a_request_and_its_response_with_settings_acknowledged() {
 }
 
 #[test]
+fn the_default_windows_are_a_mebibyte_per_stream_and_sixteen_per_connection() {
+    let mut c = ClientConn::new(Config::default());
+    let f = sent(&mut c);
+    assert_eq!(f[0].0.kind, frame::SETTINGS);
+    let window = f[0].1[6..12].to_vec();
+    assert_eq!(window, [0, 4, 0, 0x10, 0, 0], "INITIAL_WINDOW_SIZE 1 MiB");
+    assert_eq!((f[1].0.kind, f[1].0.stream), (frame::WINDOW_UPDATE, 0));
+    let inc = u32::from_be_bytes(f[1].1[..4].try_into().unwrap());
+    assert_eq!(inc, (16 << 20) - 65_535);
+}
+
+#[test]
+fn streams_wait_for_the_servers_settings_past_a_hundred_and_a_cancel_lets_one_in() {
+    let reqs = get();
+    let mut c = ClientConn::new(Config::rfc_defaults());
+    sent(&mut c);
+    for slot in 0..101 {
+        c.open(slot, 0, &reqs);
+    }
+    assert_eq!(
+        sent(&mut c).len(),
+        100,
+        "100 streams before the server's SETTINGS"
+    );
+    assert!(c.cancel(0, &reqs));
+    let f = sent(&mut c);
+    assert_eq!((f[0].0.kind, f[0].0.stream), (frame::RST_STREAM, 1));
+    assert_eq!(
+        (f[1].0.kind, f[1].0.stream),
+        (frame::HEADERS, 201),
+        "the waiting one opens"
+    );
+    assert_eq!(c.open_streams(), 100);
+}
+
+#[test]
 fn a_megabyte_over_a_64k_window_arrives_whole_with_window_given_back() {
     let reqs = get();
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     sent(&mut c);
     c.open(0, 0, &reqs);
     sent(&mut c);
@@ -248,7 +284,7 @@ fn a_megabyte_over_a_64k_window_arrives_whole_with_window_given_back() {
 #[test]
 fn a_request_body_waits_for_the_servers_window() {
     let reqs = get();
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     let mut rec = Rec::default();
     feed(
         &mut c,
@@ -279,7 +315,7 @@ fn a_request_body_waits_for_the_servers_window() {
 #[test]
 fn goaway_refuses_the_streams_above_its_last_id_and_ends_new_ones() {
     let reqs = get();
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     let mut rec = Rec::default();
     for slot in 0..3 {
         assert!(c.open(slot, 0, &reqs));
@@ -311,7 +347,7 @@ fn goaway_refuses_the_streams_above_its_last_id_and_ends_new_ones() {
 #[test]
 fn resets_refusals_pings_and_the_stream_limit() {
     let reqs = get();
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     let mut rec = Rec::default();
     feed(
         &mut c,
@@ -352,7 +388,7 @@ fn resets_refusals_pings_and_the_stream_limit() {
     );
     // A cancelled stream's later frames are ignored.
     c.open(2, 0, &reqs);
-    assert!(c.cancel(2));
+    assert!(c.cancel(2, &reqs));
     let f = sent(&mut c);
     assert_eq!(f.last().unwrap().0.kind, frame::RST_STREAM);
     let mut enc = loona_hpack::Encoder::new();
@@ -365,7 +401,7 @@ fn resets_refusals_pings_and_the_stream_limit() {
 #[test]
 fn informational_heads_are_skipped_trailers_and_continuations_read() {
     let reqs = get();
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     let mut rec = Rec::default();
     c.open(4, 0, &reqs);
     let mut enc = loona_hpack::Encoder::new();
@@ -412,7 +448,7 @@ fn informational_heads_are_skipped_trailers_and_continuations_read() {
 #[test]
 fn an_http1_answer_and_bad_frames_are_connection_errors() {
     let reqs = get();
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     let e = feed(
         &mut c,
         b"HTTP/1.1 400 Bad Request\r\n\r\n",
@@ -421,13 +457,13 @@ fn an_http1_answer_and_bad_frames_are_connection_errors() {
     )
     .unwrap_err();
     assert_eq!(e, H2Error::Http1Answer);
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     let e = feed(&mut c, &data(1, b"x", true), &reqs, &mut Rec::default()).unwrap_err();
     assert!(
         matches!(e, H2Error::Protocol(_)),
         "the first frame must be SETTINGS: {e}"
     );
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     let mut big = settings(&[]);
     Head {
         len: 20_000,
@@ -438,7 +474,7 @@ fn an_http1_answer_and_bad_frames_are_connection_errors() {
     .write(&mut big);
     let e = feed(&mut c, &big, &reqs, &mut Rec::default()).unwrap_err();
     assert_eq!(e, H2Error::FrameSize(20_000));
-    let mut c = ClientConn::new(Config::default());
+    let mut c = ClientConn::new(Config::rfc_defaults());
     let mut bad = settings(&[]);
     frame::write_frame(
         &mut bad,
@@ -483,7 +519,7 @@ fn padding_without_its_length_is_an_error_not_a_panic() {
     // Found by the proptest below: a PADDED flag on an empty frame.
     for kind in [frame::HEADERS, frame::DATA] {
         let reqs = get();
-        let mut c = ClientConn::new(Config::default());
+        let mut c = ClientConn::new(Config::rfc_defaults());
         c.open(0, 0, &reqs);
         let mut srv = settings(&[]);
         frame::write_frame(&mut srv, kind, frame::PADDED | frame::END_HEADERS, 1, &[]);
@@ -502,7 +538,7 @@ proptest! {
     fn reads_split_anywhere_tell_the_same_story(chunk in 1usize..200) {
         let reqs = get();
         let run = |chunk| {
-            let mut c = ClientConn::new(Config::default());
+            let mut c = ClientConn::new(Config::rfc_defaults());
             for s in 0..3 { c.open(s, 0, &reqs); }
             let mut rec = Rec::default();
             feed_in(&mut c, &conversation(), chunk, &reqs, &mut rec).unwrap();
@@ -515,7 +551,7 @@ proptest! {
     #[test]
     fn arbitrary_frames_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..600), chunk in 1usize..64) {
         let reqs = get();
-        let mut c = ClientConn::new(Config::default());
+        let mut c = ClientConn::new(Config::rfc_defaults());
         for s in 0..3 { c.open(s, s % 2, &reqs); }
         let mut all = settings(&[]);
         all.extend(bytes);
@@ -529,7 +565,7 @@ proptest! {
         frames in proptest::collection::vec((0u8..12, any::<u8>(), 0u32..8, proptest::collection::vec(any::<u8>(), 0..40)), 0..30)
     ) {
         let reqs = get();
-        let mut c = ClientConn::new(Config::default());
+        let mut c = ClientConn::new(Config::rfc_defaults());
         for s in 0..3 { c.open(s, s % 2, &reqs); }
         let mut all = settings(&[]);
         for (kind, flags, stream, payload) in frames {

@@ -533,6 +533,7 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
                 method: GRPC_METHOD.into(),
                 message: engine::GrpcCall::payload(GRPC_PAYLOAD),
             }),
+            window: None,
         },
     }
 }

@@ -88,7 +88,8 @@ impl Answer {
 
 #[derive(Clone, Copy, Debug)]
 pub(super) enum Ev {
-    End,
+    /// The response ended; the kernel's receive stamp of the read that ended it.
+    End(u64),
     Reset(u32),
     Refused,
 }
@@ -98,6 +99,8 @@ struct Sink<'a> {
     conns: &'a mut [Conn],
     events: &'a mut Vec<(u32, Ev)>,
     backend_header: &'a str,
+    /// The receive stamp of the read being handed over (see [`crate::rx`]).
+    stamp: u64,
 }
 
 impl http2::Handler for Sink<'_> {
@@ -135,7 +138,7 @@ impl http2::Handler for Sink<'_> {
     }
 
     fn end(&mut self, slot: u32) {
-        self.events.push((slot, Ev::End));
+        self.events.push((slot, Ev::End(self.stamp)));
     }
 
     fn reset(&mut self, slot: u32, code: u32) {
@@ -328,6 +331,11 @@ impl Worker {
     fn session_flush(&mut self, si: usize) -> Result<(), Failure> {
         let s = &mut self.sessions[si];
         s.dirty = false;
+        // Nothing goes out before TCP is up (a connection being replaced keeps
+        // its new preface until then); TLS writes its handshake below.
+        if matches!(s.phase, Phase::Closed | Phase::Connecting) {
+            return Ok(());
+        }
         let Some(sock) = s.sock.as_mut() else {
             return Ok(());
         };
@@ -345,7 +353,9 @@ impl Worker {
                     }
                 }
             }
-            Some(tls) => {
+            Some(tls) => loop {
+                // rustls takes a bounded amount of plaintext at a time: hand it
+                // more as it writes, until all is out or the socket is full.
                 if !tls.is_handshaking() && !s.conn.output().is_empty() {
                     let n = tls
                         .writer()
@@ -353,15 +363,22 @@ impl Worker {
                         .map_err(|e| Failure::io(ErrorKind::Write, e))?;
                     s.conn.wrote(n);
                 }
+                let mut blocked = false;
                 while tls.wants_write() {
                     match tls.write_tls(sock) {
                         Ok(_) => {}
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                            blocked = true;
+                            break;
+                        }
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                         Err(e) => return Err(Failure::io(ErrorKind::Write, e)),
                     }
                 }
-            }
+                if blocked || tls.is_handshaking() || s.conn.output().is_empty() {
+                    break;
+                }
+            },
         }
         Ok(())
     }
@@ -437,6 +454,7 @@ impl Worker {
             conns: &mut self.conns,
             events: &mut self.h2_events,
             backend_header: &self.shared.backend_header,
+            stamp: 0,
         };
         let Some(sock) = s.sock.as_mut() else {
             return Ok(Read2::Open);
@@ -457,6 +475,7 @@ impl Worker {
                         if counting {
                             self.rec.totals.bytes_read += n as u64;
                         }
+                        sink.stamp = s.rx_stamp;
                         s.conn.received(n, reqs, &mut sink).map_err(h2_failure)?;
                         // A short read emptied the socket: edge-triggered epoll
                         // says when more comes, so no read is spent on EAGAIN. Not
@@ -551,6 +570,7 @@ impl Worker {
                                     if counting {
                                         self.rec.totals.bytes_read += n as u64;
                                     }
+                                    sink.stamp = s.rx_stamp;
                                     s.conn.received(n, reqs, &mut sink).map_err(h2_failure)?;
                                 }
                                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
@@ -608,7 +628,7 @@ impl Worker {
                 continue;
             }
             match ev {
-                Ev::End => self.h2_end(ci),
+                Ev::End(stamp) => self.h2_end(ci, stamp),
                 Ev::Reset(code) => {
                     self.conns[ci].stream_open = false;
                     self.fail(ci, Failure::new(ErrorKind::Reset, Cause::H2Reset(code)));
@@ -633,9 +653,7 @@ impl Worker {
     }
 
     /// A stream ended: a response, or for gRPC a call whose status decides.
-    fn h2_end(&mut self, ci: usize) {
-        let si = self.conns[ci].session as usize;
-        let stamp = self.sessions[si].rx_stamp;
+    fn h2_end(&mut self, ci: usize, stamp: u64) {
         let grpc = self.setup().grpc;
         let c = &mut self.conns[ci];
         c.stream_open = false;
@@ -686,6 +704,10 @@ impl Worker {
                 self.close_session(si);
                 if waiting {
                     self.session_open(si, now);
+                } else {
+                    // The server drained it (GOAWAY) while it carried nothing:
+                    // the next request's new connection is a reconnect.
+                    self.sessions[si].closed_by_server = true;
                 }
             }
         } else if waiting {
@@ -735,11 +757,20 @@ impl Worker {
         }
         // Let a GOAWAY that says why reach the server.
         let _ = self.session_flush(si);
+        // On a connection that was up, the requests it had not taken (refused by
+        // a GOAWAY, or waiting for it to drain) never reached the server: they go
+        // on a new connection. On one that never came up, every request fails.
+        let established = matches!(self.sessions[si].phase, Phase::Idle | Phase::Active);
+        let unsent: Vec<u32> = self.sessions[si].conn.unsent().collect();
+        for slot in unsent {
+            self.conns[slot as usize].stream_open = false;
+        }
         self.close_session(si);
         let kind = f.kind;
         let mut first = Some(f);
         for ci in self.slots_of(si) {
-            if self.conns[ci].busy {
+            let c = &self.conns[ci];
+            if c.busy && (c.stream_open || !established) {
                 self.conns[ci].stream_open = false;
                 let f = first.take().unwrap_or(Failure::new(
                     kind,
@@ -747,6 +778,11 @@ impl Worker {
                 ));
                 self.fail(ci, f);
             }
+        }
+        let waiting = self.slots_of(si).any(|ci| self.conns[ci].busy);
+        if waiting && !self.shared.stop.load(Ordering::Relaxed) {
+            let now = self.shared.clock.now();
+            self.session_open(si, now);
         }
     }
 
@@ -767,8 +803,13 @@ impl Worker {
         c.phase = Phase::Idle;
         if std::mem::take(&mut c.stream_open) {
             let si = c.session as usize;
-            if self.sessions[si].conn.cancel(ci as u32) {
+            let reqs = &self.shared.h2.as_deref().expect("HTTP/2 setup").reqs;
+            if self.sessions[si].conn.cancel(ci as u32, reqs) {
                 let _ = self.session_flush(si);
+                // The last stream of a connection that takes no more may have
+                // gone: it is replaced now for the requests waiting on it.
+                let now = self.shared.clock.now();
+                self.h2_after(si, now);
             }
         }
     }
