@@ -8,7 +8,8 @@
 #   K  20,000 req/s, 10 connections x 10 streams: lag p50/p99 (ingressbench),
 #      CPU per request, ingressbench / oha --http2
 #   L  gRPC unary (Echo, 100 B) at 5,000 calls/s on the built-in backend: CPU per
-#      call (no peer: fortio and ghz are not Debian packages; docs/http2.md)
+#      call, ingressbench / ghz (built from the Go module proxy into the tools cache,
+#      version pinned, when Go is there; its schema is bench/echo.proto)
 #
 # Environment: BENCH_REPS (3), BENCH_QUICK=1 (3 s runs, 1 rep), BENCH_GEN_CPU /
 # BENCH_SRV_CPU (0 / 1), BIN.
@@ -34,6 +35,18 @@ if ! command -v h2load >/dev/null; then
 fi
 OHA=$(command -v oha || echo "${CARGO_HOME:-$HOME/.cargo}/bin/oha")
 [ -x "$OHA" ] || OHA=""
+GHZ_VERSION=v0.120.0
+TOOLS_BIN=$HOME/.cache/ingressbench/tools/bin
+GHZ=$(command -v ghz || true)
+if [ -z "$GHZ" ] && [ -x "$TOOLS_BIN/ghz" ]; then GHZ=$TOOLS_BIN/ghz; fi
+if [ -z "$GHZ" ] && command -v go >/dev/null; then
+  log "building ghz $GHZ_VERSION (go install, about a minute)"
+  if (cd / && GOBIN=$TOOLS_BIN timeout 1200 go install "github.com/bojand/ghz/cmd/ghz@$GHZ_VERSION") >/dev/null 2>&1; then
+    GHZ=$TOOLS_BIN/ghz
+  else
+    log "ghz build failed: L's peer column will be n/a"
+  fi
+fi
 
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=$ROOT/target/bench/http2-$STAMP
@@ -92,6 +105,7 @@ URL=http://127.0.0.1:$H2C_PORT/
 curl -s --http2-prior-knowledge -o /dev/null -w '%{http_version}' "$URL" | grep -q 2 ||
   { log "nginx does not answer h2c"; exit 1; }
 
+PAYLOAD_B64=$(python3 -c 'import base64; print(base64.b64encode(b"x" * 100).decode())')
 # run NAME CMD...: pinned, bounded; CPU seconds (user+sys) to NAME.time, output to NAME.out.
 run() {
   local name=$1
@@ -116,6 +130,11 @@ for rep in $(seq "$REPS"); do
       command -v h2load >/dev/null && run "J.h2load.$rep" h2load -t1 -c10 -m10 -D "$D" "$URL"
       [ -n "$OHA" ] && run "K.oha.$rep" "$OHA" --no-tui --http2 -z ${D}s -c 10 -p 10 -q "$RATE_K" \
         --latency-correction --worker-threads 1 "$URL"
+      # ghz: 10 connections, 100 workers (10 calls in flight per connection, as
+      # ingressbench's 10 streams), one Go thread.
+      [ -n "$GHZ" ] && run "L.ghz.$rep" "$GHZ" --insecure --proto "$ROOT/bench/echo.proto" \
+        --call ingressbench.Backend/Echo -d "{\"payload\":\"$PAYLOAD_B64\"}" --rps "$RATE_L" -z ${D}s \
+        -c 100 --connections 10 --cpus 1 "127.0.0.1:$GRPC_PORT"
     fi
   done
 done
@@ -150,6 +169,12 @@ def oha_done(name):
         return float(rps.group(1)) * secs * float(m.group(1)) / 100 if m and rps and secs else None
     except Exception:
         return None
+def ghz_ok(name):
+    try:
+        m = re.search(r"\[OK\]\s+(\d+) responses", open(f"{out}/{name}.out").read())
+        return int(m.group(1)) if m else None
+    except Exception:
+        return None
 def med(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -167,6 +192,7 @@ k_oha = med(per_req(cpu(f"K.oha.{r}"), oha_done(f"K.oha.{r}")) for r in range(1,
 lag = lambda r, p: ((ib(f"K.ib.{r}") or {}).get("latency_ms", {}).get("generator_lag") or {}).get(p)
 k_p50 = med(lag(r, "p50") for r in range(1, reps + 1))
 k_p99 = med(lag(r, "p99") for r in range(1, reps + 1))
+l_ghz = med(per_req(cpu(f"L.ghz.{r}"), ghz_ok(f"L.ghz.{r}")) for r in range(1, reps + 1))
 l_ib = med(per_req(cpu(f"L.ib.{r}"), (ib(f"L.ib.{r}") or {}).get("requests", {}).get("completed")) for r in range(1, reps + 1))
 ratio = lambda a, b: None if a is None or not b else a / b
 print("| scenario | figure | ingressbench | peer | ratio | goal |")
@@ -176,6 +202,6 @@ print(f"| J | req/s (ingressbench) | {fmt(j_rps, '{:.0f}')} | | | |")
 print(f"| K h2c 20k req/s, 10x10 | CPU us/request | {fmt(k_ib)} | oha --http2 {fmt(k_oha)} | {fmt(ratio(k_ib, k_oha))} | <= 1.0 |")
 print(f"| K | generator lag p50 / p99 ms | {fmt(k_p50, '{:.3f}')} / {fmt(k_p99, '{:.3f}')} | | | p99 <= 0.100 |")
 print(f"| K1 K with --send-window 1ms | CPU us/request | {fmt(k1_ib)} | oha --http2 {fmt(k_oha)} | {fmt(ratio(k1_ib, k_oha))} | (oha's 1 ms tick) |")
-print(f"| L gRPC Echo 100 B | CPU us/call | {fmt(l_ib)} | no peer installed | | recorded |")
+print(f"| L gRPC Echo 100 B, 5,000/s, 10x10 | CPU us/call | {fmt(l_ib)} | ghz {fmt(l_ghz)} | {fmt(ratio(l_ib, l_ghz))} | recorded |")
 PY
 log "raw outputs in $OUT"
