@@ -34,7 +34,7 @@ use tokio::time::Instant;
 use super::delay::Rng;
 use super::flap::FlapMode;
 use super::response::{now_date, Answer, HEALTH_PATH};
-use super::server::{draining, Shared};
+use super::state::{draining, Shared};
 
 /// The Echo method's path.
 pub const ECHO_PATH: &str = "/ingressbench.Backend/Echo";

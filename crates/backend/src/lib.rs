@@ -19,6 +19,7 @@ pub mod h2;
 pub mod response;
 pub mod server;
 pub mod stall;
+mod state;
 pub mod timer;
 pub mod tls;
 

@@ -29,6 +29,7 @@ use super::delay::{Delay, Rng};
 use super::flap::{Flap, FlapCounter, FlapMode};
 use super::response::{now_date, Answer, Responder, CONTINUE, HEALTH_PATH};
 use super::stall::Stall;
+pub(crate) use super::state::{draining, Shared};
 use super::timer::Timer;
 use super::Error;
 
@@ -107,20 +108,6 @@ pub struct Server {
     shared: Arc<Shared>,
     tls: Option<TlsAcceptor>,
     drain_timeout: Duration,
-}
-
-/// State every connection reads; only the counters change.
-pub(crate) struct Shared {
-    pub(crate) responder: Responder,
-    delay: Delay,
-    stall: Option<Stall>,
-    /// With `--flap`: the schedule and what was received, and the 503 answers.
-    pub(crate) flap: Option<Arc<FlapCounter>>,
-    pub(crate) failing_responder: Option<Responder>,
-    pub(crate) start: Instant,
-    pub(crate) next_request: AtomicU64,
-    open: AtomicUsize,
-    all_closed: Notify,
 }
 
 impl Server {
@@ -253,40 +240,6 @@ impl Server {
     }
 }
 
-impl Shared {
-    /// When the answer to a request read now may be sent: after its delay (unless
-    /// `health`: probes are not slowed by `--delay`), pushed out of any stall (which
-    /// freezes probes too, as a stalled process would). `None` means at once.
-    #[inline]
-    pub(crate) fn release_at(&self, rng: &mut Rng, health: bool) -> Option<Instant> {
-        let delay = if health {
-            Duration::ZERO
-        } else {
-            self.delay.sample(rng)
-        };
-        if self.stall.is_none() && delay.is_zero() {
-            return None;
-        }
-        let now = Instant::now();
-        let mut at = now + delay;
-        if let Some(stall) = self.stall {
-            at = self.start + stall.release_at(at - self.start);
-        }
-        (at > now).then_some(at)
-    }
-
-    async fn wait_all_closed(&self) {
-        loop {
-            // A permit left by an earlier close is harmless: the count is re-read.
-            let notified = self.all_closed.notified();
-            if self.open.load(Ordering::Acquire) == 0 {
-                return;
-            }
-            notified.await;
-        }
-    }
-}
-
 /// Counts a connection as open for as long as it lives.
 struct OpenGuard(Arc<Shared>);
 
@@ -310,11 +263,6 @@ async fn next_stop(stop: &mut mpsc::Receiver<()>) {
     if stop.recv().await.is_none() {
         std::future::pending::<()>().await;
     }
-}
-
-/// Resolves once the drain has begun (or the server is gone).
-pub(crate) async fn draining(rx: &mut watch::Receiver<bool>) {
-    let _ = rx.wait_for(|d| *d).await;
 }
 
 /// Accepts until the drain begins, then returns, dropping (closing) the listener.

@@ -284,7 +284,7 @@ fn string(block: &[u8], at: usize, buf: &mut Vec<u8>) -> Result<(Str, usize), Hp
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn fields(d: &mut Decoder, block: &[u8]) -> Result<Vec<(String, String)>, HpackError> {
@@ -299,7 +299,7 @@ mod tests {
     }
 
     /// Another implementation's decoding of the same block.
-    fn theirs(d: &mut loona_hpack::Decoder, block: &[u8]) -> Vec<(String, String)> {
+    pub(crate) fn theirs(d: &mut loona_hpack::Decoder, block: &[u8]) -> Vec<(String, String)> {
         let mut v = Vec::new();
         d.decode_with_cb(block, |n, val| {
             v.push((

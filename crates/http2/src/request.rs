@@ -137,17 +137,9 @@ fn literal_new_name(out: &mut Vec<u8>, name: &[u8], value: &[u8]) {
 mod tests {
     use super::*;
 
+    /// The block as another HPACK implementation reads it.
     fn decoded(block: &[u8]) -> Vec<(String, String)> {
-        let mut d = loona_hpack::Decoder::new();
-        let mut v = Vec::new();
-        d.decode_with_cb(block, |n, val| {
-            v.push((
-                String::from_utf8_lossy(&n).into_owned(),
-                String::from_utf8_lossy(&val).into_owned(),
-            ))
-        })
-        .unwrap();
-        v
+        crate::hpack::tests::theirs(&mut loona_hpack::Decoder::new(), block)
     }
 
     #[test]
