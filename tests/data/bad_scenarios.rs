@@ -20,18 +20,23 @@ quick:
 const BAD: &[(&str, &str, &str)] = &[
     (
         "systems: [caddy-api]\n",
+        "systems: [traefik]\nplatform: kubernetes\nprotocol: grpc\n",
+        "line 4: protocol: traefik cannot express the route change `base`: gRPC through it needs its own backend-protocol annotations, not written yet: use a Gateway API profile (GRPCRoute) such as `contour` or `gateway-api`",
+    ),
+    (
+        "systems: [caddy-api]\n",
         "systems: [caddy-api]\nprotocol: grpc\nrequests: [{path: /a}]\n",
         "line 3: protocol with a request mix: a gRPC run calls one method; leave out the mix",
     ),
     (
         "systems: [caddy-api]\n",
         "systems: [host]\nplatform: network-lab\ntls: {enabled: false}\nprotocol: grpc\n",
-        "line 5: protocol: grpc runs through the local profiles only for now (a cluster's GRPCRoute is not yet written): use protocol: h2 there, or platform: local",
+        "line 5: protocol: the network lab's server speaks HTTP/1.1 only (study S2): leave protocol out",
     ),
     (
         "systems: [caddy-api]\n",
         "systems: [caddy-api]\nprotocol: h2\ntls: {enabled: false}\n",
-        "line 3: protocol: HTTP/2 needs TLS (an https:// URL; in a scenario, tls.enabled: true): it is agreed by ALPN in the handshake; for plain TCP, ingressbench load --h2c",
+        "line 3: protocol: the local profiles offer HTTP/2 by ALPN on their HTTPS port: set tls.enabled: true (on a cluster with tls.enabled: false the load speaks h2c)",
     ),
     (
         "systems: [caddy-api]\n",

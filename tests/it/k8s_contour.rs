@@ -281,6 +281,18 @@ fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server()
         crate::common::k8s::ROUTES,
     );
 
+    // Issue 29: gRPC through the same Contour, a GRPCRoute to the pods (which
+    // Envoy reaches over h2c), the load h2c to Envoy's plain listener; a scale step
+    // and a header change under it.
+    let r = crate::common::k8s::run_grpc(
+        &cluster,
+        "contour",
+        &contour.url(),
+        &contour.gateway(),
+        false,
+    );
+    assert!(r.is_some(), "contour: {}", contour.logs());
+
     // The run's namespace goes when it ends.
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
     // And nothing else is left: Contour, Envoy, the pods, the cluster.

@@ -139,6 +139,8 @@ pub struct Place {
     pub gateway: Option<(String, String)>,
     /// The host the route matches (`None`: every host).
     pub host: Option<String>,
+    /// The load is gRPC (`protocol: grpc`): a GRPCRoute in place of the HTTPRoute.
+    pub grpc: bool,
 }
 
 /// The CORS response headers of S3's `cors` change, as the lab's proxies add them.
@@ -203,6 +205,31 @@ pub fn check(c: &Controller, route: Route) -> Result<(), Unsupported> {
     }
 }
 
+/// Whether `c` can carry gRPC (`protocol: grpc`) with `route` in force: a Gateway
+/// API profile routes it with a GRPCRoute, whose filters set and remove headers but
+/// rewrite no path. Ingress and OpenShift profiles are refused for now: each
+/// controller marks a gRPC backend with annotations of its own.
+///
+/// # Errors
+/// [`Unsupported`] naming the controller, the change and what to use instead.
+pub fn check_grpc(c: &Controller, route: Route) -> Result<(), Unsupported> {
+    match (c.routing, route) {
+        (Routing::HttpRoute, Route::Rewrite) => Err(Unsupported {
+            controller: c.name,
+            route: route.name(),
+            why: "a GRPCRoute rewrites no path (gRPC methods are its paths)".into(),
+        }),
+        (Routing::HttpRoute, _) => Ok(()),
+        _ => Err(Unsupported {
+            controller: c.name,
+            route: route.name(),
+            why: "gRPC through it needs its own backend-protocol annotations, not written \
+                  yet: use a Gateway API profile (GRPCRoute) such as `contour` or `gateway-api`"
+                .into(),
+        }),
+    }
+}
+
 /// The objects that route the backends' Service through `c` with `route` in force.
 /// Applying them (and deleting any earlier object of the run not among them) is the
 /// whole change.
@@ -212,6 +239,9 @@ pub fn check(c: &Controller, route: Route) -> Result<(), Unsupported> {
 /// to attach to.
 pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>, Unsupported> {
     check(c, route)?;
+    if place.grpc {
+        check_grpc(c, route)?;
+    }
     match c.routing {
         Routing::Ingress { class, style } => Ok(ingress(class, style, place, route)),
         Routing::HttpRoute => {
@@ -223,7 +253,11 @@ pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>
                         .into(),
                 });
             };
-            Ok(vec![http_route(place, gw_ns, gw, route)])
+            Ok(vec![if place.grpc {
+                grpc_route(place, gw_ns, gw, route)
+            } else {
+                http_route(place, gw_ns, gw, route)
+            }])
         }
         Routing::OpenShiftRoute => Ok(vec![openshift_route(place, route)]),
     }
@@ -535,6 +569,37 @@ fn http_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
     })
 }
 
+/// The GRPCRoute of a gRPC run: every method of every service to the backends
+/// (which the controller then reaches over h2c), the route's response headers set.
+fn grpc_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
+    let headers = headers_for(route);
+    let filters: Vec<Value> = if headers.is_empty() {
+        Vec::new()
+    } else {
+        vec![json!({
+            "type": "ResponseHeaderModifier",
+            "responseHeaderModifier": {"set": headers.iter()
+                .map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>()},
+        })]
+    };
+    let mut spec = json!({
+        "parentRefs": [{"name": gw, "namespace": gw_ns}],
+        "rules": [{
+            "filters": filters,
+            "backendRefs": [{"name": BACKEND, "port": 80}],
+        }],
+    });
+    if let Some(h) = &place.host {
+        spec["hostnames"] = json!([h]);
+    }
+    json!({
+        "apiVersion": "gateway.networking.k8s.io/v1",
+        "kind": "GRPCRoute",
+        "metadata": metadata(ROUTE_NAME, place, json!({})),
+        "spec": spec,
+    })
+}
+
 fn openshift_route(place: &Place, route: Route) -> Value {
     let mut annotations = serde_json::Map::new();
     if route == Route::Rewrite {
@@ -575,6 +640,32 @@ mod tests {
             namespace: "ingressbench-r1".into(),
             gateway: Some(("infra".into(), "gw".into())),
             host: None,
+            grpc: false,
+        }
+    }
+
+    #[test]
+    fn grpc_is_a_grpcroute_for_gateway_api_profiles_and_refused_by_the_others() {
+        let grpc = Place {
+            grpc: true,
+            ..place()
+        };
+        let contour = controller("contour").unwrap();
+        let o = &objects(contour, &grpc, Route::Header).unwrap()[0];
+        assert_eq!(o["kind"], "GRPCRoute");
+        assert_eq!(o["spec"]["rules"][0]["backendRefs"][0]["name"], BACKEND);
+        assert_eq!(
+            o["spec"]["rules"][0]["filters"][0]["responseHeaderModifier"]["set"][0]["name"],
+            "x-custom"
+        );
+        assert!(
+            o["spec"]["rules"][0].get("matches").is_none(),
+            "every method"
+        );
+        assert!(objects(contour, &grpc, Route::Rewrite).is_err());
+        for name in ["traefik", "ingress-nginx", "openshift-router"] {
+            let e = objects(controller(name).unwrap(), &grpc, Route::Base).unwrap_err();
+            assert!(e.why.contains("Gateway API"), "{e}");
         }
     }
 

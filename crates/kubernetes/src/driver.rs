@@ -123,6 +123,15 @@ impl ControllerDriver {
         }
     }
 
+    /// The kind of the run's Gateway API route: a GRPCRoute for a gRPC load.
+    fn gateway_route(&self) -> &'static str {
+        if self.place.grpc {
+            "GRPCRoute"
+        } else {
+            "HTTPRoute"
+        }
+    }
+
     /// The kind of the route set's routing objects, (apiVersion, kind).
     fn route_kind(&self) -> (&'static str, &'static str) {
         match self.controller.routing {
@@ -363,7 +372,7 @@ impl ControllerDriver {
                 .rt
                 .block_on(api.patch(&name, &pp, &Patch::Apply(o)))
                 .map_err(ClusterError::api(format!("apply {kind} {name}")))?;
-            if kind == "HTTPRoute" {
+            if kind == self.gateway_route() {
                 generation = res.metadata.generation;
             }
             now.push((av, kind, name));
@@ -413,12 +422,13 @@ impl ControllerDriver {
 
     /// Whether the HTTPRoute's every parent reports `Accepted` for `generation`.
     fn accepted(&self, generation: i64) -> Result<Option<String>, LabError> {
-        let api = self.api("gateway.networking.k8s.io/v1", "HTTPRoute");
+        let kind = self.gateway_route();
+        let api = self.api("gateway.networking.k8s.io/v1", kind);
         let r = self
             .rt
             .block_on(api.get(controllers::ROUTE_NAME))
             .map_err(ClusterError::api(format!(
-                "read HTTPRoute {}",
+                "read {kind} {}",
                 controllers::ROUTE_NAME
             )))?;
         Ok(route_verdict(&r.data, generation))
@@ -609,13 +619,14 @@ impl Driver for ControllerDriver {
                 }
                 Some(reason) => {
                     return Err(LabError::Rejected {
-                        what: format!("HTTPRoute {}", controllers::ROUTE_NAME),
+                        what: format!("{} {}", self.gateway_route(), controllers::ROUTE_NAME),
                         detail: reason,
                     })
                 }
                 None if Instant::now() >= deadline => {
                     return Err(LabError::NotReady(format!(
-                        "HTTPRoute {} generation {generation} (no Accepted condition from the Gateway's controller)",
+                        "{} {} generation {generation} (no Accepted condition from the Gateway's controller)",
+                        self.gateway_route(),
                         controllers::ROUTE_NAME
                     )))
                 }
@@ -726,6 +737,7 @@ mod tests {
             namespace: "team-a".into(),
             gateway: None,
             host: None,
+            grpc: false,
         };
         let c = controllers::controller("traefik").unwrap();
         (ControllerDriver::new(c, client, rt, place, false), seen)

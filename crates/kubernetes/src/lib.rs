@@ -91,6 +91,8 @@ pub struct Kubernetes {
     watches: Vec<tokio::task::JoinHandle<()>>,
     target: Option<Target>,
     work: Option<tempfile::TempDir>,
+    /// The load is gRPC: the systems are routed with GRPCRoutes.
+    grpc: bool,
 }
 
 /// The runtime the platform's and the generator Job's clients run on: one worker
@@ -122,6 +124,7 @@ impl Kubernetes {
             watches: Vec::new(),
             target: None,
             work: None,
+            grpc: false,
         })
     }
 
@@ -161,6 +164,12 @@ impl Kubernetes {
         let image = objects::BackendImage::from_setting(self.spec.image.as_deref());
         let replicas = spec.replicas;
         let body = spec.backends.body_size;
+        let grpc = spec.grpc;
+        if grpc && image == objects::BackendImage::Nginx {
+            return Err(LabError::Other(
+                "protocol: grpc needs ingressbench's backend in the pods (its Echo method): set kubernetes.image to an ingressbench image".into(),
+            ));
+        }
         let args = objects::BackendArgs {
             body_size: body,
             delay: spec.backends.delay.clone(),
@@ -190,7 +199,7 @@ impl Kubernetes {
                 .await
                 .map_err(ClusterError::api("create the backends' ConfigMap"))?;
             Api::<Service>::namespaced(client.clone(), &ns)
-                .create(&pp, &objects::service(&run))
+                .create(&pp, &objects::service(&run, grpc))
                 .await
                 .map_err(ClusterError::api("create the backends' Service"))?;
             Api::<Deployment>::namespaced(client.clone(), &ns)
@@ -489,6 +498,7 @@ impl Platform for Kubernetes {
 
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
         self.teardown()?;
+        self.grpc = spec.grpc;
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
         let work = sut::scratch::scratch_dir()?;
@@ -589,6 +599,7 @@ impl Platform for Kubernetes {
             namespace: self.namespace_name(),
             gateway: self.spec.gateway.clone(),
             host: self.spec.host.clone(),
+            grpc: self.grpc,
         };
         Some(
             self.client()

@@ -83,7 +83,10 @@ pub fn config_map(run: &str, body_size: usize) -> ConfigMap {
     }
 }
 
-pub fn service(run: &str) -> Service {
+/// The backends' Service; `h2c`: its port says the pods speak HTTP/2 without TLS
+/// (`appProtocol: kubernetes.io/h2c`, Gateway API's GEP-1911), which is how a
+/// controller knows to carry gRPC to them over HTTP/2.
+pub fn service(run: &str, h2c: bool) -> Service {
     Service {
         metadata: meta(BACKEND, run),
         spec: Some(ServiceSpec {
@@ -92,6 +95,7 @@ pub fn service(run: &str) -> Service {
                 name: Some("http".into()),
                 port: 80,
                 target_port: Some(IntOrString::Int(BACKEND_PORT)),
+                app_protocol: h2c.then(|| "kubernetes.io/h2c".to_string()),
                 ..ServicePort::default()
             }]),
             ..ServiceSpec::default()
@@ -286,7 +290,7 @@ mod tests {
         for m in [
             namespace("ns", run).metadata,
             config_map(run, 1024).metadata,
-            service(run).metadata,
+            service(run, false).metadata,
             deployment(run, 3, &BackendImage::Nginx, &args(5)).metadata,
         ] {
             let l = m.labels.unwrap();
@@ -297,8 +301,16 @@ mod tests {
         let spec = d.spec.unwrap();
         assert_eq!(spec.replicas, Some(3));
         let pod = spec.template.metadata.unwrap().labels.unwrap();
-        let sel = service(run).spec.unwrap().selector.unwrap();
+        let sel = service(run, false).spec.unwrap().selector.unwrap();
         assert!(sel.iter().all(|(k, v)| pod.get(k) == Some(v)));
+        // gRPC: the port says h2c, so a controller speaks HTTP/2 to the pods.
+        let port = |h2c| {
+            service(run, h2c).spec.unwrap().ports.unwrap()[0]
+                .app_protocol
+                .clone()
+        };
+        assert_eq!(port(false), None);
+        assert_eq!(port(true).as_deref(), Some("kubernetes.io/h2c"));
         let ps = spec.template.spec.unwrap();
         assert_eq!(ps.termination_grace_period_seconds, Some(5));
         let probe = ps.containers[0].readiness_probe.clone().unwrap();

@@ -1276,10 +1276,19 @@ impl Scenario {
             }
         }
         self.check_platform()?;
-        if self.protocol == Protocol::Grpc && self.platform != PlatformKind::Local {
+        if self.protocol != Protocol::Http1 && self.platform == PlatformKind::NetworkLab {
             return Err(Bad::new(
                 "protocol",
-                "protocol: grpc runs through the local profiles only for now (a cluster's GRPCRoute is not yet written): use protocol: h2 there, or platform: local",
+                "protocol: the network lab's server speaks HTTP/1.1 only (study S2): leave protocol out",
+            ));
+        }
+        if self.protocol != Protocol::Http1
+            && self.platform == PlatformKind::Local
+            && !self.tls.enabled
+        {
+            return Err(Bad::new(
+                "protocol",
+                "protocol: the local profiles offer HTTP/2 by ALPN on their HTTPS port: set tls.enabled: true (on a cluster with tls.enabled: false the load speaks h2c)",
             ));
         }
         if self.protocol == Protocol::Grpc && self.routes.is_some() {
@@ -1785,6 +1794,14 @@ impl Scenario {
                 for r in &routes {
                     kubernetes::controllers::check(c, r.route())
                         .map_err(|e| Bad::new("changes", format!("changes: {e}")))?;
+                }
+                if self.protocol == Protocol::Grpc {
+                    kubernetes::controllers::check_grpc(c, lab::Route::Base)
+                        .map_err(|e| Bad::new("protocol", format!("protocol: {e}")))?;
+                    for r in &routes {
+                        kubernetes::controllers::check_grpc(c, r.route())
+                            .map_err(|e| Bad::new("changes", format!("changes: {e}")))?;
+                    }
                 }
             }
         }

@@ -524,9 +524,12 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         sample: load.sample,
         cpus: Vec::new(),
         http2: engine::Http2Spec {
+            // HTTP/2 over TLS by ALPN; on a cluster without TLS, h2c to the
+            // controller's plain port (the scenario refuses that locally).
             protocol: match scn.protocol {
                 super::Protocol::Http1 => engine::Protocol::Http1,
-                super::Protocol::H2 | super::Protocol::Grpc => engine::Protocol::H2,
+                _ if scn.tls.enabled => engine::Protocol::H2,
+                _ => engine::Protocol::H2c,
             },
             streams: load.streams,
             grpc: (scn.protocol == super::Protocol::Grpc).then(|| engine::GrpcCall {

@@ -342,6 +342,97 @@ pub fn run_route_set(
         .collect()
 }
 
+/// Issue 29 on a cluster: a gRPC run of `system` (a Gateway API profile, at `url`,
+/// its GRPCRoute attached to `gateway`): h2c to the controller's plain listener, a
+/// GRPCRoute to the pods (their Service port marked `kubernetes.io/h2c`), a scale
+/// step and a header change under 100 calls/s. Checks that every call was answered
+/// OK (with `early`, every call after the first second), by every pod, the new one
+/// too, and that the change showed. Returns the result, or `None` after printing the
+/// run's output when it failed.
+pub fn run_grpc(
+    cluster: &TestCluster,
+    system: &str,
+    url: &str,
+    gateway: &str,
+    early: bool,
+) -> Option<serde_json::Value> {
+    use super::proc::Proc;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = dir.path().join("grpc.yaml");
+    std::fs::write(
+        &scn,
+        format!(
+            "name: k8s-grpc\nplatform: kubernetes\nsystems: [{system}]\nprotocol: grpc\n\
+             kubernetes:\n  kubeconfig: {}\n  gateway: {gateway}\n  urls: {{{system}: \"{url}\"}}\n  image: \"ingressbench:test\"\n\
+             backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+             tls:\n  enabled: false\n\
+             load:\n  rate: 100\n  connections: 4\n  streams: 5\n  duration: 7s\n  warmup: 1s\n\
+             changes:\n  - wait: 1s\n  - scale: 3\n  - wait: 3s\n  - route: header\n",
+            cluster.kubeconfig().display(),
+        ),
+    )
+    .unwrap();
+    let mut run = cluster.ingressbench();
+    run.arg("run").arg(&scn).arg("--out").arg(&out);
+    let t = std::time::Instant::now();
+    let done = Proc::spawn_group("run", &mut run, dir.path()).finish(Duration::from_secs(120));
+    eprintln!(
+        "{system}: gRPC run took {:.1?}\n{}",
+        t.elapsed(),
+        done.stdout
+    );
+    if !done.success() {
+        eprintln!(
+            "{system}: gRPC run failed:\n{}\n{}",
+            done.stdout, done.stderr
+        );
+        return None;
+    }
+    let r = super::read_json(&out.join(system).join("result.json"));
+    assert_eq!(r["config"]["protocol"], "h2c", "{system}");
+    assert_eq!(r["config"]["grpc"], "ingressbench.Backend/Echo", "{system}");
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let q = &r["requests"];
+    assert!(
+        n(&q["completed"]) * 10 >= n(&q["intended"]) * 9,
+        "{system}: {q} {}",
+        r["errors"]
+    );
+    // Calls that failed, second by second: none at all, or (`early`) only in the
+    // first second, which is reported.
+    let per_second: Vec<u64> = r["timeline"]
+        .as_array()
+        .map(|t| t.iter().map(|s| n(&s["errors"])).collect())
+        .unwrap_or_default();
+    let first = per_second.first().copied().unwrap_or(0);
+    if first > 0 {
+        eprintln!(
+            "{system}: {first} calls failed in the first second: {} (events {})",
+            r["errors"], r["lab"]["events"]
+        );
+    }
+    assert!(
+        per_second.iter().skip(usize::from(early)).all(|e| *e == 0)
+            && (early || r["errors"]["grpc_codes"].is_null()),
+        "{system}: {} by second {per_second:?}, events {}",
+        r["errors"],
+        r["lab"]["events"]
+    );
+    let backends = r["backends"].as_object().unwrap();
+    assert_eq!(
+        backends.len(),
+        3,
+        "{system}: every pod answered, the new one too: {backends:?}"
+    );
+    assert!(
+        r["lab"]["route_propagation"].is_object(),
+        "{system}: {}",
+        r["lab"]
+    );
+    Some(r)
+}
+
 /// The size of [`run_route_set`]'s route set: issue 28's figure for the test
 /// environment's controllers.
 pub const ROUTES: u32 = 200;
