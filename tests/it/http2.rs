@@ -522,3 +522,41 @@ fn each_proxy_of_the_lab_carries_grpc_to_its_backends_over_h2c() {
         );
     }
 }
+
+#[test]
+fn a_stream_the_server_resets_is_a_reset_error_and_the_connection_goes_on() {
+    // A flapping backend in reset mode resets each stream of its failing phases
+    // (RST_STREAM), as over HTTP/1.1 it resets the connection.
+    let b = Backend::start("b-flap", &["--flap", "500ms/500ms", "--flap-mode", "reset"]);
+    let (r, _) = load(&[
+        &b.url(),
+        "--h2c",
+        "-c",
+        "2",
+        "--streams",
+        "4",
+        "-R",
+        "200",
+        "-d",
+        "2s",
+    ]);
+    let h2 = &r["connections"]["http2"];
+    let resets = n(&r, "/errors/reset");
+    assert!(
+        resets > 50 && n(&r, "/requests/completed") > 50,
+        "{}",
+        r["errors"]
+    );
+    assert_eq!(n(h2, "/streams_reset"), resets, "{h2}");
+    assert_eq!(n(&r, "/requests/failed"), resets, "{}", r["errors"]);
+    assert!(
+        r["errors"]["first"]["reset"]
+            .as_str()
+            .unwrap()
+            .contains("RST_STREAM"),
+        "{}",
+        r["errors"]
+    );
+    // The streams were reset, not the connections: the two stayed.
+    assert_eq!(n(h2, "/connections_opened"), 2, "{h2}");
+}

@@ -17,7 +17,6 @@
 //! The drain sends GOAWAY (hyper's graceful shutdown) and lets the streams in
 //! flight finish.
 
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::Ordering;
@@ -58,7 +57,8 @@ pub(crate) async fn serve<S>(
     let svc = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
         let prefix = prefix.clone();
-        async move { Ok::<_, Infallible>(answer(req, &shared, &prefix).await) }
+        // An error resets the stream (RST_STREAM): `--flap` in reset mode.
+        async move { answer(req, &shared, &prefix).await }
     });
     let conn = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
         .timer(hyper_util::rt::TokioTimer::new())
@@ -76,8 +76,6 @@ pub(crate) async fn serve<S>(
 pub struct Reply {
     data: Option<Bytes>,
     trailers: Option<HeaderMap>,
-    /// Ends the stream with an error (hyper resets it): `--flap` in reset mode.
-    reset: bool,
 }
 
 impl Body for Reply {
@@ -88,9 +86,6 @@ impl Body for Reply {
         mut self: Pin<&mut Self>,
         _cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        if std::mem::take(&mut self.reset) {
-            return Poll::Ready(Some(Err(std::io::Error::other("flap: stream reset"))));
-        }
         if let Some(d) = self.data.take() {
             return Poll::Ready(Some(Ok(Frame::data(d))));
         }
@@ -101,7 +96,7 @@ impl Body for Reply {
     }
 
     fn is_end_stream(&self) -> bool {
-        !self.reset && self.data.is_none() && self.trailers.is_none()
+        self.data.is_none() && self.trailers.is_none()
     }
 }
 
@@ -120,7 +115,11 @@ pub fn grpc_status_for(http: u16) -> u32 {
     }
 }
 
-async fn answer(req: Request<Incoming>, shared: &Shared, prefix: &[u8]) -> Response<Reply> {
+async fn answer(
+    req: Request<Incoming>,
+    shared: &Shared,
+    prefix: &[u8],
+) -> Result<Response<Reply>, std::io::Error> {
     let grpc = req
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -149,6 +148,11 @@ async fn answer(req: Request<Incoming>, shared: &Shared, prefix: &[u8]) -> Respo
             }
         }
     }
+    // A failing phase in reset mode resets the stream at once, as HTTP/1.1
+    // resets the connection: no delay, no answer.
+    if reset {
+        return Err(std::io::Error::other("flap: stream reset"));
+    }
     let release = shared.release_at(&mut Rng::new(), health);
     let release = match (release, held_until) {
         (Some(a), Some(b)) => Some(a.max(b)),
@@ -161,7 +165,6 @@ async fn answer(req: Request<Incoming>, shared: &Shared, prefix: &[u8]) -> Respo
     let mut resp = Response::new(Reply {
         data: None,
         trailers: None,
-        reset,
     });
     if let Ok(v) = HeaderValue::from_str(id) {
         resp.headers_mut().insert("x-backend", v);
@@ -189,7 +192,7 @@ async fn answer(req: Request<Incoming>, shared: &Shared, prefix: &[u8]) -> Respo
             // Trailers-only: the status in the one HEADERS frame.
             resp.headers_mut()
                 .insert("grpc-status", HeaderValue::from(code));
-            return resp;
+            return Ok(resp);
         }
         let message = if path == HEALTH_CHECK_PATH {
             vec![0x08, 0x01]
@@ -205,7 +208,7 @@ async fn answer(req: Request<Incoming>, shared: &Shared, prefix: &[u8]) -> Respo
         let r = resp.body_mut();
         r.data = Some(framed.into());
         r.trailers = Some(t);
-        return resp;
+        return Ok(resp);
     }
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     let request_id = shared.next_request.fetch_add(1, Ordering::Relaxed);
@@ -232,7 +235,7 @@ async fn answer(req: Request<Incoming>, shared: &Shared, prefix: &[u8]) -> Respo
     if !head_method {
         resp.body_mut().data = Some(Bytes::copy_from_slice(&out[body_at..]));
     }
-    resp
+    Ok(resp)
 }
 
 /// The message of a gRPC request body (its first length-prefixed message).

@@ -726,6 +726,11 @@ impl ClientConn {
                     self.peer_initial_window = i64::from(v);
                     for s in &mut self.streams {
                         s.send_window += delta;
+                        if s.send_window > frame::MAX_WINDOW {
+                            return Err(H2Error::FlowControl(
+                                "a new initial window took a stream's window past 2^31-1",
+                            ));
+                        }
                     }
                 }
                 frame::SETTINGS_MAX_FRAME_SIZE => {
