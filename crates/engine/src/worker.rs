@@ -414,6 +414,15 @@ fn voluntary_switches() -> Option<u64> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// A wait of `ns` as the kernel's calls take it.
+#[inline]
+fn timespec(ns: Nanos) -> rustix::time::Timespec {
+    rustix::time::Timespec {
+        tv_sec: (ns / 1_000_000_000) as i64,
+        tv_nsec: (ns % 1_000_000_000) as i64,
+    }
+}
+
 /// Timed waits of [`measure_wakeup`], and how long each asks for.
 const WAKEUP_WAITS: usize = 100;
 const WAKEUP_ASK_NS: Nanos = 100_000;
@@ -429,10 +438,7 @@ fn measure_wakeup(clock: &Clock) -> Vec<u32> {
         return Vec::new();
     };
     let mut events = Vec::with_capacity(1);
-    let ts = rustix::time::Timespec {
-        tv_sec: 0,
-        tv_nsec: WAKEUP_ASK_NS as i64,
-    };
+    let ts = timespec(WAKEUP_ASK_NS);
     (0..WAKEUP_WAITS)
         .filter_map(|_| {
             let t0 = clock.now();
@@ -1501,10 +1507,7 @@ impl Worker {
     fn sleep_and_handle(&mut self, wake: Nanos) -> io::Result<()> {
         let wait = wake.saturating_sub(self.shared.clock.now());
         if wait > 0 {
-            let ts = rustix::time::Timespec {
-                tv_sec: (wait / 1_000_000_000) as i64,
-                tv_nsec: (wait % 1_000_000_000) as i64,
-            };
+            let ts = timespec(wait);
             let _ =
                 rustix::thread::clock_nanosleep_relative(rustix::thread::ClockId::Monotonic, &ts);
         }
@@ -1517,10 +1520,7 @@ impl Worker {
         // iteration's own work (dispatching, events, the sweep) would otherwise be
         // added to every sleep, and every request after it would be that much late.
         let wait = wake.saturating_sub(self.shared.clock.now());
-        let ts = rustix::time::Timespec {
-            tv_sec: (wait / 1_000_000_000) as i64,
-            tv_nsec: (wait % 1_000_000_000) as i64,
-        };
+        let ts = timespec(wait);
         epoll_wait(&self.ep, &mut self.events, &ts)?;
         let events = std::mem::take(&mut self.events);
         for ev in &events {
@@ -1988,10 +1988,7 @@ mod tests {
 
     #[test]
     fn an_epoll_failure_is_an_error_not_an_empty_wait() {
-        let ts = rustix::time::Timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
+        let ts = timespec(0);
         let mut events = Vec::with_capacity(4);
         let ep = epoll::create(epoll::CreateFlags::CLOEXEC).unwrap();
         epoll_wait(&ep, &mut events, &ts).expect("an empty wait on an epoll fd");
@@ -1999,6 +1996,17 @@ mod tests {
         let not_epoll: std::os::fd::OwnedFd = std::fs::File::open("/dev/null").unwrap().into();
         let e = epoll_wait(&not_epoll, &mut events, &ts).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod timespec_tests {
+    #[test]
+    fn a_wait_in_ns_is_whole_seconds_and_the_rest() {
+        let t = super::timespec(2_500_000_123);
+        assert_eq!((t.tv_sec, t.tv_nsec), (2, 500_000_123));
+        let t = super::timespec(999_999_999);
+        assert_eq!((t.tv_sec, t.tv_nsec), (0, 999_999_999));
     }
 }
 
