@@ -253,11 +253,7 @@ pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>
                         .into(),
                 });
             };
-            Ok(vec![if place.grpc {
-                grpc_route(place, gw_ns, gw, route)
-            } else {
-                http_route(place, gw_ns, gw, route)
-            }])
+            Ok(vec![gateway_route(place, gw_ns, gw, route)])
         }
         Routing::OpenShiftRoute => Ok(vec![openshift_route(place, route)]),
     }
@@ -531,7 +527,11 @@ fn ingress(class: &str, style: Style, place: &Place, route: Route) -> Vec<Value>
     extra
 }
 
-fn http_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
+/// The run's Gateway API route: an HTTPRoute (every path, with `PathPrefix /`), or
+/// for a gRPC load (`place.grpc`) a GRPCRoute (every method of every service, which
+/// the controller then reaches over h2c). Both set the route's response headers;
+/// only the HTTPRoute rewrites (`check_grpc` refuses a rewrite for gRPC).
+fn gateway_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
     let mut filters = Vec::new();
     let headers = headers_for(route);
     if !headers.is_empty() {
@@ -541,7 +541,7 @@ fn http_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
                 .map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>()},
         }));
     }
-    if route == Route::Rewrite {
+    if route == Route::Rewrite && !place.grpc {
         // The match is the prefix `/`. Gateway API says replacing it with `/rewritten`
         // turns `/x` into `/rewritten/x`, but Contour 1.33 replaces the characters
         // (`/rewrittenx`, measured); with the trailing slash both readings agree.
@@ -550,51 +550,23 @@ fn http_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
             "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/rewritten/"}},
         }));
     }
+    let mut rule = json!({
+        "filters": filters,
+        "backendRefs": [{"name": BACKEND, "port": 80}],
+    });
+    if !place.grpc {
+        rule["matches"] = json!([{"path": {"type": "PathPrefix", "value": "/"}}]);
+    }
     let mut spec = json!({
         "parentRefs": [{"name": gw, "namespace": gw_ns}],
-        "rules": [{
-            "matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
-            "filters": filters,
-            "backendRefs": [{"name": BACKEND, "port": 80}],
-        }],
+        "rules": [rule],
     });
     if let Some(h) = &place.host {
         spec["hostnames"] = json!([h]);
     }
     json!({
         "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "HTTPRoute",
-        "metadata": metadata(ROUTE_NAME, place, json!({})),
-        "spec": spec,
-    })
-}
-
-/// The GRPCRoute of a gRPC run: every method of every service to the backends
-/// (which the controller then reaches over h2c), the route's response headers set.
-fn grpc_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
-    let headers = headers_for(route);
-    let filters: Vec<Value> = if headers.is_empty() {
-        Vec::new()
-    } else {
-        vec![json!({
-            "type": "ResponseHeaderModifier",
-            "responseHeaderModifier": {"set": headers.iter()
-                .map(|(k, v)| json!({"name": k, "value": v})).collect::<Vec<_>>()},
-        })]
-    };
-    let mut spec = json!({
-        "parentRefs": [{"name": gw, "namespace": gw_ns}],
-        "rules": [{
-            "filters": filters,
-            "backendRefs": [{"name": BACKEND, "port": 80}],
-        }],
-    });
-    if let Some(h) = &place.host {
-        spec["hostnames"] = json!([h]);
-    }
-    json!({
-        "apiVersion": "gateway.networking.k8s.io/v1",
-        "kind": "GRPCRoute",
+        "kind": if place.grpc { "GRPCRoute" } else { "HTTPRoute" },
         "metadata": metadata(ROUTE_NAME, place, json!({})),
         "spec": spec,
     })
