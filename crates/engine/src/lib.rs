@@ -1300,6 +1300,22 @@ impl Outcome {
                 handshakes: t.handshakes,
                 resumed: t.resumed,
                 version: t.tls_version.map(str::to_string),
+                certificates: t
+                    .certificates
+                    .ids
+                    .iter()
+                    .map(|e| {
+                        let rel = |v: Nanos| (v as f64 - self.measure_start as f64) / 1e6;
+                        (
+                            String::from_utf8_lossy(&e.id).into_owned(),
+                            results::CertificateSeen {
+                                handshakes: e.count,
+                                first_ms: rel(e.first),
+                                last_ms: rel(e.last),
+                            },
+                        )
+                    })
+                    .collect(),
             },
             generator: Generator {
                 // No lag recorded (nothing was sent) is no lag at all. Over the limit,

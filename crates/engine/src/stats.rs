@@ -178,6 +178,10 @@ pub struct Totals {
     pub handshakes: u64,
     pub resumed: u64,
     pub tls_version: Option<&'static str>,
+    /// Handshakes by the serial number (hex) of the certificate the server
+    /// presented, with when the first and last completed: what a rotation is
+    /// timed from. A tally like the backends', so a known serial costs a compare.
+    pub certificates: BackendTally,
     /// Sampled requests (`--sample`), in completion order.
     pub samples: Vec<RawSample>,
     /// Requests by change window, when the run is marked (see [`crate::windows`]).
@@ -277,6 +281,7 @@ impl Totals {
             handshakes: 0,
             resumed: 0,
             tls_version: None,
+            certificates: BackendTally::default(),
             samples: Vec::new(),
             windows: crate::windows::Tally::default(),
             steps: crate::windows::Tally::default(),
@@ -339,6 +344,7 @@ impl Totals {
         self.handshakes += o.handshakes;
         self.resumed += o.resumed;
         self.tls_version = self.tls_version.or(o.tls_version);
+        self.certificates.merge(&o.certificates);
         self.windows.merge(&o.windows);
         self.steps.merge(&o.steps);
         self.mix.merge(&o.mix);

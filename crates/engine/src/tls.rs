@@ -190,6 +190,73 @@ impl ServerCertVerifier for Pinned {
     }
 }
 
+/// The serial number of a DER certificate, as lowercase hex written into `out`
+/// (at most 40 digits: RFC 5280 caps serials at 20 bytes); `None` when the bytes do
+/// not start like a certificate. Read by hand, with no allocation, because it runs
+/// once per handshake on the worker's thread: Certificate and TBSCertificate are
+/// SEQUENCEs, then an optional `[0]` version, then the serial's INTEGER.
+pub fn serial_hex<'a>(der: &[u8], out: &'a mut [u8; 40]) -> Option<&'a [u8]> {
+    /// A tag and its length at `at`: (tag, start of the content, content length).
+    fn tlv(b: &[u8], at: usize) -> Option<(u8, usize, usize)> {
+        let tag = *b.get(at)?;
+        let first = *b.get(at + 1)?;
+        let (len, start) = if first < 0x80 {
+            (usize::from(first), at + 2)
+        } else {
+            let n = usize::from(first & 0x7f);
+            if n == 0 || n > 4 {
+                return None;
+            }
+            let mut len = 0usize;
+            for i in 0..n {
+                len = (len << 8) | usize::from(*b.get(at + 2 + i)?);
+            }
+            (len, at + 2 + n)
+        };
+        (start + len <= b.len()).then_some((tag, start, len))
+    }
+    let (t, cert, _) = tlv(der, 0)?;
+    let (t2, tbs, _) = tlv(der, cert)?;
+    if t != 0x30 || t2 != 0x30 {
+        return None;
+    }
+    let (mut tag, mut start, mut len) = tlv(der, tbs)?;
+    if tag == 0xa0 {
+        (tag, start, len) = tlv(der, start + len)?;
+    }
+    if tag != 0x02 || len == 0 {
+        return None;
+    }
+    let mut bytes = &der[start..start + len];
+    // A leading zero only keeps the INTEGER positive; `openssl x509 -serial` drops it.
+    while bytes.len() > 1 && bytes[0] == 0 {
+        bytes = &bytes[1..];
+    }
+    let bytes = &bytes[..bytes.len().min(20)];
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for (i, b) in bytes.iter().enumerate() {
+        out[2 * i] = HEX[usize::from(b >> 4)];
+        out[2 * i + 1] = HEX[usize::from(b & 15)];
+    }
+    Some(&out[..2 * bytes.len()])
+}
+
+/// Counts a completed handshake under the serial of the certificate the server
+/// presented, at `t` (see [`crate::stats::Totals::certificates`]).
+pub(crate) fn count_certificate(
+    tally: &mut crate::stats::BackendTally,
+    peer: Option<&[CertificateDer<'_>]>,
+    t: results::clock::Nanos,
+) {
+    let mut buf = [0u8; 40];
+    if let Some(serial) = peer
+        .and_then(|c| c.first())
+        .and_then(|leaf| serial_hex(leaf.as_ref(), &mut buf))
+    {
+        tally.add(serial, 1, t);
+    }
+}
+
 /// The server name to send and verify: the URL's host.
 ///
 /// # Errors
@@ -220,6 +287,71 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("no certificate"));
+    }
+
+    /// Certificates made by openssl, with serials of every shape (a leading zero
+    /// byte kept positive, one byte, the full 20), read as `openssl x509 -serial`
+    /// prints them.
+    #[test]
+    fn the_serial_is_read_as_openssl_prints_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = |args: &[&str]| {
+            let out = std::process::Command::new("openssl")
+                .args(args)
+                .current_dir(dir.path())
+                .output()
+                .expect("openssl");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).unwrap()
+        };
+        for serial in [
+            "0x01",
+            "0x80ff",
+            "0x7f3a5b",
+            "0x00c0ffee",
+            "0x4a2b3c4d5e6f708192a3b4c5d6e7f80910111213",
+        ] {
+            run(&[
+                "req",
+                "-x509",
+                "-nodes",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-subj",
+                "/CN=x",
+                "-days",
+                "1",
+                "-set_serial",
+                serial,
+                "-keyout",
+                "k.pem",
+                "-out",
+                "c.pem",
+                "-outform",
+                "DER",
+            ]);
+            let der = std::fs::read(dir.path().join("c.pem")).unwrap();
+            let printed = run(&[
+                "x509", "-inform", "DER", "-in", "c.pem", "-noout", "-serial",
+            ]);
+            let want = printed
+                .trim()
+                .trim_start_matches("serial=")
+                .to_ascii_lowercase();
+            let mut buf = [0u8; 40];
+            let got = serial_hex(&der, &mut buf).expect("a certificate");
+            assert_eq!(std::str::from_utf8(got).unwrap(), want, "{serial}");
+        }
+        let mut buf = [0u8; 40];
+        assert!(serial_hex(b"", &mut buf).is_none());
+        assert!(serial_hex(&[0x30, 0x82, 0xff, 0xff, 0x30], &mut buf).is_none());
+        assert!(serial_hex(&[0x30, 0x03, 0x30, 0x01, 0x05], &mut buf).is_none());
     }
 
     #[test]

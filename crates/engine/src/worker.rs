@@ -1798,6 +1798,11 @@ impl Worker {
                             if c.measured {
                                 let t = &mut self.rec.totals;
                                 t.handshakes += 1;
+                                crate::tls::count_certificate(
+                                    &mut t.certificates,
+                                    tls.peer_certificates(),
+                                    clock.now(),
+                                );
                                 if tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
                                     t.resumed += 1;
                                 }

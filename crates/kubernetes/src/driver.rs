@@ -497,6 +497,8 @@ impl Driver for ControllerDriver {
             routes: true,
             reload: false,
             restart: false,
+            restart_controller: false,
+            rotate_certificate: false,
         }
     }
 

@@ -26,5 +26,5 @@ pub use profiles::{driver_for, PROFILES};
 pub use sut::{driver, platform, routes, watchdog};
 pub use sut::{
     Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Platform,
-    PlatformEvent, Route, RouteSet, Target,
+    PlatformEvent, RestartKind, Route, RouteSet, Target,
 };

@@ -20,6 +20,9 @@ pub struct LocalProcesses {
     target: Option<Target>,
     /// Flapping backends the next `prepare` starts.
     flapping: Option<FlapSpec>,
+    /// The key type of the run's certificates, and how many were issued.
+    key: certs::KeyType,
+    issued: u32,
 }
 
 pub use sut::scratch::{remove_scratch, scratch_dir, SCRATCH_PREFIX};
@@ -36,6 +39,8 @@ impl LocalProcesses {
             pool: None,
             target: None,
             flapping: None,
+            key: certs::KeyType::Rsa2048,
+            issued: 1,
         }
     }
 }
@@ -53,6 +58,8 @@ impl Platform for LocalProcesses {
             .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
         let work = scratch_dir()?;
         let (cert, key) = certs::generate(work.path(), spec.tls.key)?;
+        self.key = spec.tls.key;
+        self.issued = 1;
         let p = ports::free_ports(2).map_err(LabError::io("choose free ports"))?;
         let mut ctx = DriverContext::with_s1_tuning(
             work.path().to_path_buf(),
@@ -70,7 +77,7 @@ impl Platform for LocalProcesses {
         };
         self.target = Some(Target {
             url: format!("{scheme}://{LOOPBACK}:{port}/"),
-            cacert: spec.tls.enabled.then_some(cert),
+            cacert: spec.tls.enabled.then(|| certs::trust(work.path())),
             reachable: vec![LOOPBACK],
             netns: None,
         });
@@ -130,6 +137,15 @@ impl Platform for LocalProcesses {
                 });
             }
         }
+    }
+
+    /// A new leaf from the run's CA: same names, new key and serial.
+    fn new_certificate(&mut self) -> Result<(PathBuf, PathBuf), LabError> {
+        let Some(work) = &self.work else {
+            return Err(LabError::Other("local: no system is prepared".into()));
+        };
+        self.issued += 1;
+        certs::issue(work.path(), self.key, self.issued)
     }
 
     fn set_flapping(&mut self, spec: Option<FlapSpec>) -> Result<(), LabError> {

@@ -423,6 +423,8 @@ impl Driver for Direct {
             routes: false,
             reload: false,
             restart: false,
+            restart_controller: false,
+            rotate_certificate: false,
         }
     }
 

@@ -13,12 +13,27 @@ use crate::compare::{parse_metric, Direction, Metric, LATENCY_METRICS};
 use crate::fmt::fmt_opt_ms;
 use results::RunResult;
 
+/// The kinds of change a gate can be limited to (`errors[restart]>0`): the step
+/// names of scenarios, as the change windows of a result are named.
+pub const STEP_KINDS: &[&str] = &[
+    "scale",
+    "route",
+    "route_set",
+    "reload",
+    "restart",
+    "rotate",
+    "drain",
+];
+
 /// One `--fail-on` spec, parsed.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Gate {
     /// As written, for messages.
     pub spec: String,
     pub metric: Metric,
+    /// `METRIC[KIND]`: judged on the windows of that kind of change only (their
+    /// errors, their worst p99 or max), not on the whole run.
+    pub step: Option<&'static str>,
     /// Milliseconds for latency and propagation, a count for errors.
     pub limit: f64,
 }
@@ -55,7 +70,32 @@ fn parse_gate(spec: &str) -> Result<Gate, GateError> {
             "not METRIC>LIMIT, e.g. errors>0, p99>50ms or route_propagation>1s".into(),
         ));
     };
+    let (name, step) = match name
+        .trim()
+        .strip_suffix(']')
+        .and_then(|n| n.split_once('['))
+    {
+        Some((metric, kind)) => {
+            let Some(k) = STEP_KINDS.iter().find(|k| **k == kind.trim()) else {
+                return Err(err(format!(
+                    "unknown kind of change '{}': use one of {}",
+                    kind.trim(),
+                    STEP_KINDS.join(", ")
+                )));
+            };
+            (metric, Some(*k))
+        }
+        None => (name, None),
+    };
     let metric = parse_metric(name).map_err(err)?;
+    if step.is_some()
+        && !matches!(metric, Metric::Errors(None))
+        && !matches!(metric, Metric::Latency(i) if LATENCY_METRICS[i] == "p99" || i == 8)
+    {
+        return Err(err(
+            "a kind of change takes errors, p99 or max (what each change window holds), e.g. errors[restart]>0".into(),
+        ));
+    }
     let value = value.trim();
     let limit = match metric {
         Metric::Errors(_) => value
@@ -78,6 +118,7 @@ fn parse_gate(spec: &str) -> Result<Gate, GateError> {
     Ok(Gate {
         spec: t.to_string(),
         metric,
+        step,
         limit,
     })
 }
@@ -108,8 +149,54 @@ pub fn check(results: &[RunResult], gates: &[Gate]) -> Vec<String> {
     out
 }
 
+/// What the windows of `kind`'s changes show beyond `g`'s limit: errors added up
+/// over them, latency at its worst. A run without such a change passes.
+fn crossed_in_windows(r: &RunResult, g: &Gate, kind: &str) -> Option<String> {
+    let windows: Vec<_> = r
+        .lab
+        .as_ref()?
+        .windows
+        .iter()
+        .filter(|w| w.kind() == kind)
+        .collect();
+    if windows.is_empty() {
+        return None;
+    }
+    match g.metric {
+        Metric::Errors(_) => {
+            let n: u64 = windows.iter().flat_map(|w| w.errors.values()).sum();
+            (n as f64 > g.limit).then(|| {
+                format!(
+                    "errors[{kind}] {n} > {} (in {} change window{})",
+                    g.limit,
+                    windows.len(),
+                    if windows.len() == 1 { "" } else { "s" }
+                )
+            })
+        }
+        Metric::Latency(i) => {
+            let (name, v) = if i == 8 {
+                ("max", windows.iter().map(|w| w.max_ms).fold(0.0, f64::max))
+            } else {
+                ("p99", windows.iter().map(|w| w.p99_ms).fold(0.0, f64::max))
+            };
+            (v > g.limit).then(|| {
+                format!(
+                    "{name}[{kind}] {} > {}",
+                    fmt_opt_ms(Some(v)),
+                    fmt_opt_ms(Some(g.limit))
+                )
+            })
+        }
+        _ => None,
+    }
+}
+
 /// What `r` shows beyond `g`'s limit, if anything.
 fn crossed(r: &RunResult, g: &Gate) -> Option<String> {
+    if let Some(kind) = g.step {
+        return crossed_in_windows(r, g, kind);
+    }
     let ms = |v: f64| fmt_opt_ms(Some(v));
     let over =
         |name: &str, v: f64| (v > g.limit).then(|| format!("{name} {} > {}", ms(v), ms(g.limit)));
@@ -258,6 +345,47 @@ mod tests {
     }
 
     #[test]
+    fn a_kind_of_change_is_judged_on_its_own_windows() {
+        let mut r = ok_run();
+        let lab = r.lab.as_mut().unwrap();
+        let w = |change: &str, errors: u64, p99: f64| results::EventWindow {
+            change: change.into(),
+            errors: if errors > 0 {
+                [("connect".to_string(), errors)].into()
+            } else {
+                Default::default()
+            },
+            p99_ms: p99,
+            max_ms: p99 * 2.0,
+            ..Default::default()
+        };
+        lab.windows = vec![
+            w("scale 3 -> 5", 7, 900.0),
+            w("restart proxy (hot restart, seamless)", 0, 4.0),
+            w("rotate certificate 1a -> 2b", 2, 30.0),
+            w("rotate certificate 2b -> 3c", 1, 80.0),
+        ];
+        r.errors.connect = 10;
+        // The scale's errors and latency are not the restart's.
+        assert!(check(
+            std::slice::from_ref(&r),
+            &gates("errors[restart]>0,p99[restart]>10ms")
+        )
+        .is_empty());
+        let f = check(
+            std::slice::from_ref(&r),
+            &gates("errors[rotate]>2,max[rotate]>100ms,errors[drain]>0"),
+        );
+        assert_eq!(
+            f,
+            [
+                "FAIL: envoy-xds: errors[rotate] 3 > 2 (in 2 change windows) (--fail-on errors[rotate]>2)",
+                "FAIL: envoy-xds: max[rotate] 160.00ms > 100.00ms (--fail-on max[rotate]>100ms)",
+            ]
+        );
+    }
+
+    #[test]
     fn bad_specs_are_one_line_naming_the_spec() {
         for (spec, want) in [
             ("p99", "not METRIC>LIMIT"),
@@ -266,6 +394,18 @@ mod tests {
             ("p99>10%", "a percentage needs a base"),
             ("errors>x", "errors take a count"),
             ("errors.oops>0", "unknown error kind 'oops'"),
+            (
+                "errors[restrat]>0",
+                "unknown kind of change 'restrat': use one of scale,",
+            ),
+            (
+                "p50[restart]>1s",
+                "a kind of change takes errors, p99 or max",
+            ),
+            (
+                "errors.tls[rotate]>0",
+                "a kind of change takes errors, p99 or max",
+            ),
         ] {
             let e = parse_gates(&[spec]).unwrap_err().to_string();
             assert!(e.starts_with(&format!("--fail-on '{spec}': ")), "{e}");

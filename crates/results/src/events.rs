@@ -36,6 +36,15 @@ pub enum EventKind {
     ReloadDone,
     RestartRequested,
     RestartDone,
+    RotateRequested,
+    RotateDone,
+    DrainRequested,
+    /// A pod of the drained node evicted (on a cluster).
+    PodEvicted,
+    DrainDone,
+    /// A pod of the restarted proxy or controller replaced by a new one that is
+    /// ready (on a cluster: one per pod of a rolling restart).
+    PodReplaced,
     ProxyDied,
     ChangeFailed,
 }
@@ -52,6 +61,8 @@ impl EventKind {
             EventKind::RouteSetRequested => Some("route_set"),
             EventKind::ReloadRequested => Some("reload"),
             EventKind::RestartRequested => Some("restart"),
+            EventKind::RotateRequested => Some("rotate"),
+            EventKind::DrainRequested => Some("drain"),
             _ => None,
         }
     }
@@ -77,9 +88,24 @@ impl EventKind {
             EventKind::ReloadDone => "reload_done",
             EventKind::RestartRequested => "restart_requested",
             EventKind::RestartDone => "restart_done",
+            EventKind::RotateRequested => "rotate_requested",
+            EventKind::RotateDone => "rotate_done",
+            EventKind::DrainRequested => "drain_requested",
+            EventKind::PodEvicted => "pod_evicted",
+            EventKind::DrainDone => "drain_done",
+            EventKind::PodReplaced => "pod_replaced",
             EventKind::ProxyDied => "proxy_died",
             EventKind::ChangeFailed => "change_failed",
         }
+    }
+}
+
+impl EventWindow {
+    /// The kind of change that opened the window, as scenarios name its step
+    /// (`scale`, `restart`, `rotate`, ...): what `--fail-on errors[restart]>0`
+    /// selects windows by.
+    pub fn kind(&self) -> &str {
+        self.change.split(' ').next().unwrap_or_default()
     }
 }
 

@@ -102,6 +102,40 @@ pub struct LabInfo {
     /// the configuration cost.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_set: Option<RouteSetResult>,
+    /// Each certificate rotation (`rotate: certificate`) as new connections saw it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rotations: Vec<Rotation>,
+}
+
+/// One certificate rotation, from the serial numbers the load's handshakes saw
+/// (`tls.certificates`): when new connections were first served with the new
+/// certificate, and when an old one was last served, from the request (ms).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Rotation {
+    /// When it was asked for, ms from the start of the measured window.
+    pub at_ms: f64,
+    /// The serial in force before, and the new one (hex, as `tls.certificates`).
+    pub serial_old: String,
+    pub serial_new: String,
+    /// From the request until the system said it was done; absent when it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied_ms: Option<f64>,
+    /// From the request until the first handshake served with the new certificate;
+    /// absent when none was (no new connection, or the rotation never took).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_seen_ms: Option<f64>,
+    /// From the request until the last handshake still served with the old one
+    /// (absent: none after the request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_old_ms: Option<f64>,
+    /// Handshakes with the new certificate over the run.
+    pub handshakes_new: u64,
+    /// Errors of the rotation's window: `tls` (handshake failures), and all.
+    pub tls_errors: u64,
+    pub errors: u64,
+    /// Requests of the window sent again on a new connection because the server
+    /// closed a kept-alive one: existing connections that did not survive.
+    pub reconnects: u64,
 }
 
 /// A route set given to the system before the load (scenario `routes:`), and how

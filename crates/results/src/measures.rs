@@ -257,6 +257,34 @@ pub struct TlsStats {
     pub resumed: u64,
     /// Negotiated protocol version, e.g. "TLSv1.3".
     pub version: Option<String>,
+    /// The server certificates the handshakes were served with, by serial number
+    /// (hex): how many handshakes saw each, and when the first and the last of them
+    /// completed (ms from the start of the measured window). A certificate rotation
+    /// shows as a new serial taking over (`lab.rotations`). Empty over plain HTTP.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub certificates: BTreeMap<String, CertificateSeen>,
+}
+
+/// Handshakes served with one certificate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CertificateSeen {
+    pub handshakes: u64,
+    pub first_ms: f64,
+    pub last_ms: f64,
+}
+
+impl CertificateSeen {
+    /// Adds another count of the same certificate (another generator's, another
+    /// repetition's on the same clock).
+    pub fn merge(&mut self, o: &CertificateSeen) {
+        if self.handshakes == 0 {
+            *self = o.clone();
+            return;
+        }
+        self.handshakes += o.handshakes;
+        self.first_ms = self.first_ms.min(o.first_ms);
+        self.last_ms = self.last_ms.max(o.last_ms);
+    }
 }
 
 /// One second of the run (by completion time).

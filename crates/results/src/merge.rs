@@ -411,6 +411,15 @@ pub(crate) fn sum_tls(results: &[&RunResult]) -> TlsStats {
         handshakes: results.iter().map(|r| r.tls.handshakes).sum(),
         resumed: results.iter().map(|r| r.tls.resumed).sum(),
         version: results.iter().find_map(|r| r.tls.version.clone()),
+        certificates: {
+            let mut m: BTreeMap<String, crate::measures::CertificateSeen> = BTreeMap::new();
+            for r in results {
+                for (serial, c) in &r.tls.certificates {
+                    m.entry(serial.clone()).or_default().merge(c);
+                }
+            }
+            m
+        },
     }
 }
 

@@ -537,10 +537,98 @@ pub enum Step {
     RouteSet(RouteSetStep),
     /// Reload the proxy (`reload: true`).
     Reload(bool),
-    /// Stop and start the proxy process (`restart: true`).
-    Restart(bool),
+    /// Restart the proxy (`restart: proxy`, or `true` as before) the way its
+    /// controller does, or the controller (`restart: controller`).
+    Restart(RestartWhat),
+    /// Give the proxy a new certificate (`rotate: certificate`).
+    Rotate(RotateWhat),
+    /// Drain a node of the cluster (`drain: node`, or `drain: {node: NAME}`).
+    Drain(DrainNode),
     /// Repeat steps.
     Repeat(Repeat),
+}
+
+/// What a `restart:` step restarts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RestartWhat {
+    /// The data plane: each local profile as its controller restarts it, a
+    /// rolling restart of the data plane's pods on a cluster.
+    Proxy,
+    /// The control plane: the controller's pod, or envoy-xds's ADS server.
+    Controller,
+    /// `restart: false`: nothing (kept for files that switch a step off).
+    Nothing,
+}
+
+impl<'de> Deserialize<'de> for RestartWhat {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            B(bool),
+            S(String),
+        }
+        let bad = || de::Error::custom("restart: expected proxy or controller");
+        match Either::deserialize(d).map_err(|_| bad())? {
+            Either::B(true) => Ok(RestartWhat::Proxy),
+            Either::B(false) => Ok(RestartWhat::Nothing),
+            Either::S(s) if s == "proxy" => Ok(RestartWhat::Proxy),
+            Either::S(s) if s == "controller" => Ok(RestartWhat::Controller),
+            Either::S(_) => Err(bad()),
+        }
+    }
+}
+
+impl RestartWhat {
+    pub fn name(self) -> &'static str {
+        match self {
+            RestartWhat::Proxy => "proxy",
+            RestartWhat::Controller => "controller",
+            RestartWhat::Nothing => "nothing",
+        }
+    }
+}
+
+/// What a `rotate:` step rotates: today only the serving certificate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RotateWhat {
+    Certificate,
+}
+
+/// The node a `drain:` step drains: `drain: node` (the node of the oldest backend
+/// pod) or `drain: {node: NAME}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DrainNode {
+    pub node: Option<String>,
+}
+
+impl<'de> Deserialize<'de> for DrainNode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Full {
+            node: String,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            S(String),
+            Full(Full),
+        }
+        let bad = || {
+            de::Error::custom(
+                "drain: expected node (the node of the oldest backend pod) or {node: NAME}",
+            )
+        };
+        match Either::deserialize(d).map_err(|_| bad())? {
+            Either::S(s) if s == "node" => Ok(DrainNode { node: None }),
+            Either::S(_) => Err(bad()),
+            Either::Full(f) if !f.node.is_empty() => Ok(DrainNode { node: Some(f.node) }),
+            Either::Full(_) => Err(bad()),
+        }
+    }
 }
 
 /// One route added to a running route set, or its last removed: the one change
@@ -1667,6 +1755,50 @@ impl Scenario {
         Ok(())
     }
 
+    /// Lifecycle steps each system can make, refused before anything starts.
+    fn check_lifecycle(&self) -> Result<(), Bad> {
+        let has = |f: &dyn Fn(&Step) -> bool| any_step(&self.changes, f);
+        if has(&|s| matches!(s, Step::Rotate(_))) && !self.tls.enabled {
+            return Err(Bad::new(
+                "changes",
+                "changes: rotate: certificate needs TLS between the load and the system: set tls.enabled: true",
+            ));
+        }
+        if has(&|s| matches!(s, Step::Drain(_))) && self.platform != PlatformKind::Kubernetes {
+            return Err(Bad::new(
+                "changes",
+                format!(
+                    "changes: drain: node needs platform kubernetes (platform {} has no nodes): remove the step",
+                    self.platform
+                ),
+            ));
+        }
+        if self.platform == PlatformKind::Local
+            && has(&|s| matches!(s, Step::Restart(RestartWhat::Controller)))
+        {
+            let with: Vec<&str> = lab::PROFILES
+                .iter()
+                .filter(|p| p.driver().capabilities().restart_controller)
+                .map(|p| p.name)
+                .collect();
+            if let Some(p) = self.systems.iter().find(|p| {
+                lab::profiles::profile(p.name())
+                    .is_some_and(|x| !x.driver().capabilities().restart_controller)
+            }) {
+                return Err(Bad::new(
+                    "changes",
+                    format!(
+                        "changes: restart: controller: {} has no control plane apart from its proxy (ingressbench plays its controller): of the local profiles only {} {} one",
+                        p.name(),
+                        with.join(", "),
+                        if with.len() == 1 { "has" } else { "have" }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     fn check_platform(&self) -> Result<(), Bad> {
         let kube = self.platform == PlatformKind::Kubernetes;
         let kind = |name: &str| {
@@ -1699,6 +1831,7 @@ impl Scenario {
             }
         }
         self.check_network_lab()?;
+        self.check_lifecycle()?;
         let image = self.kubernetes.as_ref().and_then(|k| k.image.as_deref());
         if kube
             && self.backends.delay.is_some()
@@ -2013,7 +2146,24 @@ fn first_change(steps: &[Step]) -> Option<&'static str> {
         Step::RouteSet(_) => Some("route_set"),
         Step::Reload(_) => Some("reload"),
         Step::Restart(_) => Some("restart"),
+        Step::Rotate(_) => Some("rotate"),
+        Step::Drain(_) => Some("drain"),
     })
+}
+
+/// Whether some step (repeats included) satisfies `f`.
+fn any_step(steps: &[Step], f: &dyn Fn(&Step) -> bool) -> bool {
+    steps.iter().any(|s| match s {
+        Step::Repeat(r) => any_step(&r.steps, f),
+        s => f(s),
+    })
+}
+
+impl Scenario {
+    /// Whether a step rotates the certificate.
+    pub fn changes_certificate(&self) -> bool {
+        any_step(&self.changes, &|s| matches!(s, Step::Rotate(_)))
+    }
 }
 
 /// Whether some step (repeats included) changes the route set.

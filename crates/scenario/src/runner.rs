@@ -7,7 +7,7 @@
 //! it runs, which ports it listens on or how a backend is started. Every change is logged twice on the load's clock: when it was asked for
 //! and when it took effect, so a latency spike can be tied to the change behind it.
 
-use super::{Scenario, Step};
+use super::{RestartWhat, Scenario, Step};
 use crate::plan::{load_spec, LoadMode, Plan};
 use engine::search::{run_search, SearchError, SearchPlan};
 use engine::windows::{Marks, Tally};
@@ -391,6 +391,11 @@ pub(crate) struct System {
     /// The route set in force (`routes:`), where its routes are probed (the proxy's
     /// plain-HTTP port) and for how long, and its changes during the load.
     routes: Option<RoutesInForce>,
+    /// The serial (hex) of the certificate the proxy serves, when it serves TLS:
+    /// what a rotation replaces.
+    serial: Option<String>,
+    /// Each rotation asked for, in order: the serial before and the new one.
+    rotated: Vec<(String, String)>,
 }
 
 /// A system's route set while the load runs (see [`System::change_route_set`]).
@@ -437,6 +442,8 @@ impl System {
             closed: false,
             warn: opts.warn.clone(),
             routes: None,
+            serial: None,
+            rotated: Vec::new(),
         }
     }
 
@@ -642,6 +649,9 @@ pub(crate) fn deploy(
     sys.driver
         .deploy(&ctx, &endpoints, Duration::from_secs(15))
         .map_err(lab)?;
+    if scn.tls.enabled && scn.changes_certificate() {
+        sys.serial = Some(certs::serial(&ctx.cert).map_err(lab)?);
+    }
     let versions: BTreeMap<String, String> = sys.driver.versions().into_iter().collect();
     let route_set = match &scn.routes {
         Some(r) => {
@@ -989,6 +999,7 @@ fn run_system(
     let propagation = propagation(&sys, &result);
     let route_propagation =
         route_propagation(&events, &sys.events.opened, &tally, sys.events.origin);
+    let rotations = rotations(&events, &sys.rotated, &windows, &result.tls.certificates);
     let cluster = sys.platform.cluster_info();
     let network = sys.platform.network_info();
     result.lab = Some(LabInfo {
@@ -1016,6 +1027,7 @@ fn run_system(
         cluster,
         network,
         fraction: at.map(|(_, f)| f),
+        rotations,
         route_set: route_set.map(|mut rs| {
             if let Some(r) = sys.routes.as_mut() {
                 rs.changes = std::mem::take(&mut r.changes);
@@ -1105,7 +1117,24 @@ impl System {
         done: EventKind,
         expect: Expect,
         ask: F,
-    ) where
+    ) -> bool
+    where
+        F: FnOnce(&mut dyn Driver) -> Result<(), LabError>,
+    {
+        self.change_with(requested, detail, done, Some(expect), ask)
+    }
+
+    /// [`change`](Self::change), with no wait after `ask` when `expect` is `None`
+    /// (a change whose end `ask` itself waits for). Returns whether it succeeded.
+    fn change_with<F>(
+        &mut self,
+        requested: Option<EventKind>,
+        detail: &str,
+        done: EventKind,
+        expect: Option<Expect>,
+        ask: F,
+    ) -> bool
+    where
         F: FnOnce(&mut dyn Driver) -> Result<(), LabError>,
     {
         // Timed from when the change is made: a load elsewhere has the request
@@ -1115,10 +1144,14 @@ impl System {
         }
         let t0 = Instant::now();
         let timeout = self.settle_timeout;
-        let res = ask(self.driver.as_mut()).and_then(|_| self.driver.settle(&expect, timeout));
+        let res = ask(self.driver.as_mut()).and_then(|_| match &expect {
+            Some(e) => self.driver.settle(e, timeout),
+            None => Ok(()),
+        });
         match res {
             Ok(()) => {
                 self.events.log(done, detail, Some(t0.elapsed()));
+                true
             }
             Err(e) => {
                 self.events.log(
@@ -1126,8 +1159,123 @@ impl System {
                     format!("{detail}: {}", results::Causes(&e)),
                     Some(t0.elapsed()),
                 );
+                false
             }
         }
+    }
+
+    /// `restart: proxy`: the driver restarts its proxy its own way, and the
+    /// endpoints in force are given to the new process. A proxy that does not come
+    /// back is stopped for good (nothing of it left running), the failure logged,
+    /// and the rest of the run measures what that does to the traffic.
+    fn restart_proxy(&mut self) {
+        let eps = self.platform.endpoints();
+        let kind = self.driver.restart_kind();
+        let detail = format!(
+            "proxy ({}{})",
+            kind.how,
+            if kind.seamless { ", seamless" } else { "" }
+        );
+        let ok = self.change(
+            Some(EventKind::RestartRequested),
+            &detail,
+            EventKind::RestartDone,
+            Expect::endpoints(&eps),
+            |d| {
+                d.restart_proxy()?;
+                endpoint_push::endpoints_changed(d, &eps).map(|_| ())
+            },
+        );
+        if !ok && !self.driver.alive() {
+            if let Err(e) = self.driver.stop() {
+                self.events.log(
+                    EventKind::ChangeFailed,
+                    format!(
+                        "stopping what the failed restart left: {}",
+                        results::Causes(&e)
+                    ),
+                    None,
+                );
+            }
+        }
+    }
+
+    /// `rotate: certificate`: a new certificate from the platform (same names, new
+    /// key and serial), given to the proxy the way its controller does. The event
+    /// names both serials, which the result's rotation figures are read by.
+    fn rotate_certificate(&mut self) {
+        let issued = self
+            .platform
+            .new_certificate()
+            .and_then(|(cert, key)| Ok((lab::certs::serial(&cert)?, cert, key)));
+        let (serial, cert, key) = match issued {
+            Ok(v) => v,
+            Err(e) => {
+                self.events.log(
+                    EventKind::ChangeFailed,
+                    format!("certificate: {}", results::Causes(&e)),
+                    None,
+                );
+                return;
+            }
+        };
+        let old = self.serial.replace(serial.clone()).unwrap_or_default();
+        // The event names the serials by their first 8 digits (enough to tell a
+        // run's apart, short enough for a chart's marker); the result has them whole.
+        let short = |s: &str| s.chars().take(8).collect::<String>();
+        self.rotated.push((old.clone(), serial.clone()));
+        let ok = self.change(
+            Some(EventKind::RotateRequested),
+            &format!("certificate {} -> {}", short(&old), short(&serial)),
+            EventKind::RotateDone,
+            Expect::Applied,
+            |d| d.rotate_certificate(&cert, &key),
+        );
+        if !ok {
+            // Still the old one in force, as far as anyone knows.
+            self.serial = Some(old);
+        }
+    }
+
+    /// `drain: node`: the platform cordons the node and evicts its backends; each
+    /// eviction and each replacement is logged as it happens, then the proxy is
+    /// settled on the endpoints left.
+    fn drain(&mut self, node: Option<&str>) {
+        self.events
+            .log(EventKind::DrainRequested, node.unwrap_or("node"), None);
+        let t0 = Instant::now();
+        let (events, added, removed) = (&mut self.events, &mut self.added, &mut self.removed);
+        let res = self.platform.drain(node, &mut |ev| match ev {
+            PlatformEvent::Ready { endpoint, took } => {
+                let at = events.log(EventKind::BackendReady, &endpoint.id, Some(took));
+                added.push((endpoint.id, at));
+            }
+            PlatformEvent::Stopping { id, mode } => {
+                let at = events.log(
+                    EventKind::PodEvicted,
+                    format!("{id} ({})", mode.name()),
+                    None,
+                );
+                removed.push((id, at));
+            }
+            PlatformEvent::Failed { detail } => {
+                events.log(EventKind::ChangeFailed, detail, None);
+            }
+        });
+        match res {
+            Ok(name) => {
+                self.events
+                    .log(EventKind::DrainDone, name, Some(t0.elapsed()));
+            }
+            Err(e) => {
+                self.events.log(
+                    EventKind::ChangeFailed,
+                    format!("drain: {}", results::Causes(&e)),
+                    Some(t0.elapsed()),
+                );
+            }
+        }
+        self.endpoints_changed();
     }
 
     fn scale(&mut self, to: u32, mode: StopMode) {
@@ -1215,22 +1363,21 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
                     |d| d.reload(),
                 );
             }
-            Step::Restart(true) => {
-                let eps = sys.platform.endpoints();
-                sys.change(
+            Step::Restart(RestartWhat::Proxy) => sys.restart_proxy(),
+            Step::Restart(RestartWhat::Controller) => {
+                // Done once a new controller runs: what the next step asks for is
+                // made while it resyncs, and timed by the traffic.
+                sys.change_with(
                     Some(EventKind::RestartRequested),
-                    "",
+                    "controller",
                     EventKind::RestartDone,
-                    Expect::endpoints(&eps),
-                    |d| {
-                        d.stop()?;
-                        d.start()?;
-                        d.wait_ready(Duration::from_secs(15))?;
-                        endpoint_push::endpoints_changed(d, &eps).map(|_| ())
-                    },
+                    None,
+                    |d| d.restart_controller(),
                 );
             }
-            Step::Reload(false) | Step::Restart(false) => {}
+            Step::Rotate(_) => sys.rotate_certificate(),
+            Step::Drain(n) => sys.drain(n.node.as_deref()),
+            Step::Reload(false) | Step::Restart(RestartWhat::Nothing) => {}
             Step::Repeat(r) => {
                 let mut n = 0;
                 while !sys.done() && r.times.is_none_or(|t| n < t) && depth < 4 {
@@ -1368,6 +1515,53 @@ fn route_propagation(
         });
     }
     Some(RoutePropagation::of(changes))
+}
+
+/// Each certificate rotation as the load's handshakes saw it: the serials its event
+/// names, looked up in what the engine counted per serial, and its window's errors.
+fn rotations(
+    events: &[Event],
+    rotated: &[(String, String)],
+    windows: &[EventWindow],
+    seen: &BTreeMap<String, results::CertificateSeen>,
+) -> Vec<results::Rotation> {
+    let mut out = Vec::new();
+    let asked = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.kind == EventKind::RotateRequested);
+    for ((i, e), (old, new)) in asked.zip(rotated) {
+        let (old, new) = (old.as_str(), new.as_str());
+        let applied = events[i + 1..]
+            .iter()
+            .find(|x| {
+                (x.kind == EventKind::RotateDone && x.detail == e.detail)
+                    || (x.kind == EventKind::ChangeFailed && x.detail.starts_with(&e.detail))
+            })
+            .filter(|x| x.kind == EventKind::RotateDone)
+            .map(|x| (x.t_ms - e.t_ms).max(0.0));
+        let new_seen = seen.get(new);
+        let last_old = seen
+            .get(old)
+            .filter(|c| c.last_ms >= e.t_ms)
+            .map(|c| c.last_ms - e.t_ms);
+        let w = windows
+            .iter()
+            .find(|w| w.kind() == "rotate" && (w.from_ms - e.t_ms).abs() < 1e-6);
+        out.push(results::Rotation {
+            at_ms: e.t_ms,
+            serial_old: old.to_string(),
+            serial_new: new.to_string(),
+            applied_ms: applied,
+            new_seen_ms: new_seen.map(|c| (c.first_ms - e.t_ms).max(0.0)),
+            last_old_ms: last_old,
+            handshakes_new: new_seen.map_or(0, |c| c.handshakes),
+            tls_errors: w.and_then(|w| w.errors.get("tls").copied()).unwrap_or(0),
+            errors: w.map_or(0, |w| w.errors.values().sum()),
+            reconnects: w.map_or(0, |w| w.reconnects_after_server_close),
+        });
+    }
+    out
 }
 
 /// Propagation of added and removed backends, from when each response arrived.

@@ -13,7 +13,7 @@
 //! knows which proxy, or where, is behind them.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// Why the lab could not do what was asked.
@@ -215,6 +215,12 @@ pub struct Capabilities {
     pub reload: bool,
     /// It can be stopped and started again within a run.
     pub restart: bool,
+    /// It has a control plane of its own that `restart: controller` restarts
+    /// ([`Driver::restart_controller`]).
+    pub restart_controller: bool,
+    /// It takes a new serving certificate while it runs
+    /// ([`Driver::rotate_certificate`]).
+    pub rotate_certificate: bool,
 }
 
 impl Capabilities {
@@ -224,7 +230,21 @@ impl Capabilities {
         routes: true,
         reload: true,
         restart: true,
+        restart_controller: false,
+        rotate_certificate: true,
     };
+}
+
+/// How a system's proxy restarts (`restart: proxy`), and what that promises the
+/// traffic: what the tests hold each profile to, and what a report says beside the
+/// errors it saw.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RestartKind {
+    /// How, in a few words: `hot restart`, `stop and start`, ...
+    pub how: &'static str,
+    /// Whether it promises to lose no request: the listening sockets are handed to
+    /// the new process, and the old one finishes what it has.
+    pub seamless: bool,
 }
 
 /// The state a driver's `settle` waits for.
@@ -315,6 +335,51 @@ pub trait Driver: Send {
     }
     /// Asks for a reload of the proxy with its current configuration.
     fn reload(&mut self) -> Result<(), LabError>;
+    /// How [`restart_proxy`](Self::restart_proxy) restarts this system's proxy.
+    fn restart_kind(&self) -> RestartKind {
+        RestartKind {
+            how: "stop and start",
+            seamless: false,
+        }
+    }
+    /// Restarts the proxy process itself the way its controller would (a pod
+    /// replaced, a binary handed its sockets), with the configuration it has, and
+    /// returns once the new process serves. The default stops it and starts it
+    /// again, as when a controller's pod is replaced.
+    ///
+    /// # Errors
+    /// The [`LabError`] of the step that failed; whatever it left running is
+    /// stopped by [`stop`](Self::stop) as always.
+    fn restart_proxy(&mut self) -> Result<(), LabError> {
+        self.stop()?;
+        self.start()?;
+        self.wait_ready(Duration::from_secs(15))
+    }
+    /// Restarts the system's control plane, where it has one apart from the proxy
+    /// ([`Capabilities::restart_controller`]): returns once a new controller runs,
+    /// which may not have given the proxy anything yet, so a change asked for next
+    /// is made while it resyncs.
+    ///
+    /// # Errors
+    /// [`LabError::Unsupported`] by default.
+    fn restart_controller(&mut self) -> Result<(), LabError> {
+        Err(LabError::Unsupported {
+            system: self.name().into(),
+            what: "restart a controller: it has no control plane apart from its proxy".into(),
+        })
+    }
+    /// Gives the proxy a new serving certificate (`cert`, `key`: PEM files) the way
+    /// its controller does (a reload, a runtime API, SDS); settled like any change.
+    ///
+    /// # Errors
+    /// [`LabError::Unsupported`] by default.
+    fn rotate_certificate(&mut self, cert: &Path, key: &Path) -> Result<(), LabError> {
+        let _ = (cert, key);
+        Err(LabError::Unsupported {
+            system: self.name().into(),
+            what: "rotate its certificate".into(),
+        })
+    }
     /// Waits until `expect` holds (new workers serving, API answered, ...). A driver
     /// that made the change itself knows when it is done; one that did not (a
     /// cluster's controller) watches for the state.

@@ -15,7 +15,7 @@ pub mod scratch;
 pub mod watchdog;
 
 pub use driver::{
-    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Route,
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, RestartKind, Route,
 };
 pub use platform::{Platform, PlatformEvent, Target};
 pub use routes::RouteSet;

@@ -242,6 +242,37 @@ pub trait Platform: Send {
         let _ = system;
         None
     }
+    /// Drains a node as `kubectl drain` does (`drain: node`): cordons it, evicts
+    /// the backends on it (respecting their disruption budget), and reports each
+    /// eviction ([`PlatformEvent::Stopping`]) and each replacement that is ready
+    /// ([`PlatformEvent::Ready`]) as it happens. `node`: which one (`None`: the node
+    /// of the oldest backend). Returns the node's name.
+    ///
+    /// # Errors
+    /// [`LabError::Unsupported`] on a platform without nodes.
+    fn drain(
+        &mut self,
+        node: Option<&str>,
+        on: &mut dyn FnMut(PlatformEvent),
+    ) -> Result<String, LabError> {
+        let _ = (node, on);
+        Err(LabError::Unsupported {
+            system: self.name().into(),
+            what: "drain a node: it has none".into(),
+        })
+    }
+    /// A new serving certificate for the system, with the same names as the one it
+    /// was deployed with and a new key and serial, signed by the same CA, so that the
+    /// load trusts it (a `rotate: certificate` step); returns (cert, key), PEM.
+    ///
+    /// # Errors
+    /// [`LabError::Unsupported`] on a platform that makes no certificates.
+    fn new_certificate(&mut self) -> Result<(PathBuf, PathBuf), LabError> {
+        Err(LabError::Unsupported {
+            system: self.name().into(),
+            what: "issue certificates".into(),
+        })
+    }
     /// What a cluster says of the run (its namespace, the pods and their nodes), for
     /// the result; `None` on a platform that is not a cluster. Called before
     /// `teardown`.

@@ -15,7 +15,7 @@ pub mod protocol;
 mod server;
 
 pub use envoy_types;
-pub use server::{Server, TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE};
+pub use server::{Server, TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE, TYPE_SECRET};
 
 use std::time::Duration;
 
@@ -52,6 +52,7 @@ pub fn short_name(type_url: &str) -> &'static str {
         TYPE_ROUTE => "routes",
         TYPE_CLUSTER => "clusters",
         TYPE_ENDPOINTS => "endpoints",
+        TYPE_SECRET => "secrets",
         _ => "resources",
     }
 }

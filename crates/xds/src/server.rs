@@ -21,6 +21,8 @@ use tonic::{Request, Response, Status, Streaming};
 
 pub const TYPE_LISTENER: &str = "type.googleapis.com/envoy.config.listener.v3.Listener";
 pub const TYPE_ROUTE: &str = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration";
+pub const TYPE_SECRET: &str =
+    "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.Secret";
 pub const TYPE_CLUSTER: &str = "type.googleapis.com/envoy.config.cluster.v3.Cluster";
 pub const TYPE_ENDPOINTS: &str =
     "type.googleapis.com/envoy.config.endpoint.v3.ClusterLoadAssignment";

@@ -551,8 +551,14 @@ impl Worker {
                             self.tls_version = version;
                         }
                         if measured {
+                            let now = self.shared.clock.now();
                             let t = &mut self.rec.totals;
                             t.handshakes += 1;
+                            crate::tls::count_certificate(
+                                &mut t.certificates,
+                                tls.peer_certificates(),
+                                now,
+                            );
                             if tls.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
                                 t.resumed += 1;
                             }

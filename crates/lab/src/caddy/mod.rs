@@ -410,6 +410,41 @@ impl Driver for Caddy {
         self.write_config()
     }
 
+    /// The new files replace the loaded ones through the admin API (a PATCH of
+    /// `apps/tls/certificates/load_files`), as an API-driven controller gives Caddy
+    /// a changed Secret: Caddy re-provisions, and new handshakes get the new
+    /// certificate while open connections stay. Settled by reading it back.
+    fn rotate_certificate(
+        &mut self,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), LabError> {
+        let ctx = self
+            .ctx
+            .as_mut()
+            .ok_or_else(|| LabError::Other("caddy-api: prepare() was not called".into()))?;
+        let before = (
+            std::mem::replace(&mut ctx.cert, cert.to_path_buf()),
+            std::mem::replace(&mut ctx.key, key.to_path_buf()),
+        );
+        if !self.running() {
+            return self.write_config();
+        }
+        let path = "/config/apps/tls/certificates/load_files";
+        let value = self.current_config()?["apps"]["tls"]["certificates"]["load_files"].clone();
+        let confirm = Pending {
+            path: path.into(),
+            value: value.clone(),
+        };
+        if let Err(e) = self.change("PATCH", path, &value, confirm, &[]) {
+            if let Some(ctx) = self.ctx.as_mut() {
+                (ctx.cert, ctx.key) = before;
+            }
+            return Err(e);
+        }
+        self.write_config()
+    }
+
     /// The driver made every change itself, so whatever `_expect` says is the last
     /// change it was asked for: settling is waiting for that one to finish.
     fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {

@@ -287,6 +287,40 @@ impl Driver for EnvoyHotRestart {
         self.restart()
     }
 
+    /// A hot restart with the configuration in force: the new epoch takes the
+    /// listening sockets over and the old one drains, as Envoy's own
+    /// `hot-restarter.py` restarts it.
+    fn restart_kind(&self) -> sut::RestartKind {
+        sut::RestartKind {
+            how: "hot restart",
+            seamless: true,
+        }
+    }
+
+    fn restart_proxy(&mut self) -> Result<(), LabError> {
+        if !self.running() {
+            return Err(LabError::NotRunning("envoy".into()));
+        }
+        self.restart()?;
+        self.settle(&Expect::Applied, Duration::from_secs(15))
+    }
+
+    /// A new static configuration naming the new files, through a hot restart: a
+    /// restart-based control plane has no other way to change Envoy.
+    fn rotate_certificate(
+        &mut self,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), LabError> {
+        let ctx =
+            self.s.ctx.as_mut().ok_or_else(|| {
+                LabError::Other("envoy-hot-restart: prepare() was not called".into())
+            })?;
+        ctx.cert = cert.to_path_buf();
+        ctx.key = key.to_path_buf();
+        self.restart()
+    }
+
     /// Waits until the newest epoch answers the admin port as LIVE (the old one has
     /// handed over its listeners and drains). The driver made the change itself, so
     /// `_expect` adds nothing to wait for.

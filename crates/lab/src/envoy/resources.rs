@@ -39,8 +39,8 @@ use envoy_types::pb::envoy::extensions::filters::network::http_connection_manage
 };
 use envoy_types::pb::envoy::extensions::retry::host::previous_hosts::v3::PreviousHostsPredicate;
 use envoy_types::pb::envoy::extensions::transport_sockets::tls::v3::{
-    tls_parameters::TlsProtocol, CommonTlsContext, DownstreamTlsContext, TlsCertificate,
-    TlsParameters,
+    secret, tls_parameters::TlsProtocol, CommonTlsContext, DownstreamTlsContext, SdsSecretConfig,
+    Secret, TlsCertificate, TlsParameters,
 };
 use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     http_protocol_options::{explicit_http_config, ExplicitHttpConfig, UpstreamProtocolOptions},
@@ -55,6 +55,8 @@ use std::path::Path;
 pub const ROUTES: &str = "ingress";
 /// The cluster of the backends.
 pub const CLUSTER: &str = "backends";
+/// The serving certificate's name over SDS.
+pub const SECRET: &str = "ingress-cert";
 /// The cluster of the control plane (the ADS server) in an xDS bootstrap.
 const XDS_CLUSTER: &str = "xds";
 
@@ -268,6 +270,28 @@ fn http_manager(
     }
 }
 
+/// The serving certificate as an SDS secret ([`SECRET`]), its PEM inline, as an
+/// xDS controller sends the contents of a TLS Secret.
+///
+/// # Errors
+/// The files' read error.
+pub fn certificate_secret(cert: &Path, key: &Path) -> std::io::Result<Secret> {
+    let inline = |p: &Path| -> std::io::Result<Option<DataSource>> {
+        Ok(Some(DataSource {
+            specifier: Some(data_source::Specifier::InlineBytes(std::fs::read(p)?)),
+            ..DataSource::default()
+        }))
+    };
+    Ok(Secret {
+        name: SECRET.into(),
+        r#type: Some(secret::Type::TlsCertificate(TlsCertificate {
+            certificate_chain: inline(cert)?,
+            private_key: inline(key)?,
+            ..TlsCertificate::default()
+        })),
+    })
+}
+
 /// The two listeners: HTTPS on `https_port` and plain HTTP on `http_port`, 127.0.0.1.
 pub fn listeners(ctx: &DriverContext, source: Source, route: Route) -> Vec<Listener> {
     listeners_with(ctx, source, route, None)
@@ -289,11 +313,23 @@ pub fn listeners_with(
                 tls_maximum_protocol_version: TlsProtocol::TlSv13 as i32,
                 ..TlsParameters::default()
             }),
-            tls_certificates: vec![TlsCertificate {
-                certificate_chain: file(&ctx.cert),
-                private_key: file(&ctx.key),
-                ..TlsCertificate::default()
-            }],
+            // Over ADS the certificate is a secret of its own (SDS), as Contour and
+            // Envoy Gateway send it, so a new one changes no listener.
+            tls_certificates: match source {
+                Source::Ads => Vec::new(),
+                Source::Static => vec![TlsCertificate {
+                    certificate_chain: file(&ctx.cert),
+                    private_key: file(&ctx.key),
+                    ..TlsCertificate::default()
+                }],
+            },
+            tls_certificate_sds_secret_configs: match source {
+                Source::Ads => vec![SdsSecretConfig {
+                    name: SECRET.into(),
+                    sds_config: ads(),
+                }],
+                Source::Static => Vec::new(),
+            },
             alpn_protocols: if ctx.http2 {
                 vec!["h2".into(), "http/1.1".into()]
             } else {
@@ -665,7 +701,24 @@ mod tests {
 
     #[test]
     fn listeners_are_https_with_the_certificate_and_plain_http() {
-        let ls = listeners(&ctx(), Source::Ads, Route::Base);
+        let ads = listeners(&ctx(), Source::Ads, Route::Base);
+        let Some(transport_socket::ConfigType::TypedConfig(t)) = &ads[0].filter_chains[0]
+            .transport_socket
+            .as_ref()
+            .unwrap()
+            .config_type
+        else {
+            panic!()
+        };
+        let tls = DownstreamTlsContext::decode(t.value.as_slice()).unwrap();
+        let common = tls.common_tls_context.unwrap();
+        assert!(common.tls_certificates.is_empty());
+        assert_eq!(common.tls_certificate_sds_secret_configs[0].name, SECRET);
+        assert_eq!(
+            common.tls_certificate_sds_secret_configs[0].sds_config,
+            ads()
+        );
+        let ls = listeners(&ctx(), Source::Static, Route::Base);
         assert_eq!(ls.len(), 2);
         assert!(ls[0].filter_chains[0].transport_socket.is_some());
         assert!(ls[1].filter_chains[0].transport_socket.is_none());

@@ -17,7 +17,7 @@ use crate::proc::Guard;
 use crate::RouteSet;
 use prost::Message;
 use std::time::{Duration, Instant};
-use xds::{Server, XdsError, TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE};
+use xds::{Server, XdsError, TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE, TYPE_SECRET};
 
 /// Attempts at starting when the admin port turned out to be taken.
 const START_ATTEMPTS: u32 = 3;
@@ -132,9 +132,26 @@ impl EnvoyXds {
         let cluster = resources::cluster(&ctx, Source::Ads, &self.s.endpoints);
         self.push(TYPE_CLUSTER, vec![any(&cluster)])?;
         self.push_endpoints()?;
+        self.push_secret()?;
         let listeners = resources::listeners(&ctx, Source::Ads, self.s.route);
         self.push(TYPE_LISTENER, listeners.iter().map(any).collect())?;
         self.push_route()
+    }
+
+    /// The serving certificate over SDS, before the listeners that name it.
+    fn push_secret(&mut self) -> Result<(), LabError> {
+        let ctx = self.ctx()?;
+        let secret = resources::certificate_secret(&ctx.cert, &ctx.key)
+            .map_err(LabError::io("reading the certificate for SDS"))?;
+        self.push(TYPE_SECRET, vec![any(&secret)])
+    }
+
+    /// A control plane on the scratch folder's socket, holding nothing yet.
+    fn start_server(&mut self) -> Result<(), LabError> {
+        let socket = self.ctx()?.work_dir.join("xds.sock");
+        let _ = std::fs::remove_file(&socket);
+        self.server = Some(Server::start(&socket).map_err(|e| LabError::Part(Box::new(e)))?);
+        Ok(())
     }
 
     fn began(&mut self, what: &'static str) {
@@ -196,7 +213,10 @@ impl Driver for EnvoyXds {
     }
 
     fn capabilities(&self) -> Capabilities {
-        Capabilities::LOCAL_PROXY
+        Capabilities {
+            restart_controller: true,
+            ..Capabilities::LOCAL_PROXY
+        }
     }
 
     fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
@@ -212,9 +232,7 @@ impl Driver for EnvoyXds {
             return Err(LabError::Other("envoy is already running".into()));
         }
         if self.server.is_none() {
-            let socket = self.ctx()?.work_dir.join("xds.sock");
-            let _ = std::fs::remove_file(&socket);
-            self.server = Some(Server::start(&socket).map_err(|e| LabError::Part(Box::new(e)))?);
+            self.start_server()?;
         }
         // A new Envoy starts from nothing: its ACKs are what counts from now on.
         self.server()?.forget_verdicts();
@@ -306,6 +324,65 @@ impl Driver for EnvoyXds {
         }
         self.began("everything");
         self.push_everything()
+    }
+
+    /// A cold restart: Envoy is stopped and a new one started, which gets its whole
+    /// configuration over ADS again, as when an xDS controller's Envoy pod is
+    /// replaced. The listening sockets close in between.
+    fn restart_kind(&self) -> sut::RestartKind {
+        sut::RestartKind {
+            how: "cold restart, configuration over ADS again",
+            seamless: false,
+        }
+    }
+
+    fn restart_proxy(&mut self) -> Result<(), LabError> {
+        if let Some(mut guard) = self.guard.take() {
+            guard.stop(rustix::process::Signal::TERM, Duration::from_secs(2));
+        }
+        self.pending.clear();
+        self.start()?;
+        self.wait_ready(Duration::from_secs(15))
+    }
+
+    /// The ADS server stops (Envoy's stream breaks) and a new one starts on the same
+    /// socket with what the driver holds, as a restarted controller rebuilds its
+    /// state from the API: Envoy keeps serving its last configuration meanwhile,
+    /// reconnects after its own back-off and is sent everything again. Returns once
+    /// the new server listens; a change asked for next waits for Envoy's ACK, so its
+    /// time includes the resync.
+    fn restart_controller(&mut self) -> Result<(), LabError> {
+        if !self.running() {
+            return Err(LabError::NotRunning("envoy".into()));
+        }
+        if let Some(mut s) = self.server.take() {
+            s.stop();
+        }
+        self.start_server()?;
+        self.began("everything");
+        self.push_everything()
+    }
+
+    /// The new certificate goes to Envoy as a new version of its SDS secret over
+    /// ADS, as Contour and Envoy Gateway send a changed TLS Secret: no listener
+    /// changes, open connections stay. Settled by Envoy's ACK.
+    fn rotate_certificate(
+        &mut self,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), LabError> {
+        let ctx = self
+            .s
+            .ctx
+            .as_mut()
+            .ok_or_else(|| LabError::Other("envoy-xds: prepare() was not called".into()))?;
+        ctx.cert = cert.to_path_buf();
+        ctx.key = key.to_path_buf();
+        if self.server.is_none() {
+            return Ok(());
+        }
+        self.began("secret");
+        self.push_secret()
     }
 
     /// Waits for Envoy's ACK of every version pushed since the last settle. The driver

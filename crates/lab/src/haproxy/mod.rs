@@ -75,6 +75,9 @@ pub struct Haproxy {
     pending: Option<PendingReload>,
     /// Runtime mode: the worker the admin socket must answer from after a reload.
     worker: Option<u32>,
+    /// Masters replaced by a restart, finishing their connections (`-sf`): reaped
+    /// once they exit, killed with the driver's stop.
+    retiring: Vec<Guard>,
 }
 
 /// What `prepare` learned: where things live and the binary to run.
@@ -125,6 +128,7 @@ impl Haproxy {
             mode,
             run: None,
             guard: None,
+            retiring: Vec::new(),
             route: Route::Base,
             route_set: None,
             endpoints: Vec::new(),
@@ -293,9 +297,9 @@ impl Driver for Haproxy {
 
     fn process_groups(&self) -> Vec<u32> {
         self.guard
-            .as_ref()
-            .and_then(Guard::pid)
-            .into_iter()
+            .iter()
+            .chain(self.retiring.iter())
+            .filter_map(Guard::pid)
             .collect()
     }
 
@@ -486,11 +490,118 @@ impl Driver for Haproxy {
         }
     }
 
+    /// A new master, started with `-x` on the admin socket (the running worker
+    /// hands it the listening sockets: `expose-fd listeners`) and `-sf` naming the
+    /// old master, which soft-stops: its worker closes its listeners only once the
+    /// new one holds them, and finishes the requests it has. The way the OpenShift
+    /// Router and the HAProxy ingress controller replace their process; in runtime
+    /// mode the slots are saved to the server-state file first, as for a reload.
+    fn restart_kind(&self) -> sut::RestartKind {
+        sut::RestartKind {
+            how: "new process, listeners handed over (-x, -sf)",
+            seamless: true,
+        }
+    }
+
+    fn restart_proxy(&mut self) -> Result<(), LabError> {
+        if !self.running()? {
+            return Err(LabError::NotRunning(self.name().to_string()));
+        }
+        if self.pending.is_some() {
+            self.settle(&Expect::Reloaded, PENDING_WAIT)?;
+        }
+        if self.mode == Mode::Runtime {
+            self.save_server_state()?;
+        }
+        let old_worker = self.admin_pid();
+        let old = self.guard.take().expect("running");
+        let old_pid = old.pid();
+        self.retiring.push(old);
+        self.spawn_handing_over(old_pid)?;
+        // The admin socket answers from the new worker once it has bound it.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if !self.running()? {
+                return Err(LabError::Other(format!(
+                    "{}: the new process exited while starting: {}",
+                    self.name(),
+                    log_tail(&self.run()?.log())
+                )));
+            }
+            if self.admin_pid().is_some_and(|p| Some(p) != old_worker) {
+                break;
+            }
+            if Instant::now() >= deadline {
+                return Err(LabError::NotReady(format!("{} restart", self.name())));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        self.wait_ready(Duration::from_secs(10))
+    }
+
+    /// `haproxy-reload` writes the new certificate and reloads, as the OpenShift
+    /// Router does; `haproxy-runtime` hands it to the running process through the
+    /// runtime API (`set ssl cert`, then `commit ssl cert`), as the HAProxy ingress
+    /// controller does, and writes the file too, for a later reload.
+    fn rotate_certificate(
+        &mut self,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), LabError> {
+        let run = self
+            .run
+            .as_mut()
+            .ok_or_else(|| LabError::Other("haproxy: prepare() was not called".into()))?;
+        run.ctx.cert = cert.to_path_buf();
+        run.ctx.key = key.to_path_buf();
+        let run = self.run()?;
+        match self.mode {
+            Mode::Reload => {
+                write_pem(run)?;
+                self.reload()
+            }
+            Mode::Runtime => {
+                let pem_path = run.pem();
+                let admin = run.admin_sock();
+                let pem = combined_pem(&run.ctx)?;
+                let pem = String::from_utf8(pem).map_err(|_| {
+                    LabError::Other("haproxy: the certificate is not PEM text".into())
+                })?;
+                let set = format!(
+                    "set ssl cert {} <<\n{}\n\n",
+                    pem_path.display(),
+                    pem.trim_end()
+                );
+                let said = runtime::cli_payload(&admin, &set)
+                    .map_err(LabError::io("haproxy runtime API: set ssl cert"))?;
+                if !said.contains("Transaction created") && !said.contains("Transaction updated") {
+                    return Err(LabError::Rejected {
+                        what: "haproxy set ssl cert".into(),
+                        detail: said.trim().to_string(),
+                    });
+                }
+                let said = runtime::cli(&admin, &format!("commit ssl cert {}", pem_path.display()))
+                    .map_err(LabError::io("haproxy runtime API: commit ssl cert"))?;
+                if !said.contains("Success") {
+                    return Err(LabError::Rejected {
+                        what: "haproxy commit ssl cert".into(),
+                        detail: said.trim().to_string(),
+                    });
+                }
+                write_pem(self.run()?)
+            }
+        }
+    }
+
     fn alive(&mut self) -> bool {
+        self.retiring.retain_mut(Guard::alive);
         self.guard.as_mut().is_some_and(Guard::alive)
     }
 
     fn stop(&mut self) -> Result<(), LabError> {
+        for mut g in self.retiring.drain(..) {
+            g.stop(Signal::USR1, Duration::from_secs(1));
+        }
         if let Some(mut g) = self.guard.take() {
             // SIGUSR1 is haproxy's soft stop; the guard kills what is left after 2 s.
             g.stop(Signal::USR1, Duration::from_secs(2));
@@ -553,14 +664,24 @@ fn validate_endpoints(mode: Mode, endpoints: &[Endpoint]) -> Result<(), LabError
     Ok(())
 }
 
+/// The certificate and then its key, as one PEM text.
+fn combined_pem(ctx: &DriverContext) -> Result<Vec<u8>, LabError> {
+    let mut pem = std::fs::read(&ctx.cert)
+        .map_err(LabError::io(format!("reading {}", ctx.cert.display())))?;
+    let key =
+        std::fs::read(&ctx.key).map_err(LabError::io(format!("reading {}", ctx.key.display())))?;
+    if !pem.ends_with(b"\n") {
+        pem.push(b'\n');
+    }
+    pem.extend_from_slice(&key);
+    Ok(pem)
+}
+
 /// The certificate and key in one file, as haproxy's `crt` wants them.
 fn write_pem(run: &Run) -> Result<(), LabError> {
     use std::os::unix::fs::OpenOptionsExt;
 
-    let cert = std::fs::read(&run.ctx.cert)
-        .map_err(LabError::io(format!("reading {}", run.ctx.cert.display())))?;
-    let key = std::fs::read(&run.ctx.key)
-        .map_err(LabError::io(format!("reading {}", run.ctx.key.display())))?;
+    let pem = combined_pem(&run.ctx)?;
     let path = run.pem();
     let mut f = std::fs::OpenOptions::new()
         .write(true)
@@ -569,11 +690,6 @@ fn write_pem(run: &Run) -> Result<(), LabError> {
         .mode(0o600)
         .open(&path)
         .map_err(LabError::io(format!("writing {}", path.display())))?;
-    let mut pem = cert;
-    if !pem.ends_with(b"\n") {
-        pem.push(b'\n');
-    }
-    pem.extend_from_slice(&key);
     f.write_all(&pem)
         .map_err(LabError::io(format!("writing {}", path.display())))
 }

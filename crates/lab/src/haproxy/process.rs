@@ -158,12 +158,25 @@ impl Haproxy {
 
     /// Starts the master on the installed haproxy.cfg, with no slots applied yet.
     pub(super) fn spawn(&mut self) -> Result<(), LabError> {
-        let run = self.run()?;
-        let master = run.master_sock();
         // A state file from an earlier process would be loaded at start-up; the slots
         // are pushed from the driver's own map instead.
-        let _ = std::fs::remove_file(run.state_file());
+        let _ = std::fs::remove_file(self.run()?.state_file());
+        self.spawn_handing_over(None)
+    }
+
+    /// Starts a master; with `old` (the running master's pid), one that takes the
+    /// listening sockets over from the running worker (`-x` on its admin socket) and
+    /// soft-stops the old master (`-sf`), loading the server-state file it left.
+    pub(super) fn spawn_handing_over(&mut self, old: Option<u32>) -> Result<(), LabError> {
+        let run = self.run()?;
+        let master = run.master_sock();
         let mut cmd = Command::new(&run.binary);
+        if let Some(pid) = old {
+            cmd.arg("-x")
+                .arg(run.admin_sock())
+                .arg("-sf")
+                .arg(pid.to_string());
+        }
         // -W without -D: the master stays our direct child (seen exiting at once).
         cmd.arg("-W")
             .arg("-S")

@@ -301,6 +301,19 @@ pub(super) fn cli(path: &Path, command: &str) -> std::io::Result<String> {
     Ok(out)
 }
 
+/// Sends a command with a multi-line payload (`... <<\n` then the lines and an
+/// empty line, as `set ssl cert` takes a PEM) and reads the reply.
+pub(super) fn cli_payload(path: &Path, command: &str) -> std::io::Result<String> {
+    let mut s = UnixStream::connect(path)?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    s.set_write_timeout(Some(Duration::from_secs(2)))?;
+    s.write_all(command.as_bytes())?;
+    s.shutdown(Shutdown::Write)?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
+}
+
 /// Connects and writes `command`, leaving the reply unread.
 pub(super) fn send(path: &Path, command: &str) -> std::io::Result<UnixStream> {
     let mut s = UnixStream::connect(path)?;

@@ -401,6 +401,38 @@ impl Driver for Nginx {
         Ok(())
     }
 
+    /// The new files go into the configuration and nginx reloads, as the NGINX
+    /// controllers do for a changed TLS Secret (ingress-nginx can also swap
+    /// certificates in Lua without a reload; that path is not modelled here): new
+    /// workers serve the new certificate, old ones finish their connections.
+    fn rotate_certificate(
+        &mut self,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), LabError> {
+        let abs = |p: &Path| {
+            std::path::absolute(p).map_err(LabError::io(format!("resolving {}", p.display())))
+        };
+        let (cert, key) = (abs(cert)?, abs(key)?);
+        let s = self
+            .settings
+            .as_mut()
+            .ok_or_else(|| LabError::Other("nginx: prepare() was not called".into()))?;
+        let before = (
+            std::mem::replace(&mut s.cert, cert),
+            std::mem::replace(&mut s.key, key),
+        );
+        let (eps, route) = (self.endpoints.clone(), self.route);
+        if let Err(e) = self.install_config(&eps, route) {
+            if let Some(s) = self.settings.as_mut() {
+                (s.cert, s.key) = before;
+            }
+            return Err(e);
+        }
+        self.hup();
+        Ok(())
+    }
+
     /// The driver made every change itself, so whatever `_expect` says is the last
     /// change it was asked for: settling is waiting for that one to finish.
     fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
