@@ -76,7 +76,7 @@ fn envoy_shared_memory_left(before: &std::collections::BTreeSet<String>) -> Vec<
     }
 }
 
-fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf {
+pub(crate) fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf {
     let text = format!(
         "name: t\nsystems: {systems}\nbackends:\n  replicas: 2\n  drain_timeout: 1s\n\
          tls:\n  version: \"1.3\"\nload:\n  rate: 200\n  connections: 10\n  duration: {duration}\n\
@@ -90,12 +90,12 @@ fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf
 /// Starts a run whose scratch folders go into `<scenario's folder>/tmp`, so what it
 /// leaves behind can be told apart from other runs on the machine. If the test ends
 /// first, the run is interrupted, so that it stops its proxies and backends.
-fn start(scn: &Path, out: &Path) -> Proc {
+pub(crate) fn start(scn: &Path, out: &Path) -> Proc {
     start_with(scn, out, &[])
 }
 
 /// [`start`] with more flags for `run`.
-fn start_with(scn: &Path, out: &Path, flags: &[&str]) -> Proc {
+pub(crate) fn start_with(scn: &Path, out: &Path, flags: &[&str]) -> Proc {
     let dir = scn.parent().unwrap();
     let tmp = dir.join("tmp");
     std::fs::create_dir_all(&tmp).unwrap();
@@ -111,7 +111,7 @@ fn start_with(scn: &Path, out: &Path, flags: &[&str]) -> Proc {
 
 /// Waits for the run with a hard limit (stopping it if it overstays): its exit code
 /// and what it printed.
-fn finish(run: Proc, limit: Duration) -> (i32, String) {
+pub(crate) fn finish(run: Proc, limit: Duration) -> (i32, String) {
     let out = run.finish(limit);
     (
         out.code.unwrap_or(-1),
@@ -119,19 +119,19 @@ fn finish(run: Proc, limit: Duration) -> (i32, String) {
     )
 }
 
-fn result(out: &Path, system: &str) -> Value {
+pub(crate) fn result(out: &Path, system: &str) -> Value {
     read_json(&out.join(system).join("result.json"))
 }
 
-fn u(v: &Value) -> u64 {
+pub(crate) fn u(v: &Value) -> u64 {
     v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
 }
 
-fn f(v: &Value) -> f64 {
+pub(crate) fn f(v: &Value) -> f64 {
     v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
-fn assert_balanced(r: &Value) {
+pub(crate) fn assert_balanced(r: &Value) {
     let q = &r["requests"];
     assert_eq!(
         u(&q["intended"]),
@@ -143,7 +143,7 @@ fn assert_balanced(r: &Value) {
 /// Every process a run makes names its scratch folder (under `dir/tmp`) or its
 /// results folder (under `dir`) in its command line; none may remain, and no scratch
 /// folder either.
-fn assert_nothing_left(dir: &Path) {
+pub(crate) fn assert_nothing_left(dir: &Path) {
     let scope = dir.display().to_string();
     let t = Instant::now();
     loop {
@@ -172,7 +172,7 @@ fn assert_nothing_left(dir: &Path) {
     }
 }
 
-fn events(r: &Value) -> Vec<(f64, String, String)> {
+pub(crate) fn events(r: &Value) -> Vec<(f64, String, String)> {
     r["lab"]["events"]
         .as_array()
         .unwrap()
@@ -187,7 +187,7 @@ fn events(r: &Value) -> Vec<(f64, String, String)> {
         .collect()
 }
 
-fn event_time(ev: &[(f64, String, String)], kind: &str, detail_has: &str) -> f64 {
+pub(crate) fn event_time(ev: &[(f64, String, String)], kind: &str, detail_has: &str) -> f64 {
     ev.iter()
         .find(|(_, k, d)| k == kind && d.contains(detail_has))
         .unwrap_or_else(|| panic!("no {kind} event with '{detail_has}' in {ev:?}"))

@@ -27,6 +27,7 @@ mod lab_envoy;
 mod lab_haproxy;
 mod lab_nginx;
 mod lab_run;
+mod lifecycle;
 mod load;
 mod metrics;
 mod mix;

@@ -826,6 +826,18 @@ pub fn comparison(scenario: &str, results: &[RunResult]) -> String {
                     let _ = writeln!(s, "  {n:<w$} no changes");
                 }
             }
+            for e in l
+                .events
+                .iter()
+                .filter(|e| e.kind == results::EventKind::ChangeFailed && e.t_ms >= 0.0)
+            {
+                let _ = writeln!(
+                    s,
+                    "  {n:<w$} WARNING: a change failed at {:.1}s: {}",
+                    e.t_ms / 1000.0,
+                    e.detail
+                );
+            }
             if l.proxy_died {
                 let _ = writeln!(s, "  {n:<w$} WARNING: the proxy died during the run");
             }

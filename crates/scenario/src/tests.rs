@@ -433,3 +433,48 @@ fn a_route_scale_sweep_runs_the_route_set_at_each_size() {
     .unwrap();
     assert_eq!(one.route_sizes(), vec![None]);
 }
+
+#[test]
+fn lifecycle_steps_parse_and_what_a_system_cannot_do_is_refused() {
+    let with = |changes: &str| S1.replace("  - reload: true\n", changes);
+    let s = Scenario::parse(
+        &with(
+            "  - restart: proxy\n  - restart: true\n  - restart: false\n  - rotate: certificate\n",
+        ),
+        "l.yaml",
+    )
+    .unwrap();
+    assert!(matches!(s.changes[2], Step::Restart(RestartWhat::Proxy)));
+    assert!(matches!(s.changes[3], Step::Restart(RestartWhat::Proxy)));
+    assert!(matches!(s.changes[4], Step::Restart(RestartWhat::Nothing)));
+    assert!(matches!(
+        s.changes[5],
+        Step::Rotate(RotateWhat::Certificate)
+    ));
+    assert!(s.changes_certificate());
+    // Only envoy-xds has a control plane of its own on this machine.
+    let e = err(&with("  - restart: controller\n"));
+    assert!(
+        e.contains("restart: controller: nginx-reload has no control plane apart from its proxy")
+            && e.contains("only envoy-xds has one"),
+        "{e}"
+    );
+    let xds =
+        with("  - restart: controller\n").replace("[nginx-reload, haproxy-runtime]", "[envoy-xds]");
+    assert!(Scenario::parse(&xds, "l.yaml").is_ok());
+    let e = err(&with("  - restart: contoller\n"));
+    assert!(e.contains("restart: expected proxy or controller"), "{e}");
+    // A rotation needs TLS; a drain needs nodes.
+    let plain = with("  - rotate: certificate\n").replace(
+        "tls:\n  version: \"1.3\"\n  key: rsa2048\n",
+        "tls:\n  enabled: false\n",
+    );
+    let e = err(&plain);
+    assert!(e.contains("rotate: certificate needs TLS"), "{e}");
+    let e = err(&with("  - drain: node\n"));
+    assert!(e.contains("drain: node needs platform kubernetes"), "{e}");
+    let e = err(&with("  - drain: nodes\n"));
+    assert!(e.contains("drain: expected node"), "{e}");
+    let e = err(&with("  - rotate: key\n"));
+    assert!(e.contains("rotate"), "{e}");
+}
