@@ -93,6 +93,9 @@ pub struct Kubernetes {
     work: Option<tempfile::TempDir>,
     /// The load is gRPC: the systems are routed with GRPCRoutes.
     grpc: bool,
+    /// Nodes a `drain: node` step cordoned, made schedulable again when the run
+    /// ends: the only objects outside its namespace a run changes.
+    cordoned: Vec<String>,
 }
 
 /// The runtime the platform's and the generator Job's clients run on: one worker
@@ -125,6 +128,7 @@ impl Kubernetes {
             target: None,
             work: None,
             grpc: false,
+            cordoned: Vec::new(),
         })
     }
 
@@ -592,6 +596,82 @@ impl Platform for Kubernetes {
 
     fn tick(&mut self) {}
 
+    /// Cordons the node (`spec.unschedulable`, as `kubectl cordon`), then evicts
+    /// each of the run's backend pods on it through the Eviction API, which honours
+    /// PodDisruptionBudgets (a refused eviction, 429, is asked again every 500 ms, as
+    /// `kubectl drain` does); the Deployment puts the replacements on other nodes.
+    /// Done when as many backends as before are ready and none is on the node. The
+    /// node is made schedulable again when the run ends. Only the run's own pods
+    /// are evicted.
+    fn drain(
+        &mut self,
+        node: Option<&str>,
+        on: &mut dyn FnMut(PlatformEvent),
+    ) -> Result<String, LabError> {
+        let client = self.client()?;
+        let Some(ns) = self.namespace.clone() else {
+            return Err(LabError::Other(
+                "drain: the platform was not prepared".into(),
+            ));
+        };
+        if let Some(rx) = &self.events {
+            while rx.try_recv().is_ok() {}
+        }
+        let t = Instant::now();
+        let want = self.book().running() as usize;
+        let node = match node {
+            Some(n) => n.to_string(),
+            None => {
+                let book = self.book();
+                let mut pods: Vec<&PodSeen> = book.pods().filter(|p| !p.terminating).collect();
+                pods.sort_by(|a, b| a.created.cmp(&b.created));
+                pods.iter().find_map(|p| p.node.clone()).ok_or_else(|| {
+                    LabError::Other("drain: no backend pod is on a node yet".into())
+                })?
+            }
+        };
+        let victims: Vec<String> = self
+            .book()
+            .pods()
+            .filter(|p| !p.terminating && p.node.as_deref() == Some(node.as_str()))
+            .map(|p| p.name.clone())
+            .collect();
+        let api_err = |what: String| move |source| ClusterError::Api { what, source };
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        let cordon = serde_json::json!({"spec": {"unschedulable": true}});
+        self.rt
+            .block_on(nodes.patch(&node, &PatchParams::default(), &Patch::Merge(&cordon)))
+            .map_err(api_err(format!("cordon node {node}")))?;
+        if !self.cordoned.contains(&node) {
+            self.cordoned.push(node.clone());
+        }
+        let pods: Api<Pod> = Api::namespaced(client, &ns);
+        for pod in &victims {
+            let deadline = Instant::now() + SCALE_WAIT;
+            loop {
+                match self
+                    .rt
+                    .block_on(pods.evict(pod, &kube::api::EvictParams::default()))
+                {
+                    Ok(_) => break,
+                    Err(e) if error::gone(&e) => break,
+                    Err(kube::Error::Api(s)) if s.code == 429 && Instant::now() < deadline => {
+                        std::thread::sleep(Duration::from_millis(500));
+                    }
+                    Err(e) => return Err(api_err(format!("evict pod {pod}"))(e).into()),
+                }
+            }
+        }
+        let gone = victims.clone();
+        let done = move |b: &Book| {
+            b.running() as usize == want
+                && b.endpoints().len() == want
+                && !b.endpoints().iter().any(|e| gone.contains(&e.id))
+        };
+        self.follow(t, StopMode::Graceful, on, &done)?;
+        Ok(format!("{node} ({} evicted)", victims.len()))
+    }
+
     fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn sut::Driver>, LabError>> {
         let c = controllers::controller(system)?;
         let place = controllers::Place {
@@ -654,6 +734,7 @@ impl Platform for Kubernetes {
         for w in self.watches.drain(..) {
             w.abort();
         }
+        let uncordoned = self.uncordon();
         self.events = None;
         let mut res = Ok(());
         if let Some(ns) = self.namespace.take() {
@@ -665,11 +746,38 @@ impl Platform for Kubernetes {
         if let Some(w) = self.work.take() {
             sut::scratch::remove_scratch(w);
         }
-        res.map_err(LabError::from)
+        res.and(uncordoned).map_err(LabError::from)
     }
 }
 
 impl Kubernetes {
+    /// Makes the nodes a drain cordoned schedulable again.
+    fn uncordon(&mut self) -> Result<(), ClusterError> {
+        if self.cordoned.is_empty() {
+            return Ok(());
+        }
+        let client = self.client()?;
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+        let patch = serde_json::json!({"spec": {"unschedulable": null}});
+        let mut res = Ok(());
+        for node in std::mem::take(&mut self.cordoned) {
+            match self.rt.block_on(nodes.patch(
+                &node,
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )) {
+                Err(e) if !error::gone(&e) => {
+                    res = Err(ClusterError::Api {
+                        what: format!("uncordon node {node} (kubectl uncordon {node})"),
+                        source: e,
+                    });
+                }
+                _ => {}
+            }
+        }
+        res
+    }
+
     /// Deletes what the run made in `ns`: the namespace itself if the run created
     /// it, else the run's objects in it.
     fn delete(&mut self, ns: &str) -> Result<(), ClusterError> {

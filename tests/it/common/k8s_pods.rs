@@ -1,5 +1,6 @@
 //! Makes kwok's pods real for the tests, as a kubelet would on a real node: every pod
-//! bound to `kwok-node-0` that has an IP runs the built-in backend
+//! bound to a kwok node (`kwok-node-0`, and any a test adds) that has an IP runs the
+//! built-in backend
 //! (`ingressbench backend --listen <pod IP>:<port> --id <pod name> --workers 1`) in a
 //! network namespace of its own holding that IP.
 //!
@@ -70,8 +71,6 @@ use std::thread;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-/// The kwok node whose pods are run (scripts/k8s-testenv/up.sh).
-pub const NODE: &str = "kwok-node-0";
 /// The cluster namespace's side of every pod's veth.
 pub const HOST_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// The cluster namespace's own address (API server advertise address, node IP), which
@@ -753,7 +752,9 @@ async fn watch_loop(
         gated: shared.cfg.gated,
         done: done_tx,
     };
-    let wc = watcher::Config::default().fields(&format!("spec.nodeName={NODE}"));
+    // Every pod bound to a node: kwok-node-0 of scripts/k8s-testenv/up.sh, and the
+    // nodes a test adds (each as kwok's, the same pod network).
+    let wc = watcher::Config::default().fields("spec.nodeName!=");
     let mut stream = watcher(Api::<Pod>::all(client.clone()), wc)
         .default_backoff()
         .boxed();
