@@ -49,6 +49,66 @@ pub struct Controller {
     pub name: &'static str,
     pub stands_for: &'static str,
     pub routing: Routing,
+    /// Where its standard install (Helm chart or manifest) puts its pods, for the
+    /// `restart:` steps; `kubernetes.workloads` overrides it. `None`: no standard
+    /// place (a Gateway API implementation in general), so it must be given.
+    pub install: Option<Install<&'static str>>,
+}
+
+/// Where a controller's pods are: its namespace, the labels of its controller's
+/// pods, and the workload of its data plane (`deployment/NAME` or
+/// `daemonset/NAME`, in the same namespace), which may hold the same pods.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Install<S> {
+    pub namespace: S,
+    /// A label selector, `key=value,...`.
+    pub controller: S,
+    /// `deployment/NAME` or `daemonset/NAME`.
+    pub data_plane: Option<S>,
+}
+
+impl Install<&'static str> {
+    /// As owned strings.
+    pub fn owned(&self) -> Install<String> {
+        Install {
+            namespace: self.namespace.to_string(),
+            controller: self.controller.to_string(),
+            data_plane: self.data_plane.map(str::to_string),
+        }
+    }
+}
+
+impl Install<String> {
+    /// The data plane's workload as (kind, name), the kind `deployment` or
+    /// `daemonset`.
+    ///
+    /// # Errors
+    /// A message naming the value and the form it takes.
+    pub fn workload(&self) -> Result<Option<(&str, &str)>, String> {
+        let Some(w) = self.data_plane.as_deref() else {
+            return Ok(None);
+        };
+        match w.split_once('/') {
+            Some((kind @ ("deployment" | "daemonset"), name)) if !name.is_empty() => {
+                Ok(Some((kind, name)))
+            }
+            _ => Err(format!(
+                "data_plane: {w}: write it as deployment/NAME or daemonset/NAME"
+            )),
+        }
+    }
+}
+
+const fn install(
+    namespace: &'static str,
+    controller: &'static str,
+    data_plane: Option<&'static str>,
+) -> Option<Install<&'static str>> {
+    Some(Install {
+        namespace,
+        controller,
+        data_plane,
+    })
 }
 
 /// The registry of controller profiles on the `kubernetes` platform.
@@ -60,6 +120,11 @@ pub const CONTROLLERS: &[Controller] = &[
             class: "nginx",
             style: Style::IngressNginx,
         },
+        install: install(
+            "ingress-nginx",
+            "app.kubernetes.io/name=ingress-nginx,app.kubernetes.io/component=controller",
+            Some("deployment/ingress-nginx-controller"),
+        ),
     },
     Controller {
         name: "nginx-ingress",
@@ -68,6 +133,11 @@ pub const CONTROLLERS: &[Controller] = &[
             class: "nginx",
             style: Style::NginxOrg,
         },
+        install: install(
+            "nginx-ingress",
+            "app.kubernetes.io/name=nginx-ingress",
+            Some("deployment/nginx-ingress-controller"),
+        ),
     },
     Controller {
         name: "haproxy-ingress",
@@ -76,6 +146,11 @@ pub const CONTROLLERS: &[Controller] = &[
             class: "haproxy",
             style: Style::HaproxyOrg,
         },
+        install: install(
+            "haproxy-controller",
+            "app.kubernetes.io/name=kubernetes-ingress",
+            Some("deployment/haproxy-kubernetes-ingress"),
+        ),
     },
     Controller {
         name: "traefik",
@@ -84,11 +159,17 @@ pub const CONTROLLERS: &[Controller] = &[
             class: "traefik",
             style: Style::Traefik,
         },
+        install: install(
+            "traefik",
+            "app.kubernetes.io/name=traefik",
+            Some("deployment/traefik"),
+        ),
     },
     Controller {
         name: "contour",
         stands_for: "Contour (Envoy) through Gateway API",
         routing: Routing::HttpRoute,
+        install: install("projectcontour", "app=contour", Some("daemonset/envoy")),
     },
     Controller {
         name: "contour-ingress",
@@ -97,26 +178,39 @@ pub const CONTROLLERS: &[Controller] = &[
             class: "contour",
             style: Style::Contour,
         },
+        install: install("projectcontour", "app=contour", Some("daemonset/envoy")),
     },
     Controller {
         name: "envoy-gateway",
         stands_for: "Envoy Gateway through Gateway API",
         routing: Routing::HttpRoute,
+        install: install("envoy-gateway-system", "control-plane=envoy-gateway", None),
     },
     Controller {
         name: "nginx-gateway-fabric",
         stands_for: "NGINX Gateway Fabric through Gateway API",
         routing: Routing::HttpRoute,
+        install: install(
+            "nginx-gateway",
+            "app.kubernetes.io/name=nginx-gateway-fabric",
+            None,
+        ),
     },
     Controller {
         name: "openshift-router",
         stands_for: "OpenShift's HAProxy router (Route, spec.httpHeaders and rewrite-target)",
         routing: Routing::OpenShiftRoute,
+        install: install(
+            "openshift-ingress",
+            "ingresscontroller.operator.openshift.io/deployment-ingresscontroller=default",
+            Some("deployment/router-default"),
+        ),
     },
     Controller {
         name: "gateway-api",
         stands_for: "any conformant Gateway API implementation (HTTPRoute filters)",
         routing: Routing::HttpRoute,
+        install: None,
     },
 ];
 

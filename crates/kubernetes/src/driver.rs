@@ -58,6 +58,9 @@ pub struct ControllerDriver {
     /// Text of the command lines of the controller's processes on this machine
     /// (`kubernetes.processes`), whose CPU and memory the runner reads.
     pub processes: Option<String>,
+    /// Where the controller's pods and its data plane are, for the `restart:`
+    /// steps (`kubernetes.workloads`, or the profile's standard install).
+    pub install: Option<crate::controllers::Install<String>>,
 }
 
 /// Counts the status writes a controller makes to routing objects, from a watch:
@@ -99,6 +102,22 @@ impl StatusWrites {
 }
 
 impl ControllerDriver {
+    fn restarter(&self) -> Result<crate::restart::Restarter<'_>, LabError> {
+        let install = self.install.as_ref().ok_or_else(|| LabError::Unsupported {
+            system: self.controller.name.into(),
+            what: format!(
+                "be restarted: it has no standard install; say where its pods are in kubernetes.workloads.{}",
+                self.controller.name
+            ),
+        })?;
+        Ok(crate::restart::Restarter {
+            rt: &self.rt,
+            client: self.client.clone(),
+            install,
+            system: self.controller.name,
+        })
+    }
+
     pub(crate) fn new(
         controller: &'static Controller,
         client: kube::Client,
@@ -120,6 +139,7 @@ impl ControllerDriver {
             set_pending: BTreeMap::new(),
             status: None,
             processes: None,
+            install: None,
         }
     }
 
@@ -496,8 +516,8 @@ impl Driver for ControllerDriver {
             push_endpoints: false,
             routes: true,
             reload: false,
-            restart: false,
-            restart_controller: false,
+            restart: self.install.is_some(),
+            restart_controller: self.install.is_some(),
             rotate_certificate: false,
         }
     }
@@ -519,6 +539,29 @@ impl Driver for ControllerDriver {
 
     fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
         self.apply(route)
+    }
+
+    /// A rolling restart of the data plane's workload, as `kubectl rollout
+    /// restart` makes one: whatever the workload's update strategy promises.
+    fn restart_kind(&self) -> sut::RestartKind {
+        let how = match self.install.as_ref().and_then(|i| i.data_plane.as_deref()) {
+            Some(w) if w.starts_with("daemonset/") => "rolling restart of its DaemonSet",
+            _ => "rolling restart of its Deployment",
+        };
+        sut::RestartKind {
+            how,
+            seamless: false,
+        }
+    }
+
+    fn restart_proxy(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+        self.restarter()?.restart_data_plane(replaced)
+    }
+
+    /// The controller's pods deleted, as after a crash: done once as many new ones
+    /// are ready; the routes the run applies next are made while it resyncs.
+    fn restart_controller(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+        self.restarter()?.restart_controller(replaced)
     }
 
     /// Writes the objects of the routes that are new or differ and deletes those of

@@ -23,6 +23,7 @@ pub mod generators;
 pub mod installed;
 pub mod objects;
 pub mod processes;
+pub mod restart;
 
 use book::{Book, PodSeen, SliceEndpoint, SliceSeen};
 pub use error::ClusterError;
@@ -77,6 +78,9 @@ pub struct ClusterSpec {
     /// The CA (PEM) of the controllers' serving certificates, for `https://` URLs
     /// that no public CA signed.
     pub cacert: Option<std::path::PathBuf>,
+    /// Where each system's controller and data plane run (`kubernetes.workloads`),
+    /// by system name, over its profile's standard install.
+    pub installs: Vec<(String, controllers::Install<String>)>,
 }
 
 /// The platform.
@@ -691,6 +695,13 @@ impl Platform for Kubernetes {
                         place,
                         self.spec.namespace.is_none(),
                     );
+                    d.install = self
+                        .spec
+                        .installs
+                        .iter()
+                        .find(|(s, _)| s == system)
+                        .map(|(_, i)| i.clone())
+                        .or_else(|| c.install.as_ref().map(controllers::Install::owned));
                     d.processes = self
                         .spec
                         .processes

@@ -718,6 +718,34 @@ pub struct KubernetesSection {
     /// proxy's are (docs/kubernetes.md).
     #[serde(default)]
     pub processes: BTreeMap<String, String>,
+    /// Where each system's controller and data plane run, by system name, for the
+    /// `restart:` steps; a profile with a standard install (docs/kubernetes.md)
+    /// needs none.
+    #[serde(default)]
+    pub workloads: BTreeMap<String, Workloads>,
+}
+
+/// `kubernetes.workloads.<system>`: the controller's namespace, the labels of its
+/// pods, and its data plane's workload in the same namespace.
+#[derive(Clone, Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workloads {
+    pub namespace: String,
+    /// A label selector, `key=value,...`.
+    pub controller: String,
+    /// `deployment/NAME` or `daemonset/NAME`.
+    #[serde(default)]
+    pub data_plane: Option<String>,
+}
+
+impl Workloads {
+    pub fn install(self) -> kubernetes::controllers::Install<String> {
+        kubernetes::controllers::Install {
+            namespace: self.namespace,
+            controller: self.controller,
+            data_plane: self.data_plane,
+        }
+    }
 }
 
 /// `kubernetes.generators`: the load split over the pods of an indexed Job, placed
@@ -1772,6 +1800,62 @@ impl Scenario {
                     self.platform
                 ),
             ));
+        }
+        if self.platform == PlatformKind::Kubernetes {
+            if has(&|s| matches!(s, Step::Rotate(_))) {
+                return Err(Bad::new(
+                    "changes",
+                    "changes: rotate: certificate runs on the local platform only for now (the TLS Secret of a cluster's route is not rotated yet): remove the step",
+                ));
+            }
+            let workloads = self.kubernetes.as_ref().map(|k| &k.workloads);
+            for (name, w) in workloads.into_iter().flatten() {
+                if !self.systems.iter().any(|p| p.name() == name) {
+                    return Err(Bad::new(
+                        "kubernetes.workloads",
+                        format!("kubernetes.workloads: {name} is not among the systems"),
+                    ));
+                }
+                w.clone().install().workload().map_err(|e| {
+                    Bad::new(
+                        "kubernetes.workloads",
+                        format!("kubernetes.workloads.{name}.{e}"),
+                    )
+                })?;
+            }
+            let proxy = has(&|s| matches!(s, Step::Restart(RestartWhat::Proxy)));
+            let controller = has(&|s| matches!(s, Step::Restart(RestartWhat::Controller)));
+            for p in &self.systems {
+                if !(proxy || controller) {
+                    break;
+                }
+                let given = workloads
+                    .and_then(|w| w.get(p.name()))
+                    .cloned()
+                    .map(Workloads::install);
+                let install = given.or_else(|| {
+                    kubernetes::controllers::controller(p.name())
+                        .and_then(|c| c.install.as_ref())
+                        .map(kubernetes::controllers::Install::owned)
+                });
+                let missing = match &install {
+                    None => Some("where its pods run"),
+                    Some(i) if proxy && i.data_plane.is_none() => Some(
+                        "its data plane's workload (data_plane: deployment/NAME or daemonset/NAME)",
+                    ),
+                    Some(_) => None,
+                };
+                if let Some(what) = missing {
+                    return Err(Bad::new(
+                        "changes",
+                        format!(
+                            "changes: restart: {} has no standard install to find {what} in: give it in kubernetes.workloads.{}",
+                            p.name(),
+                            p.name()
+                        ),
+                    ));
+                }
+            }
         }
         if self.platform == PlatformKind::Local
             && has(&|s| matches!(s, Step::Restart(RestartWhat::Controller)))

@@ -392,6 +392,11 @@ pub(crate) fn platform_for(
                 processes: k.processes.into_iter().collect(),
                 image: k.image,
                 host: k.host,
+                installs: k
+                    .workloads
+                    .into_iter()
+                    .map(|(system, w)| (system, w.install()))
+                    .collect(),
             };
             Ok(Box::new(kubernetes::Kubernetes::new(spec)?))
         }

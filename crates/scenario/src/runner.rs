@@ -1176,16 +1176,10 @@ impl System {
             kind.how,
             if kind.seamless { ", seamless" } else { "" }
         );
-        let ok = self.change(
-            Some(EventKind::RestartRequested),
-            &detail,
-            EventKind::RestartDone,
-            Expect::endpoints(&eps),
-            |d| {
-                d.restart_proxy()?;
-                endpoint_push::endpoints_changed(d, &eps).map(|_| ())
-            },
-        );
+        let ok = self.restart(&detail, |d, replaced| {
+            d.restart_proxy(replaced)?;
+            endpoint_push::endpoints_changed(d, &eps).map(|_| ())
+        });
         if !ok && !self.driver.alive() {
             if let Err(e) = self.driver.stop() {
                 self.events.log(
@@ -1196,6 +1190,35 @@ impl System {
                     ),
                     None,
                 );
+            }
+        }
+    }
+
+    /// A restart step: `restart_requested`, each pod replaced as the driver reports
+    /// it (`pod_replaced`, on the load's clock), then `restart_done` or the failure.
+    fn restart<F>(&mut self, detail: &str, ask: F) -> bool
+    where
+        F: FnOnce(&mut dyn Driver, &mut dyn FnMut(String)) -> Result<(), LabError>,
+    {
+        self.events.log(EventKind::RestartRequested, detail, None);
+        let t0 = Instant::now();
+        let (driver, events) = (&mut self.driver, &mut self.events);
+        let res = ask(driver.as_mut(), &mut |pod: String| {
+            events.log(EventKind::PodReplaced, pod, Some(t0.elapsed()));
+        });
+        match res {
+            Ok(()) => {
+                self.events
+                    .log(EventKind::RestartDone, detail, Some(t0.elapsed()));
+                true
+            }
+            Err(e) => {
+                self.events.log(
+                    EventKind::ChangeFailed,
+                    format!("{detail}: {}", results::Causes(&e)),
+                    Some(t0.elapsed()),
+                );
+                false
             }
         }
     }
@@ -1367,13 +1390,7 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
             Step::Restart(RestartWhat::Controller) => {
                 // Done once a new controller runs: what the next step asks for is
                 // made while it resyncs, and timed by the traffic.
-                sys.change_with(
-                    Some(EventKind::RestartRequested),
-                    "controller",
-                    EventKind::RestartDone,
-                    None,
-                    |d| d.restart_controller(),
-                );
+                sys.restart("controller", |d, replaced| d.restart_controller(replaced));
             }
             Step::Rotate(_) => sys.rotate_certificate(),
             Step::Drain(n) => sys.drain(n.node.as_deref()),

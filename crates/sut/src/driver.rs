@@ -344,13 +344,15 @@ pub trait Driver: Send {
     }
     /// Restarts the proxy process itself the way its controller would (a pod
     /// replaced, a binary handed its sockets), with the configuration it has, and
-    /// returns once the new process serves. The default stops it and starts it
-    /// again, as when a controller's pod is replaced.
+    /// returns once the new process serves; `replaced` is told of each pod replaced
+    /// as it happens (a rolling restart on a cluster). The default stops it and
+    /// starts it again, as when a controller's pod is replaced.
     ///
     /// # Errors
     /// The [`LabError`] of the step that failed; whatever it left running is
     /// stopped by [`stop`](Self::stop) as always.
-    fn restart_proxy(&mut self) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+        let _ = replaced;
         self.stop()?;
         self.start()?;
         self.wait_ready(Duration::from_secs(15))
@@ -358,11 +360,12 @@ pub trait Driver: Send {
     /// Restarts the system's control plane, where it has one apart from the proxy
     /// ([`Capabilities::restart_controller`]): returns once a new controller runs,
     /// which may not have given the proxy anything yet, so a change asked for next
-    /// is made while it resyncs.
+    /// is made while it resyncs. `replaced` is told of each pod replaced.
     ///
     /// # Errors
     /// [`LabError::Unsupported`] by default.
-    fn restart_controller(&mut self) -> Result<(), LabError> {
+    fn restart_controller(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+        let _ = replaced;
         Err(LabError::Unsupported {
             system: self.name().into(),
             what: "restart a controller: it has no control plane apart from its proxy".into(),

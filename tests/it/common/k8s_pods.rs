@@ -366,6 +366,15 @@ impl Shared {
         let Some(uid) = pod.metadata.uid.clone() else {
             return;
         };
+        // A controller's pod, run as a process by its own harness.
+        if pod
+            .metadata
+            .labels
+            .as_ref()
+            .is_some_and(|l| l.contains_key(super::k8s_process_pods::PROCESS_LABEL))
+        {
+            return;
+        }
         let mut st = self.lock();
         if let Some(l) = st.live.get_mut(&uid) {
             l.pod = pod.clone();
@@ -856,7 +865,7 @@ async fn watch_loop(
     }
 }
 
-async fn connect(kubeconfig: &Path) -> Result<kube::Client, String> {
+pub(crate) async fn connect(kubeconfig: &Path) -> Result<kube::Client, String> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .map_err(|e| format!("read {}: {e}", kubeconfig.display()))?;
     let cfg = kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
@@ -926,7 +935,11 @@ async fn get_status(addr: SocketAddr, path: &str) -> Result<u16, String> {
 
 /// Patches the pod's status as a kubelet does when its container turns (not) ready:
 /// the containers' `ready`, ContainersReady, and Ready unless readiness gates hold it.
-async fn set_ready(client: &kube::Client, pod: &Pod, ready: bool) -> Result<Instant, String> {
+pub(crate) async fn set_ready(
+    client: &kube::Client,
+    pod: &Pod,
+    ready: bool,
+) -> Result<Instant, String> {
     let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);

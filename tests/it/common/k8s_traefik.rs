@@ -7,6 +7,7 @@
 //! (with its process group) when dropped.
 
 use super::k8s::TestCluster;
+use super::k8s_process_pods::ProcessPods;
 use super::proc::Proc;
 use super::wait_accepting;
 use std::path::{Path, PathBuf};
@@ -73,33 +74,101 @@ fn install_crds(cluster: &TestCluster, path: &Path) {
     assert!(ok, "CRDs of {p} not established: {out}");
 }
 
+/// Traefik's command line inside the cluster's namespace `netns`, talking to its API
+/// server with `token`.
+fn command(netns: &str, token: &str, ca: &Path, providers: Providers) -> Command {
+    let mut cmd = Command::new("ip");
+    cmd.args(["netns", "exec", netns])
+        .arg(testenv_dir().join("bin/traefik"));
+    let mut provider = |name: &str| {
+        cmd.arg(format!("--providers.{name}=true"))
+            .arg(format!(
+                "--providers.{name}.endpoint=https://127.0.0.1:6443"
+            ))
+            .arg(format!("--providers.{name}.token={token}"))
+            .arg(format!(
+                "--providers.{name}.certauthfilepath={}",
+                ca.display()
+            ));
+    };
+    if providers.ingress {
+        provider("kubernetesingress");
+        provider("kubernetescrd");
+    }
+    if providers.gateway {
+        provider("kubernetesgateway");
+        cmd.arg("--providers.kubernetesgateway.statusaddress.ip=198.18.0.1");
+    }
+    cmd.arg(format!("--entrypoints.web.address={ENTRY_POINT}"))
+        .args([
+            "--global.checknewversion=false",
+            "--global.sendanonymoususage=false",
+            "--log.level=INFO",
+        ]);
+    cmd
+}
+
 impl Traefik {
     /// Installs what `providers` need (the IngressClass `traefik` and Traefik's CRDs;
     /// the Gateway API's standard CRDs) and starts Traefik, returning once its entry
     /// point accepts connections.
     pub fn start(cluster: &TestCluster, providers: Providers) -> Traefik {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Traefik::prepare(cluster, providers, &dir);
+        let mut proc = Proc::spawn_group("traefik", &mut cmd, dir.path());
+        let addr = ENTRY_POINT.parse().unwrap();
+        let up = cluster.inside(|| wait_accepting(addr, Duration::from_secs(30)));
+        assert!(
+            up && proc.alive(),
+            "Traefik did not listen on {ENTRY_POINT}:\n{}",
+            proc.stderr_so_far()
+        );
+        Traefik { proc, dir }
+    }
+
+    /// Traefik installed as a Deployment `traefik` in namespace `traefik` of one
+    /// pod, each pod a Traefik process run by the harness
+    /// ([`super::k8s_process_pods`]), its entry point opened with `SO_REUSEPORT`
+    /// so that a rolling restart's new pod binds beside the old one, as pods on
+    /// one node with a hostPort-less Service would not need to.
+    pub fn as_pods(
+        cluster: &TestCluster,
+        providers: Providers,
+    ) -> (ProcessPods, tempfile::TempDir) {
+        let dir = tempfile::tempdir().unwrap();
+        // The CRDs, the IngressClass, what the command needs: once.
+        let _ = Traefik::prepare(cluster, providers, &dir);
+        let (netns, token, ca, logs) = (
+            cluster.netns().to_string(),
+            token(cluster),
+            cluster.state_dir().join("pki/ca.crt"),
+            dir.path().to_path_buf(),
+        );
+        let start = Box::new(move |pod: &str| {
+            let mut cmd = command(&netns, &token, &ca, providers);
+            cmd.arg("--entrypoints.web.reuseport=true");
+            Proc::spawn_group(&format!("traefik-{pod}"), &mut cmd, &logs)
+        });
+        let ready = Box::new(|| {
+            std::net::TcpStream::connect_timeout(
+                &ENTRY_POINT.parse().unwrap(),
+                Duration::from_millis(100),
+            )
+            .is_ok()
+        });
+        let pods = ProcessPods::deployment(cluster, "traefik", "traefik", 1, start, ready);
+        pods.wait_ready(Duration::from_secs(60));
+        (pods, dir)
+    }
+
+    /// Installs what Traefik needs in the cluster (the IngressClass, its CRDs and
+    /// Gateway API's) and returns its command line.
+    fn prepare(cluster: &TestCluster, providers: Providers, dir: &tempfile::TempDir) -> Command {
         assert!(
             providers.ingress || providers.gateway,
             "no provider asked for"
         );
-        let dir = tempfile::tempdir().unwrap();
         let crds = testenv_dir().join("crds");
-        let token = token(cluster);
-        let ca = cluster.state_dir().join("pki/ca.crt");
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", cluster.netns()])
-            .arg(testenv_dir().join("bin/traefik"));
-        let mut provider = |name: &str| {
-            cmd.arg(format!("--providers.{name}=true"))
-                .arg(format!(
-                    "--providers.{name}.endpoint=https://127.0.0.1:6443"
-                ))
-                .arg(format!("--providers.{name}.token={token}"))
-                .arg(format!(
-                    "--providers.{name}.certauthfilepath={}",
-                    ca.display()
-                ));
-        };
         if providers.ingress {
             let class = dir.path().join("class.yaml");
             std::fs::write(
@@ -114,33 +183,18 @@ impl Traefik {
                 cluster,
                 &crds.join("traefik/kubernetes-crd-definition-v1.yml"),
             );
-            provider("kubernetesingress");
-            provider("kubernetescrd");
         }
         if providers.gateway {
             install_crds(cluster, &crds.join("gateway-api/standard"));
-            provider("kubernetesgateway");
-            // The address Traefik reports in a Gateway's status.
-            cmd.arg("--providers.kubernetesgateway.statusaddress.ip=198.18.0.1");
         }
-        cmd.arg(format!("--entrypoints.web.address={ENTRY_POINT}"))
-            .args([
-                "--global.checknewversion=false",
-                "--global.sendanonymoususage=false",
-                "--log.level=INFO",
-            ]);
-        let mut proc = Proc::spawn_group("traefik", &mut cmd, dir.path());
-        let addr = ENTRY_POINT.parse().unwrap();
-        let up = cluster.inside(|| wait_accepting(addr, Duration::from_secs(30)));
-        assert!(
-            up && proc.alive(),
-            "Traefik did not listen on {ENTRY_POINT}:\n{}",
-            proc.stderr_so_far()
-        );
-        Traefik { proc, dir }
+        command(
+            cluster.netns(),
+            &token(cluster),
+            &cluster.state_dir().join("pki/ca.crt"),
+            providers,
+        )
     }
 
-    /// The entry point's URL (inside the cluster's namespace).
     pub fn url(&self) -> String {
         format!("http://{ENTRY_POINT}/")
     }

@@ -15,6 +15,7 @@ pub mod expect;
 pub mod k8s;
 pub mod k8s_contour;
 pub mod k8s_pods;
+pub mod k8s_process_pods;
 pub mod k8s_traefik;
 pub mod lab;
 pub mod load;

@@ -297,7 +297,7 @@ impl Driver for EnvoyHotRestart {
         }
     }
 
-    fn restart_proxy(&mut self) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
         if !self.running() {
             return Err(LabError::NotRunning("envoy".into()));
         }

@@ -336,7 +336,7 @@ impl Driver for EnvoyXds {
         }
     }
 
-    fn restart_proxy(&mut self) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
         if let Some(mut guard) = self.guard.take() {
             guard.stop(rustix::process::Signal::TERM, Duration::from_secs(2));
         }
@@ -351,7 +351,7 @@ impl Driver for EnvoyXds {
     /// reconnects after its own back-off and is sent everything again. Returns once
     /// the new server listens; a change asked for next waits for Envoy's ACK, so its
     /// time includes the resync.
-    fn restart_controller(&mut self) -> Result<(), LabError> {
+    fn restart_controller(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
         if !self.running() {
             return Err(LabError::NotRunning("envoy".into()));
         }

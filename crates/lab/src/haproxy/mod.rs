@@ -503,7 +503,7 @@ impl Driver for Haproxy {
         }
     }
 
-    fn restart_proxy(&mut self) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
         if !self.running()? {
             return Err(LabError::NotRunning(self.name().to_string()));
         }
