@@ -22,6 +22,7 @@
 //! `down.sh` ends every process left in the cluster's namespace, these included.
 
 use super::k8s::TestCluster;
+use super::k8s_process_pods::ProcessPods;
 use super::proc::Proc;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -47,7 +48,10 @@ pub struct Contour<'c> {
     cluster: &'c TestCluster,
     // Field order is drop order: Envoy before Contour, both before the folder.
     envoy: Proc,
-    contour: Proc,
+    /// Contour itself: a process of the test, or the pods of a Deployment
+    /// `contour` in namespace [`CONTOUR_NS`] ([`Contour::start_as_pods`]).
+    contour: Option<Proc>,
+    pods: Option<ProcessPods>,
     dir: tempfile::TempDir,
     /// How long from start to ready.
     pub took: Duration,
@@ -80,6 +84,9 @@ fn gateway_manifest() -> String {
     )
 }
 
+/// Where [`Contour::start_as_pods`] installs Contour.
+pub const CONTOUR_NS: &str = "projectcontour";
+
 impl<'c> Contour<'c> {
     /// Installs the CRDs and the Gateway, starts Contour and Envoy inside `cluster`'s
     /// namespace and waits (up to 60 s) until both are ready.
@@ -87,6 +94,18 @@ impl<'c> Contour<'c> {
     /// # Panics
     /// When a step fails or times out, with the logs' ends.
     pub fn start(cluster: &'c TestCluster) -> Contour<'c> {
+        Contour::start_with(cluster, false)
+    }
+
+    /// [`Contour::start`], with Contour's controller the pod of a Deployment
+    /// `contour` (labelled `app.kubernetes.io/name=contour`) in namespace
+    /// [`CONTOUR_NS`], run by the harness, so that a run can restart it by deleting
+    /// its pod; Envoy, the data plane, stays a process of the test.
+    pub fn start_as_pods(cluster: &'c TestCluster) -> Contour<'c> {
+        Contour::start_with(cluster, true)
+    }
+
+    fn start_with(cluster: &'c TestCluster, as_pods: bool) -> Contour<'c> {
         let t = Instant::now();
         let env = testenv_dir();
         let dir = tempfile::tempdir().unwrap();
@@ -140,44 +159,63 @@ impl<'c> Contour<'c> {
             String::from_utf8_lossy(&out.stderr)
         );
 
-        let port = |n: u16| (XDS_PORT + n).to_string();
-        let (data_ip, data_port) = DATA_ADDR.split_once(':').unwrap();
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", cluster.netns()])
-            .arg(&contour_bin)
-            .arg("serve")
-            .arg(format!("--kubeconfig={}", cluster.kubeconfig().display()))
-            .arg(format!("--config-path={}", config.display()))
-            .args(["--insecure", "--disable-leader-election"])
-            // Contour's client writes at 5 requests a second by default: 200 route
-            // statuses took 40 s (docs/benchmarks.md measured that). Raised here to
-            // keep the suite inside its budget; a route set's traffic does not wait
-            // for it either way.
-            .args([
-                "--kubernetes-client-qps=100",
-                "--kubernetes-client-burst=200",
-            ])
-            .args(["--xds-address=127.0.0.1", &format!("--xds-port={xds}")])
-            .args([
-                "--http-address=127.0.0.1",
-                &format!("--http-port={}", port(1)),
-            ])
-            .args([
-                "--health-address=127.0.0.1",
-                &format!("--health-port={}", port(2)),
-            ])
-            .args([
-                "--debug-http-address=127.0.0.1",
-                &format!("--debug-http-port={}", port(3)),
-            ])
-            .args([
-                "--stats-address=127.0.0.1",
-                &format!("--stats-port={}", port(4)),
-            ])
-            // Where Envoy binds the Gateway's listeners.
-            .arg(format!("--envoy-service-http-address={data_ip}"))
-            .arg(format!("--envoy-service-http-port={data_port}"));
-        let contour = Proc::spawn_group("contour", &mut cmd, dir.path());
+        let (netns, kubeconfig) = (cluster.netns().to_string(), cluster.kubeconfig());
+        let serve = move || -> Command {
+            let port = |n: u16| (XDS_PORT + n).to_string();
+            let (data_ip, data_port) = DATA_ADDR.split_once(':').unwrap();
+            let mut cmd = Command::new("ip");
+            cmd.args(["netns", "exec", &netns])
+                .arg(&contour_bin)
+                .arg("serve")
+                .arg(format!("--kubeconfig={}", kubeconfig.display()))
+                .arg(format!("--config-path={}", config.display()))
+                .args(["--insecure", "--disable-leader-election"])
+                .args([
+                    "--kubernetes-client-qps=100",
+                    "--kubernetes-client-burst=200",
+                ])
+                .args(["--xds-address=127.0.0.1", &format!("--xds-port={xds}")])
+                .args([
+                    "--http-address=127.0.0.1",
+                    &format!("--http-port={}", port(1)),
+                ])
+                .args([
+                    "--health-address=127.0.0.1",
+                    &format!("--health-port={}", port(2)),
+                ])
+                .args([
+                    "--debug-http-address=127.0.0.1",
+                    &format!("--debug-http-port={}", port(3)),
+                ])
+                .args([
+                    "--stats-address=127.0.0.1",
+                    &format!("--stats-port={}", port(4)),
+                ])
+                .arg(format!("--envoy-service-http-address={data_ip}"))
+                .arg(format!("--envoy-service-http-port={data_port}"));
+            cmd
+        };
+        let (contour, pods) = if as_pods {
+            let logs = dir.path().to_path_buf();
+            let start = Box::new(move |pod: &str| {
+                Proc::spawn_group(&format!("contour-{pod}"), &mut serve(), &logs)
+            });
+            // Serving xDS: what Envoy needs of it.
+            let ready = Box::new(|| {
+                std::net::TcpStream::connect_timeout(
+                    &std::net::SocketAddr::from(([127, 0, 0, 1], XDS_PORT)),
+                    Duration::from_millis(100),
+                )
+                .is_ok()
+            });
+            let p = ProcessPods::deployment(cluster, CONTOUR_NS, "contour", 1, start, ready);
+            (None, Some(p))
+        } else {
+            (
+                Some(Proc::spawn_group("contour", &mut serve(), dir.path())),
+                None,
+            )
+        };
 
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", cluster.netns()])
@@ -194,6 +232,7 @@ impl<'c> Contour<'c> {
             cluster,
             envoy,
             contour,
+            pods,
             dir,
             took: Duration::ZERO,
         };
@@ -206,7 +245,9 @@ impl<'c> Contour<'c> {
         let deadline = Instant::now() + limit;
         let admin = self.dir.path().join("admin.sock");
         loop {
-            assert!(self.contour.alive(), "contour exited:\n{}", self.logs());
+            if let Some(c) = self.contour.as_mut() {
+                assert!(c.alive(), "contour exited:\n{}", self.logs());
+            }
             assert!(self.envoy.alive(), "envoy exited:\n{}", self.logs());
             let live = Command::new("curl")
                 .args(["-s", "--max-time", "2", "--unix-socket"])
@@ -240,7 +281,11 @@ impl<'c> Contour<'c> {
     pub fn logs(&self) -> String {
         format!(
             "--- contour:\n{}\n--- envoy:\n{}",
-            super::proc::tail(&self.contour.stderr_so_far(), 20),
+            match (&self.contour, &self.pods) {
+                (Some(c), _) => super::proc::tail(&c.stderr_so_far(), 20),
+                (None, Some(p)) => format!("(pods) {:?}", p.log()),
+                (None, None) => String::new(),
+            },
             super::proc::tail(&self.envoy.stderr_so_far(), 20)
         )
     }
@@ -265,7 +310,10 @@ impl<'c> Contour<'c> {
 impl Drop for Contour<'_> {
     fn drop(&mut self) {
         self.envoy.kill();
-        self.contour.kill();
+        if let Some(c) = self.contour.as_mut() {
+            c.kill();
+        }
+        self.pods = None;
         let _ = self.cluster.kubectl(&[
             "delete",
             "--wait=false",

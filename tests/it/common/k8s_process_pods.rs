@@ -112,6 +112,7 @@ impl ProcessPods {
                             .and_then(|s| s.node_name.as_ref())
                             .is_some();
                         let deleting = pod.metadata.deletion_timestamp.is_some();
+                        let alive = running.get_mut(&pname).map(|r| r.proc.alive());
                         match running.get_mut(&pname) {
                             None if bound && !deleting => {
                                 note(format!("{pname}: start"));
@@ -144,6 +145,13 @@ impl ProcessPods {
                                 note(format!("{pname}: SIGTERM"));
                                 r.proc.signal(Signal::TERM);
                                 r.stopping = Some((Instant::now(), grace));
+                            }
+                            // restartPolicy Always: a process that exited runs again
+                            // (a port its predecessor still held, for one).
+                            Some(r) if !deleting && alive == Some(false) => {
+                                note(format!("{pname}: exited, started again"));
+                                std::thread::sleep(Duration::from_millis(200));
+                                r.proc = start(&pname);
                             }
                             Some(r) if !deleting && !r.ready && ready() => {
                                 match rt.block_on(super::k8s_pods::set_ready(&client, pod, true)) {
