@@ -3,7 +3,7 @@
 //! rotates it, envoy-xds's control plane restarted, and a restart that fails leaves
 //! nothing behind.
 
-use crate::common::{exclusive, processes_with, read_json};
+use crate::common::{processes_with, read_json, shared};
 use crate::lab_run::{assert_balanced, assert_nothing_left, events, f, finish, result, start, u};
 use serde_json::Value;
 use std::path::Path;
@@ -54,7 +54,7 @@ fn errors_of(w: &Value) -> u64 {
 /// profile saying it was done.
 #[test]
 fn every_profile_restarts_its_proxy_and_rotates_its_certificate_its_own_way() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let systems = format!("[{}]", lab::profiles::names().join(", "));
@@ -133,8 +133,9 @@ fn every_profile_restarts_its_proxy_and_rotates_its_certificate_its_own_way() {
         assert_eq!(u(&rot["handshakes_new"]), u(&certs[new]["handshakes"]));
         let seen = f(&rot["new_seen_ms"]);
         let applied = f(&rot["applied_ms"]);
+        // Loose bounds: the test shares the machine; what it checks is the order.
         assert!(
-            seen < applied + 1000.0,
+            seen < applied + 3000.0,
             "{system}: new certificate seen {seen} ms after the request, applied at {applied}"
         );
         // Served with the old one only before the new one took over (a draining
@@ -144,7 +145,7 @@ fn every_profile_restarts_its_proxy_and_rotates_its_certificate_its_own_way() {
             "{system}: {certs}"
         );
         if let Some(last_old) = rot["last_old_ms"].as_f64() {
-            assert!(last_old < applied + 1000.0, "{system}: {rot}");
+            assert!(last_old < applied + 3000.0, "{system}: {rot}");
         }
         eprintln!(
             "lifecycle: {system}: rotation applied in {applied:.1} ms, new certificate seen at {seen:.1} ms, last old at {}, {} errors ({} tls)",
@@ -159,7 +160,7 @@ fn every_profile_restarts_its_proxy_and_rotates_its_certificate_its_own_way() {
 /// restart, before Envoy has reconnected, reaches traffic once it has resynced.
 #[test]
 fn envoy_keeps_serving_while_its_control_plane_restarts_and_resyncs() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let scn = lifecycle_scenario(
@@ -201,7 +202,7 @@ fn envoy_keeps_serving_while_its_control_plane_restarts_and_resyncs() {
 /// run still writes its result.
 #[test]
 fn a_restart_that_fails_is_reported_and_leaves_nothing_behind() {
-    let _alone = exclusive();
+    let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let scn = lifecycle_scenario(
