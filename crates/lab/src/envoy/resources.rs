@@ -701,8 +701,8 @@ mod tests {
 
     #[test]
     fn listeners_are_https_with_the_certificate_and_plain_http() {
-        let ads = listeners(&ctx(), Source::Ads, Route::Base);
-        let Some(transport_socket::ConfigType::TypedConfig(t)) = &ads[0].filter_chains[0]
+        let over_ads = listeners(&ctx(), Source::Ads, Route::Base);
+        let Some(transport_socket::ConfigType::TypedConfig(t)) = &over_ads[0].filter_chains[0]
             .transport_socket
             .as_ref()
             .unwrap()
