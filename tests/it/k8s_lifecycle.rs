@@ -132,6 +132,54 @@ fn traefiks_controller_pod_and_deployment_restart_under_load_and_a_route_change_
     );
     // The rest of the run got through.
     assert!(n(&q["completed"]) * 2 > n(&q["intended"]), "{q}");
+
+    // TLS at the controller, as S1 and S5 had it: the run makes the certificate's
+    // Secret and an Ingress that terminates TLS with it (and a TLSStore that makes
+    // it Traefik's certificate for clients that send no server name), then rotates
+    // the Secret under load; new connections see the new serial.
+    let out = dir.path().join("out-tls");
+    let scn = dir.path().join("tls.yaml");
+    std::fs::write(
+        &scn,
+        format!(
+            "name: k8s-tls\nplatform: kubernetes\nsystems: [traefik]\n\
+             kubernetes:\n  kubeconfig: {}\n  urls: {{traefik: \"https://{ENTRY_POINT}/\"}}\n\
+             backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+             tls:\n  version: \"1.3\"\n  key: ecdsa-p256\n\
+             load:\n  rate: 100\n  connections: 10\n  new_connection: true\n  duration: 6s\n  warmup: 1s\n\
+             changes:\n  - wait: 1500ms\n  - rotate: certificate\n",
+            cluster.kubeconfig().display()
+        ),
+    )
+    .unwrap();
+    let mut run = cluster.ingressbench();
+    run.arg("run").arg(&scn).arg("--out").arg(&out);
+    let done = Proc::spawn_group("run-tls", &mut run, dir.path()).finish(Duration::from_secs(120));
+    assert!(done.success(), "{}\n{}", done.stdout, done.stderr);
+    let r = read_json(&out.join("traefik/result.json"));
+    let events = r["lab"]["events"].as_array().unwrap();
+    assert!(
+        !events.iter().any(|e| e["kind"] == "change_failed"),
+        "{events:?}"
+    );
+    let q = &r["requests"];
+    assert!(n(&q["completed"]) > 400, "{q}: {}", r["errors"]);
+    assert_eq!(r["tls"]["version"], "TLSv1.3");
+    let rot = &r["lab"]["rotations"][0];
+    let certs = &r["tls"]["certificates"];
+    let new = rot["serial_new"].as_str().unwrap();
+    assert!(
+        n(&certs[rot["serial_old"].as_str().unwrap()]["handshakes"]) > 0,
+        "{certs}"
+    );
+    assert!(
+        n(&certs[new]["handshakes"]) > 0,
+        "the new certificate was never served: {rot} {certs}"
+    );
+    eprintln!(
+        "k8s lifecycle: Secret rotated: applied {} ms, new certificate first served {} ms after, the old one last {} ms after; {} errors ({} tls)",
+        rot["applied_ms"], rot["new_seen_ms"], rot["last_old_ms"], rot["errors"], rot["tls_errors"]
+    );
     drop(traefik);
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
 }

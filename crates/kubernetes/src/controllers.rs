@@ -235,6 +235,11 @@ pub struct Place {
     pub host: Option<String>,
     /// The load is gRPC (`protocol: grpc`): a GRPCRoute in place of the HTTPRoute.
     pub grpc: bool,
+    /// The TLS Secret the run made for the controller to terminate TLS with
+    /// (`None`: the controller's own certificate, or plain HTTP): an Ingress names
+    /// it in its `tls`, and for Traefik a TLSStore `default` makes it the
+    /// certificate of connections that send no server name (a load to an IP).
+    pub tls_secret: Option<String>,
 }
 
 /// The CORS response headers of S3's `cors` change, as the lab's proxies add them.
@@ -610,11 +615,36 @@ fn ingress(class: &str, style: Style, place: &Place, route: Route) -> Vec<Value>
     if let Some(h) = &place.host {
         rule["host"] = Value::String(h.clone());
     }
+    if place.tls_secret.is_some() && style == Style::Traefik {
+        // Traefik's Ingress provider loads the certificate of `tls`, but serves the
+        // router over TLS only when told (measured: 404 to every TLS request
+        // without it).
+        annotations.insert(
+            "traefik.ingress.kubernetes.io/router.tls".into(),
+            Value::String("true".into()),
+        );
+    }
+    let mut spec = json!({"ingressClassName": class, "rules": [rule]});
+    if let Some(secret) = &place.tls_secret {
+        let mut tls = json!({"secretName": secret});
+        if let Some(h) = &place.host {
+            tls["hosts"] = json!([h]);
+        }
+        spec["tls"] = json!([tls]);
+        if style == Style::Traefik {
+            extra.push(json!({
+                "apiVersion": "traefik.io/v1alpha1",
+                "kind": "TLSStore",
+                "metadata": metadata("default", place, json!({})),
+                "spec": {"defaultCertificate": {"secretName": secret}},
+            }));
+        }
+    }
     let mut out = vec![json!({
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
         "metadata": metadata(ROUTE_NAME, place, Value::Object(annotations)),
-        "spec": {"ingressClassName": class, "rules": [rule]},
+        "spec": spec,
     })];
     // The Middleware first: the Ingress names it.
     extra.append(&mut out);
@@ -707,6 +737,7 @@ mod tests {
             gateway: Some(("infra".into(), "gw".into())),
             host: None,
             grpc: false,
+            tls_secret: None,
         }
     }
 
@@ -791,6 +822,42 @@ mod tests {
             "`/x` must reach the backend as `/rewritten/x` whether the prefix `/` is replaced \
              as a path segment or as characters"
         );
+    }
+
+    #[test]
+    fn with_the_runs_secret_an_ingress_terminates_tls_and_traefik_serves_it_to_every_client() {
+        let tls = Place {
+            tls_secret: Some("ib-tls".into()),
+            host: Some("bench.example".into()),
+            ..place()
+        };
+        let t = controller("traefik").unwrap();
+        let objs = objects(t, &tls, Route::Header).unwrap();
+        let kinds: Vec<&str> = objs.iter().map(|o| o["kind"].as_str().unwrap()).collect();
+        assert_eq!(kinds, ["Middleware", "TLSStore", "Ingress"]);
+        assert_eq!(objs[1]["metadata"]["name"], "default");
+        assert_eq!(
+            objs[1]["spec"]["defaultCertificate"]["secretName"],
+            "ib-tls"
+        );
+        let ing = &objs[2];
+        assert_eq!(
+            ing["spec"]["tls"],
+            json!([{"secretName": "ib-tls", "hosts": ["bench.example"]}])
+        );
+        assert_eq!(
+            ing["metadata"]["annotations"]["traefik.ingress.kubernetes.io/router.tls"],
+            "true"
+        );
+        // Another controller's Ingress names the Secret, nothing more.
+        let n = controller("ingress-nginx").unwrap();
+        let objs = objects(n, &tls, Route::Base).unwrap();
+        assert_eq!(objs.len(), 1);
+        assert_eq!(objs[0]["spec"]["tls"][0]["secretName"], "ib-tls");
+        // Without it, no TLS at all.
+        let plain = objects(t, &place(), Route::Base).unwrap();
+        assert!(plain[0]["spec"].get("tls").is_none());
+        assert_eq!(plain.len(), 1);
     }
 
     #[test]

@@ -518,11 +518,14 @@ impl Driver for ControllerDriver {
             reload: false,
             restart: self.install.is_some(),
             restart_controller: self.install.is_some(),
-            rotate_certificate: false,
+            rotate_certificate: self.place.tls_secret.is_some(),
         }
     }
 
-    fn prepare(&mut self, _ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), LabError> {
+    /// The platform made the controller's certificate (its TLS Secret) when the
+    /// context's certificate file exists: then the Ingress terminates TLS with it.
+    fn prepare(&mut self, ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), LabError> {
+        self.place.tls_secret = ctx.cert.is_file().then(|| crate::TLS_SECRET.to_string());
         // Refuse what cannot be expressed before anything is created.
         controllers::objects(self.controller, &self.place, Route::Base)
             .map(|_| ())
@@ -539,6 +542,48 @@ impl Driver for ControllerDriver {
 
     fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
         self.apply(route)
+    }
+
+    /// The run's TLS Secret updated with the new files, as cert-manager renews one:
+    /// the controller watching it gives its proxy the new certificate. Applied when
+    /// the API server took it; the load's handshakes say when it served.
+    fn rotate_certificate(
+        &mut self,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), LabError> {
+        if self.place.tls_secret.is_none() {
+            return Err(LabError::Unsupported {
+                system: self.controller.name.into(),
+                what: "rotate its certificate: it terminates TLS with its own (kubernetes.cacert)"
+                    .into(),
+            });
+        }
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(LabError::io(format!("reading {}", p.display())))
+        };
+        let secret = crate::objects::tls_secret(
+            &self.place.run,
+            crate::TLS_SECRET,
+            &read(cert)?,
+            &read(key)?,
+        );
+        let patch = serde_json::json!({"data": serde_json::to_value(&secret.data)
+            .map_err(|e| LabError::Other(format!("the Secret as JSON: {e}")))?});
+        let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), &self.place.namespace);
+        self.rt
+            .block_on(api.patch(
+                crate::TLS_SECRET,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            ))
+            .map_err(ClusterError::api(format!(
+                "update Secret {} in namespace {}",
+                crate::TLS_SECRET,
+                self.place.namespace
+            )))?;
+        Ok(())
     }
 
     /// A rolling restart of the data plane's workload, as `kubectl rollout
@@ -783,6 +828,7 @@ mod tests {
             gateway: None,
             host: None,
             grpc: false,
+            tls_secret: None,
         };
         let c = controllers::controller("traefik").unwrap();
         (ControllerDriver::new(c, client, rt, place, false), seen)

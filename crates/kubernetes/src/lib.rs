@@ -47,6 +47,9 @@ pub const RUN_LABEL: &str = "ingressbench.io/run";
 /// The Deployment, Service and ConfigMap of the backends.
 pub const BACKEND: &str = "ib-backend";
 
+/// The TLS Secret a run makes for the controller to terminate its TLS with.
+pub const TLS_SECRET: &str = "ib-tls";
+
 /// How long a scale step waits for the cluster to report every change.
 const SCALE_WAIT: Duration = Duration::from_secs(120);
 
@@ -100,6 +103,9 @@ pub struct Kubernetes {
     /// Nodes a `drain: node` step cordoned, made schedulable again when the run
     /// ends: the only objects outside its namespace a run changes.
     cordoned: Vec<String>,
+    /// The key type of the run's certificates and how many were issued, when the
+    /// run made the controller's certificate (its TLS Secret).
+    tls: Option<(sut::KeyType, u32)>,
 }
 
 /// The runtime the platform's and the generator Job's clients run on: one worker
@@ -133,6 +139,7 @@ impl Kubernetes {
             work: None,
             grpc: false,
             cordoned: Vec::new(),
+            tls: None,
         })
     }
 
@@ -355,6 +362,18 @@ impl Kubernetes {
     }
 }
 
+/// The host of a URL (`https://198.18.0.1:8000/` gives `198.18.0.1`).
+fn url_host(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host = if let Some(v6) = authority.strip_prefix('[') {
+        v6.split(']').next()?
+    } else {
+        authority.rsplit_once(':').map_or(authority, |(h, _)| h)
+    };
+    (!host.is_empty()).then(|| host.to_string())
+}
+
 /// How one watched kind updates the book.
 struct Kind<K> {
     seen: fn(&mut Book, &K) -> Vec<PlatformEvent>,
@@ -525,16 +544,37 @@ impl Platform for Kubernetes {
             .find(|(s, _)| *s == spec.system)
             .map(|(_, u)| u.clone())
             .unwrap_or_default();
+        // TLS at the controller with the run's own certificate, as the studies had
+        // it: for an https:// URL, unless the controller's own is given (cacert).
+        // Ingress profiles only: an Ingress names its Secret; a Gateway's HTTPS
+        // listener is the cluster's, not the run's, so it keeps its own.
+        let ingress = controllers::controller(&spec.system)
+            .is_some_and(|c| matches!(c.routing, controllers::Routing::Ingress { .. }));
+        let own_tls = spec.tls.enabled
+            && ingress
+            && url.starts_with("https://")
+            && self.spec.cacert.is_none();
+        let mut cacert = self.spec.cacert.clone();
+        let (mut cert, mut key) = (work.path().join("cert.pem"), work.path().join("key.pem"));
+        self.tls = None;
+        if own_tls {
+            let mut names: Vec<String> = url_host(&url).into_iter().collect();
+            names.extend(self.spec.host.clone());
+            (cert, key) = sut::certs::generate_for(work.path(), spec.tls.key, &names)?;
+            self.put_tls_secret(&cert, &key)?;
+            cacert = Some(sut::certs::trust(work.path()));
+            self.tls = Some((spec.tls.key, 1));
+        }
         self.target = Some(Target {
             url,
-            cacert: self.spec.cacert.clone(),
+            cacert,
             reachable: Vec::new(),
             netns: None,
         });
         let ctx = DriverContext::with_s1_tuning(
             work.path().to_path_buf(),
             spec.out_dir.clone(),
-            (work.path().join("cert.pem"), work.path().join("key.pem")),
+            (cert, key),
             (0, 0),
         );
         self.work = Some(work);
@@ -599,6 +639,19 @@ impl Platform for Kubernetes {
     }
 
     fn tick(&mut self) {}
+
+    /// A new leaf from the run's CA for the controller's TLS Secret (which the
+    /// driver then updates: `rotate: certificate`).
+    fn new_certificate(&mut self) -> Result<(std::path::PathBuf, std::path::PathBuf), LabError> {
+        let (Some((key, n)), Some(work)) = (self.tls.as_mut(), self.work.as_ref()) else {
+            return Err(LabError::Unsupported {
+                system: "kubernetes".into(),
+                what: "issue a certificate: the controller terminates TLS with its own (kubernetes.cacert), or the URL is http://".into(),
+            });
+        };
+        *n += 1;
+        sut::certs::issue(work.path(), *key, *n)
+    }
 
     /// Cordons the node (`spec.unschedulable`, as `kubectl cordon`), then evicts
     /// each of the run's backend pods on it through the Eviction API, which honours
@@ -684,6 +737,8 @@ impl Platform for Kubernetes {
             gateway: self.spec.gateway.clone(),
             host: self.spec.host.clone(),
             grpc: self.grpc,
+            // Known once the platform is prepared: see the driver's `prepare`.
+            tls_secret: None,
         };
         Some(
             self.client()
@@ -762,6 +817,27 @@ impl Platform for Kubernetes {
 }
 
 impl Kubernetes {
+    /// Creates the run's TLS Secret from PEM files.
+    fn put_tls_secret(
+        &mut self,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), LabError> {
+        let client = self.client()?;
+        let ns = self.namespace_name();
+        let read = |p: &std::path::Path| {
+            std::fs::read(p).map_err(LabError::io(format!("reading {}", p.display())))
+        };
+        let secret = objects::tls_secret(&self.spec.run, TLS_SECRET, &read(cert)?, &read(key)?);
+        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, &ns);
+        self.rt
+            .block_on(api.create(&PostParams::default(), &secret))
+            .map_err(ClusterError::api(format!(
+                "create Secret {TLS_SECRET} in namespace {ns}"
+            )))?;
+        Ok(())
+    }
+
     /// Makes the nodes a drain cordoned schedulable again.
     fn uncordon(&mut self) -> Result<(), ClusterError> {
         if self.cordoned.is_empty() {
@@ -845,6 +921,10 @@ async fn delete_run_objects(
         .delete_collection(&dp, &lp)
         .await
         .map_err(|e| ("the backends' ConfigMap", e))?;
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
+        .delete_collection(&dp, &lp)
+        .await
+        .map_err(|e| ("the run's TLS Secret", e))?;
     // Services have no delete-collection verb: one by one.
     let svcs = Api::<Service>::namespaced(client.clone(), ns);
     let listed = svcs
@@ -952,6 +1032,23 @@ mod tests {
             *seen.lock().unwrap(),
             ["DELETE /api/v1/namespaces/ingressbench-t1"]
         );
+    }
+
+    #[test]
+    fn a_urls_host_is_what_the_certificate_names() {
+        assert_eq!(
+            url_host("https://198.18.0.1:8000/").as_deref(),
+            Some("198.18.0.1")
+        );
+        assert_eq!(
+            url_host("https://bench.example/x").as_deref(),
+            Some("bench.example")
+        );
+        assert_eq!(
+            url_host("https://[fd00::1]:443/").as_deref(),
+            Some("fd00::1")
+        );
+        assert_eq!(url_host("no-scheme"), None);
     }
 
     #[test]

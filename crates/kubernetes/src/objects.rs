@@ -75,6 +75,26 @@ pub fn nginx_conf(body_size: usize) -> String {
     )
 }
 
+/// The TLS Secret the controller terminates the run's TLS with (`kubernetes.io/tls`),
+/// from PEM files.
+pub fn tls_secret(
+    run: &str,
+    name: &str,
+    cert: &[u8],
+    key: &[u8],
+) -> k8s_openapi::api::core::v1::Secret {
+    use k8s_openapi::ByteString;
+    k8s_openapi::api::core::v1::Secret {
+        metadata: meta(name, run),
+        type_: Some("kubernetes.io/tls".into()),
+        data: Some(BTreeMap::from([
+            ("tls.crt".to_string(), ByteString(cert.to_vec())),
+            ("tls.key".to_string(), ByteString(key.to_vec())),
+        ])),
+        ..Default::default()
+    }
+}
+
 pub fn config_map(run: &str, body_size: usize) -> ConfigMap {
     ConfigMap {
         metadata: meta(BACKEND, run),

@@ -6,7 +6,6 @@
 
 pub mod backends;
 pub mod caddy;
-pub mod certs;
 pub mod cgroup;
 pub mod endpoint_push;
 pub mod envoy;
@@ -23,7 +22,7 @@ pub mod usage;
 // The traits and types every system under test shares live in `sut`; their paths
 // here keep the lab's own code and its users reading as before.
 pub use profiles::{driver_for, PROFILES};
-pub use sut::{driver, platform, routes, watchdog};
+pub use sut::{certs, driver, platform, routes, watchdog};
 pub use sut::{
     Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Platform,
     PlatformEvent, RestartKind, Route, RouteSet, Target,

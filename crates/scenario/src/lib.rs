@@ -1802,10 +1802,12 @@ impl Scenario {
             ));
         }
         if self.platform == PlatformKind::Kubernetes {
-            if has(&|s| matches!(s, Step::Rotate(_))) {
+            if has(&|s| matches!(s, Step::Rotate(_)))
+                && self.kubernetes.as_ref().is_some_and(|k| k.cacert.is_some())
+            {
                 return Err(Bad::new(
                     "changes",
-                    "changes: rotate: certificate runs on the local platform only for now (the TLS Secret of a cluster's route is not rotated yet): remove the step",
+                    "changes: rotate: certificate rotates the certificate the run made for the controller, but kubernetes.cacert says the controller serves its own: drop kubernetes.cacert (the run then makes the TLS Secret) or the step",
                 ));
             }
             let workloads = self.kubernetes.as_ref().map(|k| &k.workloads);

@@ -8,6 +8,7 @@
 //! The watchdog and the scratch folders are here too, since both kinds of platform
 //! register what a killed run must not leave behind.
 
+pub mod certs;
 pub mod driver;
 pub mod platform;
 pub mod routes;

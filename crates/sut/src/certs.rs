@@ -9,11 +9,30 @@
 //! check, as before the CA existed), so a run without rotations costs the
 //! generator what it did.
 
-use super::driver::LabError;
+use crate::driver::LabError;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
 
-pub use sut::KeyType;
+pub use crate::KeyType;
+
+/// The first `binary` on PATH (or in the sbin folders).
+fn which(binary: &str) -> Option<PathBuf> {
+    let path = std::env::var("PATH").unwrap_or_default();
+    let found = path
+        .split(':')
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"])
+        .map(|d| Path::new(d).join(binary))
+        .find(|p| p.is_file());
+    found
+}
+
+/// Runs a short command: whether it succeeded, and its stdout and stderr joined.
+fn output(cmd: &mut Command) -> std::io::Result<(bool, String)> {
+    let o = cmd.stdin(Stdio::null()).output()?;
+    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&o.stderr));
+    Ok((o.status.success(), s))
+}
 
 /// A run's TLS material in its scratch folder.
 #[derive(Clone, Debug)]
@@ -26,14 +45,14 @@ pub struct Issued {
 }
 
 fn openssl() -> Result<PathBuf, LabError> {
-    super::proc::which("openssl").ok_or(LabError::MissingBinary {
+    which("openssl").ok_or(LabError::MissingBinary {
         binary: "openssl".into(),
         package: "openssl".into(),
     })
 }
 
 fn run(cmd: &mut Command) -> Result<String, LabError> {
-    let (ok, out) = super::proc::output(cmd).map_err(LabError::io("openssl"))?;
+    let (ok, out) = output(cmd).map_err(LabError::io("openssl"))?;
     if !ok {
         return Err(LabError::Other(format!(
             "openssl could not make a certificate: {}",
@@ -49,6 +68,21 @@ fn run(cmd: &mut Command) -> Result<String, LabError> {
 /// # Errors
 /// [`LabError`] when openssl is missing or fails.
 pub fn generate(dir: &Path, key: KeyType) -> Result<(PathBuf, PathBuf), LabError> {
+    generate_for(dir, key, &[])
+}
+
+/// [`generate`], the leaf valid for `names` too (IP addresses or DNS names: the
+/// host of a controller's URL), which every leaf [`issue`]d in `dir` keeps.
+///
+/// # Errors
+/// [`LabError`] when openssl is missing or fails.
+pub fn generate_for(
+    dir: &Path,
+    key: KeyType,
+    names: &[String],
+) -> Result<(PathBuf, PathBuf), LabError> {
+    std::fs::write(dir.join("names"), names.join("\n"))
+        .map_err(LabError::io("writing the certificate's names"))?;
     let openssl = openssl()?;
     run(Command::new(&openssl)
         .args(["req", "-x509", "-nodes", "-days", "2"])
@@ -96,6 +130,14 @@ fn issue_as(
         KeyType::Rsa2048 => &["-newkey", "rsa:2048"],
         KeyType::EcdsaP256 => &["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1"],
     };
+    let mut san = vec!["IP:127.0.0.1".to_string(), "DNS:localhost".to_string()];
+    let names = std::fs::read_to_string(dir.join("names")).unwrap_or_default();
+    for n in names.lines().filter(|n| !n.is_empty()) {
+        san.push(match n.parse::<std::net::IpAddr>() {
+            Ok(ip) => format!("IP:{ip}"),
+            Err(_) => format!("DNS:{n}"),
+        });
+    }
     run(Command::new(&openssl)
         .args(["req", "-new", "-nodes", "-subj", "/CN=localhost"])
         .args(newkey)
@@ -106,7 +148,10 @@ fn issue_as(
     let ext = dir.join(format!("{cert_name}.ext"));
     std::fs::write(
         &ext,
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+        format!(
+            "subjectAltName={}\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+            san.join(",")
+        ),
     )
     .map_err(LabError::io("writing the certificate's extensions"))?;
     let signed = run(Command::new(&openssl)
@@ -183,7 +228,7 @@ mod tests {
             assert_ne!(std::fs::read(&key).unwrap(), std::fs::read(&k2).unwrap());
             // Both verify against the CA; the trust file holds the first leaf and the CA.
             for leaf in [&c, &c2] {
-                let (ok, out) = crate::proc::output(
+                let (ok, out) = output(
                     Command::new("openssl")
                         .arg("verify")
                         .arg("-CAfile")
