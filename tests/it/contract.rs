@@ -60,7 +60,10 @@ fn contract(profile: &lab::profiles::Profile) {
         format!("https://127.0.0.1:{}/", ctx.https_port),
         "the load goes where the driver listens"
     );
-    assert_eq!(target.cacert.as_deref(), Some(ctx.cert.as_path()));
+    // The load trusts the served certificate (and the run's CA, for rotations).
+    let trust = std::fs::read_to_string(target.cacert.as_deref().expect("a CA file")).unwrap();
+    let cert = std::fs::read_to_string(&ctx.cert).unwrap();
+    assert!(trust.contains(cert.trim()), "{trust}");
     assert_eq!(ctx.cpus, place.proxy, "the proxy gets its CPU set");
     assert_eq!(ctx.workers(), place.proxy.len());
     let mut d: Box<dyn Driver> = profile.driver();

@@ -1,15 +1,22 @@
 //! A scenario run on `platform: kubernetes` end to end: a real API server, pods made
 //! real by the test harness (each a built-in backend in its own network namespace,
 //! Ready only once it answers), and Traefik v3.6 routing an Ingress the run creates,
-//! as a user's installed controller would. `ingressbench run` itself runs inside the
-//! cluster's network namespace, which has no default route. A second kwok node
-//! joins, and a `drain: node` step empties the first of the run's pods.
+//! as a user's installed controller would: installed as a Deployment in namespace
+//! `traefik` whose pods the harness runs as Traefik processes. `ingressbench run`
+//! itself runs inside the cluster's network namespace, which has no default route.
+//!
+//! Issue 30's lifecycle steps on it: a second kwok node joins and a `drain: node`
+//! empties the first of the run's pods; Traefik's controller pod is deleted
+//! (`restart: controller`), a route changed while the new one starts, and its
+//! Deployment rolled (`restart: proxy`); Traefik is its own data plane, so the run
+//! says what each cost. Then TLS at the controller: the run's Secret, rotated.
 
 use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_pods::PodRunner;
-use crate::common::k8s_traefik::{Providers, Traefik};
+use crate::common::k8s_traefik::{Providers, Traefik, ENTRY_POINT};
 use crate::common::proc::Proc;
 use crate::common::{read_json, shared, BIN};
+use serde_json::Value;
 use std::time::{Duration, Instant};
 
 #[test]
@@ -20,15 +27,15 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
     let dir = tempfile::tempdir().unwrap();
     let state = cluster.state_dir().to_path_buf();
 
-    // Traefik's Ingress provider, as installed.
-    let traefik = Traefik::start(
+    // Traefik's Ingress provider, installed as a Deployment.
+    let (traefik, _traefik_dir) = Traefik::as_pods(
         &cluster,
         Providers {
             ingress: true,
             gateway: false,
         },
     );
-    let url = traefik.url();
+    let url = format!("http://{ENTRY_POINT}/");
     // A second node for the drained pods to go to (kwok plays both).
     let node = dir.path().join("node.yaml");
     std::fs::write(
@@ -69,8 +76,10 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
              kubernetes:\n  kubeconfig: {}\n  urls: {{traefik: \"{url}\"}}\n\
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
              tls:\n  enabled: false\n\
-             load:\n  rate: 100\n  connections: 10\n  duration: 12s\n  warmup: 3s\n\
-             changes:\n  - wait: 2s\n  - scale: 3\n  - wait: 2s\n  - drain: node\n  - wait: 2s\n  - scale: 2\n",
+             load:\n  rate: 100\n  connections: 10\n  duration: 16s\n  warmup: 2s\n\
+             changes:\n  - wait: 2s\n  - scale: 3\n  - wait: 2s\n  - drain: node\n  - wait: 2s\n\
+             \x20 - restart: controller\n  - route: header\n  - wait: 2s\n  - restart: proxy\n\
+             \x20 - wait: 2s\n  - route: base\n  - scale: 2\n",
             state.join("kubeconfig").display()
         ),
     )
@@ -81,8 +90,7 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
     let done = Proc::spawn_group("run", &mut run, dir.path()).finish(Duration::from_secs(180));
     eprintln!("k8s run took {:.1?}\n{}", t.elapsed(), done.stdout);
     assert!(done.success(), "{}\n{}", done.stdout, done.stderr);
-    let traefik_log = traefik.log();
-    drop(traefik);
+    let traefik_log = traefik.log().join("\n");
 
     let r = read_json(&out.join("traefik/result.json"));
     let q = &r["requests"];
@@ -185,12 +193,18 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
             "{p} got no traffic: {backends:?}"
         );
     }
+    // The evicted pods served no more once the drain was done and their grace
+    // period (2 s) over.
+    let drain_done = events.iter().find(|e| e["kind"] == "drain_done").unwrap()["t_ms"]
+        .as_f64()
+        .unwrap();
     for p in &evicted {
-        assert!(
-            pods_of(drained_node).contains(&p.to_string()),
-            "{p}: {}",
-            r["lab"]["cluster"]
-        );
+        if let Some(last) = r["backends_seen"][*p][1].as_f64() {
+            assert!(
+                last < drain_done + 3000.0,
+                "{p} served at {last} ms, drain done at {drain_done}"
+            );
+        }
     }
     // The node is schedulable again once the run has ended.
     let (_, cordoned) = cluster.kubectl(&[
@@ -241,6 +255,116 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         "{}",
         r["lab"]["versions"]
     );
+    let ev = |kind: &str, detail: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|e| e["kind"] == kind && e["detail"].as_str().unwrap().starts_with(detail))
+            .collect()
+    };
+    assert!(
+        ev("change_failed", "").is_empty(),
+        "{events:?}\n{:?}",
+        traefik_log
+    );
+    // Each restart replaced Traefik's pod, logged on the load's clock between its
+    // request and its end.
+    for (what, detail) in [
+        ("controller", "controller"),
+        ("proxy", "proxy (rolling restart of its Deployment)"),
+    ] {
+        let asked = ev("restart_requested", detail);
+        let done = ev("restart_done", detail);
+        assert_eq!((asked.len(), done.len()), (1, 1), "{what}: {events:?}");
+        let (t0, t1) = (
+            asked[0]["t_ms"].as_f64().unwrap(),
+            done[0]["t_ms"].as_f64().unwrap(),
+        );
+        let replaced: Vec<&Value> = ev("pod_replaced", "traefik-")
+            .into_iter()
+            .filter(|e| (t0..=t1).contains(&e["t_ms"].as_f64().unwrap()))
+            .collect();
+        assert_eq!(replaced.len(), 1, "{what}: {events:?}");
+        let w = r["lab"]["windows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|w| {
+                w["change"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with(&format!("restart {detail}"))
+            })
+            .unwrap();
+        eprintln!(
+            "k8s lifecycle: restart {what}: {:.0} ms, {} ready; its window: {} completed, errors {}, p99 {} ms, max {} ms",
+            t1 - t0,
+            replaced[0]["detail"],
+            w["completed"],
+            w["errors"],
+            w["p99_ms"],
+            w["max_ms"]
+        );
+    }
+    // The route change asked for as the new controller started reached traffic.
+    let change = &r["lab"]["route_propagation"]["changes"][0];
+    assert_eq!(change["route"], "header", "{change}");
+    let seen = change["seen_ms"]
+        .as_f64()
+        .unwrap_or_else(|| panic!("the change made during the restart never showed: {change}"));
+    eprintln!(
+        "k8s lifecycle: the route change after the controller restart showed in {seen:.0} ms"
+    );
+    // The rest of the run got through.
+    assert!(n(&q["completed"]) * 2 > n(&q["intended"]), "{q}");
+
+    // TLS at the controller, as S1 and S5 had it: the run makes the certificate's
+    // Secret and an Ingress that terminates TLS with it (and a TLSStore that makes
+    // it Traefik's certificate for clients that send no server name), then rotates
+    // the Secret under load; new connections see the new serial.
+    let out = dir.path().join("out-tls");
+    let scn = dir.path().join("tls.yaml");
+    std::fs::write(
+        &scn,
+        format!(
+            "name: k8s-tls\nplatform: kubernetes\nsystems: [traefik]\n\
+             kubernetes:\n  kubeconfig: {}\n  urls: {{traefik: \"https://{ENTRY_POINT}/\"}}\n\
+             backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+             tls:\n  version: \"1.3\"\n  key: ecdsa-p256\n\
+             load:\n  rate: 100\n  connections: 10\n  new_connection: true\n  duration: 6s\n  warmup: 1s\n\
+             changes:\n  - wait: 1500ms\n  - rotate: certificate\n",
+            cluster.kubeconfig().display()
+        ),
+    )
+    .unwrap();
+    let mut run = cluster.ingressbench();
+    run.arg("run").arg(&scn).arg("--out").arg(&out);
+    let done = Proc::spawn_group("run-tls", &mut run, dir.path()).finish(Duration::from_secs(120));
+    assert!(done.success(), "{}\n{}", done.stdout, done.stderr);
+    let r = read_json(&out.join("traefik/result.json"));
+    let events = r["lab"]["events"].as_array().unwrap();
+    assert!(
+        !events.iter().any(|e| e["kind"] == "change_failed"),
+        "{events:?}"
+    );
+    let q = &r["requests"];
+    assert!(n(&q["completed"]) > 400, "{q}: {}", r["errors"]);
+    assert_eq!(r["tls"]["version"], "TLSv1.3");
+    let rot = &r["lab"]["rotations"][0];
+    let certs = &r["tls"]["certificates"];
+    let new = rot["serial_new"].as_str().unwrap();
+    assert!(
+        n(&certs[rot["serial_old"].as_str().unwrap()]["handshakes"]) > 0,
+        "{certs}"
+    );
+    assert!(
+        n(&certs[new]["handshakes"]) > 0,
+        "the new certificate was never served: {rot} {certs}"
+    );
+    eprintln!(
+        "k8s lifecycle: Secret rotated: applied {} ms, new certificate first served {} ms after, the old one last {} ms after; {} errors ({} tls)",
+        rot["applied_ms"], rot["new_seen_ms"], rot["last_old_ms"], rot["errors"], rot["tls_errors"]
+    );
+    drop(traefik);
     // The run's namespace goes when it ends.
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
 }

@@ -163,7 +163,7 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
         lb_endpoint, ClusterLoadAssignment, Endpoint as EnvoyEndpoint, LbEndpoint,
         LocalityLbEndpoints,
     };
-    use xds::{TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE};
+    use xds::{TYPE_CLUSTER, TYPE_ENDPOINTS, TYPE_LISTENER, TYPE_ROUTE, TYPE_SECRET};
     let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let b1 = labsupport::backend("b1");
@@ -181,6 +181,16 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
         (
             TYPE_ENDPOINTS,
             server.set(TYPE_ENDPOINTS, vec![any(&resources::load_assignment(&eps))]),
+        ),
+        // The HTTPS listener's certificate, over SDS.
+        (
+            TYPE_SECRET,
+            server.set(
+                TYPE_SECRET,
+                vec![any(
+                    &resources::certificate_secret(&ctx.cert, &ctx.key).unwrap()
+                )],
+            ),
         ),
         (
             TYPE_LISTENER,

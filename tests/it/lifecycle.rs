@@ -3,25 +3,26 @@
 //! rotates it, envoy-xds's control plane restarted, and a restart that fails leaves
 //! nothing behind.
 
-use crate::common::{processes_with, read_json, shared};
+use crate::common::{exclusive, processes_with, read_json, shared};
 use crate::lab_run::{assert_balanced, assert_nothing_left, events, f, finish, result, start, u};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-/// A scenario of every profile (or `systems`) at 500 req/s over TLS 1.3 with an
+/// A scenario of `systems` at `rate` req/s over TLS 1.3 with an
 /// ECDSA key, each request on a new connection: every request is a handshake, so a
 /// listener closed for a moment shows as refused connections, and a new
 /// certificate as soon as the proxy serves it.
 fn lifecycle_scenario(
     dir: &Path,
     systems: &str,
+    rate: u32,
     duration: &str,
     changes: &str,
 ) -> std::path::PathBuf {
     let text = format!(
         "name: lifecycle\nsystems: {systems}\nbackends:\n  replicas: 2\n  drain_timeout: 1s\n\
-         tls:\n  version: \"1.3\"\n  key: ecdsa-p256\nload:\n  rate: 500\n  connections: 20\n  \
+         tls:\n  version: \"1.3\"\n  key: ecdsa-p256\nload:\n  rate: {rate}\n  connections: 20\n  \
          new_connection: true\n  duration: {duration}\nchanges:\n{changes}"
     );
     let p = dir.join("lifecycle.yaml");
@@ -50,19 +51,22 @@ fn errors_of(w: &Value) -> u64 {
 /// listeners handed over with `-x`, Envoy's hot restart) loses no request; one that
 /// stops and starts (nginx, Caddy, a cold Envoy) may refuse connections while its
 /// listener is closed, and the run says how many. Every rotation is seen by the
-/// load: new handshakes are served with the new serial, within a second of the
-/// profile saying it was done.
+/// load: new handshakes are served with the new serial, never before it was asked
+/// for, and soon after the profile said it was done.
 #[test]
 fn every_profile_restarts_its_proxy_and_rotates_its_certificate_its_own_way() {
-    let _turn = shared();
+    // Alone: 500 handshakes a second through each proxy in turn would slow the
+    // controllers of the Kubernetes tests beside it past their own bounds.
+    let _alone = exclusive();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let systems = format!("[{}]", lab::profiles::names().join(", "));
     let scn = lifecycle_scenario(
         dir.path(),
         &systems,
-        "4s",
-        "  - wait: 800ms\n  - restart: proxy\n  - wait: 1s\n  - rotate: certificate\n",
+        500,
+        "3s",
+        "  - wait: 600ms\n  - restart: proxy\n  - wait: 900ms\n  - rotate: certificate\n",
     );
     let (code, text) = finish(start(&scn, &out), Duration::from_secs(180));
     assert_eq!(code, 0, "{text}");
@@ -130,7 +134,12 @@ fn every_profile_restarts_its_proxy_and_rotates_its_certificate_its_own_way() {
             u(&certs[new]["handshakes"]) > 0,
             "{system}: the new certificate was never served: {certs}"
         );
-        assert_eq!(u(&rot["handshakes_new"]), u(&certs[new]["handshakes"]));
+        // Never served before it was asked for.
+        let asked = f(&rot["at_ms"]);
+        assert!(
+            f(&certs[new]["first_ms"]) >= asked,
+            "{system}: the new certificate served before the rotation at {asked}: {certs}"
+        );
         let seen = f(&rot["new_seen_ms"]);
         let applied = f(&rot["applied_ms"]);
         // Loose bounds: the test shares the machine; what it checks is the order.
@@ -166,6 +175,7 @@ fn envoy_keeps_serving_while_its_control_plane_restarts_and_resyncs() {
     let scn = lifecycle_scenario(
         dir.path(),
         "[envoy-xds]",
+        200,
         "4s",
         "  - wait: 1s\n  - restart: controller\n  - route: header\n",
     );
@@ -179,11 +189,6 @@ fn envoy_keeps_serving_while_its_control_plane_restarts_and_resyncs() {
         .iter()
         .find(|(_, k, d)| k == "restart_done" && d == "controller")
         .unwrap_or_else(|| panic!("{ev:?}"));
-    let applied = ev
-        .iter()
-        .find(|(_, k, d)| k == "route_applied" && d == "header")
-        .unwrap_or_else(|| panic!("{ev:?}"));
-    assert!(applied.0 >= done.0, "{ev:?}");
     assert_eq!(r["requests"]["failed"], 0, "{}", r["errors"]);
     let change = &r["lab"]["route_propagation"]["changes"][0];
     assert_eq!(change["route"], "header");
@@ -208,6 +213,7 @@ fn a_restart_that_fails_is_reported_and_leaves_nothing_behind() {
     let scn = lifecycle_scenario(
         dir.path(),
         "[nginx-reload]",
+        200,
         "4s",
         "  - wait: 1500ms\n  - restart: proxy\n",
     );
@@ -243,7 +249,7 @@ fn a_restart_that_fails_is_reported_and_leaves_nothing_behind() {
         .unwrap_or_else(|| panic!("{ev:?}"));
     assert!(failed.2.contains("nginx"), "{failed:?}");
     assert_eq!(r["lab"]["proxy_died"], true);
-    assert!(u(&r["requests"]["failed"]) > 100, "{}", r["requests"]);
+    assert!(u(&r["requests"]["failed"]) > 50, "{}", r["requests"]);
     // Reported as the run ends, beside the result (the run itself completed).
     assert_eq!(code, 0, "{text}");
     assert!(

@@ -18,7 +18,6 @@ mod http2;
 mod k8s_all;
 mod k8s_contour;
 mod k8s_generators;
-mod k8s_lifecycle;
 mod k8s_platform;
 mod k8s_pods;
 mod k8s_run;

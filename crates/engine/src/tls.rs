@@ -213,7 +213,7 @@ pub fn serial_hex<'a>(der: &[u8], out: &'a mut [u8; 40]) -> Option<&'a [u8]> {
             }
             (len, at + 2 + n)
         };
-        (start + len <= b.len()).then_some((tag, start, len))
+        (start.checked_add(len)? <= b.len()).then_some((tag, start, len))
     }
     let (t, cert, _) = tlv(der, 0)?;
     let (t2, tbs, _) = tlv(der, cert)?;
@@ -222,7 +222,7 @@ pub fn serial_hex<'a>(der: &[u8], out: &'a mut [u8; 40]) -> Option<&'a [u8]> {
     }
     let (mut tag, mut start, mut len) = tlv(der, tbs)?;
     if tag == 0xa0 {
-        (tag, start, len) = tlv(der, start + len)?;
+        (tag, start, len) = tlv(der, start.checked_add(len)?)?;
     }
     if tag != 0x02 || len == 0 {
         return None;
@@ -232,7 +232,10 @@ pub fn serial_hex<'a>(der: &[u8], out: &'a mut [u8; 40]) -> Option<&'a [u8]> {
     while bytes.len() > 1 && bytes[0] == 0 {
         bytes = &bytes[1..];
     }
-    let bytes = &bytes[..bytes.len().min(20)];
+    if bytes.len() > 20 {
+        // Not a conforming certificate: no serial rather than a cut one.
+        return None;
+    }
     const HEX: &[u8; 16] = b"0123456789abcdef";
     for (i, b) in bytes.iter().enumerate() {
         out[2 * i] = HEX[usize::from(b >> 4)];

@@ -695,11 +695,19 @@ impl Platform for Kubernetes {
             .collect();
         let api_err = |what: String| move |source| ClusterError::Api { what, source };
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+        // A node cordoned before the run stays cordoned after it.
+        let was_cordoned = self
+            .rt
+            .block_on(nodes.get(&node))
+            .map_err(api_err(format!("get node {node}")))?
+            .spec
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false);
         let cordon = serde_json::json!({"spec": {"unschedulable": true}});
         self.rt
             .block_on(nodes.patch(&node, &PatchParams::default(), &Patch::Merge(&cordon)))
             .map_err(api_err(format!("cordon node {node}")))?;
-        if !self.cordoned.contains(&node) {
+        if !was_cordoned && !self.cordoned.contains(&node) {
             self.cordoned.push(node.clone());
         }
         let pods: Api<Pod> = Api::namespaced(client, &ns);

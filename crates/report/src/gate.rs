@@ -162,6 +162,21 @@ fn crossed_in_windows(r: &RunResult, g: &Gate, kind: &str) -> Option<String> {
     if windows.is_empty() {
         return None;
     }
+    // A change of this kind that failed crosses any limit on it, whatever the
+    // traffic showed.
+    let lab = r.lab.as_ref()?;
+    if let Some(e) = lab.events.iter().find(|e| {
+        e.kind == results::EventKind::ChangeFailed
+            && windows
+                .iter()
+                .any(|w| e.t_ms >= w.from_ms && e.t_ms < w.until_ms.max(w.from_ms + 1e-9))
+    }) {
+        return Some(format!(
+            "a {kind} step failed at {:.1} s: {}",
+            e.t_ms / 1000.0,
+            e.detail
+        ));
+    }
     match g.metric {
         Metric::Errors(_) => {
             let n: u64 = windows.iter().flat_map(|w| w.errors.values()).sum();
@@ -365,6 +380,8 @@ mod tests {
             w("rotate certificate 1a -> 2b", 2, 30.0),
             w("rotate certificate 2b -> 3c", 1, 80.0),
         ];
+        lab.windows[1].from_ms = 1000.0;
+        lab.windows[1].until_ms = 2000.0;
         r.errors.connect = 10;
         // The scale's errors and latency are not the restart's.
         assert!(check(
@@ -382,6 +399,18 @@ mod tests {
                 "FAIL: envoy-xds: errors[rotate] 3 > 2 (in 2 change windows) (--fail-on errors[rotate]>2)",
                 "FAIL: envoy-xds: max[rotate] 160.00ms > 100.00ms (--fail-on max[rotate]>100ms)",
             ]
+        );
+        // A restart that failed crosses the limit, errors or not.
+        let mut failed = r.clone();
+        failed.lab.as_mut().unwrap().events.push(results::Event {
+            t_ms: 1500.0,
+            kind: results::EventKind::ChangeFailed,
+            detail: "proxy (stop and start): nginx-reload is not running".into(),
+            took_ms: None,
+        });
+        assert_eq!(
+            check(&[failed], &gates("errors[restart]>5")),
+            ["FAIL: envoy-xds: a restart step failed at 1.5 s: proxy (stop and start): nginx-reload is not running (--fail-on errors[restart]>5)"]
         );
     }
 

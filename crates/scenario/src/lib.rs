@@ -1810,6 +1810,21 @@ impl Scenario {
                     "changes: rotate: certificate rotates the certificate the run made for the controller, but kubernetes.cacert says the controller serves its own: drop kubernetes.cacert (the run then makes the TLS Secret) or the step",
                 ));
             }
+            if has(&|s| matches!(s, Step::Rotate(_))) {
+                if let Some(p) = self.systems.iter().find(|p| {
+                    kubernetes::controllers::controller(p.name()).is_some_and(|c| {
+                        !matches!(c.routing, kubernetes::controllers::Routing::Ingress { .. })
+                    })
+                }) {
+                    return Err(Bad::new(
+                        "changes",
+                        format!(
+                            "changes: rotate: certificate on a cluster rotates the TLS Secret of the run's Ingress, and {} is not routed by an Ingress (its Gateway's listener holds its certificate): remove the step or the system",
+                            p.name()
+                        ),
+                    ));
+                }
+            }
             let workloads = self.kubernetes.as_ref().map(|k| &k.workloads);
             for (name, w) in workloads.into_iter().flatten() {
                 if !self.systems.iter().any(|p| p.name() == name) {
@@ -1851,7 +1866,7 @@ impl Scenario {
                     return Err(Bad::new(
                         "changes",
                         format!(
-                            "changes: restart: {} has no standard install to find {what} in: give it in kubernetes.workloads.{}",
+                            "changes: restart: nothing says {what} for {}: give it in kubernetes.workloads.{}",
                             p.name(),
                             p.name()
                         ),

@@ -507,8 +507,8 @@ impl System {
                 Some(EventKind::RouteSetRequested),
                 &detail,
                 EventKind::RouteSetApplied,
-                Expect::Applied,
-                |d| {
+                Some(Expect::Applied),
+                |d, _| {
                     let r = d.apply_route_set(&new).map(|_| ());
                     taken = r.is_ok();
                     r
@@ -1109,24 +1109,11 @@ impl System {
     }
 
     /// Asks for a change (`ask`, logged as `requested`), then waits until `expect`
-    /// holds (logged as `done`, with the time from the request), or logs the failure.
+    /// holds (none: `ask` itself waited for its end), logged as `done` with the time
+    /// from the request, or logs the failure. `ask` is handed a callback for each
+    /// pod or process it replaces, logged as `pod_replaced` as it happens. Returns
+    /// whether it succeeded.
     fn change<F>(
-        &mut self,
-        requested: Option<EventKind>,
-        detail: &str,
-        done: EventKind,
-        expect: Expect,
-        ask: F,
-    ) -> bool
-    where
-        F: FnOnce(&mut dyn Driver) -> Result<(), LabError>,
-    {
-        self.change_with(requested, detail, done, Some(expect), ask)
-    }
-
-    /// [`change`](Self::change), with no wait after `ask` when `expect` is `None`
-    /// (a change whose end `ask` itself waits for). Returns whether it succeeded.
-    fn change_with<F>(
         &mut self,
         requested: Option<EventKind>,
         detail: &str,
@@ -1135,7 +1122,7 @@ impl System {
         ask: F,
     ) -> bool
     where
-        F: FnOnce(&mut dyn Driver) -> Result<(), LabError>,
+        F: FnOnce(&mut dyn Driver, &mut dyn FnMut(String)) -> Result<(), LabError>,
     {
         // Timed from when the change is made: a load elsewhere has the request
         // logged (and the change made) only after its mark's lead.
@@ -1144,7 +1131,11 @@ impl System {
         }
         let t0 = Instant::now();
         let timeout = self.settle_timeout;
-        let res = ask(self.driver.as_mut()).and_then(|_| match &expect {
+        let (driver, events) = (&mut self.driver, &mut self.events);
+        let res = ask(driver.as_mut(), &mut |pod: String| {
+            events.log(EventKind::PodReplaced, pod, Some(t0.elapsed()));
+        })
+        .and_then(|_| match &expect {
             Some(e) => self.driver.settle(e, timeout),
             None => Ok(()),
         });
@@ -1176,10 +1167,19 @@ impl System {
             kind.how,
             if kind.seamless { ", seamless" } else { "" }
         );
-        let ok = self.restart(&detail, |d, replaced| {
-            d.restart_proxy(replaced)?;
-            endpoint_push::endpoints_changed(d, &eps).map(|_| ())
-        });
+        let timeout = self.settle_timeout;
+        let ok = self.change(
+            Some(EventKind::RestartRequested),
+            &detail,
+            EventKind::RestartDone,
+            None,
+            |d, replaced| {
+                d.restart_proxy(replaced)?;
+                // The endpoints given again, and in force, before the restart is done.
+                endpoint_push::endpoints_changed(d, &eps)?;
+                d.settle(&Expect::endpoints(&eps), timeout)
+            },
+        );
         if !ok && !self.driver.alive() {
             if let Err(e) = self.driver.stop() {
                 self.events.log(
@@ -1190,35 +1190,6 @@ impl System {
                     ),
                     None,
                 );
-            }
-        }
-    }
-
-    /// A restart step: `restart_requested`, each pod replaced as the driver reports
-    /// it (`pod_replaced`, on the load's clock), then `restart_done` or the failure.
-    fn restart<F>(&mut self, detail: &str, ask: F) -> bool
-    where
-        F: FnOnce(&mut dyn Driver, &mut dyn FnMut(String)) -> Result<(), LabError>,
-    {
-        self.events.log(EventKind::RestartRequested, detail, None);
-        let t0 = Instant::now();
-        let (driver, events) = (&mut self.driver, &mut self.events);
-        let res = ask(driver.as_mut(), &mut |pod: String| {
-            events.log(EventKind::PodReplaced, pod, Some(t0.elapsed()));
-        });
-        match res {
-            Ok(()) => {
-                self.events
-                    .log(EventKind::RestartDone, detail, Some(t0.elapsed()));
-                true
-            }
-            Err(e) => {
-                self.events.log(
-                    EventKind::ChangeFailed,
-                    format!("{detail}: {}", results::Causes(&e)),
-                    Some(t0.elapsed()),
-                );
-                false
             }
         }
     }
@@ -1234,6 +1205,9 @@ impl System {
         let (serial, cert, key) = match issued {
             Ok(v) => v,
             Err(e) => {
+                // Still a rotation asked for: its window, and its failure.
+                self.events
+                    .log(EventKind::RotateRequested, "certificate", None);
                 self.events.log(
                     EventKind::ChangeFailed,
                     format!("certificate: {}", results::Causes(&e)),
@@ -1251,8 +1225,8 @@ impl System {
             Some(EventKind::RotateRequested),
             &format!("certificate {} -> {}", short(&old), short(&serial)),
             EventKind::RotateDone,
-            Expect::Applied,
-            |d| d.rotate_certificate(&cert, &key),
+            Some(Expect::Applied),
+            |d, _| d.rotate_certificate(&cert, &key),
         );
         if !ok {
             // Still the old one in force, as far as anyone knows.
@@ -1345,8 +1319,8 @@ impl System {
             pushed.then_some(EventKind::EndpointsRequested),
             &detail,
             EventKind::EndpointsApplied,
-            Expect::endpoints(&eps),
-            |d| endpoint_push::endpoints_changed(d, &eps).map(|_: Sync| ()),
+            Some(Expect::endpoints(&eps)),
+            |d, _| endpoint_push::endpoints_changed(d, &eps).map(|_: Sync| ()),
         );
     }
 }
@@ -1372,8 +1346,8 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
                     Some(EventKind::RouteRequested),
                     route.name(),
                     EventKind::RouteApplied,
-                    Expect::Route(route),
-                    |d| d.apply_route(route),
+                    Some(Expect::Route(route)),
+                    |d, _| d.apply_route(route),
                 );
             }
             Step::RouteSet(step) => sys.change_route_set(*step),
@@ -1382,15 +1356,21 @@ fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
                     Some(EventKind::ReloadRequested),
                     "",
                     EventKind::ReloadDone,
-                    Expect::Reloaded,
-                    |d| d.reload(),
+                    Some(Expect::Reloaded),
+                    |d, _| d.reload(),
                 );
             }
             Step::Restart(RestartWhat::Proxy) => sys.restart_proxy(),
             Step::Restart(RestartWhat::Controller) => {
                 // Done once a new controller runs: what the next step asks for is
                 // made while it resyncs, and timed by the traffic.
-                sys.restart("controller", |d, replaced| d.restart_controller(replaced));
+                sys.change(
+                    Some(EventKind::RestartRequested),
+                    "controller",
+                    EventKind::RestartDone,
+                    None,
+                    |d, replaced| d.restart_controller(replaced),
+                );
             }
             Step::Rotate(_) => sys.rotate_certificate(),
             Step::Drain(n) => sys.drain(n.node.as_deref()),
@@ -1543,10 +1523,12 @@ fn rotations(
     seen: &BTreeMap<String, results::CertificateSeen>,
 ) -> Vec<results::Rotation> {
     let mut out = Vec::new();
+    // A rotation whose certificate could not be made names no serials: it has no
+    // entry in `rotated`.
     let asked = events
         .iter()
         .enumerate()
-        .filter(|(_, e)| e.kind == EventKind::RotateRequested);
+        .filter(|(_, e)| e.kind == EventKind::RotateRequested && e.detail.contains(" -> "));
     for ((i, e), (old, new)) in asked.zip(rotated) {
         let (old, new) = (old.as_str(), new.as_str());
         let applied = events[i + 1..]

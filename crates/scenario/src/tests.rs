@@ -476,5 +476,8 @@ fn lifecycle_steps_parse_and_what_a_system_cannot_do_is_refused() {
     let e = err(&with("  - drain: nodes\n"));
     assert!(e.contains("drain: expected node"), "{e}");
     let e = err(&with("  - rotate: key\n"));
-    assert!(e.contains("rotate"), "{e}");
+    assert!(
+        e.contains("unknown variant `key`, expected `certificate`"),
+        "{e}"
+    );
 }

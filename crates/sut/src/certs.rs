@@ -34,16 +34,6 @@ fn output(cmd: &mut Command) -> std::io::Result<(bool, String)> {
     Ok((o.status.success(), s))
 }
 
-/// A run's TLS material in its scratch folder.
-#[derive(Clone, Debug)]
-pub struct Issued {
-    /// The leaf and its key, PEM.
-    pub cert: PathBuf,
-    pub key: PathBuf,
-    /// What the load trusts: the first leaf and the CA.
-    pub trust: PathBuf,
-}
-
 fn openssl() -> Result<PathBuf, LabError> {
     which("openssl").ok_or(LabError::MissingBinary {
         binary: "openssl".into(),
@@ -63,7 +53,7 @@ fn run(cmd: &mut Command) -> Result<String, LabError> {
 }
 
 /// Generates the run's CA in `dir`, and a first leaf of `key`'s type signed by it;
-/// returns (leaf, key). `dir/trust.pem` is what the load trusts ([`Issued`]).
+/// returns (leaf, key). `dir/trust.pem` is what the load trusts ([`trust`]).
 ///
 /// # Errors
 /// [`LabError`] when openssl is missing or fails.
@@ -197,9 +187,19 @@ fn random_serial() -> String {
 /// [`LabError`] when openssl cannot read it.
 pub fn serial(cert: &Path) -> Result<String, LabError> {
     let openssl = openssl()?;
-    let out = run(Command::new(openssl)
-        .args(["x509", "-noout", "-serial", "-in"])
-        .arg(cert))?;
+    let (ok, out) = output(
+        Command::new(openssl)
+            .args(["x509", "-noout", "-serial", "-in"])
+            .arg(cert),
+    )
+    .map_err(LabError::io("openssl"))?;
+    if !ok {
+        return Err(LabError::Other(format!(
+            "openssl could not read the certificate {}: {}",
+            cert.display(),
+            out.lines().last().unwrap_or("")
+        )));
+    }
     let hex = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("serial="))

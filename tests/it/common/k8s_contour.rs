@@ -201,13 +201,8 @@ impl<'c> Contour<'c> {
                 Proc::spawn_group(&format!("contour-{pod}"), &mut serve(), &logs)
             });
             // Serving xDS: what Envoy needs of it.
-            let ready = Box::new(|| {
-                std::net::TcpStream::connect_timeout(
-                    &std::net::SocketAddr::from(([127, 0, 0, 1], XDS_PORT)),
-                    Duration::from_millis(100),
-                )
-                .is_ok()
-            });
+            // Serving xDS, its own socket: what Envoy needs of it.
+            let ready = Box::new(|pid| super::k8s_process_pods::listens(pid, XDS_PORT));
             let p = ProcessPods::deployment(cluster, CONTOUR_NS, "contour", 1, start, ready);
             (None, Some(p))
         } else {

@@ -26,8 +26,38 @@ pub const PROCESS_LABEL: &str = "ingressbench.io/test-process";
 
 /// Starts the process of a pod, named by the pod.
 pub type Start = Box<dyn Fn(&str) -> Proc + Send>;
-/// Whether a pod's process serves.
-pub type Ready = Box<dyn Fn() -> bool + Send>;
+/// Whether a pod's process serves, by its pid.
+pub type Ready = Box<dyn Fn(u32) -> bool + Send>;
+
+/// Whether process `pid` itself holds a socket listening on TCP `port`: its own,
+/// not one of another process that shares the port (`SO_REUSEPORT`, or the pod it
+/// replaces), which a connection could not tell apart.
+pub fn listens(pid: u32, port: u16) -> bool {
+    let proc_dir = PathBuf::from(format!("/proc/{pid}"));
+    let mut inodes = Vec::new();
+    for table in ["net/tcp", "net/tcp6"] {
+        let text = std::fs::read_to_string(proc_dir.join(table)).unwrap_or_default();
+        for l in text.lines().skip(1) {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let local_port = f
+                .get(1)
+                .and_then(|a| a.rsplit_once(':'))
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            // State 0A: LISTEN.
+            if local_port == Some(port) && f.get(3) == Some(&"0A") {
+                if let Some(inode) = f.get(9) {
+                    inodes.push(format!("socket:[{inode}]"));
+                }
+            }
+        }
+    }
+    std::fs::read_dir(proc_dir.join("fd"))
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .any(|l| inodes.iter().any(|i| l.as_os_str() == i.as_str()))
+}
 
 struct Running {
     proc: Proc,
@@ -153,7 +183,7 @@ impl ProcessPods {
                                 std::thread::sleep(Duration::from_millis(200));
                                 r.proc = start(&pname);
                             }
-                            Some(r) if !deleting && !r.ready && ready() => {
+                            Some(r) if !deleting && !r.ready && ready(r.proc.id()) => {
                                 match rt.block_on(super::k8s_pods::set_ready(&client, pod, true)) {
                                     Ok(_) => {
                                         note(format!("{pname}: ready"));

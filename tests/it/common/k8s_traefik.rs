@@ -149,13 +149,9 @@ impl Traefik {
             cmd.arg("--entrypoints.web.reuseport=true");
             Proc::spawn_group(&format!("traefik-{pod}"), &mut cmd, &logs)
         });
-        let ready = Box::new(|| {
-            std::net::TcpStream::connect_timeout(
-                &ENTRY_POINT.parse().unwrap(),
-                Duration::from_millis(100),
-            )
-            .is_ok()
-        });
+        // Its own listener on the entry point: the pod's, not the one it replaces.
+        let port: u16 = ENTRY_POINT.rsplit_once(':').unwrap().1.parse().unwrap();
+        let ready = Box::new(move |pid| super::k8s_process_pods::listens(pid, port));
         let pods = ProcessPods::deployment(cluster, "traefik", "traefik", 1, start, ready);
         pods.wait_ready(Duration::from_secs(60));
         (pods, dir)

@@ -316,9 +316,17 @@ impl Driver for EnvoyHotRestart {
             self.s.ctx.as_mut().ok_or_else(|| {
                 LabError::Other("envoy-hot-restart: prepare() was not called".into())
             })?;
-        ctx.cert = cert.to_path_buf();
-        ctx.key = key.to_path_buf();
-        self.restart()
+        let before = (
+            std::mem::replace(&mut ctx.cert, cert.to_path_buf()),
+            std::mem::replace(&mut ctx.key, key.to_path_buf()),
+        );
+        let res = self.restart();
+        if res.is_err() {
+            if let Some(ctx) = self.s.ctx.as_mut() {
+                (ctx.cert, ctx.key) = before;
+            }
+        }
+        res
     }
 
     /// Waits until the newest epoch answers the admin port as LIVE (the old one has

@@ -376,13 +376,21 @@ impl Driver for EnvoyXds {
             .ctx
             .as_mut()
             .ok_or_else(|| LabError::Other("envoy-xds: prepare() was not called".into()))?;
-        ctx.cert = cert.to_path_buf();
-        ctx.key = key.to_path_buf();
+        let before = (
+            std::mem::replace(&mut ctx.cert, cert.to_path_buf()),
+            std::mem::replace(&mut ctx.key, key.to_path_buf()),
+        );
         if self.server.is_none() {
             return Ok(());
         }
         self.began("secret");
-        self.push_secret()
+        let res = self.push_secret();
+        if res.is_err() {
+            if let Some(ctx) = self.s.ctx.as_mut() {
+                (ctx.cert, ctx.key) = before;
+            }
+        }
+        res
     }
 
     /// Waits for Envoy's ACK of every version pushed since the last settle. The driver

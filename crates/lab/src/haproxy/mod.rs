@@ -78,6 +78,8 @@ pub struct Haproxy {
     /// Masters replaced by a restart, finishing their connections (`-sf`): reaped
     /// once they exit, killed with the driver's stop.
     retiring: Vec<Guard>,
+    /// What went wrong without failing the change (`Driver::take_warnings`).
+    warnings: Vec<LabError>,
 }
 
 /// What `prepare` learned: where things live and the binary to run.
@@ -129,6 +131,7 @@ impl Haproxy {
             run: None,
             guard: None,
             retiring: Vec::new(),
+            warnings: Vec::new(),
             route: Route::Base,
             route_set: None,
             endpoints: Vec::new(),
@@ -286,6 +289,75 @@ impl Haproxy {
             .map_err(LabError::io(format!("writing {}", map.display())))?;
         self.route_set = Some(new);
         Ok(bytes)
+    }
+}
+
+impl Haproxy {
+    /// Waits until the admin socket answers from a worker other than `old_worker`:
+    /// the new master's, which has bound it.
+    fn wait_handover(&mut self, old_worker: Option<u32>) -> Result<(), LabError> {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if !self.running()? {
+                return Err(LabError::Other(format!(
+                    "{}: the new process exited while starting: {}",
+                    self.name(),
+                    log_tail(&self.run()?.log())
+                )));
+            }
+            if self.admin_pid().is_some_and(|p| Some(p) != old_worker) {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(LabError::NotReady(format!("{} restart", self.name())));
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    /// Gives the proxy the certificate files `run.ctx` names (see
+    /// `rotate_certificate`).
+    fn install_certificate(&mut self) -> Result<(), LabError> {
+        let run = self.run()?;
+        match self.mode {
+            Mode::Reload => {
+                write_pem(run)?;
+                self.reload()
+            }
+            Mode::Runtime => {
+                let pem_path = run.pem();
+                let admin = run.admin_sock();
+                let pem = String::from_utf8(combined_pem(&run.ctx)?).map_err(|_| {
+                    LabError::Other("haproxy: the certificate is not PEM text".into())
+                })?;
+                let set = format!(
+                    "set ssl cert {} <<\n{}\n\n",
+                    pem_path.display(),
+                    pem.trim_end()
+                );
+                let said = runtime::cli_payload(&admin, &set)
+                    .map_err(LabError::io("haproxy runtime API: set ssl cert"))?;
+                if !said.contains("Transaction created") && !said.contains("Transaction updated") {
+                    return Err(LabError::Rejected {
+                        what: "haproxy set ssl cert".into(),
+                        detail: said.trim().to_string(),
+                    });
+                }
+                let said = runtime::cli(&admin, &format!("commit ssl cert {}", pem_path.display()))
+                    .map_err(LabError::io("haproxy runtime API: commit ssl cert"))?;
+                if !said.contains("Success") {
+                    return Err(LabError::Rejected {
+                        what: "haproxy commit ssl cert".into(),
+                        detail: said.trim().to_string(),
+                    });
+                }
+                // For a later reload or restart; the running process has it already.
+                if let Err(e) = write_pem(self.run()?) {
+                    self.warnings.push(e);
+                }
+                Ok(())
+            }
+        }
     }
 }
 
@@ -517,24 +589,17 @@ impl Driver for Haproxy {
         let old = self.guard.take().expect("running");
         let old_pid = old.pid();
         self.retiring.push(old);
-        self.spawn_handing_over(old_pid)?;
-        // The admin socket answers from the new worker once it has bound it.
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if !self.running()? {
-                return Err(LabError::Other(format!(
-                    "{}: the new process exited while starting: {}",
-                    self.name(),
-                    log_tail(&self.run()?.log())
-                )));
+        let handed = self
+            .spawn_handing_over(old_pid)
+            .and_then(|()| self.wait_handover(old_worker));
+        if let Err(e) = handed {
+            // The old master still serves (the new one soft-stops it only once it
+            // holds the listeners): it stays the proxy, and the new one goes.
+            if let Some(mut new) = self.guard.take() {
+                new.stop(Signal::KILL, Duration::ZERO);
             }
-            if self.admin_pid().is_some_and(|p| Some(p) != old_worker) {
-                break;
-            }
-            if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!("{} restart", self.name())));
-            }
-            std::thread::sleep(Duration::from_millis(2));
+            self.guard = self.retiring.pop();
+            return Err(e);
         }
         self.wait_ready(Duration::from_secs(10))
     }
@@ -552,45 +617,25 @@ impl Driver for Haproxy {
             .run
             .as_mut()
             .ok_or_else(|| LabError::Other("haproxy: prepare() was not called".into()))?;
-        run.ctx.cert = cert.to_path_buf();
-        run.ctx.key = key.to_path_buf();
-        let run = self.run()?;
-        match self.mode {
-            Mode::Reload => {
-                write_pem(run)?;
-                self.reload()
+        let before = (
+            std::mem::replace(&mut run.ctx.cert, cert.to_path_buf()),
+            std::mem::replace(&mut run.ctx.key, key.to_path_buf()),
+        );
+        let res = self.install_certificate();
+        if res.is_err() {
+            // Still the old certificate in force, for the next reload too.
+            if let Some(run) = self.run.as_mut() {
+                (run.ctx.cert, run.ctx.key) = before;
             }
-            Mode::Runtime => {
-                let pem_path = run.pem();
-                let admin = run.admin_sock();
-                let pem = combined_pem(&run.ctx)?;
-                let pem = String::from_utf8(pem).map_err(|_| {
-                    LabError::Other("haproxy: the certificate is not PEM text".into())
-                })?;
-                let set = format!(
-                    "set ssl cert {} <<\n{}\n\n",
-                    pem_path.display(),
-                    pem.trim_end()
-                );
-                let said = runtime::cli_payload(&admin, &set)
-                    .map_err(LabError::io("haproxy runtime API: set ssl cert"))?;
-                if !said.contains("Transaction created") && !said.contains("Transaction updated") {
-                    return Err(LabError::Rejected {
-                        what: "haproxy set ssl cert".into(),
-                        detail: said.trim().to_string(),
-                    });
-                }
-                let said = runtime::cli(&admin, &format!("commit ssl cert {}", pem_path.display()))
-                    .map_err(LabError::io("haproxy runtime API: commit ssl cert"))?;
-                if !said.contains("Success") {
-                    return Err(LabError::Rejected {
-                        what: "haproxy commit ssl cert".into(),
-                        detail: said.trim().to_string(),
-                    });
-                }
-                write_pem(self.run()?)
+            if let Ok(run) = self.run() {
+                let _ = write_pem(run);
             }
         }
+        res
+    }
+
+    fn take_warnings(&mut self) -> Vec<LabError> {
+        std::mem::take(&mut self.warnings)
     }
 
     fn alive(&mut self) -> bool {
