@@ -1173,6 +1173,23 @@ fn us_to_ms(v: u64) -> f64 {
 }
 
 impl Outcome {
+    /// Each id of a tally (a backend's, a certificate's serial) with its count and
+    /// when it was first and last seen, in ms from the start of the measured window.
+    fn spans<'a>(
+        &'a self,
+        tally: &'a stats::BackendTally,
+    ) -> impl Iterator<Item = (String, u64, f64, f64)> + 'a {
+        let rel = |v: Nanos| (v as f64 - self.measure_start as f64) / 1e6;
+        tally.ids.iter().map(move |e| {
+            (
+                String::from_utf8_lossy(&e.id).into_owned(),
+                e.count,
+                rel(e.first),
+                rel(e.last),
+            )
+        })
+    }
+
     /// The result document for this outcome and the settings that produced it.
     pub fn to_result(&self, target: &str, config: LoadConfig) -> RunResult {
         use base64::Engine as _;
@@ -1283,37 +1300,24 @@ impl Outcome {
                 })
                 .collect(),
             backends: t.backends.to_map(),
-            backends_seen: t
-                .backends
-                .ids
-                .iter()
-                .map(|e| {
-                    let rel = |v: Nanos| (v as f64 - self.measure_start as f64) / 1e6;
-                    (
-                        String::from_utf8_lossy(&e.id).into_owned(),
-                        [rel(e.first), rel(e.last)],
-                    )
-                })
+            backends_seen: self
+                .spans(&t.backends)
+                .map(|(id, _, first, last)| (id, [first, last]))
                 .collect(),
             bytes_read: t.bytes_read,
             tls: TlsStats {
                 handshakes: t.handshakes,
                 resumed: t.resumed,
                 version: t.tls_version.map(str::to_string),
-                certificates: t
-                    .certificates
-                    .ids
-                    .iter()
-                    .map(|e| {
-                        let rel = |v: Nanos| (v as f64 - self.measure_start as f64) / 1e6;
-                        (
-                            String::from_utf8_lossy(&e.id).into_owned(),
-                            results::CertificateSeen {
-                                handshakes: e.count,
-                                first_ms: rel(e.first),
-                                last_ms: rel(e.last),
-                            },
-                        )
+                certificates: self
+                    .spans(&t.certificates)
+                    .map(|(serial, handshakes, first_ms, last_ms)| {
+                        let seen = results::CertificateSeen {
+                            handshakes,
+                            first_ms,
+                            last_ms,
+                        };
+                        (serial, seen)
                     })
                     .collect(),
             },

@@ -153,27 +153,7 @@ pub fn cpu_set(cpus: &[usize]) -> rustix::thread::CpuSet {
     set
 }
 
-/// Finds a program on PATH or in the sbin folders Debian uses.
-pub fn which(binary: &str) -> Option<std::path::PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"])
-        .map(|d| Path::new(d).join(binary))
-        .find(|p| p.is_file());
-    found
-}
-
-/// Runs a short command to completion and returns its stdout and stderr joined.
-///
-/// # Errors
-/// The I/O error when it cannot start.
-pub fn output(cmd: &mut Command) -> std::io::Result<(bool, String)> {
-    let o = cmd.stdin(Stdio::null()).output()?;
-    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
-    s.push_str(&String::from_utf8_lossy(&o.stderr));
-    Ok((o.status.success(), s))
-}
+pub use sut::tools::{output, which};
 
 #[cfg(test)]
 mod tests {

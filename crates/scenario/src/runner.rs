@@ -1241,24 +1241,15 @@ impl System {
         self.events
             .log(EventKind::DrainRequested, node.unwrap_or("node"), None);
         let t0 = Instant::now();
-        let (events, added, removed) = (&mut self.events, &mut self.added, &mut self.removed);
-        let res = self.platform.drain(node, &mut |ev| match ev {
-            PlatformEvent::Ready { endpoint, took } => {
-                let at = events.log(EventKind::BackendReady, &endpoint.id, Some(took));
-                added.push((endpoint.id, at));
-            }
-            PlatformEvent::Stopping { id, mode } => {
-                let at = events.log(
-                    EventKind::PodEvicted,
-                    format!("{id} ({})", mode.name()),
-                    None,
-                );
-                removed.push((id, at));
-            }
-            PlatformEvent::Failed { detail } => {
-                events.log(EventKind::ChangeFailed, detail, None);
-            }
-        });
+        let res = {
+            let mut on = on_platform(
+                &mut self.events,
+                &mut self.added,
+                &mut self.removed,
+                EventKind::PodEvicted,
+            );
+            self.platform.drain(node, &mut on)
+        };
         match res {
             Ok(name) => {
                 self.events
@@ -1282,24 +1273,15 @@ impl System {
         }
         self.events
             .log(EventKind::ScaleRequested, format!("{have} -> {to}"), None);
-        let (events, added, removed) = (&mut self.events, &mut self.added, &mut self.removed);
-        self.platform.scale(to, mode, &mut |ev| match ev {
-            PlatformEvent::Ready { endpoint, took } => {
-                let at = events.log(EventKind::BackendReady, &endpoint.id, Some(took));
-                added.push((endpoint.id, at));
-            }
-            PlatformEvent::Stopping { id, mode } => {
-                let at = events.log(
-                    EventKind::BackendStopping,
-                    format!("{id} ({})", mode.name()),
-                    None,
-                );
-                removed.push((id, at));
-            }
-            PlatformEvent::Failed { detail } => {
-                events.log(EventKind::ChangeFailed, detail, None);
-            }
-        });
+        {
+            let mut on = on_platform(
+                &mut self.events,
+                &mut self.added,
+                &mut self.removed,
+                EventKind::BackendStopping,
+            );
+            self.platform.scale(to, mode, &mut on);
+        }
         self.endpoints_changed();
     }
 
@@ -1322,6 +1304,30 @@ impl System {
             Some(Expect::endpoints(&eps)),
             |d, _| endpoint_push::endpoints_changed(d, &eps).map(|_: Sync| ()),
         );
+    }
+}
+
+/// Logs each platform event as it happens and notes each backend added and removed
+/// (for propagation); a stop is logged as `stopping` (a scale's `backend_stopping`, a
+/// drain's `pod_evicted`).
+fn on_platform<'a>(
+    events: &'a mut Events,
+    added: &'a mut Vec<(String, Nanos)>,
+    removed: &'a mut Vec<(String, Nanos)>,
+    stopping: EventKind,
+) -> impl FnMut(PlatformEvent) + 'a {
+    move |ev| match ev {
+        PlatformEvent::Ready { endpoint, took } => {
+            let at = events.log(EventKind::BackendReady, &endpoint.id, Some(took));
+            added.push((endpoint.id, at));
+        }
+        PlatformEvent::Stopping { id, mode } => {
+            let at = events.log(stopping, format!("{id} ({})", mode.name()), None);
+            removed.push((id, at));
+        }
+        PlatformEvent::Failed { detail } => {
+            events.log(EventKind::ChangeFailed, detail, None);
+        }
     }
 }
 
@@ -1492,14 +1498,7 @@ fn route_propagation(
         let new = seen[expected];
         let since = |t: Nanos| ((t.saturating_sub(origin)) as f64 / 1e6 - asked.t_ms).max(0.0);
         // The first outcome logged after the request for this change.
-        let applied = events[e + 1..]
-            .iter()
-            .find(|x| {
-                (x.kind == EventKind::RouteApplied && x.detail == asked.detail)
-                    || (x.kind == EventKind::ChangeFailed && x.detail.starts_with(&asked.detail))
-            })
-            .filter(|x| x.kind == EventKind::RouteApplied)
-            .map(|x| (x.t_ms - asked.t_ms).max(0.0));
+        let applied = took_to(events, e, EventKind::RouteApplied);
         changes.push(RouteChange {
             route: route.name().to_string(),
             at_ms: asked.t_ms,
@@ -1512,6 +1511,20 @@ fn route_propagation(
         });
     }
     Some(RoutePropagation::of(changes))
+}
+
+/// From the change asked for by `events[asked]` until its `done` event, in ms;
+/// `None` when the first outcome logged for it was a failure (or none was).
+fn took_to(events: &[Event], asked: usize, done: EventKind) -> Option<f64> {
+    let a = &events[asked];
+    events[asked + 1..]
+        .iter()
+        .find(|x| {
+            (x.kind == done && x.detail == a.detail)
+                || (x.kind == EventKind::ChangeFailed && x.detail.starts_with(&a.detail))
+        })
+        .filter(|x| x.kind == done)
+        .map(|x| (x.t_ms - a.t_ms).max(0.0))
 }
 
 /// Each certificate rotation as the load's handshakes saw it: the serials its event
@@ -1531,14 +1544,7 @@ fn rotations(
         .filter(|(_, e)| e.kind == EventKind::RotateRequested && e.detail.contains(" -> "));
     for ((i, e), (old, new)) in asked.zip(rotated) {
         let (old, new) = (old.as_str(), new.as_str());
-        let applied = events[i + 1..]
-            .iter()
-            .find(|x| {
-                (x.kind == EventKind::RotateDone && x.detail == e.detail)
-                    || (x.kind == EventKind::ChangeFailed && x.detail.starts_with(&e.detail))
-            })
-            .filter(|x| x.kind == EventKind::RotateDone)
-            .map(|x| (x.t_ms - e.t_ms).max(0.0));
+        let applied = took_to(events, i, EventKind::RotateDone);
         let new_seen = seen.get(new);
         let last_old = seen
             .get(old)

@@ -10,29 +10,11 @@
 //! generator what it did.
 
 use crate::driver::LabError;
+use crate::tools::{output, which};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 pub use crate::KeyType;
-
-/// The first `binary` on PATH (or in the sbin folders).
-fn which(binary: &str) -> Option<PathBuf> {
-    let path = std::env::var("PATH").unwrap_or_default();
-    let found = path
-        .split(':')
-        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"])
-        .map(|d| Path::new(d).join(binary))
-        .find(|p| p.is_file());
-    found
-}
-
-/// Runs a short command: whether it succeeded, and its stdout and stderr joined.
-fn output(cmd: &mut Command) -> std::io::Result<(bool, String)> {
-    let o = cmd.stdin(Stdio::null()).output()?;
-    let mut s = String::from_utf8_lossy(&o.stdout).into_owned();
-    s.push_str(&String::from_utf8_lossy(&o.stderr));
-    Ok((o.status.success(), s))
-}
 
 fn openssl() -> Result<PathBuf, LabError> {
     which("openssl").ok_or(LabError::MissingBinary {

@@ -195,6 +195,15 @@ impl DriverContext {
         }
     }
 
+    /// Makes `cert` and `key` the certificate files in force; returns the ones
+    /// before, to put back if the proxy refuses them (a rotation).
+    pub fn set_certificate(&mut self, cert: &Path, key: &Path) -> (PathBuf, PathBuf) {
+        (
+            std::mem::replace(&mut self.cert, cert.to_path_buf()),
+            std::mem::replace(&mut self.key, key.to_path_buf()),
+        )
+    }
+
     /// Workers the proxy runs: one per CPU of its set, one when it has no set.
     pub fn workers(&self) -> usize {
         self.cpus.len().max(1)

@@ -13,6 +13,7 @@ pub mod driver;
 pub mod platform;
 pub mod routes;
 pub mod scratch;
+pub mod tools;
 pub mod watchdog;
 
 pub use driver::{

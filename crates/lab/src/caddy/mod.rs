@@ -423,10 +423,7 @@ impl Driver for Caddy {
             .ctx
             .as_mut()
             .ok_or_else(|| LabError::Other("caddy-api: prepare() was not called".into()))?;
-        let before = (
-            std::mem::replace(&mut ctx.cert, cert.to_path_buf()),
-            std::mem::replace(&mut ctx.key, key.to_path_buf()),
-        );
+        let before = ctx.set_certificate(cert, key);
         if !self.running() {
             return self.write_config();
         }
@@ -438,7 +435,7 @@ impl Driver for Caddy {
         };
         if let Err(e) = self.change("PATCH", path, &value, confirm, &[]) {
             if let Some(ctx) = self.ctx.as_mut() {
-                (ctx.cert, ctx.key) = before;
+                ctx.set_certificate(&before.0, &before.1);
             }
             return Err(e);
         }

@@ -316,14 +316,11 @@ impl Driver for EnvoyHotRestart {
             self.s.ctx.as_mut().ok_or_else(|| {
                 LabError::Other("envoy-hot-restart: prepare() was not called".into())
             })?;
-        let before = (
-            std::mem::replace(&mut ctx.cert, cert.to_path_buf()),
-            std::mem::replace(&mut ctx.key, key.to_path_buf()),
-        );
+        let before = ctx.set_certificate(cert, key);
         let res = self.restart();
         if res.is_err() {
             if let Some(ctx) = self.s.ctx.as_mut() {
-                (ctx.cert, ctx.key) = before;
+                ctx.set_certificate(&before.0, &before.1);
             }
         }
         res

@@ -699,19 +699,28 @@ mod tests {
         );
     }
 
-    #[test]
-    fn listeners_are_https_with_the_certificate_and_plain_http() {
-        let over_ads = listeners(&ctx(), Source::Ads, Route::Base);
-        let Some(transport_socket::ConfigType::TypedConfig(t)) = &over_ads[0].filter_chains[0]
+    /// The TLS context of a listener's first filter chain, decoded.
+    fn tls_of(l: &Listener) -> DownstreamTlsContext {
+        let Some(transport_socket::ConfigType::TypedConfig(t)) = &l.filter_chains[0]
             .transport_socket
             .as_ref()
-            .unwrap()
+            .expect("a TLS listener")
             .config_type
         else {
-            panic!()
+            panic!("no typed config")
         };
-        let tls = DownstreamTlsContext::decode(t.value.as_slice()).unwrap();
-        let common = tls.common_tls_context.unwrap();
+        assert_eq!(
+            t.type_url,
+            "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
+        );
+        DownstreamTlsContext::decode(t.value.as_slice()).unwrap()
+    }
+
+    #[test]
+    fn listeners_are_https_with_the_certificate_and_plain_http() {
+        // Over ADS the certificate is an SDS secret the listener names.
+        let over_ads = listeners(&ctx(), Source::Ads, Route::Base);
+        let common = tls_of(&over_ads[0]).common_tls_context.unwrap();
         assert!(common.tls_certificates.is_empty());
         assert_eq!(common.tls_certificate_sds_secret_configs[0].name, SECRET);
         assert_eq!(
@@ -720,21 +729,8 @@ mod tests {
         );
         let ls = listeners(&ctx(), Source::Static, Route::Base);
         assert_eq!(ls.len(), 2);
-        assert!(ls[0].filter_chains[0].transport_socket.is_some());
         assert!(ls[1].filter_chains[0].transport_socket.is_none());
-        let Some(transport_socket::ConfigType::TypedConfig(t)) = &ls[0].filter_chains[0]
-            .transport_socket
-            .as_ref()
-            .unwrap()
-            .config_type
-        else {
-            panic!()
-        };
-        assert_eq!(
-            t.type_url,
-            "type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext"
-        );
-        let tls = DownstreamTlsContext::decode(t.value.as_slice()).unwrap();
+        let tls = tls_of(&ls[0]);
         let cert = &tls.common_tls_context.unwrap().tls_certificates[0];
         assert_eq!(
             cert.certificate_chain.as_ref().unwrap().specifier,

@@ -376,10 +376,7 @@ impl Driver for EnvoyXds {
             .ctx
             .as_mut()
             .ok_or_else(|| LabError::Other("envoy-xds: prepare() was not called".into()))?;
-        let before = (
-            std::mem::replace(&mut ctx.cert, cert.to_path_buf()),
-            std::mem::replace(&mut ctx.key, key.to_path_buf()),
-        );
+        let before = ctx.set_certificate(cert, key);
         if self.server.is_none() {
             return Ok(());
         }
@@ -387,7 +384,7 @@ impl Driver for EnvoyXds {
         let res = self.push_secret();
         if res.is_err() {
             if let Some(ctx) = self.s.ctx.as_mut() {
-                (ctx.cert, ctx.key) = before;
+                ctx.set_certificate(&before.0, &before.1);
             }
         }
         res

@@ -617,15 +617,12 @@ impl Driver for Haproxy {
             .run
             .as_mut()
             .ok_or_else(|| LabError::Other("haproxy: prepare() was not called".into()))?;
-        let before = (
-            std::mem::replace(&mut run.ctx.cert, cert.to_path_buf()),
-            std::mem::replace(&mut run.ctx.key, key.to_path_buf()),
-        );
+        let before = run.ctx.set_certificate(cert, key);
         let res = self.install_certificate();
         if res.is_err() {
             // Still the old certificate in force, for the next reload too.
             if let Some(run) = self.run.as_mut() {
-                (run.ctx.cert, run.ctx.key) = before;
+                run.ctx.set_certificate(&before.0, &before.1);
             }
             if let Ok(run) = self.run() {
                 let _ = write_pem(run);
