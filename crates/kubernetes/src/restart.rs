@@ -141,6 +141,14 @@ impl Restarter<'_> {
                     .map_or(1, |s| s.desired_number_scheduled.max(0) as usize),
             )
         };
+        if selector.is_empty() {
+            // An empty selector would take every pod of the namespace for the
+            // workload's.
+            return Err(LabError::Other(format!(
+                "{}: {what} selects its pods with matchExpressions only: a restart finds the pods it replaces by matchLabels",
+                self.system
+            )));
+        }
         let old = self.running(&selector)?;
         let asked = if kind == "deployment" {
             let api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
