@@ -184,9 +184,12 @@ pub fn cleanup(a: CleanupArgs) -> anyhow::Result<i32> {
         );
     }
     for ns in gone {
-        match ns.strip_prefix("job ") {
-            Some(job) => println!("deleted Job {job}"),
-            None => println!("deleted namespace {ns}"),
+        if let Some(job) = ns.strip_prefix("job ") {
+            println!("deleted Job {job}");
+        } else if let Some(node) = ns.strip_prefix("node ") {
+            println!("uncordoned node {node} (cordoned by a drain of a run that did not end)");
+        } else {
+            println!("deleted namespace {ns}");
         }
     }
     Ok(0)

@@ -215,6 +215,48 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         "jsonpath={.spec.unschedulable}",
     ]);
     assert_eq!(cordoned.trim(), "", "{drained_node} left cordoned");
+    let (_, label) = cluster.kubectl(&[
+        "get",
+        "node",
+        drained_node,
+        "-o",
+        "jsonpath={.metadata.labels}",
+    ]);
+    assert!(!label.contains("cordoned-by"), "{drained_node}: {label}");
+    // What a drain killed with SIGKILL would leave: the node cordoned and labelled
+    // with the run. `ingressbench cleanup` makes it schedulable again.
+    for args in [
+        &["cordon", drained_node][..],
+        &[
+            "label",
+            "node",
+            drained_node,
+            "ingressbench.io/cordoned-by=killed-run",
+        ][..],
+    ] {
+        let (ok, text) = cluster.kubectl(args);
+        assert!(ok, "{text}");
+    }
+    let mut cmd = cluster.ingressbench();
+    cmd.args(["cleanup", "--platform", "kubernetes", "--kubeconfig"])
+        .arg(cluster.kubeconfig());
+    let clean = Proc::spawn_group("cleanup", &mut cmd, dir.path()).finish(Duration::from_secs(60));
+    assert!(clean.success(), "{}\n{}", clean.stdout, clean.stderr);
+    assert!(
+        clean
+            .stdout
+            .contains(&format!("uncordoned node {drained_node}")),
+        "{}",
+        clean.stdout
+    );
+    let (_, cordoned) = cluster.kubectl(&[
+        "get",
+        "node",
+        drained_node,
+        "-o",
+        "jsonpath={.spec.unschedulable}",
+    ]);
+    assert_eq!(cordoned.trim(), "", "cleanup left {drained_node} cordoned");
     let added = &r["lab"]["propagation"]["added"][0];
     let prop = added["propagation_ms"]
         .as_f64()

@@ -47,6 +47,10 @@ pub const RUN_LABEL: &str = "ingressbench.io/run";
 /// The Deployment, Service and ConfigMap of the backends.
 pub const BACKEND: &str = "ib-backend";
 
+/// The label a drain puts on the node it cordons (the run's id), so that
+/// `ingressbench cleanup` can uncordon it after a run that was killed.
+pub const CORDONED_BY: &str = "ingressbench.io/cordoned-by";
+
 /// The TLS Secret a run makes for the controller to terminate its TLS with.
 pub const TLS_SECRET: &str = "ib-tls";
 
@@ -360,6 +364,11 @@ impl Kubernetes {
             _ => Ok(()),
         }
     }
+}
+
+/// What makes a node a drain cordoned schedulable again, its label gone.
+fn uncordon_patch() -> serde_json::Value {
+    serde_json::json!({"metadata": {"labels": {CORDONED_BY: null}}, "spec": {"unschedulable": null}})
 }
 
 /// The host of a URL (`https://198.18.0.1:8000/` gives `198.18.0.1`).
@@ -703,7 +712,12 @@ impl Platform for Kubernetes {
             .spec
             .and_then(|s| s.unschedulable)
             .unwrap_or(false);
-        let cordon = serde_json::json!({"spec": {"unschedulable": true}});
+        let cordon = if was_cordoned {
+            serde_json::json!({"spec": {"unschedulable": true}})
+        } else {
+            serde_json::json!({"metadata": {"labels": {CORDONED_BY: self.spec.run}},
+                               "spec": {"unschedulable": true}})
+        };
         self.rt
             .block_on(nodes.patch(&node, &PatchParams::default(), &Patch::Merge(&cordon)))
             .map_err(api_err(format!("cordon node {node}")))?;
@@ -853,7 +867,7 @@ impl Kubernetes {
         }
         let client = self.client()?;
         let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
-        let patch = serde_json::json!({"spec": {"unschedulable": null}});
+        let patch = uncordon_patch();
         let mut res = Ok(());
         for node in std::mem::take(&mut self.cordoned) {
             match self.rt.block_on(nodes.patch(
@@ -984,6 +998,28 @@ pub fn cleanup(spec: &ClusterSpec) -> Result<Vec<String>, ClusterError> {
         for job in generators::cleanup_jobs(&client, &gone).await? {
             gone.push(format!("job {job}"));
         }
+        // Nodes a killed run's drain left cordoned.
+        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
+        for node in nodes
+            .list(&ListParams::default().labels(CORDONED_BY))
+            .await
+            .map_err(ClusterError::api(format!(
+                "list nodes labelled {CORDONED_BY}"
+            )))?
+        {
+            let Some(name) = node.metadata.name else {
+                continue;
+            };
+            nodes
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&uncordon_patch()),
+                )
+                .await
+                .map_err(ClusterError::api(format!("uncordon node {name}")))?;
+            gone.push(format!("node {name}"));
+        }
         Ok(gone)
     })
 }
@@ -1039,6 +1075,15 @@ mod tests {
         assert_eq!(
             *seen.lock().unwrap(),
             ["DELETE /api/v1/namespaces/ingressbench-t1"]
+        );
+    }
+
+    #[test]
+    fn uncordoning_removes_the_drains_label_and_the_flag() {
+        assert_eq!(
+            uncordon_patch(),
+            serde_json::json!({"metadata": {"labels": {"ingressbench.io/cordoned-by": null}},
+                               "spec": {"unschedulable": null}})
         );
     }
 
