@@ -207,21 +207,15 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         }
     }
     // The node is schedulable again once the run has ended.
-    let (_, cordoned) = cluster.kubectl(&[
-        "get",
-        "node",
-        drained_node,
-        "-o",
-        "jsonpath={.spec.unschedulable}",
-    ]);
+    let node_field = |path: &str| {
+        let jsonpath = format!("jsonpath={{{path}}}");
+        cluster
+            .kubectl(&["get", "node", drained_node, "-o", &jsonpath])
+            .1
+    };
+    let cordoned = node_field(".spec.unschedulable");
     assert_eq!(cordoned.trim(), "", "{drained_node} left cordoned");
-    let (_, label) = cluster.kubectl(&[
-        "get",
-        "node",
-        drained_node,
-        "-o",
-        "jsonpath={.metadata.labels}",
-    ]);
+    let label = node_field(".metadata.labels");
     assert!(!label.contains("cordoned-by"), "{drained_node}: {label}");
     // What a drain killed with SIGKILL would leave: the node cordoned and labelled
     // with the run. `ingressbench cleanup` makes it schedulable again.
@@ -249,13 +243,7 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         "{}",
         clean.stdout
     );
-    let (_, cordoned) = cluster.kubectl(&[
-        "get",
-        "node",
-        drained_node,
-        "-o",
-        "jsonpath={.spec.unschedulable}",
-    ]);
+    let cordoned = node_field(".spec.unschedulable");
     assert_eq!(cordoned.trim(), "", "cleanup left {drained_node} cordoned");
     let added = &r["lab"]["propagation"]["added"][0];
     let prop = added["propagation_ms"]

@@ -244,6 +244,31 @@ impl Capabilities {
     };
 }
 
+/// A rotation as every local driver makes it: `cert` and `key` become the
+/// certificate of the context `ctx` finds in `d`, then `apply` gives them to the
+/// proxy; if it refuses, the old files are in force again, as in the proxy.
+///
+/// # Errors
+/// [`LabError::Other`] when `d` has no context yet (not prepared), else `apply`'s.
+pub fn rotate_with<D: Driver + ?Sized>(
+    d: &mut D,
+    ctx: fn(&mut D) -> Option<&mut DriverContext>,
+    (cert, key): (&Path, &Path),
+    apply: impl FnOnce(&mut D) -> Result<(), LabError>,
+) -> Result<(), LabError> {
+    let name = d.name();
+    let before = ctx(d)
+        .ok_or_else(|| LabError::Other(format!("{name}: prepare() was not called")))?
+        .set_certificate(cert, key);
+    let res = apply(d);
+    if res.is_err() {
+        if let Some(c) = ctx(d) {
+            c.set_certificate(&before.0, &before.1);
+        }
+    }
+    res
+}
+
 /// How a system's proxy restarts (`restart: proxy`), and what that promises the
 /// traffic: what the tests hold each profile to, and what a report says beside the
 /// errors it saw.

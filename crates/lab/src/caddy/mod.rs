@@ -419,27 +419,25 @@ impl Driver for Caddy {
         cert: &std::path::Path,
         key: &std::path::Path,
     ) -> Result<(), LabError> {
-        let ctx = self
-            .ctx
-            .as_mut()
-            .ok_or_else(|| LabError::Other("caddy-api: prepare() was not called".into()))?;
-        let before = ctx.set_certificate(cert, key);
-        if !self.running() {
-            return self.write_config();
-        }
-        let path = "/config/apps/tls/certificates/load_files";
-        let value = self.current_config()?["apps"]["tls"]["certificates"]["load_files"].clone();
-        let confirm = Pending {
-            path: path.into(),
-            value: value.clone(),
-        };
-        if let Err(e) = self.change("PATCH", path, &value, confirm, &[]) {
-            if let Some(ctx) = self.ctx.as_mut() {
-                ctx.set_certificate(&before.0, &before.1);
-            }
-            return Err(e);
-        }
-        self.write_config()
+        sut::driver::rotate_with(
+            self,
+            |d| d.ctx.as_mut(),
+            (cert, key),
+            |d| {
+                if !d.running() {
+                    return d.write_config();
+                }
+                let path = "/config/apps/tls/certificates/load_files";
+                let value =
+                    d.current_config()?["apps"]["tls"]["certificates"]["load_files"].clone();
+                let confirm = Pending {
+                    path: path.into(),
+                    value: value.clone(),
+                };
+                d.change("PATCH", path, &value, confirm, &[])?;
+                d.write_config()
+            },
+        )
     }
 
     /// The driver made every change itself, so whatever `_expect` says is the last

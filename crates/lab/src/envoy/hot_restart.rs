@@ -312,18 +312,7 @@ impl Driver for EnvoyHotRestart {
         cert: &std::path::Path,
         key: &std::path::Path,
     ) -> Result<(), LabError> {
-        let ctx =
-            self.s.ctx.as_mut().ok_or_else(|| {
-                LabError::Other("envoy-hot-restart: prepare() was not called".into())
-            })?;
-        let before = ctx.set_certificate(cert, key);
-        let res = self.restart();
-        if res.is_err() {
-            if let Some(ctx) = self.s.ctx.as_mut() {
-                ctx.set_certificate(&before.0, &before.1);
-            }
-        }
-        res
+        sut::driver::rotate_with(self, |d| d.s.ctx.as_mut(), (cert, key), Self::restart)
     }
 
     /// Waits until the newest epoch answers the admin port as LIVE (the old one has

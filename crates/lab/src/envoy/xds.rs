@@ -371,23 +371,18 @@ impl Driver for EnvoyXds {
         cert: &std::path::Path,
         key: &std::path::Path,
     ) -> Result<(), LabError> {
-        let ctx = self
-            .s
-            .ctx
-            .as_mut()
-            .ok_or_else(|| LabError::Other("envoy-xds: prepare() was not called".into()))?;
-        let before = ctx.set_certificate(cert, key);
-        if self.server.is_none() {
-            return Ok(());
-        }
-        self.began("secret");
-        let res = self.push_secret();
-        if res.is_err() {
-            if let Some(ctx) = self.s.ctx.as_mut() {
-                ctx.set_certificate(&before.0, &before.1);
-            }
-        }
-        res
+        sut::driver::rotate_with(
+            self,
+            |d| d.s.ctx.as_mut(),
+            (cert, key),
+            |d| {
+                if d.server.is_none() {
+                    return Ok(()); // Not started: the first push carries it.
+                }
+                d.began("secret");
+                d.push_secret()
+            },
+        )
     }
 
     /// Waits for Envoy's ACK of every version pushed since the last settle. The driver

@@ -613,17 +613,14 @@ impl Driver for Haproxy {
         cert: &std::path::Path,
         key: &std::path::Path,
     ) -> Result<(), LabError> {
-        let run = self
-            .run
-            .as_mut()
-            .ok_or_else(|| LabError::Other("haproxy: prepare() was not called".into()))?;
-        let before = run.ctx.set_certificate(cert, key);
-        let res = self.install_certificate();
+        let res = sut::driver::rotate_with(
+            self,
+            |d| d.run.as_mut().map(|r| &mut r.ctx),
+            (cert, key),
+            Self::install_certificate,
+        );
         if res.is_err() {
-            // Still the old certificate in force, for the next reload too.
-            if let Some(run) = self.run.as_mut() {
-                run.ctx.set_certificate(&before.0, &before.1);
-            }
+            // The old certificate's file too, for the next reload.
             if let Ok(run) = self.run() {
                 let _ = write_pem(run);
             }
