@@ -30,20 +30,40 @@ fi
 
 echo
 echo "== Retries of timing tests =="
-n=0
-[ -f "$retries" ] && n=$(grep -c . "$retries" || true)
+# One line per rerun: TEST, KIND, WHY (common::record_retry). KIND `retry`: the
+# generator was late on a machine that did not explain it, counted toward the limit;
+# `machine`: the generator said the machine took its time (steal or stalls), rerun
+# once the machine settled and not counted (docs/testing.md).
+n=0 m=0
+if [ -f "$retries" ]; then
+  n=$(awk -F'\t' '$2 == "retry"' "$retries" | grep -c . || true)
+  m=$(awk -F'\t' '$2 == "machine"' "$retries" | grep -c . || true)
+fi
+# list KIND: the reruns of that kind by test, then each one's reason.
+list() {
+  awk -F'\t' -v k="$1" '$2 == k { print $1 }' "$retries" | sort | uniq -c | awk '{ printf "  %d x %s\n", $1, $2 }'
+  echo "  why:"
+  awk -F'\t' -v k="$1" '$2 == k { printf "    %s\t%s\n", $1, $3 }' "$retries"
+}
 if [ "$n" -eq 0 ]; then
   echo "  none"
 else
-  cut -f1 "$retries" | sort | uniq -c | awk '{ printf "  %d x %s\n", $1, $2 }'
-  echo "  why:"
-  sed 's/^/    /' "$retries"
+  list retry
   if [ "$n" -gt "$MAX_RETRIES" ]; then
     echo "  FAILED: $n retries in one run (at most $MAX_RETRIES are tolerated): the generator was overloaded again and again"
     rc=1
   else
     echo "  $n retr$([ "$n" = 1 ] && echo y || echo ies) (at most $MAX_RETRIES are tolerated)"
   fi
+fi
+
+echo
+echo "== Reruns the machine caused (not counted) =="
+if [ "$m" -eq 0 ]; then
+  echo "  none"
+else
+  list machine
+  echo "  $m attempt(s) disturbed by the machine (stolen time or stalls), each rerun once it settled"
 fi
 
 echo

@@ -9,6 +9,7 @@ mod generators;
 pub use results::duration;
 mod endpoint;
 mod load;
+mod machine;
 mod metrics;
 mod report;
 mod run;
@@ -55,6 +56,9 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Draw the report of saved runs (one page: charts and tables), side by side.
     Report(report::ReportArgs),
+    /// Is this machine quiet enough to measure on? Its timed-wait floor, stolen
+    /// time, other processes' CPU and stalls; --settle waits for two quiet seconds.
+    Machine(machine::MachineArgs),
     /// Internal: cleans up after a killed `run` (see lab::watchdog).
     #[command(name = "__watchdog", hide = true)]
     Watchdog {
@@ -85,6 +89,7 @@ pub fn main() -> i32 {
         Command::Cleanup(args) => run::cleanup(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),
+        Command::Machine(args) => machine::run(args),
         Command::Watchdog { parent: _ } => {
             lab::watchdog::serve(std::io::stdin().lock(), || {
                 lab::cgroup::sweep();

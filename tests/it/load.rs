@@ -660,7 +660,7 @@ fn sends_are_timed_to_the_microsecond_not_the_millisecond() {
     // stall of this VM (0.7-2.6 ms, docs/benchmarks.md) can put the p99 of one run
     // of 2 s over any bound with the median still precise: that run is repeated (at
     // most twice, each retry recorded in the run's retry budget).
-    for attempt in 1..=3 {
+    for attempt in 1.. {
         let out = run_not_overloaded(
             &["-t1", "-c10", "-R1000", "-d2s", "--send-window", "0", &url],
             limit(2),
@@ -676,6 +676,16 @@ fn sends_are_timed_to_the_microsecond_not_the_millisecond() {
         if p99 < 0.9 {
             return;
         }
+        // The machine's own figures say it stole the time or stalled: not the waits.
+        if out.machine_disturbed()
+            && crate::common::machine_rerun(&format!(
+                "attempt {attempt}: lag p99 {p99} ms with p50 {p50} ms; {}",
+                out.machine_said()
+            ))
+        {
+            continue;
+        }
+        let attempt = attempt - crate::common::machine_reruns();
         assert!(
             attempt < 3,
             "lag p99 {p99} ms in three runs: waits are not microsecond-precise\n{ctx}"

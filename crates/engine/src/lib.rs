@@ -8,6 +8,7 @@
 //! into the shared result document.
 
 pub mod failure;
+pub mod machine;
 pub mod mix;
 pub mod profile;
 pub mod rx;
@@ -779,6 +780,8 @@ pub struct Outcome {
     /// schedule to the end of the run: its CPU time over that time times its worker
     /// threads (the collecting thread's share is small and counted in).
     pub busy: f64,
+    /// What the machine did meanwhile: steal, other processes' CPU, stalls.
+    pub machine: Option<results::MachineTime>,
     /// Clock time at which the measured window started.
     pub measure_start: Nanos,
     /// The sampled fraction (0: none).
@@ -932,6 +935,14 @@ pub fn run_marked(
     };
     shared.start.store(start, Ordering::Release);
     let cpu0 = process_cpu_s();
+    // The CPUs the generator's threads may run on unless pinned (this thread's,
+    // which they inherit), and the machine watched from here to the end.
+    let allowed = machine::allowed_cpus();
+    // The stall probe only where a schedule can be late (open loop): at `--max` a
+    // real-time wake-up every millisecond on the generator's core cost the server
+    // its batching (8-11 % fewer requests a second through nginx, docs/benchmarks.md),
+    // and a closed loop has no lag for the machine to explain.
+    let watch = machine::Watch::start(clock, plan.rate.is_some());
     shared.gate.wait();
     let measure_start = start + shared.warmup_ns;
     on_start(measure_start);
@@ -1003,6 +1014,16 @@ pub fn run_marked(
         shared.duration_ns
     };
     let cpu_s = process_cpu_s() - cpu0;
+    let ran_s = clock.now().saturating_sub(start) as f64 / 1e9;
+    let machine = watch.finish(
+        if cpus_applied.is_empty() {
+            &allowed
+        } else {
+            &cpus_applied
+        },
+        cpu_s,
+        ran_s,
+    );
     Ok(Outcome {
         totals,
         seconds,
@@ -1010,8 +1031,8 @@ pub fn run_marked(
         started_at_unix_ns: clock.wall_epoch_ns() + measure_start as u128,
         duration_s: measured_ns as f64 / 1e9,
         cpu_s,
-        busy: cpu_s
-            / ((clock.now().saturating_sub(start) as f64 / 1e9) * plan.threads as f64).max(1e-9),
+        busy: cpu_s / (ran_s * plan.threads as f64).max(1e-9),
+        machine,
         measure_start,
         sample: plan.sample,
         priority_raised: shared.priority_raised.load(Ordering::Relaxed),
@@ -1335,6 +1356,10 @@ impl Outcome {
                 priority_raised: self.priority_raised,
                 cpus: cpu_list(&self.cpus),
                 cpus_applied: cpu_list(&self.cpus_applied),
+                cause: late.then(|| {
+                    results::MachineTime::cause(self.machine.as_ref(), self.duration_s * 1e3)
+                }),
+                machine: self.machine.clone(),
             },
             histogram: b64(&t.corrected),
             histogram_uncorrected: b64(&t.uncorrected),

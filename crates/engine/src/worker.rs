@@ -433,7 +433,7 @@ const WAKEUP_ASK_NS: Nanos = 100_000;
 /// The result shows it beside the lag, so a user sees the floor of the machine they
 /// measured on, and a lag over the limit with CPU to spare is told apart from a
 /// generator short of CPU.
-fn measure_wakeup(clock: &Clock) -> Vec<u32> {
+pub(crate) fn measure_wakeup(clock: &Clock) -> Vec<u32> {
     let Ok(ep) = epoll::create(epoll::CreateFlags::CLOEXEC) else {
         return Vec::new();
     };
@@ -472,6 +472,9 @@ struct Worker {
     blocked: BinaryHeap<Reverse<(Nanos, u32)>>,
     /// Waits may sleep through responses (open loop; see [`Worker::quiet_until`]).
     quiet: bool,
+    /// Every lane follows a schedule (open loop): sends due while events are handled
+    /// go out between them ([`Worker::dispatch_if_due`]).
+    scheduled: bool,
     /// Connections connecting or in their TLS handshake: while there are any, every
     /// wait wakes for readiness, so no handshake step waits for a due time.
     opening: u32,
@@ -568,6 +571,7 @@ impl Worker {
             heap: BinaryHeap::new(),
             blocked: BinaryHeap::new(),
             quiet: false,
+            scheduled: false,
             opening: 0,
             rec: Recorder::new(0),
             scratch: vec![0u8; 64 * 1024].into_boxed_slice(),
@@ -702,8 +706,8 @@ impl Worker {
         // that arrived apart, and one receive stamp cannot tell them apart: such a
         // worker wakes for every response instead.
         let multiplexed = self.shared.h2.as_ref().is_some_and(|h| h.streams > 1);
-        self.quiet =
-            !multiplexed && !self.lanes.is_empty() && self.lanes.iter().all(Lane::open_loop);
+        self.scheduled = !self.lanes.is_empty() && self.lanes.iter().all(Lane::open_loop);
+        self.quiet = !multiplexed && self.scheduled;
         self.main_loop()
     }
 
@@ -1237,7 +1241,9 @@ impl Worker {
         c.rx_stamp = 0;
         match res {
             Ok((sock, connected)) => {
-                crate::rx::enable(&sock);
+                if s.rate.is_some() {
+                    crate::rx::enable(&sock);
+                }
                 let key = ((c.generation as u64) << 32) | ci as u64;
                 let flags = epoll::EventFlags::IN
                     | epoll::EventFlags::OUT
@@ -1537,9 +1543,42 @@ impl Worker {
                 continue;
             }
             self.on_event(ci, ev.flags);
+            self.dispatch_if_due();
         }
         self.events = events;
         Ok(())
+    }
+
+    /// Sends what came due while a wait's events were being handled, before the
+    /// next event. A wait can bring hundreds of responses at once (a quiet wait
+    /// sleeps through them; a busy thread finds them queued), and reading and
+    /// decrypting them all first held back every send due meanwhile: the late sends'
+    /// responses then came back together, the next pass was longer still, and the
+    /// lateness fed on itself (issue 40: S1's 1000 TLS connections at 30,000 req/s
+    /// on one core swung between a lag p99 of 0.3 ms and 10 ms). Responses keep
+    /// their kernel receive stamps ([`crate::rx`]), so reading them a little later
+    /// costs them nothing; a send that waits is late for good. One clock read per
+    /// event, and only while a lane is waiting on the heap.
+    ///
+    /// Open loop only: a closed loop has no schedule to be late for, and sending
+    /// each request as its response is read, instead of all after the reads, cost
+    /// the server its batching (nginx as the bottleneck: 11 % fewer requests a
+    /// second at `--max` over TLS, docs/benchmarks.md).
+    #[inline]
+    fn dispatch_if_due(&mut self) {
+        if !self.scheduled {
+            return;
+        }
+        let Some(&Reverse((due, _))) = self.heap.peek() else {
+            return;
+        };
+        let now = self.shared.clock.now();
+        if due <= now + self.shared.send_window_ns {
+            self.dispatch_due(now);
+            if !self.sessions.is_empty() {
+                self.flush_dirty();
+            }
+        }
     }
 
     fn on_event(&mut self, ci: usize, flags: epoll::EventFlags) {
@@ -1667,6 +1706,7 @@ impl Worker {
     }
 
     fn drive_plain(&mut self, ci: usize, readable: bool) -> Result<Step, Failure> {
+        let stamps = self.shared.rate.is_some();
         let c = &mut self.conns[ci];
         let req = &self.shared.mix.targets[c.target as usize].request;
         let Some(sock) = c.sock.as_mut() else {
@@ -1695,6 +1735,7 @@ impl Worker {
         let mut sock = crate::rx::Stamped {
             sock,
             stamp: &mut c.rx_stamp,
+            on: stamps,
         };
         let step = read_response(
             &mut sock,
@@ -1710,6 +1751,7 @@ impl Worker {
     }
 
     fn drive_tls(&mut self, ci: usize, readable: bool) -> Result<Step, Failure> {
+        let stamps = self.shared.rate.is_some();
         let clock = self.shared.clock;
         let timeout_ns = self.shared.timeout_ns;
         let c = &mut self.conns[ci];
@@ -1758,6 +1800,7 @@ impl Worker {
                 tls.read_tls(&mut crate::rx::Stamped {
                     sock,
                     stamp: &mut c.rx_stamp,
+                    on: stamps,
                 })
             };
             match got {

@@ -25,24 +25,8 @@ pub fn warnings(r: &RunResult) -> Vec<String> {
         // A split run names the generator that failed, was overloaded or late: the
         // merged lag alone would hide one generator among several.
         w.extend(g.warnings());
-    } else if r.generator.overloaded {
-        w.push(format!(
-            "the load generator was overloaded: its lag p99 was {} (limit {}); latencies include its own delay. Use more threads, fewer connections, or a lower rate",
-            fmt_ms(r.generator.lag_p99_ms),
-            fmt_ms(r.generator.lag_limit_ms)
-        ));
-    } else if r.generator.woke_late {
-        let floor = r.generator.wakeup_us.as_ref().map_or(String::new(), |w| {
-            format!(
-                " (this machine's timed wake-ups, measured before the run: p50 {:.0} us, p99 {:.0} us, max {:.0} us)",
-                w.p50, w.p99, w.max
-            )
-        });
-        w.push(format!(
-            "the load generator woke late: its lag p99 was {} (limit {}) while its threads had CPU to spare, so more threads would not help{floor}; latencies include the delay. Give the generator cores nothing else uses",
-            fmt_ms(r.generator.lag_p99_ms),
-            fmt_ms(r.generator.lag_limit_ms)
-        ));
+    } else if r.generator.overloaded || r.generator.woke_late {
+        w.push(generator_late(&r.generator));
     }
     // A generator that failed already says why the rate fell short.
     let missing = parts.iter().any(|p| p.error.is_some());
@@ -55,6 +39,48 @@ pub fn warnings(r: &RunResult) -> Vec<String> {
         w.push("the request balance does not add up: this is a bug in ingressbench".to_string());
     }
     w
+}
+
+/// Why the generator was late, with the advice that fits its cause
+/// ([`results::LagCause`]): a generator short of CPU needs more threads; other
+/// processes on its CPUs need moving; a machine that stole time or stalled needs a
+/// quieter machine, and neither threads nor cores would help.
+fn generator_late(g: &results::Generator) -> String {
+    use results::LagCause;
+    let lag = format!(
+        "its lag p99 was {} (limit {})",
+        fmt_ms(g.lag_p99_ms),
+        fmt_ms(g.lag_limit_ms)
+    );
+    let saw = g
+        .machine
+        .as_ref()
+        .map_or_else(|| "nothing measurable".to_string(), |m| m.describe());
+    let floor = g.wakeup_us.as_ref().map_or(String::new(), |w| {
+        format!(
+            " (this machine's timed wake-ups, measured before the run: p50 {:.0} us, p99 {:.0} us, max {:.0} us)",
+            w.p50, w.p99, w.max
+        )
+    });
+    let what = if g.overloaded {
+        format!("the load generator was overloaded: {lag}")
+    } else {
+        format!("the load generator woke late: {lag} while its threads had CPU to spare")
+    };
+    match (g.cause, g.overloaded) {
+        (Some(LagCause::Machine), _) => format!(
+            "{what}, and the machine took the time: {saw}{floor}; latencies include the delay. More threads or other cores would not help: run on a quieter machine (a host that does not take its CPUs back)"
+        ),
+        (Some(LagCause::OtherProcesses), _) => format!(
+            "{what} while {saw}{floor}; latencies include the delay. Give the generator cores nothing else uses (placement, --cpus)"
+        ),
+        (_, true) => format!(
+            "{what}; latencies include its own delay. Use more threads, fewer connections, or a lower rate"
+        ),
+        (_, false) => format!(
+            "{what}, so more threads would not help, and the machine took no measurable time ({saw}): its timed wake-ups were slow{floor}; latencies include the delay"
+        ),
+    }
 }
 
 /// Why the target rate was missed, naming whose doing it was. Each cause has its own
@@ -437,6 +463,20 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
                 s,
                 "  This machine's timed wake-ups (the lag's floor): p50 {:.0} us, p99 {:.0} us, max {:.0} us",
                 w.p50, w.p99, w.max
+            );
+        }
+        if let Some(m) = &r.generator.machine {
+            let _ = writeln!(
+                s,
+                "  The machine meanwhile: {:.0} ms stolen from CPUs {} (up to {:.1} % of one), other processes {:.2} cores there, {} stall{} of {} ms or more (longest {:.1} ms)",
+                m.steal_ms,
+                if m.cpus.is_empty() { "?" } else { &m.cpus },
+                m.steal_share * 100.0,
+                m.others_cores,
+                m.stalls,
+                if m.stalls == 1 { "" } else { "s" },
+                results::MachineTime::STALL_MS,
+                m.stall_max_ms
             );
         }
         if let (Some(sleeps), true) = (r.generator.sleeps, r.requests.sent > 0) {

@@ -246,6 +246,10 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
             priority_raised: results.iter().all(|r| r.generator.priority_raised),
             cpus: cpus.join(","),
             cpus_applied: cpus_applied.join(","),
+            cause: crate::LagCause::worst(results.iter().map(|r| r.generator.cause)),
+            machine: results.iter().fold(None, |m, r| {
+                crate::MachineTime::merge(m.as_ref(), r.generator.machine.as_ref())
+            }),
         },
         histogram: encode_base64(&corrected),
         histogram_uncorrected: encode_base64(&uncorrected),

@@ -105,6 +105,10 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
             lag_p99_ms: lag_p.p99.unwrap_or(0.0),
             cpu_s: reps.iter().map(|r| r.generator.cpu_s).sum(),
             sleeps: reps.iter().map(|r| r.generator.sleeps).sum(),
+            cause: crate::LagCause::worst(reps.iter().map(|r| r.generator.cause)),
+            machine: reps.iter().fold(None, |m, r| {
+                crate::MachineTime::merge(m.as_ref(), r.generator.machine.as_ref())
+            }),
             ..first.generator.clone()
         },
         histogram: encode_base64(&corrected),

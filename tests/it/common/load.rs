@@ -144,18 +144,37 @@ impl Load {
 /// generator that cannot hold the rate is overloaded every time and fails.
 pub fn may_retry_overloaded(attempt: usize, runs: &[&LoadOutput]) -> bool {
     let overloaded = runs.iter().any(|o| o.overloaded());
+    if !overloaded {
+        return false;
+    }
+    // The machine, not the generator: run again once it settles, apart from the
+    // budget (see `super::machine_rerun`).
+    if let Some(o) = runs.iter().find(|o| o.overloaded() && o.machine_caused()) {
+        if super::machine_rerun(&format!(
+            "attempt {attempt}: the machine took the generator's time: {}",
+            o.machine_said()
+        )) {
+            return true;
+        }
+    }
+    // Attempts the machine spoiled are not the engine's: not counted.
+    let attempt = attempt - super::machine_reruns();
     let busy = runs
         .iter()
         .any(|o| o.others_cpu.is_some_and(|c| c >= cpu::BUSY_CORES));
     let attempts = if busy { 4 } else { 2 };
-    if overloaded && attempt < attempts {
+    if attempt < attempts {
         let why = format!(
-            "attempt {attempt}: generator overloaded while other processes used {} cores; \
+            "attempt {attempt}: generator overloaded while other processes used {} cores ({}); \
              running again",
             runs.iter()
                 .map(|o| o.others_cpu.map_or("?".into(), |c| format!("{c:.2}")))
                 .collect::<Vec<_>>()
-                .join(" and ")
+                .join(" and "),
+            runs.iter()
+                .map(|o| o.machine_said())
+                .collect::<Vec<_>>()
+                .join("; ")
         );
         eprintln!("{why}");
         super::record_retry(&why);
@@ -182,6 +201,47 @@ impl LoadOutput {
     pub fn overloaded(&self) -> bool {
         let g = |k: &str| self.result()["generator"][k] == Value::Bool(true);
         self.json.is_some() && (g("overloaded") || g("woke_late"))
+    }
+
+    /// The generator said its lag was the machine's doing (`generator.cause`:
+    /// stolen time or stalls, see `results::MachineTime`).
+    pub fn machine_caused(&self) -> bool {
+        self.json.is_some() && self.result()["generator"]["cause"] == "machine"
+    }
+
+    /// The machine took enough of the window to explain a lag over the limit
+    /// (`results::MachineTime::disturbed`), whatever the lag was.
+    pub fn machine_disturbed(&self) -> bool {
+        let Some(v) = &self.json else { return false };
+        let Ok(m) =
+            serde_json::from_value::<results::MachineTime>(v["generator"]["machine"].clone())
+        else {
+            return false;
+        };
+        m.disturbed(v["duration_s"].as_f64().unwrap_or(0.0) * 1e3)
+    }
+
+    /// What the generator said the machine did, for a retry's reason.
+    pub fn machine_said(&self) -> String {
+        let Some(v) = &self.json else {
+            return "no result".into();
+        };
+        let g = &v["generator"];
+        let m = &g["machine"];
+        if m.is_null() {
+            return format!("cause {}, no machine figures", g["cause"]);
+        }
+        format!(
+            "cause {}, lag p99 {} ms, steal {} ms (share {}), others {} cores, {} stalls ({} ms, longest {} ms)",
+            g["cause"],
+            g["lag_p99_ms"],
+            m["steal_ms"],
+            m["steal_share"],
+            m["others_cores"],
+            m["stalls"],
+            m["stall_ms"],
+            m["stall_max_ms"]
+        )
     }
 
     /// Path of a file in the run's temp dir (the `{dir}` of [`Load::spawn`]).

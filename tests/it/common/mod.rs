@@ -112,6 +112,12 @@ pub fn shared() -> Turn {
 /// three or more, so a regression that overloads the generator now and then is seen
 /// instead of passing on its second try.
 pub fn record_retry(why: &str) {
+    record_rerun("retry", why)
+}
+
+/// One line `TEST<TAB>KIND<TAB>WHY` in the retries file; KIND is `retry` (counted
+/// toward the limit) or `machine` (see [`machine_rerun`]).
+fn record_rerun(kind: &str, why: &str) {
     use std::io::Write;
     let Some(path) = std::env::var_os("INGRESSBENCH_TEST_RETRIES") else {
         return;
@@ -121,7 +127,7 @@ pub fn record_retry(why: &str) {
         .name()
         .unwrap_or("(unnamed test)")
         .to_string();
-    let line = format!("{test}\t{}\n", why.replace(['\t', '\n'], " "));
+    let line = format!("{test}\t{kind}\t{}\n", why.replace(['\t', '\n'], " "));
     // One append of one short line: whole lines, whatever other tests write beside it.
     std::fs::OpenOptions::new()
         .create(true)
@@ -129,6 +135,56 @@ pub fn record_retry(why: &str) {
         .open(&path)
         .and_then(|mut f| f.write_all(line.as_bytes()))
         .unwrap_or_else(|e| panic!("record a retry in {}: {e}", Path::new(&path).display()));
+}
+
+/// How many times one test may be run again because the machine, not the engine,
+/// spoiled an attempt (see [`machine_rerun`]).
+pub const MAX_MACHINE_RERUNS: usize = 3;
+
+thread_local! {
+    static MACHINE_RERUNS: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// How many of this test's attempts the machine spoiled so far.
+pub fn machine_reruns() -> usize {
+    MACHINE_RERUNS.with(|c| c.get())
+}
+
+/// An attempt of a timing test that the machine disturbed (the generator's own
+/// verdict: stolen time or stalls of the whole machine during its window, see
+/// `results::MachineTime`): waits for the machine to settle (`ingressbench machine
+/// --settle`) and says whether to run it again. Such reruns are recorded as
+/// `machine` in the retries file, listed apart in `make test`'s summary and not
+/// counted toward its limit of retries, because they say nothing about the engine;
+/// at most [`MAX_MACHINE_RERUNS`] per test, so a machine that never settles still
+/// fails the test instead of hiding it.
+pub fn machine_rerun(why: &str) -> bool {
+    let n = machine_reruns();
+    if n >= MAX_MACHINE_RERUNS {
+        return false;
+    }
+    MACHINE_RERUNS.with(|c| c.set(n + 1));
+    let settled = settle_machine(Duration::from_secs(30));
+    let why = format!("{why}; running again once the machine settled ({settled})");
+    eprintln!("{why}");
+    record_rerun("machine", &why);
+    true
+}
+
+/// Waits, up to `limit`, for the machine to settle (`ingressbench machine --settle`):
+/// its last line, which says how long that took.
+pub fn settle_machine(limit: Duration) -> String {
+    let out = bin()
+        .args(["machine", "--settle", &format!("{}s", limit.as_secs())])
+        .output();
+    match out {
+        Ok(o) => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .last()
+            .unwrap_or("no answer")
+            .to_string(),
+        Err(e) => format!("could not run ingressbench machine: {e}"),
+    }
 }
 
 /// The error kinds of `ingressbench/result/v1`, by their JSON names, in the result's

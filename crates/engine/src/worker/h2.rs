@@ -467,6 +467,7 @@ impl Worker {
                 let got = crate::rx::Stamped {
                     sock: &mut *sock,
                     stamp: &mut s.rx_stamp,
+                    on: true,
                 }
                 .read(buf);
                 match got {
@@ -503,6 +504,7 @@ impl Worker {
                 tls.read_tls(&mut crate::rx::Stamped {
                     sock: &mut *sock,
                     stamp: &mut s.rx_stamp,
+                    on: true,
                 })
             };
             let kind = if handshaking {
