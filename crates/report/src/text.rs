@@ -468,10 +468,9 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         if let Some(m) = &r.generator.machine {
             let _ = writeln!(
                 s,
-                "  The machine meanwhile: {:.0} ms stolen from CPUs {} (up to {:.1} % of one), other processes {:.2} cores there, {} stall{} of {} ms or more (longest {:.1} ms)",
+                "  The machine meanwhile: {:.0} ms stolen from CPUs {}, other processes {:.2} cores there, {} stall{} of {} ms or more (longest {:.1} ms)",
                 m.steal_ms,
                 if m.cpus.is_empty() { "?" } else { &m.cpus },
-                m.steal_share * 100.0,
                 m.others_cores,
                 m.stalls,
                 if m.stalls == 1 { "" } else { "s" },
@@ -926,6 +925,72 @@ mod tests {
             "{l}"
         );
         assert!(l.contains("the change failed"), "{l}");
+    }
+
+    #[test]
+    fn a_late_generator_gets_the_advice_of_its_cause() {
+        use results::{LagCause, MachineTime};
+        let late = |overloaded: bool, cause: Option<LagCause>, m: Option<MachineTime>| {
+            let mut r = RunResult::default();
+            r.generator.overloaded = overloaded;
+            r.generator.woke_late = !overloaded;
+            r.generator.lag_p99_ms = 3.0;
+            r.generator.lag_limit_ms = 2.0;
+            r.generator.cause = cause;
+            r.generator.machine = m;
+            let w = warnings(&r);
+            assert_eq!(w.len(), 1, "{w:?}");
+            w[0].clone()
+        };
+        let stolen = MachineTime {
+            steal_ms: 120.0,
+            steal_share: 0.03,
+            cpus: "0".into(),
+            stalls: 2,
+            stall_ms: 7.5,
+            stall_max_ms: 5.0,
+            probe_raised: true,
+            ..MachineTime::default()
+        };
+        // The machine: named with what it took; neither threads nor cores advised.
+        for overloaded in [true, false] {
+            let w = late(overloaded, Some(LagCause::Machine), Some(stolen.clone()));
+            assert!(w.contains("the machine took the time"), "{w}");
+            assert!(w.contains("stole 120 ms from its CPUs 0"), "{w}");
+            assert!(w.contains("2 stalls of the machine"), "{w}");
+            assert!(w.contains("run on a quieter machine"), "{w}");
+            assert!(!w.contains("Use more threads"), "{w}");
+            assert!(!w.contains("nothing else uses"), "{w}");
+        }
+        // Other processes: move them.
+        let busy = MachineTime {
+            others_cores: 0.6,
+            cpus: "0".into(),
+            ..MachineTime::default()
+        };
+        let w = late(false, Some(LagCause::OtherProcesses), Some(busy));
+        assert!(w.contains("other processes used 0.60 cores"), "{w}");
+        assert!(
+            w.contains("Give the generator cores nothing else uses"),
+            "{w}"
+        );
+        // The generator short of CPU: more threads.
+        let w = late(
+            true,
+            Some(LagCause::Generator),
+            Some(MachineTime::default()),
+        );
+        assert!(w.starts_with("the load generator was overloaded"), "{w}");
+        assert!(w.contains("Use more threads"), "{w}");
+        // Late with CPU to spare and nothing taken: its wake-ups, not the cores.
+        let w = late(
+            false,
+            Some(LagCause::Generator),
+            Some(MachineTime::default()),
+        );
+        assert!(w.starts_with("the load generator woke late"), "{w}");
+        assert!(w.contains("wake-ups were slow"), "{w}");
+        assert!(!w.contains("nothing else uses"), "{w}");
     }
 
     #[test]

@@ -393,12 +393,6 @@ pub fn run_grpc(
     assert_eq!(r["config"]["protocol"], "h2c", "{system}");
     assert_eq!(r["config"]["grpc"], "ingressbench.Backend/Echo", "{system}");
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
-    let q = &r["requests"];
-    assert!(
-        n(&q["completed"]) * 10 >= n(&q["intended"]) * 9,
-        "{system}: {q} {}",
-        r["errors"]
-    );
     // Calls that failed, second by second: none at all, or (`early`) only in the
     // first second, which is reported.
     let per_second: Vec<u64> = r["timeline"]
@@ -406,6 +400,17 @@ pub fn run_grpc(
         .map(|t| t.iter().map(|s| n(&s["errors"])).collect())
         .unwrap_or_default();
     let first = per_second.first().copied().unwrap_or(0);
+    // Nine in ten answered, the first second's failures aside where they are
+    // allowed: Traefik once failed the whole first second (100 of 700 calls, 404s
+    // while it programmed the route), which the per-second rule below allows and a
+    // plain nine in ten did not.
+    let q = &r["requests"];
+    let excused = if early { first } else { 0 };
+    assert!(
+        (n(&q["completed"]) + excused) * 10 >= n(&q["intended"]) * 9,
+        "{system}: {q} {}, by second {per_second:?}",
+        r["errors"]
+    );
     if first > 0 {
         eprintln!(
             "{system}: {first} calls failed in the first second: {} (events {})",
