@@ -1560,10 +1560,10 @@ impl Worker {
     /// costs them nothing; a send that waits is late for good. One clock read per
     /// event, and only while a lane is waiting on the heap.
     ///
-    /// Open loop only: a closed loop has no schedule to be late for, and sending
-    /// each request as its response is read, instead of all after the reads, cost
-    /// the server its batching (nginx as the bottleneck: 11 % fewer requests a
-    /// second at `--max` over TLS, docs/benchmarks.md).
+    /// Open loop only: a closed loop has no schedule to be late for. (The 11 %
+    /// fewer requests a second seen at `--max` while this ran there too came from
+    /// the stall probe, not from this: it stayed with this limited to open loop and
+    /// went with the probe, docs/benchmarks.md.)
     #[inline]
     fn dispatch_if_due(&mut self) {
         if !self.scheduled {
