@@ -282,12 +282,9 @@ pub fn run(a: RunArgs) -> anyhow::Result<i32> {
             }
         }),
         warn: Arc::new(|w| eprintln!("ingressbench: warning: {w}")),
+        platform: None,
     };
-    // A sizing scan searches each row's maximum; every other scenario runs its load.
-    let outcome = match plan.load {
-        plan::LoadMode::Sizing => scenario::scan::run(&plan, opts),
-        plan::LoadMode::Given | plan::LoadMode::Fractions(_) => runner::run(&plan, opts),
-    };
+    let outcome = runner::run(&plan, opts);
     let r = match outcome {
         Ok(r) => r,
         // Interrupted before a system's load began (e.g. while generator pods were

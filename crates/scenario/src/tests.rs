@@ -1,4 +1,7 @@
 use super::*;
+use crate::keys::{is_key, key_line};
+use std::path::Path;
+use std::time::Duration;
 
 const S1: &str = "\
 name: dynamic-endpoints
@@ -137,7 +140,7 @@ fn a_plan_in_load_rate_sets_the_window_and_reaches_the_engine() {
     assert_eq!(shape(qp), [(1000.0, 1000.0, 0.5), (2000.0, 2000.0, 0.5)]);
     assert_eq!(q.load.duration.0, Duration::from_secs(1));
 
-    let spec = plan::load_spec(&s, &placeholder_url(&s), None);
+    let spec = plan::load_spec(&s);
     assert_eq!(spec.profile.as_ref(), Some(p));
     let (plan, config) = spec.resolve().unwrap();
     assert_eq!(plan.duration, Duration::from_secs(4));
@@ -381,7 +384,7 @@ fn requests_become_the_engines_mix_on_the_systems_url() {
         "{BASE}requests:\n  - {{host: a.test, path: /x, weight: 3}}\n  - {{method: POST, path: /y, headers: [\"x-a: 1\"], body: hi}}\n"
     );
     let s = Scenario::parse(&text, "m.yaml").unwrap();
-    let spec = crate::plan::load_spec(&s, "https://198.18.0.1:8443/", None);
+    let spec = crate::plan::CaseLoad::of(&s).at("https://198.18.0.1:8443/", None);
     let t = &spec.targets;
     assert_eq!(t.len(), 2);
     assert_eq!(

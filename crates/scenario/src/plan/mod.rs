@@ -2,15 +2,21 @@
 //!
 //! `validate` and `run` both build a [`Plan`], so a file that validates is one `run`
 //! accepts with the same flags, and every refusal has one wording and one line. What
-//! the plan decides (which systems, where the load runs, which kind of load)
-//! is read from it afterwards, not re-derived; and the platform of each system is
-//! built here, in [`platform_for`], the one place that matches on
-//! [`PlatformKind`] to construct one.
+//! the plan decides is resolved here into its [`Case`]s (which systems, what each
+//! deploys, its load, its steps, where the load runs): the runner executes them and
+//! never reads the scenario file again. [`PlatformSpec::build`] is the one place
+//! that builds a platform.
+
+mod cases;
+mod load;
+
+pub use cases::{
+    fraction_label, Case, Deployment, PlatformSpec, Role, RoutesPlan, RowSpec, SearchSpec,
+};
+pub use load::{load_spec, CaseLoad, RequestsPlan, GRPC_METHOD, GRPC_PAYLOAD};
 
 use crate::{Bad, ClusterFlags, GeneratorPods, PlatformKind, Scenario, ScenarioError};
 use engine::split::{self, SplitError};
-use engine::{tls::TlsOptions, LoadSpec};
-use lab::{LabError, Platform};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -108,6 +114,11 @@ pub struct Plan {
     pub repeat: usize,
     pub load: LoadMode,
     pub generators: Generators,
+    /// What the run does, in order: one case per thing measured.
+    pub cases: Vec<Case>,
+    /// The scenario as it runs (the flags applied), as JSON: stored beside the file
+    /// as written.
+    pub effective: Vec<u8>,
 }
 
 /// Where a generator count came from, so a refusal names what the user wrote.
@@ -252,7 +263,7 @@ impl Plan {
                 return Err(refuse(msg));
             }
             // The same split the run will make, checked before anything starts.
-            let spec = load_spec(&s, "http://127.0.0.1:1/", None);
+            let spec = load_spec(&s);
             split::split(&split::whole(&spec, count), count, 0).map_err(|e| match e {
                 SplitError::Connections { connections, .. } => refuse(format!(
                     "{said} needs at least {count} connections, not load.connections: {connections}: each generator needs one"
@@ -306,6 +317,8 @@ impl Plan {
         } else {
             flags.only
         };
+        let cases = cases::resolve(&s, &only, flags.repeat, &load);
+        let effective = serde_json::to_vec_pretty(&s).unwrap_or_default();
         Ok(Plan {
             scenario: s,
             text,
@@ -313,6 +326,8 @@ impl Plan {
             repeat: flags.repeat,
             load,
             generators,
+            cases,
+            effective,
         })
     }
 
@@ -347,202 +362,6 @@ impl Plan {
             s.load.duration.0.as_secs_f64(),
             s.changes.len()
         )
-    }
-}
-
-/// The platform of `system` in `scn` (the plan's scenario, or a sizing row's): the
-/// one place a platform is built, matching on [`PlatformKind`]. On a cluster each
-/// system gets its own run id (and so its own namespace): a namespace is deleted
-/// asynchronously, and the next system must not wait for it or meet its leftovers.
-///
-/// # Errors
-/// [`LabError`] when the platform cannot start (a network lab's namespaces, a
-/// cluster's client).
-pub(crate) fn platform_for(
-    scn: &Scenario,
-    system: &str,
-    exe: &Path,
-) -> Result<Box<dyn Platform>, LabError> {
-    match scn.platform {
-        PlatformKind::Local => Ok(Box::new(lab::local::LocalProcesses::new(exe))),
-        PlatformKind::NetworkLab => {
-            let n = scn.network_lab.clone().unwrap_or_default();
-            let opts = lab::network::NetworkOptions {
-                notrack: n.notrack,
-                sysctls: n.sysctls(),
-                access_log: n.access_log,
-            };
-            Ok(Box::new(lab::network::NetworkLab::new(system, opts)?))
-        }
-        PlatformKind::Kubernetes => {
-            let k = scn.kubernetes.clone().unwrap_or_default();
-            let stamp = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs());
-            let run: String = format!("{stamp:x}-{system}").chars().take(40).collect();
-            let spec = kubernetes::ClusterSpec {
-                gateway: k.gateway_for(system),
-                cacert: k.cacert.clone(),
-                kubeconfig: k.kubeconfig,
-                context: k.context,
-                namespace: k.namespace,
-                keep: k.keep,
-                run,
-                urls: k.urls.into_iter().collect(),
-                processes: k.processes.into_iter().collect(),
-                image: k.image,
-                host: k.host,
-                installs: k
-                    .workloads
-                    .into_iter()
-                    .map(|(system, w)| (system, w.install()))
-                    .collect(),
-            };
-            Ok(Box::new(kubernetes::Kubernetes::new(spec)?))
-        }
-    }
-}
-
-/// The scenario's `requests:` as the engine's request mix against `url`: an entry's
-/// host (default: the URL's) names its virtual host; the URL's scheme is kept. An
-/// entry whose path does not start with `/` keeps it as given, for the engine to
-/// refuse by its number.
-fn requests(scn: &Scenario, url: &str) -> Vec<engine::targets::TargetSpec> {
-    let (scheme, rest) = url.split_once("://").unwrap_or(("http", url));
-    let authority = rest.split('/').next().unwrap_or(rest);
-    let list = match (&scn.requests, &scn.routes) {
-        (crate::Requests::List(l), _) => l,
-        (crate::Requests::FromRoutes(f), Some(r)) => return from_routes(scheme, r, f.skew),
-        _ => return Vec::new(),
-    };
-    list.iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let host = r.host.as_deref().unwrap_or(authority);
-            let mut headers = r.headers.clone();
-            if r.host.is_some() {
-                headers.push(format!("Host: {host}"));
-            }
-            engine::targets::TargetSpec {
-                method: r.method.clone(),
-                url: if r.path.starts_with('/') {
-                    format!("{scheme}://{host}{}", r.path)
-                } else {
-                    format!("{scheme}://{host}/{}", r.path)
-                },
-                headers,
-                body: r.body.clone().into_bytes(),
-                weight: r.weight,
-                line: i + 1,
-            }
-        })
-        .collect()
-}
-
-/// One request per route of `r` (`requests: {from: routes}`), route `i` weighted
-/// `1 / (i + 1)^skew` in millionths (at least 1).
-fn from_routes(
-    scheme: &str,
-    r: &crate::RoutesSection,
-    skew: f64,
-) -> Vec<engine::targets::TargetSpec> {
-    let set = lab::RouteSet::new(r.count, r.hosts);
-    (0..set.count)
-        .map(|i| {
-            let host = set.host(i);
-            let weight = if skew == 0.0 {
-                1
-            } else {
-                (1e6 / f64::from(i + 1).powf(skew)).round().max(1.0) as u32
-            };
-            engine::targets::TargetSpec {
-                method: "GET".into(),
-                url: format!("{scheme}://{host}{}", set.path(i)),
-                headers: vec![format!("Host: {host}")],
-                body: Vec::new(),
-                weight,
-                line: i as usize + 1,
-            }
-        })
-        .collect()
-}
-
-/// What a `protocol: grpc` scenario calls: the built-in backend's Echo.
-pub const GRPC_METHOD: &str = "ingressbench.Backend/Echo";
-/// The size of each call's message, bytes.
-pub const GRPC_PAYLOAD: usize = 100;
-
-/// The engine's settings for a scenario's load against `url`. [`Scenario::parse`]
-/// resolves the same spec for a placeholder target, so a scenario that validates is
-/// one the engine accepts.
-pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec {
-    let mut routes = Vec::new();
-    crate::routes_in(&scn.changes, &mut routes);
-    let changes_routes = !routes.is_empty();
-    let load = &scn.load;
-    LoadSpec {
-        url: url.to_string(),
-        method: "GET".into(),
-        headers: Vec::new(),
-        body: Vec::new(),
-        targets: requests(scn, url),
-        targets_from: String::new(),
-        threads: Some(load.threads),
-        connections: load.connections,
-        // With `rates` there is no fixed rate: each run's is set from the search's
-        // maximum, and this stands in for it so the rest can be checked.
-        rate: Some(if load.rates.is_empty() && scn.sizing.is_none() {
-            load.rate.fixed()
-        } else {
-            1.0
-        }),
-        profile: load.rate.plan().cloned(),
-        schedule: load.schedule.clone(),
-        // A sizing scan's steps have the search's window; this stands in for it.
-        duration: match (&scn.sizing, &scn.search) {
-            (Some(_), Some(sr)) => sr.duration.0,
-            (Some(_), None) => Duration::from_secs(1),
-            _ => load.duration.0,
-        },
-        warmup: load.warmup.0,
-        timeout: load.timeout.0,
-        connect_timeout: load.connect_timeout.0,
-        send_window: load.send_window.0,
-        new_connection: load.new_connection,
-        reuse_closed: load.reuse_closed,
-        tls: TlsOptions {
-            insecure: false,
-            cacert,
-            version: scn.tls.enabled.then(|| match scn.tls.version {
-                super::TlsVersion::V12 => "1.2".to_string(),
-                super::TlsVersion::V13 => "1.3".to_string(),
-            }),
-            resume: false,
-        },
-        backend_header: "x-backend".into(),
-        // Only a scenario that changes routes pays for looking at every response.
-        markers: if changes_routes {
-            lab::Route::markers()
-        } else {
-            Vec::new()
-        },
-        sample: load.sample,
-        cpus: Vec::new(),
-        http2: engine::Http2Spec {
-            // HTTP/2 over TLS by ALPN; on a cluster without TLS, h2c to the
-            // controller's plain port (the scenario refuses that locally).
-            protocol: match scn.protocol {
-                super::Protocol::Http1 => engine::Protocol::Http1,
-                _ if scn.tls.enabled => engine::Protocol::H2,
-                _ => engine::Protocol::H2c,
-            },
-            streams: load.streams,
-            grpc: (scn.protocol == super::Protocol::Grpc).then(|| engine::GrpcCall {
-                method: GRPC_METHOD.into(),
-                message: engine::GrpcCall::payload(GRPC_PAYLOAD),
-            }),
-            window: None,
-        },
     }
 }
 

@@ -1,0 +1,386 @@
+//! Runs a scenario: for each system under test in turn, start the backends and the
+//! proxy, start the load, apply the changes while it runs, then stop everything and
+//! write what was measured.
+//!
+//! The runner talks only to a [`Platform`] (where backends live and how they
+//! change) and a [`Driver`] (the proxy): it never knows which proxy it drives, where
+//! it runs, which ports it listens on or how a backend is started. Every change is logged twice on the load's clock: when it was asked for
+//! and when it took effect, so a latency spike can be tied to the change behind it.
+
+mod analysis;
+mod deploy;
+mod measure;
+mod scan;
+mod steps;
+mod system;
+#[cfg(test)]
+mod tests;
+
+use crate::plan::{Case, Plan, Role, RoutesPlan, RowSpec, SearchSpec};
+use crate::{RestartWhat, Step};
+use analysis::*;
+use deploy::*;
+use engine::search::{run_search, SearchError, SearchPlan};
+use engine::windows::{Marks, Tally};
+use engine::{self, LoadSpec};
+use lab::backends::StopMode;
+use lab::endpoint_push::{self, Sync};
+use lab::platform::fmt_set;
+use lab::{certs, driver_for, Driver, Expect, LabError, Platform, PlatformEvent};
+use measure::*;
+use results::clock::{Clock, Nanos};
+use results::folder::RunFolder;
+use results::search::SearchResult;
+use results::sizing::SizingResult;
+use results::{
+    Event, EventKind, EventWindow, Fraction, LabInfo, PlacementInfo, Propagation, PropagationEntry,
+    ResourceSample, Resources, RouteChange, RoutePropagation, RunResult, Spread,
+};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+use steps::*;
+use system::*;
+
+/// Why a scenario run failed (as opposed to a system misbehaving, which is data). A
+/// message never repeats its cause, which is `source()` ([`results::causes`]).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{system}")]
+    Lab {
+        system: String,
+        #[source]
+        source: LabError,
+    },
+    #[error("{0}")]
+    Setup(String),
+    #[error("{what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Runs a system's load elsewhere than on this process's engine: over several
+/// generator processes (`run --generators N`). The binary provides it (it owns
+/// processes and the merge of their results); the runner hands over the engine's
+/// settings and each change as it is marked, and gets back one result and the
+/// requests counted per change window.
+pub trait LoadRunner: Send + std::marker::Sync {
+    /// # Errors
+    /// Why the load could not run at all (generators that fail are named in the
+    /// merged result instead).
+    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String>;
+
+    /// How far ahead of each change its mark is sent: a generator reached through a
+    /// network (a pod behind the API server) must have it before the change's time,
+    /// or the requests in between are counted in the window before. The runner marks
+    /// each change at `now + lead`, forwards it, and makes the change only then.
+    fn mark_lead(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+/// What a [`LoadRunner`] gets for one system.
+pub struct LoadRun {
+    /// The engine's settings, as the runner resolved them (`cpus`: the generator's
+    /// CPU set from `placement`).
+    pub spec: LoadSpec,
+    /// The run's clock: the event log's times, and what `on_start` and the windows'
+    /// marker times are on.
+    pub clock: Clock,
+    /// Each change that opens a window, its clock time, in order, as it is marked.
+    pub marks: mpsc::Receiver<Nanos>,
+    pub stop: Arc<AtomicBool>,
+    /// Called with the clock time at which the measured window starts, once fixed.
+    pub on_start: Box<dyn FnOnce(Nanos) + Send>,
+}
+
+/// A live view of each system's load (the binary's metrics endpoint): told which
+/// system runs, each change as it is made, and each second of the load as the engine
+/// completes it. Called from the load's thread and the runner's, once a second or a
+/// change: never per request.
+pub trait Watch: Send + std::marker::Sync {
+    /// A system's load is about to start: `name` as its results folder is named,
+    /// the URL it is sent to and its rate (`None`: a closed loop).
+    fn system(&self, name: &str, target: &str, rate: Option<f64>);
+    /// The `index`th change (from 1) of the measured window is being made: `change`
+    /// as the event log says it (`scale 2 -> 4`, `route v2`, `reload`).
+    fn step(&self, index: usize, change: &str);
+    /// A second of the load is complete.
+    fn second(&self, entry: &results::TimelineEntry);
+}
+
+/// How to run a scenario.
+pub struct RunOptions {
+    /// Results folder (created).
+    pub out_dir: PathBuf,
+    /// The ingressbench binary, for the built-in backend.
+    pub exe: PathBuf,
+    /// Set by a signal handler: finish the current system early, write, stop.
+    pub stop: Arc<AtomicBool>,
+    /// Called with a line of progress now and then.
+    pub progress: Box<dyn FnMut(&str)>,
+    /// Called with each system's result once it is on disk: the binary renders the
+    /// line (the runner knows no report formatting).
+    pub system_done: Box<dyn FnMut(&RunResult)>,
+    /// Where the load runs instead of this process's engine (`None`: here).
+    pub load: Option<Arc<dyn LoadRunner>>,
+    /// Who watches the load live (`--metrics-listen`). The seconds come from this
+    /// process's engine only: a load run elsewhere ([`LoadRunner`]) shows its
+    /// systems and changes, not its seconds.
+    pub watch: Option<Arc<dyn Watch>>,
+    /// Told each warning no result will hold: what a system left behind when its
+    /// run failed (a namespace not deleted). A result's own warnings are in it
+    /// ([`RunResult::warnings`]).
+    pub warn: Arc<dyn Fn(&str) + Send + std::marker::Sync>,
+    /// Where each case is deployed instead of the platform it names (`None`: its
+    /// own): the tests' fake platform ([`crate::testing`]).
+    pub platform: Option<PlatformFor>,
+}
+
+/// Makes the platform a case deploys on, in place of its own.
+pub type PlatformFor = Box<dyn Fn(&Case) -> Result<Box<dyn Platform>, LabError>>;
+
+/// What a scenario run produced.
+pub struct RunOutput {
+    pub results: Vec<RunResult>,
+    pub partial: bool,
+}
+
+/// Writes the scenario into the results folder: how every run starts.
+///
+/// # Errors
+/// The folder cannot be written.
+fn start(plan: &Plan, opts: &RunOptions) -> Result<RunFolder, RunError> {
+    let folder = RunFolder::new(&opts.out_dir);
+    folder
+        .write_scenario(&plan.text, &plan.effective)
+        .map_err(io("write the scenario into the results folder"))?;
+    Ok(folder)
+}
+
+/// The error of a results folder that cannot be written: `what` was being written.
+fn io(what: &str) -> impl FnOnce(std::io::Error) -> RunError {
+    let what = what.to_string();
+    move |source| RunError::Io { what, source }
+}
+
+/// Runs the plan's cases in order and writes its results folder: the scenario, and
+/// per case `result.json` and `events.json` (a search's `search.json`, a sizing
+/// scan's `sizing.json`). The summary is the caller's to render.
+///
+/// # Errors
+/// [`RunError`] when a system cannot be set up; cases already run keep their
+/// results on disk.
+pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<RunOutput, RunError> {
+    let folder = start(plan, &opts)?;
+    let mut done = Done::default();
+    for case in &plan.cases {
+        if opts.stop.load(Ordering::Relaxed) {
+            done.partial = true;
+            break;
+        }
+        let stopped = match &case.role {
+            Role::Run { rep, of } => done.run(case, (*rep, *of), &folder, &mut opts)?,
+            Role::Search(search) => done.search(case, search, &folder, &mut opts)?,
+            Role::Fraction { fraction } => done.fraction(case, *fraction, &folder, &mut opts)?,
+            Role::SizingRow(row) => done.row(case, row, &folder, &mut opts)?,
+        };
+        if stopped {
+            done.partial = true;
+            break;
+        }
+    }
+    done.finish(&folder, &mut opts)
+}
+
+/// What the cases run so far produced: each run's repetitions, each system's
+/// maximum and its sizing scan.
+#[derive(Default)]
+struct Done {
+    /// Each run's name, its repetitions so far and them combined, in the order they
+    /// first ran.
+    runs: Vec<(String, Vec<RunResult>, Option<RunResult>)>,
+    /// Repetitions of each run: its combined result is told to `system_done` after
+    /// each one when 1, else at the end.
+    repeat: usize,
+    /// The results of runs at fractions of a maximum.
+    fractions: Vec<RunResult>,
+    /// Each system's maximum, once its search is over (`None`: none held).
+    maxima: BTreeMap<String, Option<f64>>,
+    /// The sizing scan in progress, rewritten after each row.
+    scan: Option<SizingResult>,
+    partial: bool,
+}
+
+impl Done {
+    /// Repetition `rep` of `of` of a run at the load's rate. Its result on disk holds
+    /// all of its repetitions so far, so an interrupt loses nothing measured. Returns
+    /// whether the run was interrupted.
+    fn run(
+        &mut self,
+        case: &Case,
+        (rep, of): (usize, usize),
+        folder: &RunFolder,
+        opts: &mut RunOptions,
+    ) -> Result<bool, RunError> {
+        let label = case.name.as_str();
+        let which = if of > 1 {
+            format!(" (run {rep}/{of})")
+        } else {
+            String::new()
+        };
+        (opts.progress)(&format!("{label}: starting{which}"));
+        let r = run_system(case, opts, None)?;
+        let stopped = r.partial;
+        self.repeat = of;
+        let i = match self.runs.iter().position(|(n, ..)| n == label) {
+            Some(i) => i,
+            None => {
+                self.runs.push((label.to_string(), Vec::new(), None));
+                self.runs.len() - 1
+            }
+        };
+        let (_, reps, latest) = &mut self.runs[i];
+        reps.push(r);
+        let all = results::repeat::combine(reps.clone(), of)
+            .map_err(|e| RunError::Setup(format!("{label}: {e}")))?;
+        folder
+            .write_result(label, &all)
+            .map_err(io(&format!("write {label}'s result")))?;
+        if of == 1 {
+            (opts.system_done)(&all);
+        }
+        *latest = Some(all);
+        Ok(stopped)
+    }
+
+    /// The search of a system's maximum, written beside its runs. Returns whether it
+    /// was interrupted.
+    fn search(
+        &mut self,
+        case: &Case,
+        search: &SearchSpec,
+        folder: &RunFolder,
+        opts: &mut RunOptions,
+    ) -> Result<bool, RunError> {
+        let name = case.name.as_str();
+        (opts.progress)(&format!("{name}: starting"));
+        let found = search_system(case, search, opts)?;
+        folder
+            .write_search(name, &found)
+            .map_err(io(&format!("write {name}'s search")))?;
+        if found.max_rate.is_none() && !found.partial {
+            (opts.progress)(&format!(
+                "{name}: no rate held the search's bounds: no runs at fractions of a maximum"
+            ));
+        }
+        self.maxima.insert(case.system.clone(), found.max_rate);
+        Ok(found.partial)
+    }
+
+    /// A run at `fraction` of its system's maximum; none when its search found none.
+    fn fraction(
+        &mut self,
+        case: &Case,
+        fraction: f64,
+        folder: &RunFolder,
+        opts: &mut RunOptions,
+    ) -> Result<bool, RunError> {
+        let Some(&Some(max)) = self.maxima.get(&case.system) else {
+            return Ok(false);
+        };
+        let label = case.name.as_str();
+        (opts.progress)(&format!(
+            "{label}: {:.0} req/s ({:.0} % of {max:.0})",
+            fraction * max,
+            fraction * 100.0
+        ));
+        let at = Fraction {
+            of: case.system.clone(),
+            fraction,
+            max_rate: max,
+        };
+        let r = run_system(case, opts, Some(at))?;
+        self.partial |= r.partial;
+        folder
+            .write_result(label, &r)
+            .map_err(io(&format!("write {label}'s result")))?;
+        (opts.system_done)(&r);
+        self.fractions.push(r);
+        Ok(false)
+    }
+
+    /// A row of a system's sizing scan; the scan, rows so far, is rewritten after it.
+    fn row(
+        &mut self,
+        case: &Case,
+        row: &RowSpec,
+        folder: &RunFolder,
+        opts: &mut RunOptions,
+    ) -> Result<bool, RunError> {
+        if self.scan.as_ref().is_some_and(|s| s.system != case.system) {
+            self.end_scan(folder)?;
+        }
+        let out = match &mut self.scan {
+            Some(out) => out,
+            None => {
+                (opts.progress)(&format!("{}: starting", case.system));
+                self.scan.insert(scan::result(case, row))
+            }
+        };
+        let stopped = scan::row(case, row, opts, out)?;
+        scan::write(folder, out)?;
+        Ok(stopped)
+    }
+
+    /// Writes the sizing scan in progress a last time.
+    fn end_scan(&mut self, folder: &RunFolder) -> Result<(), RunError> {
+        match self.scan.take() {
+            Some(out) => scan::write(folder, &out),
+            None => Ok(()),
+        }
+    }
+
+    /// Every result, each run's repetitions combined, told to `system_done` if not
+    /// yet; a scan interrupted is written as such.
+    fn finish(mut self, folder: &RunFolder, opts: &mut RunOptions) -> Result<RunOutput, RunError> {
+        if let Some(out) = self.scan.as_mut() {
+            out.partial |= self.partial;
+        }
+        self.end_scan(folder)?;
+        let mut results = Vec::new();
+        for (_, _, all) in self.runs {
+            let Some(all) = all else { continue };
+            self.partial |= all.partial;
+            if self.repeat > 1 {
+                (opts.system_done)(&all);
+            }
+            results.push(all);
+        }
+        results.extend(self.fractions);
+        Ok(RunOutput {
+            results,
+            partial: self.partial,
+        })
+    }
+}
+
+/// Where a run's results go by default: `results/<scenario>-<UTC time>`.
+pub fn default_out_dir(scenario: &str) -> PathBuf {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let stamp = results::time::rfc3339(now)
+        .replace([':', '-'], "")
+        .replace('T', "-")
+        .chars()
+        .take(15)
+        .collect::<String>();
+    Path::new("results").join(format!("{scenario}-{stamp}"))
+}
