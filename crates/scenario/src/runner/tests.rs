@@ -276,3 +276,214 @@ fn route_changes_are_timed_from_the_responses_that_show_them() {
     assert_eq!(p.seen_ms.n, 1);
     assert!(route_propagation(&events[2..3], &[0], &tally, origin).is_none());
 }
+
+/// The runner over the fakes of [`crate::testing`]: what each kind of step logs,
+/// which windows it opens, what a failure, an interrupt and repetitions leave.
+mod over_fakes {
+    use super::*;
+    use crate::plan::RunFlags;
+    use crate::testing::{platforms, Calls, FakeLoad, Faults};
+    use results::EventKind as K;
+
+    /// A scenario of `systems` with a load of 150 ms and `changes` (a YAML list).
+    fn plan(systems: &str, changes: &str, repeat: usize) -> Plan {
+        let text = format!(
+            "name: fake\nsystems: [{systems}]\nbackends: {{replicas: 2}}\ntls: {{enabled: false}}\nload: {{rate: 100, connections: 2, duration: 150ms}}\nchanges: {changes}\n"
+        );
+        let s = crate::Scenario::parse(&text, "fake.yaml").expect("a valid scenario");
+        let flags = RunFlags {
+            repeat,
+            ..RunFlags::default()
+        };
+        Plan::build(s, text, "fake.yaml", flags).expect("a valid plan")
+    }
+
+    /// Runs `plan` on the fakes into a temporary folder; `on_line` sees each line of
+    /// progress with the run's stop flag.
+    fn run_on_fakes(
+        plan: &Plan,
+        faults: Faults,
+        on_line: impl Fn(&str, &AtomicBool) + 'static,
+    ) -> (Result<RunOutput, RunError>, Calls, Vec<String>) {
+        let calls = Calls::default();
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let stop = Arc::new(AtomicBool::new(false));
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let (s, d) = (stop.clone(), done.clone());
+        let opts = RunOptions {
+            out_dir: dir.path().to_path_buf(),
+            exe: PathBuf::new(),
+            stop: stop.clone(),
+            progress: Box::new(move |line| on_line(line, &s)),
+            system_done: Box::new(move |r| {
+                let name = r.lab.as_ref().map_or("?", |l| l.system.as_str());
+                d.lock().unwrap().push(name.to_string());
+            }),
+            load: Some(Arc::new(FakeLoad {
+                calls: calls.clone(),
+                per_window: 10,
+            })),
+            watch: None,
+            warn: Arc::new(|_| {}),
+            platform: Some(platforms(&calls, &faults)),
+        };
+        let out = run(plan, opts);
+        let done = done.lock().unwrap().clone();
+        (out, calls, done)
+    }
+
+    fn kinds(r: &RunResult) -> Vec<(K, String)> {
+        let lab = r.lab.as_ref().expect("a lab run");
+        lab.events
+            .iter()
+            .map(|e| (e.kind, e.detail.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn a_scale_step_adds_a_backend_pushes_the_set_and_opens_a_window() {
+        let p = plan("nginx-reload", "[{scale: 3}]", 1);
+        let (out, calls, done) = run_on_fakes(&p, Faults::default(), |_, _| {});
+        let out = out.expect("the run");
+        assert!(!out.partial);
+        let r = &out.results[0];
+        let ev = kinds(r);
+        assert!(ev.contains(&(K::ScaleRequested, "2 -> 3".into())), "{ev:?}");
+        assert!(ev.contains(&(K::BackendReady, "b3".into())), "{ev:?}");
+        assert!(
+            ev.contains(&(K::EndpointsApplied, "b1,b2,b3".into())),
+            "{ev:?}"
+        );
+        assert!(calls
+            .all()
+            .contains(&"driver set_endpoints b1,b2,b3".to_string()));
+        let lab = r.lab.as_ref().unwrap();
+        assert_eq!(lab.windows.len(), 1, "{:?}", lab.windows);
+        assert!(
+            lab.windows[0].change.starts_with("scale"),
+            "{:?}",
+            lab.windows
+        );
+        assert_eq!(lab.windows[0].completed, 10);
+        assert_eq!(lab.before_changes.as_ref().unwrap().completed, 10);
+        assert_eq!(lab.propagation.added.len(), 1);
+        assert_eq!(done, ["nginx-reload"]);
+        // Everything deployed was stopped and torn down.
+        let all = calls.all();
+        assert!(
+            all.ends_with(&["driver stop".into(), "platform teardown".into()]),
+            "{all:?}"
+        );
+    }
+
+    #[test]
+    fn a_route_change_is_asked_of_the_driver_and_applied() {
+        let p = plan("nginx-reload", "[{route: cors}]", 1);
+        let (out, calls, _) = run_on_fakes(&p, Faults::default(), |_, _| {});
+        let r = &out.expect("the run").results[0];
+        let ev = kinds(r);
+        assert!(ev.contains(&(K::RouteRequested, "cors".into())), "{ev:?}");
+        assert!(ev.contains(&(K::RouteApplied, "cors".into())), "{ev:?}");
+        assert!(calls.all().contains(&"driver route cors".to_string()));
+    }
+
+    #[test]
+    fn a_proxy_restart_logs_the_replacement_and_is_done() {
+        let p = plan("nginx-reload", "[{restart: proxy}]", 1);
+        let (out, _, _) = run_on_fakes(&p, Faults::default(), |_, _| {});
+        let ev = kinds(&out.expect("the run").results[0]);
+        let at = |k: K| ev.iter().position(|e| e.0 == k);
+        let (asked, replaced, done) = (
+            at(K::RestartRequested),
+            at(K::PodReplaced),
+            at(K::RestartDone),
+        );
+        assert!(
+            asked < replaced && replaced < done && done.is_some(),
+            "{ev:?}"
+        );
+        assert_eq!(ev[replaced.unwrap()].1, "fake-proxy-2");
+    }
+
+    #[test]
+    fn a_failed_step_is_logged_with_its_cause_and_the_run_goes_on() {
+        let p = plan("nginx-reload", "[{reload: true}, {scale: 3}]", 1);
+        let (out, _, _) = run_on_fakes(&p, Faults(vec!["reload"]), |_, _| {});
+        let r = &out.expect("a failed step fails no run").results[0];
+        let ev = kinds(r);
+        let failed = ev
+            .iter()
+            .find(|e| e.0 == K::ChangeFailed)
+            .expect("the failure logged");
+        assert!(failed.1.contains("told to fail"), "{failed:?}");
+        assert!(!ev.iter().any(|e| e.0 == K::ReloadDone), "{ev:?}");
+        assert!(ev.contains(&(K::ScaleRequested, "2 -> 3".into())), "{ev:?}");
+        assert_eq!(r.lab.as_ref().unwrap().windows.len(), 2);
+    }
+
+    #[test]
+    fn a_failed_deployment_is_the_runs_error_naming_the_system() {
+        let p = plan("nginx-reload", "[]", 1);
+        let (out, calls, _) = run_on_fakes(&p, Faults(vec!["start"]), |_, _| {});
+        let Err(RunError::Lab { system, .. }) = out else {
+            panic!("a lab error");
+        };
+        assert_eq!(system, "nginx-reload");
+        assert!(!calls.all().iter().any(|c| c == "load start"));
+        assert!(calls.all().contains(&"platform teardown".to_string()));
+    }
+
+    #[test]
+    fn an_interrupt_ends_the_load_keeps_what_was_measured_and_runs_nothing_more() {
+        let p = plan(
+            "nginx-reload, haproxy-runtime",
+            "[{wait: 10s}, {scale: 3}]",
+            1,
+        );
+        let (out, calls, done) = run_on_fakes(&p, Faults::default(), |line, stop| {
+            if line.contains("load running") {
+                stop.store(true, Ordering::Relaxed);
+            }
+        });
+        let out = out.expect("an interrupted run is a result");
+        assert!(out.partial);
+        assert_eq!(out.results.len(), 1);
+        assert!(out.results[0].partial);
+        assert_eq!(done, ["nginx-reload"]);
+        let all = calls.all();
+        assert_eq!(all.iter().filter(|c| *c == "load start").count(), 1);
+        assert!(
+            !all.iter().any(|c| c.starts_with("platform scale")),
+            "{all:?}"
+        );
+    }
+
+    #[test]
+    fn repetitions_take_turns_and_each_result_holds_them_all() {
+        let p = plan("nginx-reload, haproxy-runtime", "[]", 2);
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let o = order.clone();
+        let (out, _, done) = run_on_fakes(&p, Faults::default(), move |line, _| {
+            if line.contains(": starting") {
+                o.lock().unwrap().push(line.to_string());
+            }
+        });
+        let out = out.expect("the run");
+        assert_eq!(
+            *order.lock().unwrap(),
+            [
+                "nginx-reload: starting (run 1/2)",
+                "haproxy-runtime: starting (run 1/2)",
+                "nginx-reload: starting (run 2/2)",
+                "haproxy-runtime: starting (run 2/2)",
+            ]
+        );
+        assert_eq!(out.results.len(), 2);
+        for r in &out.results {
+            assert_eq!(r.repetitions.len(), 2, "two repetitions kept");
+            assert_eq!(r.requests.completed, 20, "their requests pooled");
+        }
+        // Told once each, at the end, with both repetitions in.
+        assert_eq!(done, ["nginx-reload", "haproxy-runtime"]);
+    }
+}
