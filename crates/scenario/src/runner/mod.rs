@@ -151,18 +151,6 @@ pub struct RunOutput {
     pub partial: bool,
 }
 
-/// Writes the scenario into the results folder: how every run starts.
-///
-/// # Errors
-/// The folder cannot be written.
-fn start(plan: &Plan, opts: &RunOptions) -> Result<RunFolder, RunError> {
-    let folder = RunFolder::new(&opts.out_dir);
-    folder
-        .write_scenario(&plan.text, &plan.effective)
-        .map_err(io("write the scenario into the results folder"))?;
-    Ok(folder)
-}
-
 /// The error of a results folder that cannot be written: `what` was being written.
 fn io(what: &str) -> impl FnOnce(std::io::Error) -> RunError {
     let what = what.to_string();
@@ -171,31 +159,66 @@ fn io(what: &str) -> impl FnOnce(std::io::Error) -> RunError {
 
 /// Runs the plan's cases in order and writes its results folder: the scenario, and
 /// per case `result.json` and `events.json` (a search's `search.json`, a sizing
-/// scan's `sizing.json`). The summary is the caller's to render.
+/// scan's `sizing.json`), each as soon as it is measured. The summary is the
+/// caller's to render.
 ///
 /// # Errors
 /// [`RunError`] when a system cannot be set up; cases already run keep their
 /// results on disk.
 pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<RunOutput, RunError> {
-    let folder = start(plan, &opts)?;
+    let folder = RunFolder::new(&opts.out_dir);
+    folder
+        .write_scenario(&plan.text, &plan.effective)
+        .map_err(io("write the scenario into the results folder"))?;
     let mut done = Done::default();
     for case in &plan.cases {
         if opts.stop.load(Ordering::Relaxed) {
             done.partial = true;
             break;
         }
-        let stopped = match &case.role {
-            Role::Run { rep, of } => done.run(case, (*rep, *of), &folder, &mut opts)?,
-            Role::Search(search) => done.search(case, search, &folder, &mut opts)?,
-            Role::Fraction { fraction } => done.fraction(case, *fraction, &folder, &mut opts)?,
-            Role::SizingRow(row) => done.row(case, row, &folder, &mut opts)?,
+        let (output, stopped) = match &case.role {
+            Role::Run { rep, of } => done.run(case, (*rep, *of), &mut opts)?,
+            Role::Search(search) => done.search(case, search, &mut opts)?,
+            Role::Fraction { fraction } => done.fraction(case, *fraction, &mut opts)?,
+            Role::SizingRow(row) => done.row(case, row, &mut opts)?,
         };
+        output.write(&folder)?;
         if stopped {
             done.partial = true;
             break;
         }
     }
-    done.finish(&folder, &mut opts)
+    let (output, out) = done.finish(&mut opts);
+    output.write(&folder)?;
+    Ok(out)
+}
+
+/// What a case leaves in the results folder, written as soon as it is measured.
+enum Output {
+    Nothing,
+    /// A run's `result.json`, under its name.
+    Result(String, Box<RunResult>),
+    /// A system's `search.json`.
+    Search(String, SearchResult),
+    /// A system's `sizing.json`, rows so far.
+    Sizing(SizingResult),
+}
+
+impl Output {
+    fn write(&self, folder: &RunFolder) -> Result<(), RunError> {
+        match self {
+            Output::Nothing => Ok(()),
+            Output::Result(name, r) => folder
+                .write_result(name, r)
+                .map_err(io(&format!("write {name}'s result"))),
+            Output::Search(name, s) => folder
+                .write_search(name, s)
+                .map_err(io(&format!("write {name}'s search"))),
+            Output::Sizing(s) => folder
+                .write_sizing(s)
+                .map_err(io(&format!("write {}'s sizing scan", s.system))),
+        }
+    }
 }
 
 /// What the cases run so far produced: each run's repetitions, each system's
@@ -212,22 +235,21 @@ struct Done {
     fractions: Vec<RunResult>,
     /// Each system's maximum, once its search is over (`None`: none held).
     maxima: BTreeMap<String, Option<f64>>,
-    /// The sizing scan in progress, rewritten after each row.
+    /// The sizing scan in progress.
     scan: Option<SizingResult>,
     partial: bool,
 }
 
 impl Done {
-    /// Repetition `rep` of `of` of a run at the load's rate. Its result on disk holds
-    /// all of its repetitions so far, so an interrupt loses nothing measured. Returns
-    /// whether the run was interrupted.
+    /// Repetition `rep` of `of` of a run at the load's rate: its result holds all of
+    /// its repetitions so far, so an interrupt loses nothing measured. Says whether
+    /// the run was interrupted.
     fn run(
         &mut self,
         case: &Case,
         (rep, of): (usize, usize),
-        folder: &RunFolder,
         opts: &mut RunOptions,
-    ) -> Result<bool, RunError> {
+    ) -> Result<(Output, bool), RunError> {
         let label = case.name.as_str();
         let which = if of > 1 {
             format!(" (run {rep}/{of})")
@@ -249,38 +271,31 @@ impl Done {
         reps.push(r);
         let all = results::repeat::combine(reps.clone(), of)
             .map_err(|e| RunError::Setup(format!("{label}: {e}")))?;
-        folder
-            .write_result(label, &all)
-            .map_err(io(&format!("write {label}'s result")))?;
         if of == 1 {
             (opts.system_done)(&all);
         }
-        *latest = Some(all);
-        Ok(stopped)
+        *latest = Some(all.clone());
+        Ok((Output::Result(label.to_string(), Box::new(all)), stopped))
     }
 
-    /// The search of a system's maximum, written beside its runs. Returns whether it
-    /// was interrupted.
+    /// The search of a system's maximum. Says whether it was interrupted.
     fn search(
         &mut self,
         case: &Case,
         search: &SearchSpec,
-        folder: &RunFolder,
         opts: &mut RunOptions,
-    ) -> Result<bool, RunError> {
+    ) -> Result<(Output, bool), RunError> {
         let name = case.name.as_str();
         (opts.progress)(&format!("{name}: starting"));
         let found = search_system(case, search, opts)?;
-        folder
-            .write_search(name, &found)
-            .map_err(io(&format!("write {name}'s search")))?;
         if found.max_rate.is_none() && !found.partial {
             (opts.progress)(&format!(
                 "{name}: no rate held the search's bounds: no runs at fractions of a maximum"
             ));
         }
         self.maxima.insert(case.system.clone(), found.max_rate);
-        Ok(found.partial)
+        let stopped = found.partial;
+        Ok((Output::Search(name.to_string(), found), stopped))
     }
 
     /// A run at `fraction` of its system's maximum; none when its search found none.
@@ -288,11 +303,10 @@ impl Done {
         &mut self,
         case: &Case,
         fraction: f64,
-        folder: &RunFolder,
         opts: &mut RunOptions,
-    ) -> Result<bool, RunError> {
+    ) -> Result<(Output, bool), RunError> {
         let Some(&Some(max)) = self.maxima.get(&case.system) else {
-            return Ok(false);
+            return Ok((Output::Nothing, false));
         };
         let label = case.name.as_str();
         (opts.progress)(&format!(
@@ -307,24 +321,20 @@ impl Done {
         };
         let r = run_system(case, opts, Some(at))?;
         self.partial |= r.partial;
-        folder
-            .write_result(label, &r)
-            .map_err(io(&format!("write {label}'s result")))?;
         (opts.system_done)(&r);
-        self.fractions.push(r);
-        Ok(false)
+        self.fractions.push(r.clone());
+        Ok((Output::Result(label.to_string(), Box::new(r)), false))
     }
 
-    /// A row of a system's sizing scan; the scan, rows so far, is rewritten after it.
+    /// A row of a system's sizing scan; its output is the scan, rows so far.
     fn row(
         &mut self,
         case: &Case,
         row: &RowSpec,
-        folder: &RunFolder,
         opts: &mut RunOptions,
-    ) -> Result<bool, RunError> {
+    ) -> Result<(Output, bool), RunError> {
         if self.scan.as_ref().is_some_and(|s| s.system != case.system) {
-            self.end_scan(folder)?;
+            self.scan = None;
         }
         let out = match &mut self.scan {
             Some(out) => out,
@@ -334,25 +344,19 @@ impl Done {
             }
         };
         let stopped = scan::row(case, row, opts, out)?;
-        scan::write(folder, out)?;
-        Ok(stopped)
-    }
-
-    /// Writes the sizing scan in progress a last time.
-    fn end_scan(&mut self, folder: &RunFolder) -> Result<(), RunError> {
-        match self.scan.take() {
-            Some(out) => scan::write(folder, &out),
-            None => Ok(()),
-        }
+        Ok((Output::Sizing(out.clone()), stopped))
     }
 
     /// Every result, each run's repetitions combined, told to `system_done` if not
-    /// yet; a scan interrupted is written as such.
-    fn finish(mut self, folder: &RunFolder, opts: &mut RunOptions) -> Result<RunOutput, RunError> {
-        if let Some(out) = self.scan.as_mut() {
-            out.partial |= self.partial;
-        }
-        self.end_scan(folder)?;
+    /// yet; and a scan cut short between its rows, written as such.
+    fn finish(mut self, opts: &mut RunOptions) -> (Output, RunOutput) {
+        let output = match self.scan.take() {
+            Some(mut scan) if self.partial && !scan.partial => {
+                scan.partial = true;
+                Output::Sizing(scan)
+            }
+            _ => Output::Nothing,
+        };
         let mut results = Vec::new();
         for (_, _, all) in self.runs {
             let Some(all) = all else { continue };
@@ -363,10 +367,11 @@ impl Done {
             results.push(all);
         }
         results.extend(self.fractions);
-        Ok(RunOutput {
+        let out = RunOutput {
             results,
             partial: self.partial,
-        })
+        };
+        (output, out)
     }
 }
 

@@ -25,13 +25,6 @@ pub(super) fn result(case: &Case, row: &RowSpec) -> SizingResult {
     }
 }
 
-/// Writes `<system>/sizing.json`.
-pub(super) fn write(folder: &RunFolder, out: &SizingResult) -> Result<(), RunError> {
-    folder
-        .write_sizing(out)
-        .map_err(io(&format!("write {}'s sizing scan", out.system)))
-}
-
 /// Measures one row into `out` (a row the proxy's CPUs cannot hold is skipped, and
 /// says why). Returns whether its search was interrupted.
 ///
