@@ -483,18 +483,11 @@ fn upper_bound<'a>(sets: impl Iterator<Item = &'a Percentiles>) -> Percentiles {
             / count as f64
     });
     Percentiles {
-        p50: max(&|p| p.p50),
-        p75: max(&|p| p.p75),
-        p90: max(&|p| p.p90),
-        p99: max(&|p| p.p99),
-        p99_9: max(&|p| p.p99_9),
-        p99_99: max(&|p| p.p99_99),
-        p99_999: max(&|p| p.p99_999),
-        p99_9999: max(&|p| p.p99_9999),
         max: max(&|p| p.max),
         mean: mean.filter(|_| !sets.is_empty()),
         stdev: max(&|p| p.stdev),
         count,
+        ..Percentiles::from_quantiles(|i| max(&|p| p.values()[i]))
     }
 }
 

@@ -245,23 +245,16 @@ fn steps_pooled(reps: &[RunResult]) -> Vec<StepResult> {
             st.reached = of.iter().all(|s| s.reached);
             st.overloaded = of.iter().any(|s| s.overloaded);
             st.lag_p99_ms = median(of.iter().map(|s| s.lag_p99_ms).collect());
-            let p = |f: fn(&crate::Percentiles) -> Option<f64>| {
+            let p = |f: &dyn Fn(&crate::Percentiles) -> Option<f64>| {
                 let v: Vec<f64> = of.iter().filter_map(|s| f(&s.latency_ms)).collect();
                 (!v.is_empty()).then(|| median(v))
             };
             st.latency_ms = crate::Percentiles {
-                p50: p(|x| x.p50),
-                p75: p(|x| x.p75),
-                p90: p(|x| x.p90),
-                p99: p(|x| x.p99),
-                p99_9: p(|x| x.p99_9),
-                p99_99: p(|x| x.p99_99),
-                p99_999: p(|x| x.p99_999),
-                p99_9999: p(|x| x.p99_9999),
                 max: of.iter().filter_map(|s| s.latency_ms.max).reduce(f64::max),
-                mean: p(|x| x.mean),
-                stdev: p(|x| x.stdev),
+                mean: p(&|x| x.mean),
+                stdev: p(&|x| x.stdev),
                 count: of.iter().map(|s| s.latency_ms.count).sum(),
+                ..crate::Percentiles::from_quantiles(|i| p(&|x| x.values()[i]))
             };
             st
         })
