@@ -6,7 +6,7 @@
 //! failing assertion never leaves a server behind.
 
 use crate::common::backend::Backend;
-use crate::common::{bin, exclusive, shared, tls};
+use crate::common::{bin, exclusive, kill, shared, tls};
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::Arc;
@@ -23,12 +23,7 @@ fn start(extra: &[&str]) -> Backend {
 
 /// Sends SIGTERM, as the kubelet does.
 fn term(b: &Backend) {
-    let ok = std::process::Command::new("kill")
-        .args(["-TERM", &b.proc.id().to_string()])
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "kill -TERM failed");
+    assert!(kill("-TERM", b.proc.id()), "kill -TERM failed");
 }
 
 /// One parsed answer.

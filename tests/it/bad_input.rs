@@ -1,7 +1,7 @@
 //! The bad-input catalogue: files and flags a user gets wrong, each refused with one
 //! line that says what and where, and exit code 2, before anything is started.
 
-use crate::common::run;
+use crate::common::{assert_refused, run};
 use std::time::Duration;
 
 include!("../data/bad_scenarios.rs");
@@ -130,13 +130,7 @@ fn run_refuses_bad_cluster_flags() {
         let mut args = vec!["run", path, "--out", out.to_str().unwrap()];
         args.extend(flags.iter().copied());
         let o = run(&args, Duration::from_secs(10));
-        assert_eq!(o.code, Some(2), "{flags:?}: {}", o.stderr);
-        assert_eq!(o.stderr.trim_end().lines().count(), 1, "{}", o.stderr);
-        assert!(
-            o.stderr.starts_with(&format!("ingressbench: {want}")),
-            "{flags:?}: {}",
-            o.stderr
-        );
+        assert_refused(&o, want, &format!("{flags:?}"));
         assert!(!out.exists());
         let mut args = vec!["validate", path];
         args.extend(flags.iter().copied());
@@ -178,13 +172,7 @@ fn run_refuses_generators_where_the_load_must_stay_in_this_process() {
             ],
             Duration::from_secs(10),
         );
-        assert_eq!(o.code, Some(2), "{}", o.stderr);
-        assert_eq!(o.stderr.trim_end().lines().count(), 1, "{}", o.stderr);
-        assert!(
-            o.stderr.starts_with(&format!("ingressbench: {want}")),
-            "{}",
-            o.stderr
-        );
+        assert_refused(&o, want, path);
         assert!(!out.exists());
         let v = run(
             &["validate", path, "--generators", "2"],

@@ -4,6 +4,8 @@
 //! of several systems, and bad input.
 
 use crate::common::backend::Backend;
+use crate::common::json::f_at;
+use crate::common::lab::path_text;
 use crate::common::{fmt_ms, run, shared};
 use serde_json::{json, Value};
 use std::path::Path;
@@ -54,12 +56,6 @@ fn write(path: &Path, v: &Value) -> String {
     path.to_str().unwrap().to_string()
 }
 
-fn f(v: &Value, ptr: &str) -> f64 {
-    v.pointer(ptr)
-        .and_then(Value::as_f64)
-        .unwrap_or_else(|| panic!("{ptr} missing"))
-}
-
 fn set(v: &mut Value, ptr: &str, x: Value) {
     *v.pointer_mut(ptr)
         .unwrap_or_else(|| panic!("{ptr} missing")) = x;
@@ -69,20 +65,33 @@ fn set(v: &mut Value, ptr: &str, x: Value) {
 /// times as high (the higher percentiles at least as high).
 fn regressed(base: &Value, n: u64) -> Value {
     let mut r = base.clone();
-    let p99 = f(&r, "/latency_ms/corrected/p99") * 1.5;
+    let p99 = f_at(&r, "/latency_ms/corrected/p99") * 1.5;
     set(&mut r, "/latency_ms/corrected/p99", json!(p99));
     for p in ["p99.9", "p99.99", "p99.999", "p99.9999", "max"] {
         let ptr = format!("/latency_ms/corrected/{p}");
-        let v = f(&r, &ptr).max(p99);
+        let v = f_at(&r, &ptr).max(p99);
         set(&mut r, &ptr, json!(v));
     }
-    let t = f(&r, "/errors/timeout") as u64 + n;
+    let t = f_at(&r, "/errors/timeout") as u64 + n;
     set(&mut r, "/errors/timeout", json!(t));
-    let completed = f(&r, "/requests/completed") as u64 - n;
-    let failed = f(&r, "/requests/failed") as u64 + n;
+    let completed = f_at(&r, "/requests/completed") as u64 - n;
+    let failed = f_at(&r, "/requests/failed") as u64 + n;
     set(&mut r, "/requests/completed", json!(completed));
     set(&mut r, "/requests/failed", json!(failed));
     r
+}
+
+/// Writes `result` as system `system`'s result in the lab run folder `run`, of
+/// scenario `dynamic-endpoints` with the given added-backend propagation.
+fn write_system(run: &Path, system: &str, result: &Value, added_ms: &[f64]) {
+    let r = as_lab(result, system, "dynamic-endpoints", added_ms);
+    write(&run.join(system).join("result.json"), &r);
+}
+
+/// `compare A B --max-regression THRESHOLDS --out PAGE`: two lab runs' folders.
+fn compare_runs(a: &Path, b: &Path, thresholds: &str, page: &Path) -> (i32, String, String) {
+    let (a, b, page) = (path_text(a), path_text(b), path_text(page));
+    compare(&[&a, &b, "--max-regression", thresholds, "--out", &page])
 }
 
 /// The result as one system of a lab run, with the given added-backend propagation.
@@ -133,7 +142,7 @@ fn identical_runs_hold_every_threshold() {
     assert!(!out.contains("REGRESSION"), "{out}");
     assert!(!out.contains("not comparable"), "{out}");
     // The table: every percentile and max, base = new, a zero delta.
-    let p99 = fmt_ms(f(real_result(), "/latency_ms/corrected/p99"));
+    let p99 = fmt_ms(f_at(real_result(), "/latency_ms/corrected/p99"));
     let row = out
         .lines()
         .find(|l| l.trim_start().starts_with("p99 "))
@@ -181,8 +190,8 @@ fn a_regression_exits_1_naming_each_crossed_threshold() {
     let read =
         |p: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap() };
     let (b99, n99) = (
-        f(&read(&a), "/latency_ms/corrected/p99"),
-        f(&read(&b), "/latency_ms/corrected/p99"),
+        f_at(&read(&a), "/latency_ms/corrected/p99"),
+        f_at(&read(&b), "/latency_ms/corrected/p99"),
     );
     assert_eq!(
         crossed[0],
@@ -193,7 +202,7 @@ fn a_regression_exits_1_naming_each_crossed_threshold() {
             fmt_ms(b99 * 1.1)
         )
     );
-    let t0 = f(base, "/errors/timeout");
+    let t0 = f_at(base, "/errors/timeout");
     assert_eq!(
         crossed[1],
         format!(
@@ -262,42 +271,18 @@ fn lab_runs_match_systems_by_name_and_write_a_page() {
     let base = real_result();
     let a = d.path().join("a");
     let b = d.path().join("b");
-    write(
-        &a.join("nginx-reload/result.json"),
-        &as_lab(
-            base,
-            "nginx-reload",
-            "dynamic-endpoints",
-            &[100.0, 120.0, 140.0],
-        ),
-    );
-    write(
-        &a.join("caddy-api/result.json"),
-        &as_lab(base, "caddy-api", "dynamic-endpoints", &[50.0]),
-    );
+    write_system(&a, "nginx-reload", base, &[100.0, 120.0, 140.0]);
+    write_system(&a, "caddy-api", base, &[50.0]);
     std::fs::create_dir_all(a.join("haproxy-runtime")).unwrap(); // never ran: skipped
-    write(
-        &b.join("nginx-reload/result.json"),
-        &as_lab(
-            &regressed(base, 0),
-            "nginx-reload",
-            "dynamic-endpoints",
-            &[400.0, 420.0, 440.0],
-        ),
+    write_system(
+        &b,
+        "nginx-reload",
+        &regressed(base, 0),
+        &[400.0, 420.0, 440.0],
     );
-    write(
-        &b.join("envoy/result.json"),
-        &as_lab(base, "envoy", "dynamic-endpoints", &[50.0]),
-    );
+    write_system(&b, "envoy", base, &[50.0]);
     let page = d.path().join("cmp.html");
-    let (code, out, err) = compare(&[
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--max-regression",
-        "propagation=200ms",
-        "--out",
-        page.to_str().unwrap(),
-    ]);
+    let (code, out, err) = compare_runs(&a, &b, "propagation=200ms", &page);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.contains("\nnginx-reload\n"), "{out}");
     assert!(
@@ -415,11 +400,11 @@ fn repeated(base: &Value, factors: &[f64]) -> Value {
         .iter()
         .map(|k| {
             let mut r = base.clone();
-            let p99 = f(&r, "/latency_ms/corrected/p99") * k;
+            let p99 = f_at(&r, "/latency_ms/corrected/p99") * k;
             set(&mut r, "/latency_ms/corrected/p99", json!(p99));
             for p in ["p99.9", "p99.99", "p99.999", "p99.9999", "max"] {
                 let ptr = format!("/latency_ms/corrected/{p}");
-                let v = f(&r, &ptr).max(p99);
+                let v = f_at(&r, &ptr).max(p99);
                 set(&mut r, &ptr, json!(v));
             }
             r
@@ -440,39 +425,16 @@ fn repetitions_of_the_same_server_are_not_significant() {
     let base = real_result();
     let a = d.path().join("a");
     let b = d.path().join("b");
-    write(
-        &a.join("nginx-reload/result.json"),
-        &as_lab(
-            &repeated(base, &SAME_A),
-            "nginx-reload",
-            "dynamic-endpoints",
-            &[],
-        ),
-    );
-    write(
-        &b.join("nginx-reload/result.json"),
-        &as_lab(
-            &repeated(base, &SAME_B),
-            "nginx-reload",
-            "dynamic-endpoints",
-            &[],
-        ),
-    );
+    write_system(&a, "nginx-reload", &repeated(base, &SAME_A), &[]);
+    write_system(&b, "nginx-reload", &repeated(base, &SAME_B), &[]);
     let page = d.path().join("cmp.html");
-    let (code, out, err) = compare(&[
-        a.to_str().unwrap(),
-        b.to_str().unwrap(),
-        "--max-regression",
-        "p99=1%",
-        "--out",
-        page.to_str().unwrap(),
-    ]);
+    let (code, out, err) = compare_runs(&a, &b, "p99=1%", &page);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains("medians of 5 (base) and 5 (new) repetitions, their range, and a rank test at alpha 0.05"),
         "{out}"
     );
-    let p99 = f(base, "/latency_ms/corrected/p99");
+    let p99 = f_at(base, "/latency_ms/corrected/p99");
     let row = out
         .lines()
         .find(|l| l.trim_start().starts_with("p99 "))

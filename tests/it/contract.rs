@@ -11,22 +11,17 @@
 //! - it refuses what its capabilities say it cannot do;
 //! - stopped, it is not alive and leaves no process behind.
 
-use crate::common::lab::{assert_no_process_with, get, ids_seen, path_text};
+use crate::common::lab::{assert_no_process_with, get, ids, ids_seen, path_text};
 use crate::common::{processes_with, shared, BIN};
 use lab::backends::StopMode;
 use lab::endpoint_push::{self, Sync};
 use lab::local::LocalProcesses;
 use lab::platform::{fmt_set, BackendSpec, Placement, SiteSpec, TlsSpec};
 use lab::{certs, Driver, Expect, LabError, Platform, PlatformEvent, Route, PROFILES};
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
 const SETTLE: Duration = Duration::from_secs(10);
-
-fn ids<'a>(v: impl IntoIterator<Item = &'a str>) -> BTreeSet<String> {
-    v.into_iter().map(str::to_string).collect()
-}
 
 fn contract(profile: &lab::profiles::Profile) {
     let dir = tempfile::tempdir().unwrap();

@@ -5,9 +5,10 @@
 //! tuned variant.
 
 use crate::common::backend::Backend;
+use crate::common::json::f;
 use crate::common::load::run_load_alone;
-use crate::common::proc::Proc;
-use crate::common::{bin, exclusive, processes_with, read_json};
+use crate::common::scenario_run::start;
+use crate::common::{exclusive, processes_with, read_json};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -297,10 +298,6 @@ changes:
     p
 }
 
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
 /// Through real nginx: the default profile (`max_fails=0`) keeps sending to the
 /// flapping backend while it fails (retrying the resets on the others); the tuned
 /// variant (`max_fails=1 fail_timeout=1s`) stops, so the backend receives far fewer
@@ -312,17 +309,7 @@ fn nginx_default_and_passive_variant_against_a_flapping_backend() {
     let dir = tempfile::tempdir().unwrap();
     let scn = scenario(dir.path());
     let out = dir.path().join("out");
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let mut cmd = bin();
-    cmd.env("TMPDIR", &tmp)
-        .arg("run")
-        .arg(&scn)
-        .arg("--out")
-        .arg(&out);
-    let run = Proc::spawn_group("run", &mut cmd, dir.path())
-        .stop_with(Signal::INT, Duration::from_secs(20))
-        .finish(Duration::from_secs(120));
+    let run = start(&scn, &out).finish(Duration::from_secs(120));
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
 
     let section = |system: &str| -> Value {
@@ -395,6 +382,7 @@ fn nginx_default_and_passive_variant_against_a_flapping_backend() {
     );
 
     // Nothing left: no process naming the run's folders, no scratch folder.
+    let tmp = dir.path().join("tmp");
     let t = std::time::Instant::now();
     loop {
         let procs = processes_with(&dir.path().display().to_string());

@@ -9,7 +9,7 @@ use crate::common::backend::Backend;
 use crate::common::load::{
     decode_histogram, may_retry_overloaded, run_load_alone, Load, LoadOutput,
 };
-use crate::common::{cpu, processes_with};
+use crate::common::{cpu, kill, processes_with, REQUEST_COUNTS};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -85,15 +85,7 @@ fn two_generators_merge_into_the_sum_of_their_parts() {
     assert_eq!(v["config"]["connections"], 6);
     assert_eq!(v["config"]["rate"], 600.0);
     // The merged counts are the sums of the parts' counts, and balance.
-    for k in [
-        "intended",
-        "sent",
-        "completed",
-        "failed",
-        "not_sent",
-        "unfinished",
-        "timed_out_unsent",
-    ] {
+    for k in REQUEST_COUNTS {
         let sum: u64 = ps.iter().map(|p| p["requests"][k].as_u64().unwrap()).sum();
         assert_eq!(
             out.u(&format!("/requests/{k}")),
@@ -214,11 +206,7 @@ fn sigint_stops_every_generator_and_writes_what_was_measured() {
     let load = Load::spawn(&["--generators", "2", "-c4", "-R200", "-d30s", &b.url()]);
     // The lead (3 s) and two seconds of load.
     std::thread::sleep(Duration::from_secs(5));
-    let st = std::process::Command::new("kill")
-        .args(["-INT", &load.pid().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(st.success());
+    assert!(kill("-INT", load.pid()));
     let out = load.finish(Duration::from_secs(10));
     assert!(
         !out.timed_out,
@@ -274,11 +262,7 @@ fn a_hung_generator_is_killed_and_named() {
     };
     // Into its window (the lead is 3 s): it hangs while running, not while starting.
     std::thread::sleep(Duration::from_secs(4).saturating_sub(started.elapsed()));
-    let st = std::process::Command::new("kill")
-        .args(["-STOP", &stopped])
-        .status()
-        .expect("run kill");
-    assert!(st.success());
+    assert!(kill("-STOP", &stopped));
     let out = load.finish(limit(2 + 1 + 10));
     assert!(!out.timed_out, "{}", out.context());
     assert_eq!(out.code, Some(1), "{}", out.context());

@@ -3,9 +3,10 @@
 //! a 1 MB response over the 64 KB windows, and bad flags.
 
 use crate::common::backend::Backend;
-use crate::common::proc::Proc;
+use crate::common::json::u_at;
+use crate::common::proc::{Output, Proc};
 use crate::common::tls::{self_signed, Cert};
-use crate::common::{free_port, nginx, read_json, run};
+use crate::common::{free_port, nginx, read_json, run, scenario_run};
 use serde_json::Value;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -81,17 +82,28 @@ http {{
     }
 }
 
-fn load(args: &[&str]) -> (Value, String) {
-    load_exit(args, 0)
+/// `ingressbench load URL WORDS MORE --quiet`, within [`LIMIT`]: `words` are flags
+/// and their values split at white space, `more` those that may not be one word (a
+/// certificate's path).
+fn load_output(url: &str, words: &str, more: &[&str]) -> Output {
+    let mut all = vec!["load", url, "--quiet"];
+    all.extend(words.split_whitespace());
+    all.extend(more);
+    run(&all, LIMIT)
+}
+
+/// [`load_output`] of a run that succeeds: its result and what it printed on stderr.
+fn load(url: &str, words: &str, more: &[&str]) -> (Value, String) {
+    load_exit(url, words, more, 0)
 }
 
 /// [`load`] for a run that ends with `code` (1: nothing succeeded).
-fn load_exit(args: &[&str], code: i32) -> (Value, String) {
+fn load_exit(url: &str, words: &str, more: &[&str], code: i32) -> (Value, String) {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("r.json");
-    let mut all = vec!["load", "--json", json.to_str().unwrap(), "--quiet"];
-    all.extend_from_slice(args);
-    let out = run(&all, LIMIT);
+    let mut all = vec!["--json", json.to_str().unwrap()];
+    all.extend(more);
+    let out = load_output(url, words, &all);
     let stderr = out.stderr.clone();
     assert!(
         out.code == Some(code),
@@ -101,37 +113,22 @@ fn load_exit(args: &[&str], code: i32) -> (Value, String) {
     (read_json(&json), stderr)
 }
 
-fn n(v: &Value, path: &str) -> u64 {
-    v.pointer(path)
-        .and_then(Value::as_u64)
-        .unwrap_or_else(|| panic!("{path} missing in {v}"))
-}
-
 #[test]
 fn nginx_serves_http2_over_tls_and_h2c_with_streams_shared_by_connections() {
     let ng = H2Nginx::start();
     let url = format!("https://localhost:{}/", ng.https.port());
-    let (r, _) = load(&[
+    let (r, _) = load(
         &url,
-        "--http2",
-        "--cacert",
-        ng.cert.cert.to_str().unwrap(),
-        "-c",
-        "2",
-        "--streams",
-        "8",
-        "-R",
-        "400",
-        "-d",
-        "2s",
-    ]);
+        "--http2 -c 2 --streams 8 -R 400 -d 2s",
+        &["--cacert", ng.cert.cert.to_str().unwrap()],
+    );
     assert_eq!(r["config"]["protocol"], "h2");
-    assert_eq!(n(&r, "/config/streams"), 8);
-    assert_eq!(n(&r, "/requests/completed"), 800, "{}", r["errors"]);
-    assert_eq!(n(&r, "/backends/nginx-tls"), 800);
+    assert_eq!(u_at(&r, "/config/streams"), 8);
+    assert_eq!(u_at(&r, "/requests/completed"), 800, "{}", r["errors"]);
+    assert_eq!(u_at(&r, "/backends/nginx-tls"), 800);
     let h2 = &r["connections"]["http2"];
-    assert_eq!(n(h2, "/connections_opened"), 2);
-    assert!(n(h2, "/max_concurrent_streams") >= 1);
+    assert_eq!(u_at(h2, "/connections_opened"), 2);
+    assert!(u_at(h2, "/max_concurrent_streams") >= 1);
     // nginx's own account: every request over HTTP/2.0, on two connections.
     let log = ng.logged();
     assert_eq!(log.len(), 800);
@@ -147,41 +144,23 @@ fn nginx_serves_http2_over_tls_and_h2c_with_streams_shared_by_connections() {
         "two connections carry every stream: {conns:?}"
     );
 
-    let (r, _) = load(&[
+    let (r, _) = load(
         &format!("http://{}/", ng.h2c),
-        "--h2c",
-        "-c",
-        "1",
-        "--streams",
-        "4",
-        "-R",
-        "300",
-        "-d",
-        "1s",
-    ]);
+        "--h2c -c 1 --streams 4 -R 300 -d 1s",
+        &[],
+    );
     assert_eq!(r["config"]["protocol"], "h2c");
-    assert_eq!(n(&r, "/requests/completed"), 300, "{}", r["errors"]);
-    assert_eq!(n(&r, "/backends/nginx-h2c"), 300);
+    assert_eq!(u_at(&r, "/requests/completed"), 300, "{}", r["errors"]);
+    assert_eq!(u_at(&r, "/backends/nginx-h2c"), 300);
 
     // A megabyte per response over 64 KB windows: flow control gives window back.
-    let (r, _) = load(&[
+    let (r, _) = load(
         &format!("https://localhost:{}/big", ng.https.port()),
-        "--http2",
-        "--h2-window",
-        "65535",
-        "--cacert",
-        ng.cert.cert.to_str().unwrap(),
-        "-c",
-        "1",
-        "--streams",
-        "4",
-        "-R",
-        "20",
-        "-d",
-        "1s",
-    ]);
-    assert_eq!(n(&r, "/requests/completed"), 20, "{}", r["errors"]);
-    assert!(n(&r, "/bytes_read") >= 20 << 20, "{}", r["bytes_read"]);
+        "--http2 --h2-window 65535 -c 1 --streams 4 -R 20 -d 1s",
+        &["--cacert", ng.cert.cert.to_str().unwrap()],
+    );
+    assert_eq!(u_at(&r, "/requests/completed"), 20, "{}", r["errors"]);
+    assert!(u_at(&r, "/bytes_read") >= 20 << 20, "{}", r["bytes_read"]);
     let big: Vec<_> = ng
         .logged()
         .into_iter()
@@ -203,91 +182,51 @@ fn goaway_from_a_reload_loses_no_request() {
                 .status();
         }
     });
-    let (r, _) = load(&[
+    let (r, _) = load(
         &url,
-        "--http2",
-        "--cacert",
-        ng.cert.cert.to_str().unwrap(),
-        "-c",
-        "4",
-        "--streams",
-        "10",
-        "-R",
-        "800",
-        "-d",
-        "3s",
-    ]);
+        "--http2 -c 4 --streams 10 -R 800 -d 3s",
+        &["--cacert", ng.cert.cert.to_str().unwrap()],
+    );
     reloader.join().unwrap();
     let h2 = &r["connections"]["http2"];
     assert!(
-        n(h2, "/goaways") >= 4,
+        u_at(h2, "/goaways") >= 4,
         "each reload drains every connection: {h2}"
     );
-    assert!(n(h2, "/connections_opened") > 4, "{h2}");
+    assert!(u_at(h2, "/connections_opened") > 4, "{h2}");
     // Every intended request accounted for, and none lost to the reloads.
-    assert_eq!(n(&r, "/requests/intended"), 2400);
-    assert_eq!(n(&r, "/requests/completed"), 2400, "{}", r["errors"]);
+    assert_eq!(u_at(&r, "/requests/intended"), 2400);
+    assert_eq!(u_at(&r, "/requests/completed"), 2400, "{}", r["errors"]);
 }
 
 #[test]
 fn the_backend_speaks_h2c_https_h2_and_grpc_with_errors_by_status() {
     let b = Backend::start("b-h2", &[]);
-    let (r, _) = load(&[
-        &b.url(),
-        "--h2c",
-        "-c",
-        "2",
-        "--streams",
-        "5",
-        "-R",
-        "300",
-        "-d",
-        "1s",
-    ]);
-    assert_eq!(n(&r, "/backends/b-h2"), 300, "{}", r["errors"]);
+    let (r, _) = load(&b.url(), "--h2c -c 2 --streams 5 -R 300 -d 1s", &[]);
+    assert_eq!(u_at(&r, "/backends/b-h2"), 300, "{}", r["errors"]);
 
     // gRPC: Echo answers OK with the backend's id as metadata.
-    let (r, _) = load(&[
+    let (r, _) = load(
         &b.url(),
-        "--h2c",
-        "--grpc",
-        "ingressbench.Backend/Echo",
-        "--grpc-payload",
-        "100B",
-        "-c",
-        "1",
-        "--streams",
-        "4",
-        "-R",
-        "200",
-        "-d",
-        "1s",
-    ]);
+        "--h2c --grpc ingressbench.Backend/Echo --grpc-payload 100B -c 1 --streams 4 -R 200 -d 1s",
+        &[],
+    );
     assert_eq!(r["config"]["grpc"], "ingressbench.Backend/Echo");
-    assert_eq!(n(&r, "/requests/completed"), 200, "{}", r["errors"]);
-    assert_eq!(n(&r, "/backends/b-h2"), 200);
+    assert_eq!(u_at(&r, "/requests/completed"), 200, "{}", r["errors"]);
+    assert_eq!(u_at(&r, "/backends/b-h2"), 200);
     // The reply carries the 100-byte payload back: more than 100 bytes read each.
-    assert!(n(&r, "/bytes_read") > 200 * 100);
+    assert!(u_at(&r, "/bytes_read") > 200 * 100);
 
     // A method the server does not have: UNIMPLEMENTED in trailers, never a success.
     let (r, _) = load_exit(
-        &[
-            &b.url(),
-            "--h2c",
-            "--grpc",
-            "no.Such/Method",
-            "-c",
-            "1",
-            "-R",
-            "50",
-            "-d",
-            "1s",
-        ],
+        &b.url(),
+        "--h2c --grpc no.Such/Method -c 1 -R 50 -d 1s",
+        &[],
         1,
     );
-    assert_eq!(n(&r, "/requests/completed"), 0);
-    assert_eq!(n(&r, "/errors/grpc"), 50);
-    assert_eq!(n(&r, "/errors/grpc_codes/UNIMPLEMENTED"), 50);
+    assert_eq!(u_at(&r, "/requests/completed"), 0);
+    assert_eq!(u_at(&r, "/errors/grpc"), 50);
+    assert_eq!(u_at(&r, "/errors/grpc_codes/UNIMPLEMENTED"), 50);
     assert!(r["errors"]["first"]["grpc"]
         .as_str()
         .unwrap()
@@ -296,27 +235,18 @@ fn the_backend_speaks_h2c_https_h2_and_grpc_with_errors_by_status() {
     // --status 503 on gRPC calls: a trailers-only UNAVAILABLE (HTTP 200).
     let failing = Backend::start("b-503", &["--status", "503"]);
     let (r, _) = load_exit(
-        &[
-            &failing.url(),
-            "--h2c",
-            "--grpc",
-            "ingressbench.Backend/Echo",
-            "-c",
-            "1",
-            "-R",
-            "50",
-            "-d",
-            "1s",
-        ],
+        &failing.url(),
+        "--h2c --grpc ingressbench.Backend/Echo -c 1 -R 50 -d 1s",
+        &[],
         1,
     );
     assert_eq!(
-        n(&r, "/errors/grpc_codes/UNAVAILABLE"),
+        u_at(&r, "/errors/grpc_codes/UNAVAILABLE"),
         50,
         "{}",
         r["errors"]
     );
-    assert_eq!(n(&r, "/errors/status"), 0, "the HTTP status was 200");
+    assert_eq!(u_at(&r, "/errors/status"), 0, "the HTTP status was 200");
 
     // HTTPS: the backend offers h2 by ALPN.
     let cert = self_signed();
@@ -329,40 +259,19 @@ fn the_backend_speaks_h2c_https_h2_and_grpc_with_errors_by_status() {
             cert.key.to_str().unwrap(),
         ],
     );
-    let (r, _) = load(&[
+    let (r, _) = load(
         &format!("https://localhost:{}/", tls.addr.port()),
-        "--http2",
-        "--cacert",
-        cert.cert.to_str().unwrap(),
-        "-c",
-        "2",
-        "--streams",
-        "3",
-        "-R",
-        "200",
-        "-d",
-        "1s",
-    ]);
-    assert_eq!(n(&r, "/backends/b-tls"), 200, "{}", r["errors"]);
+        "--http2 -c 2 --streams 3 -R 200 -d 1s",
+        &["--cacert", cert.cert.to_str().unwrap()],
+    );
+    assert_eq!(u_at(&r, "/backends/b-tls"), 200, "{}", r["errors"]);
 }
 
 #[test]
 fn servers_that_do_not_speak_http2_end_the_run_in_one_line() {
     let ng = H2Nginx::start();
     // h2c to an HTTP/1.1-only port.
-    let out = run(
-        &[
-            "load",
-            &format!("http://{}/", ng.http1),
-            "--h2c",
-            "-R",
-            "10",
-            "-d",
-            "1s",
-            "--quiet",
-        ],
-        LIMIT,
-    );
+    let out = load_output(&format!("http://{}/", ng.http1), "--h2c -R 10 -d 1s", &[]);
     let err = &out.stderr;
     assert_eq!(out.code, Some(1), "{err}");
     assert!(
@@ -371,20 +280,10 @@ fn servers_that_do_not_speak_http2_end_the_run_in_one_line() {
     );
     // --http2 to a TLS server that offers only http/1.1 by ALPN.
     let h1 = crate::common::nginx::Nginx::start();
-    let out = run(
-        &[
-            "load",
-            &format!("https://localhost:{}/", h1.https.port()),
-            "--http2",
-            "--cacert",
-            h1.cert.cert.to_str().unwrap(),
-            "-R",
-            "10",
-            "-d",
-            "1s",
-            "--quiet",
-        ],
-        LIMIT,
+    let out = load_output(
+        &format!("https://localhost:{}/", h1.https.port()),
+        "--http2 -R 10 -d 1s",
+        &["--cacert", h1.cert.cert.to_str().unwrap()],
     );
     let err = &out.stderr;
     assert_eq!(out.code, Some(1), "{err}");
@@ -439,17 +338,7 @@ fn lab_run(protocol: &str, systems: &[&str], duration: &str) -> Vec<(String, Val
         ),
     )
     .unwrap();
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let mut cmd = crate::common::bin();
-    cmd.env("TMPDIR", &tmp)
-        .arg("run")
-        .arg(&scn)
-        .arg("--out")
-        .arg(&out);
-    let done = Proc::spawn_group("run", &mut cmd, dir.path())
-        .stop_with(rustix::process::Signal::INT, Duration::from_secs(20))
-        .finish(Duration::from_secs(180));
+    let done = scenario_run::start(&scn, &out).finish(Duration::from_secs(180));
     assert_eq!(done.code, Some(0), "{}\n{}", done.stdout, done.stderr);
     systems
         .iter()
@@ -461,23 +350,26 @@ fn lab_run(protocol: &str, systems: &[&str], duration: &str) -> Vec<(String, Val
             assert_eq!(r["partial"], false, "{system}");
             let q = &r["requests"];
             assert_eq!(
-                n(q, "/intended"),
-                n(q, "/completed") + n(q, "/failed") + n(q, "/not_sent") + n(q, "/unfinished"),
+                u_at(q, "/intended"),
+                u_at(q, "/completed")
+                    + u_at(q, "/failed")
+                    + u_at(q, "/not_sent")
+                    + u_at(q, "/unfinished"),
                 "{system}: {q}"
             );
             assert!(
-                n(q, "/completed") * 10 >= n(q, "/intended") * 9,
+                u_at(q, "/completed") * 10 >= u_at(q, "/intended") * 9,
                 "{system}: {q} {}",
                 r["errors"]
             );
             assert!(
-                n(&r, "/backends/b3") > 0,
+                u_at(&r, "/backends/b3") > 0,
                 "{system}: the new backend: {}",
                 r["backends"]
             );
             let h2 = &r["connections"]["http2"];
-            assert_eq!(n(h2, "/streams_per_connection"), 5, "{system}: {h2}");
-            assert!(n(h2, "/connections_opened") >= 4, "{system}: {h2}");
+            assert_eq!(u_at(h2, "/streams_per_connection"), 5, "{system}: {h2}");
+            assert!(u_at(h2, "/connections_opened") >= 4, "{system}: {h2}");
             let windows = r["lab"]["windows"].as_array().map_or(0, Vec::len);
             assert!(
                 windows >= 3,
@@ -516,7 +408,7 @@ fn each_proxy_of_the_lab_carries_grpc_to_its_backends_over_h2c() {
             r["errors"]
         );
         assert!(
-            n(&r, "/backends/b1") > 0 && n(&r, "/backends/b2") > 0,
+            u_at(&r, "/backends/b1") > 0 && u_at(&r, "/backends/b2") > 0,
             "{system}: {}",
             r["backends"]
         );
@@ -528,27 +420,16 @@ fn a_stream_the_server_resets_is_a_reset_error_and_the_connection_goes_on() {
     // A flapping backend in reset mode resets each stream of its failing phases
     // (RST_STREAM), as over HTTP/1.1 it resets the connection.
     let b = Backend::start("b-flap", &["--flap", "500ms/500ms", "--flap-mode", "reset"]);
-    let (r, _) = load(&[
-        &b.url(),
-        "--h2c",
-        "-c",
-        "2",
-        "--streams",
-        "4",
-        "-R",
-        "200",
-        "-d",
-        "2s",
-    ]);
+    let (r, _) = load(&b.url(), "--h2c -c 2 --streams 4 -R 200 -d 2s", &[]);
     let h2 = &r["connections"]["http2"];
-    let resets = n(&r, "/errors/reset");
+    let resets = u_at(&r, "/errors/reset");
     assert!(
-        resets > 50 && n(&r, "/requests/completed") > 50,
+        resets > 50 && u_at(&r, "/requests/completed") > 50,
         "{}",
         r["errors"]
     );
-    assert_eq!(n(h2, "/streams_reset"), resets, "{h2}");
-    assert_eq!(n(&r, "/requests/failed"), resets, "{}", r["errors"]);
+    assert_eq!(u_at(h2, "/streams_reset"), resets, "{h2}");
+    assert_eq!(u_at(&r, "/requests/failed"), resets, "{}", r["errors"]);
     assert!(
         r["errors"]["first"]["reset"]
             .as_str()
@@ -558,5 +439,5 @@ fn a_stream_the_server_resets_is_a_reset_error_and_the_connection_goes_on() {
         r["errors"]
     );
     // The streams were reset, not the connections: the two stayed.
-    assert_eq!(n(h2, "/connections_opened"), 2, "{h2}");
+    assert_eq!(u_at(h2, "/connections_opened"), 2, "{h2}");
 }

@@ -125,18 +125,26 @@ fn wait_pods(c: &TestCluster, app: &str, n: usize) -> Vec<(String, Ipv4Addr)> {
     }
 }
 
-/// The `web` Service's endpoints: (address, ready).
-fn endpoints(c: &TestCluster) -> Vec<(String, bool)> {
-    let (ok, out) = c.kubectl(&[
+/// `kubectl` arguments that print, by `jsonpath`, the `web` Service's endpoint slices.
+fn web_slices(jsonpath: &str) -> [&str; 8] {
+    let label = "kubernetes.io/service-name=web";
+    [
         "-n",
         NS,
         "get",
         "endpointslice",
         "-l",
-        "kubernetes.io/service-name=web",
+        label,
         "-o",
+        jsonpath,
+    ]
+}
+
+/// The `web` Service's endpoints: (address, ready).
+fn endpoints(c: &TestCluster) -> Vec<(String, bool)> {
+    let (ok, out) = c.kubectl(&web_slices(
         r#"jsonpath={range .items[*].endpoints[*]}{.addresses[0]}{" "}{.conditions.ready}{"\n"}{end}"#,
-    ]);
+    ));
     assert!(ok, "{out}");
     out.lines()
         .filter(|l| !l.trim().is_empty())
@@ -279,16 +287,7 @@ fn kwok_pods_run_as_backends_in_their_own_network_namespaces_and_leave_nothing()
     }
     assert!(
         c.wait_for(
-            &[
-                "-n",
-                NS,
-                "get",
-                "endpointslice",
-                "-l",
-                "kubernetes.io/service-name=web",
-                "-o",
-                "jsonpath={.items[*].endpoints[*].conditions.ready}",
-            ],
+            &web_slices("jsonpath={.items[*].endpoints[*].conditions.ready}"),
             "true true",
             Duration::from_secs(10)
         ),

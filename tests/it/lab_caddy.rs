@@ -2,23 +2,18 @@
 //! the admin API take effect (seen in responses), the process is never restarted,
 //! and stopping leaves nothing behind.
 
-use crate::common::lab::{self as labsupport, caddy::Caddy, ids_seen, Driver};
-use crate::common::lab::{routes, Endpoint, Expect, Resp, Route, RouteSet};
+use crate::common::lab::{self as labsupport, caddy::Caddy, ids, ids_seen, settle_change, Driver};
+use crate::common::lab::{routes, Endpoint, LabError, Resp, Route, RouteSet};
 use crate::common::shared;
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const SETTLE: Duration = Duration::from_secs(5);
 
-fn ids(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|s| s.to_string()).collect()
-}
-
-/// Asks for a change, settles it, and prints what it cost (for the notes).
-fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy)) {
-    change(d);
-    d.settle(&Expect::Applied, SETTLE).expect("settle");
+/// [`settle_change`], then what the admin API's call and its confirmation cost (for
+/// the notes).
+fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy) -> Result<(), LabError>) {
+    settle_change(d, label, SETTLE, change);
     let t = d.last_change().expect("a change was timed");
     eprintln!(
         "{label:<12} {:<30} call {:>7.2?}  confirm {:>7.2?}",
@@ -52,7 +47,7 @@ fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
     let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap();
     let work = labsupport::path_text(&ctx.work_dir);
     assert!(String::from_utf8_lossy(&cmdline).contains(&work));
-    assert_eq!(ids_seen(&ctx, 20), ids(&["b1", "b2"]));
+    assert_eq!(ids_seen(&ctx, 20), ids(["b1", "b2"]));
     for tls in [
         ["--tlsv1.2", "--tls-max", "1.2"],
         ["--tlsv1.3", "--tls-max", "1.3"],
@@ -70,14 +65,14 @@ fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
     assert_eq!(labsupport::status(&[], &ctx, "http", ctx.http_port), "200");
 
     changed(&mut d, "endpoints", |d| {
-        d.set_endpoints(&[ep(&b2), ep(&b3)]).unwrap()
+        d.set_endpoints(&[ep(&b2), ep(&b3)])
     });
-    assert_eq!(ids_seen(&ctx, 20), ids(&["b2", "b3"]));
+    assert_eq!(ids_seen(&ctx, 20), ids(["b2", "b3"]));
     let saved = std::fs::read_to_string(ctx.out_dir.join("caddy.json")).unwrap();
     assert!(saved.contains(&b3.endpoint.addr.to_string()));
     assert!(!saved.contains(&b1.endpoint.addr.to_string()));
 
-    changed(&mut d, "cors", |d| d.apply_route(Route::Cors).unwrap());
+    changed(&mut d, "cors", |d| d.apply_route(Route::Cors));
     let r: Resp = labsupport::get(&ctx, "/");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
@@ -85,29 +80,27 @@ fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
         r.header("access-control-allow-methods"),
         Some("GET, POST, OPTIONS")
     );
-    assert_eq!(ids_seen(&ctx, 20), ids(&["b2", "b3"]));
+    assert_eq!(ids_seen(&ctx, 20), ids(["b2", "b3"]));
 
-    changed(&mut d, "header", |d| d.apply_route(Route::Header).unwrap());
+    changed(&mut d, "header", |d| d.apply_route(Route::Header));
     let r = labsupport::get(&ctx, "/");
     assert_eq!(r.header("x-custom"), Some("1"));
     assert_eq!(r.header("access-control-allow-origin"), None);
     assert!(r.header("x-backend").is_some());
 
-    changed(&mut d, "rewrite", |d| {
-        d.apply_route(Route::Rewrite).unwrap()
-    });
+    changed(&mut d, "rewrite", |d| d.apply_route(Route::Rewrite));
     let r = labsupport::get(&ctx, "/x");
     assert!(r.body.contains("uri: /rewritten/x"), "{}", r.body);
     assert_eq!(r.header("x-custom"), None);
 
-    changed(&mut d, "base", |d| d.apply_route(Route::Base).unwrap());
+    changed(&mut d, "base", |d| d.apply_route(Route::Base));
     let r = labsupport::get(&ctx, "/x");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-custom"), None);
     assert!(r.body.contains("uri: /x"), "{}", r.body);
 
     // No endpoints: a quick 503, not a wait for retries.
-    changed(&mut d, "no endpoints", |d| d.set_endpoints(&[]).unwrap());
+    changed(&mut d, "no endpoints", |d| d.set_endpoints(&[]));
     let t = Instant::now();
     let r = labsupport::get(&ctx, "/");
     assert!(matches!(r.status, 502 | 503), "{}", r.status);
@@ -117,12 +110,12 @@ fn caddy_api_applies_endpoint_and_route_changes_without_restart() {
         t.elapsed()
     );
     changed(&mut d, "endpoints", |d| {
-        d.set_endpoints(&[ep(&b2), ep(&b3)]).unwrap()
+        d.set_endpoints(&[ep(&b2), ep(&b3)])
     });
-    assert_eq!(ids_seen(&ctx, 20), ids(&["b2", "b3"]));
+    assert_eq!(ids_seen(&ctx, 20), ids(["b2", "b3"]));
 
-    changed(&mut d, "reload", |d| d.reload().unwrap());
-    assert_eq!(ids_seen(&ctx, 10), ids(&["b2", "b3"]));
+    changed(&mut d, "reload", |d| d.reload());
+    assert_eq!(ids_seen(&ctx, 10), ids(["b2", "b3"]));
 
     assert_eq!(d.pid(), Some(pid), "caddy was restarted");
     let log = std::fs::read_to_string(ctx.out_dir.join("caddy.log")).unwrap();
@@ -246,14 +239,14 @@ fn caddy_api_a_route_set_of_1000_over_10_hosts_serves_every_route() {
     eprintln!("caddy-api: 1001 routes: {got:?}");
     assert_eq!((got.served, got.never_count), (1001, 0), "{got:?}");
     // The main route is untouched by the set, over HTTPS and plain HTTP.
-    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
+    assert_eq!(ids_seen(&ctx, 5), ids(["b1"]));
     let (status, route, backend) = on_host(&ctx, false, "localhost", "/x");
     assert_eq!((status, route, backend.as_deref()), (200, None, Some("b1")));
     // An endpoint change reaches the set's routes (their own proxy handlers) too.
     changed(&mut d, "endpoints", |d| {
-        d.set_endpoints(std::slice::from_ref(&b2.endpoint)).unwrap()
+        d.set_endpoints(std::slice::from_ref(&b2.endpoint))
     });
-    assert_eq!(ids_seen(&ctx, 5), ids(&["b2"]));
+    assert_eq!(ids_seen(&ctx, 5), ids(["b2"]));
     let (status, route, backend) = on_host(&ctx, false, "h7.routes.test", "/r997");
     assert_eq!(
         (status, route.as_deref(), backend.as_deref()),

@@ -5,46 +5,23 @@
 //! change, and stopping leaves no process and no shared memory behind.
 
 use crate::common::lab::envoy::{hot_restart::EnvoyHotRestart, xds::EnvoyXds};
-use crate::common::lab::{self as labsupport, ids_seen, Driver, Endpoint, Expect, Route};
-use crate::common::lab::{routes, RouteSet};
+use crate::common::lab::{self as labsupport, ids_seen, Driver, Endpoint, Route};
+use crate::common::lab::{ids, routes, settle_change, RouteSet};
 use crate::common::shared;
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 const SETTLE: Duration = Duration::from_secs(10);
 
-fn ids(names: &[&str]) -> BTreeSet<String> {
-    names.iter().map(|s| s.to_string()).collect()
-}
-
-/// Asks for a change and settles it; returns how long settling took.
-fn settled(d: &mut dyn Driver, label: &str, change: impl FnOnce(&mut dyn Driver)) -> Duration {
-    let t = Instant::now();
-    change(d);
-    let asked = t.elapsed();
-    let t = Instant::now();
-    d.settle(&Expect::Applied, SETTLE)
-        .unwrap_or_else(|e| panic!("{}: settle {label}: {e}", d.name()));
-    let took = t.elapsed();
-    eprintln!(
-        "{}: {label:<12} request {asked:>9.2?}  settle {took:>9.2?}",
-        d.name()
-    );
-    took
-}
-
 /// What both profiles must show: every change visible in responses.
 fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backend]) {
     let ep = |i: usize| -> Endpoint { b[i].endpoint.clone() };
-    assert_eq!(ids_seen(ctx, 20), ids(&["b1", "b2"]));
+    assert_eq!(ids_seen(ctx, 20), ids(["b1", "b2"]));
 
-    settled(d, "endpoints", |d| {
-        d.set_endpoints(&[ep(1), ep(2)]).unwrap()
-    });
-    assert_eq!(ids_seen(ctx, 20), ids(&["b2", "b3"]));
+    settle_change(d, "endpoints", SETTLE, |d| d.set_endpoints(&[ep(1), ep(2)]));
+    assert_eq!(ids_seen(ctx, 20), ids(["b2", "b3"]));
 
-    settled(d, "cors", |d| d.apply_route(Route::Cors).unwrap());
+    settle_change(d, "cors", SETTLE, |d| d.apply_route(Route::Cors));
     let r = labsupport::get(ctx, "/");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
@@ -57,24 +34,24 @@ fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backe
         Some("Content-Type, Authorization")
     );
 
-    settled(d, "header", |d| d.apply_route(Route::Header).unwrap());
+    settle_change(d, "header", SETTLE, |d| d.apply_route(Route::Header));
     let r = labsupport::get(ctx, "/");
     assert_eq!(r.header("x-custom"), Some("1"));
     assert_eq!(r.header("access-control-allow-origin"), None);
     assert!(r.header("x-backend").is_some());
 
-    settled(d, "rewrite", |d| d.apply_route(Route::Rewrite).unwrap());
+    settle_change(d, "rewrite", SETTLE, |d| d.apply_route(Route::Rewrite));
     let r = labsupport::get(ctx, "/x");
     assert!(r.body.contains("uri: /rewritten/x"), "{}", r.body);
     assert_eq!(r.header("x-custom"), None);
 
-    settled(d, "base", |d| d.apply_route(Route::Base).unwrap());
+    settle_change(d, "base", SETTLE, |d| d.apply_route(Route::Base));
     let r = labsupport::get(ctx, "/x");
     assert_eq!(r.status, 200);
     assert!(r.body.contains("uri: /x"), "{}", r.body);
 
     // No endpoints: a quick 503, not a wait.
-    settled(d, "none", |d| d.set_endpoints(&[]).unwrap());
+    settle_change(d, "none", SETTLE, |d| d.set_endpoints(&[]));
     let t = Instant::now();
     let r = labsupport::get(ctx, "/");
     assert_eq!(r.status, 503);
@@ -84,13 +61,13 @@ fn exercise(d: &mut dyn Driver, ctx: &lab::DriverContext, b: &[labsupport::Backe
         t.elapsed()
     );
 
-    settled(d, "endpoints", |d| {
-        d.set_endpoints(&[ep(0), ep(1), ep(2)]).unwrap()
+    settle_change(d, "endpoints", SETTLE, |d| {
+        d.set_endpoints(&[ep(0), ep(1), ep(2)])
     });
-    assert_eq!(ids_seen(ctx, 24), ids(&["b1", "b2", "b3"]));
+    assert_eq!(ids_seen(ctx, 24), ids(["b1", "b2", "b3"]));
 
-    settled(d, "reload", |d| d.reload().unwrap());
-    assert_eq!(ids_seen(ctx, 24), ids(&["b1", "b2", "b3"]));
+    settle_change(d, "reload", SETTLE, |d| d.reload());
+    assert_eq!(ids_seen(ctx, 24), ids(["b1", "b2", "b3"]));
 
     // TLS 1.2 and 1.3 both terminate; plain HTTP serves too.
     for (min, max) in [("--tlsv1.2", "1.2"), ("--tlsv1.3", "1.3")] {
@@ -236,7 +213,7 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
     while ids_seen(&ctx, 1).is_empty() && ready.elapsed() < SETTLE {
         std::thread::sleep(Duration::from_millis(20));
     }
-    assert_eq!(ids_seen(&ctx, 4), ids(&["b1"]));
+    assert_eq!(ids_seen(&ctx, 4), ids(["b1"]));
 
     // An endpoint without an address breaks Envoy's schema: it must refuse it, and
     // the server must say so at once rather than wait out the timeout.
@@ -270,7 +247,7 @@ fn a_refused_xds_update_is_reported_with_envoys_reason_and_the_old_version_serve
     assert_eq!(server.acked(TYPE_ENDPOINTS), acked, "a NACK is not an ACK");
     // Envoy keeps the version it had: traffic still reaches b1. A good version after
     // the refused one is taken.
-    assert_eq!(ids_seen(&ctx, 4), ids(&["b1"]));
+    assert_eq!(ids_seen(&ctx, 4), ids(["b1"]));
     let v = server.set(TYPE_ENDPOINTS, vec![any(&resources::load_assignment(&eps))]);
     server.wait_ack(TYPE_ENDPOINTS, v, SETTLE).unwrap();
     envoy.stop(rustix::process::Signal::TERM, Duration::from_secs(2));
@@ -371,9 +348,9 @@ fn serves_a_route_set(d: &mut dyn Driver, ctx: &lab::DriverContext) -> Vec<u64> 
     sizes.push(bytes);
     labsupport::assert_all_served(d.name(), http, &more, t0);
     // The main route is untouched by the set, and a route change keeps the set.
-    assert_eq!(ids_seen(ctx, 5), ids(&["b1"]));
+    assert_eq!(ids_seen(ctx, 5), ids(["b1"]));
     assert_eq!(labsupport::get(ctx, "/r3").header("x-route"), None);
-    settled(d, "header", |d| d.apply_route(Route::Header).unwrap());
+    settle_change(d, "header", SETTLE, |d| d.apply_route(Route::Header));
     let r = labsupport::get(ctx, "/r3");
     assert_eq!(
         (r.status, r.header("x-custom"), r.header("x-route")),

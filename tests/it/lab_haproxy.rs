@@ -3,29 +3,15 @@
 //! running afterwards.
 
 use crate::common::lab::haproxy::{Haproxy, Mode};
-use crate::common::lab::{self as labsupport, routes, Driver, Endpoint, Expect, Route, RouteSet};
+use crate::common::lab::{self as labsupport, routes, Driver, Endpoint, Route, RouteSet};
 use crate::common::lab::{apply_set, assert_all_served, assert_only_the_last_never_serves};
+use crate::common::lab::{ids, settle_change};
 use crate::common::shared;
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-fn ids(list: &[&str]) -> BTreeSet<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
-/// Asks for a change, settles it, and returns how long settling took.
-fn settled(d: &mut Haproxy, what: &str, change: impl FnOnce(&mut Haproxy)) -> Duration {
-    let t = Instant::now();
-    change(d);
-    let asked = t.elapsed();
-    let t = Instant::now();
-    d.settle(&Expect::Applied, Duration::from_secs(5))
-        .expect("settle");
-    let took = t.elapsed();
-    eprintln!("{}: {what}: request {asked:?}, settle {took:?}", d.name());
-    took
-}
+/// How long a change may take to settle.
+const SETTLE: Duration = Duration::from_secs(5);
 
 fn exercise(mode: Mode) {
     let _turn = shared();
@@ -53,16 +39,14 @@ fn exercise(mode: Mode) {
     assert_eq!(v[0].0, "haproxy");
     assert!(v[0].1.starts_with('2'), "{v:?}");
 
-    assert_eq!(labsupport::ids_seen(&ctx, 20), ids(&["b1", "b2"]));
+    assert_eq!(labsupport::ids_seen(&ctx, 20), ids(["b1", "b2"]));
 
-    settled(&mut d, "endpoints b2,b3", |d| {
-        d.set_endpoints(&[ep(1), ep(2)]).expect("set_endpoints")
+    settle_change(&mut d, "endpoints b2,b3", SETTLE, |d| {
+        d.set_endpoints(&[ep(1), ep(2)])
     });
-    assert_eq!(labsupport::ids_seen(&ctx, 20), ids(&["b2", "b3"]));
+    assert_eq!(labsupport::ids_seen(&ctx, 20), ids(["b2", "b3"]));
 
-    settled(&mut d, "route cors", |d| {
-        d.apply_route(Route::Cors).expect("cors")
-    });
+    settle_change(&mut d, "route cors", SETTLE, |d| d.apply_route(Route::Cors));
     let r = labsupport::get(&ctx, "/x");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
@@ -73,41 +57,37 @@ fn exercise(mode: Mode) {
     assert!(r.header("x-backend").is_some());
     assert_eq!(
         labsupport::ids_seen(&ctx, 20),
-        ids(&["b2", "b3"]),
+        ids(["b2", "b3"]),
         "endpoints survive a route reload"
     );
 
-    settled(&mut d, "route header", |d| {
-        d.apply_route(Route::Header).expect("header")
+    settle_change(&mut d, "route header", SETTLE, |d| {
+        d.apply_route(Route::Header)
     });
     let r = labsupport::get(&ctx, "/x");
     assert_eq!(r.header("x-custom"), Some("1"));
     assert_eq!(r.header("access-control-allow-origin"), None);
 
-    settled(&mut d, "route rewrite", |d| {
-        d.apply_route(Route::Rewrite).expect("rewrite")
+    settle_change(&mut d, "route rewrite", SETTLE, |d| {
+        d.apply_route(Route::Rewrite)
     });
     let r = labsupport::get(&ctx, "/x");
     assert!(r.body.contains("uri: /rewritten/x"), "{r:?}");
     assert_eq!(r.header("x-custom"), None);
 
-    settled(&mut d, "route base", |d| {
-        d.apply_route(Route::Base).expect("base")
-    });
+    settle_change(&mut d, "route base", SETTLE, |d| d.apply_route(Route::Base));
     let r = labsupport::get(&ctx, "/x");
     assert_eq!(r.status, 200);
     assert_eq!(r.header("x-custom"), None);
     assert!(r.body.contains("uri: /x"), "{r:?}");
-    assert_eq!(labsupport::ids_seen(&ctx, 10), ids(&["b2", "b3"]));
+    assert_eq!(labsupport::ids_seen(&ctx, 10), ids(["b2", "b3"]));
 
     // An explicit reload keeps the endpoints too.
-    settled(&mut d, "reload", |d| d.reload().expect("reload"));
-    assert_eq!(labsupport::ids_seen(&ctx, 10), ids(&["b2", "b3"]));
+    settle_change(&mut d, "reload", SETTLE, |d| d.reload());
+    assert_eq!(labsupport::ids_seen(&ctx, 10), ids(["b2", "b3"]));
 
     // No endpoints: a quick 503, not a hang.
-    settled(&mut d, "no endpoints", |d| {
-        d.set_endpoints(&[]).expect("empty")
-    });
+    settle_change(&mut d, "no endpoints", SETTLE, |d| d.set_endpoints(&[]));
     let t = Instant::now();
     let r = labsupport::get(&ctx, "/");
     assert_eq!(r.status, 503, "{r:?}");
@@ -117,10 +97,10 @@ fn exercise(mode: Mode) {
     let mut bad = ep(0);
     bad.addr.set_port(0);
     assert!(d.set_endpoints(&[bad]).is_err());
-    settled(&mut d, "endpoints b1", |d| {
-        d.set_endpoints(&[ep(0)]).expect("b1")
+    settle_change(&mut d, "endpoints b1", SETTLE, |d| {
+        d.set_endpoints(&[ep(0)])
     });
-    assert_eq!(labsupport::ids_seen(&ctx, 5), ids(&["b1"]));
+    assert_eq!(labsupport::ids_seen(&ctx, 5), ids(["b1"]));
 
     let t = Instant::now();
     d.stop().expect("stop");
@@ -178,8 +158,8 @@ fn route_set_of_1000(mode: Mode) {
         Duration::from_secs(10),
     )
     .unwrap();
-    settled(&mut d, "route header", |d| {
-        d.apply_route(Route::Header).expect("header")
+    settle_change(&mut d, "route header", SETTLE, |d| {
+        d.apply_route(Route::Header)
     });
     let name = d.name();
     let mut sizes = Vec::new();
@@ -224,9 +204,7 @@ fn route_set_of_1000(mode: Mode) {
     std::fs::create_dir(&blocker).unwrap();
     assert!(d.apply_route_set(&RouteSet::new(5, 10)).is_err());
     std::fs::remove_dir(&blocker).unwrap();
-    settled(&mut d, "reload after a refused set", |d| {
-        d.reload().expect("reload")
-    });
+    settle_change(&mut d, "reload after a refused set", SETTLE, |d| d.reload());
     let kept = RouteSet::new(1000, 10);
     let got = routes::probe(http, &kept, Instant::now(), Duration::from_secs(5), 4);
     assert_eq!((got.served, got.never_count), (1000, 0), "{got:?}");
@@ -274,8 +252,8 @@ fn route_set_of_1000(mode: Mode) {
         let r = plain_get(http, &kept.host(3), &kept.path(3));
         assert_eq!(r.header("x-route"), Some("r3"), "{r:?}");
         let (t0, _) = apply_set(&mut d, more);
-        settled(&mut d, "reload after runtime routes", |d| {
-            d.reload().expect("reload")
+        settle_change(&mut d, "reload after runtime routes", SETTLE, |d| {
+            d.reload()
         });
         assert_ne!(worker_pid(&ctx), pid, "the reload gave a new worker");
         assert_all_served(name, http, &more, t0);
@@ -283,7 +261,7 @@ fn route_set_of_1000(mode: Mode) {
         assert_ne!(worker_pid(&ctx), pid, "{name} adds a route by a reload");
     }
     // The main route is untouched by the set: its backend, its rule.
-    assert_eq!(labsupport::ids_seen(&ctx, 5), ids(&["b1"]));
+    assert_eq!(labsupport::ids_seen(&ctx, 5), ids(["b1"]));
     let r = labsupport::get(&ctx, "/r1");
     assert_eq!(
         (r.status, r.header("x-custom"), r.header("x-route")),

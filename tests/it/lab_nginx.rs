@@ -4,32 +4,15 @@
 use crate::common::lab::nginx::{Mode, Nginx};
 use crate::common::lab::{
     apply_set, assert_all_served, assert_no_process_with, assert_only_the_last_never_serves,
-    backend, context, get, ids_seen, path_text,
+    backend, context, get, ids, ids_seen, path_text, settle_change,
 };
 use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route, RouteSet};
 use crate::common::shared;
-use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-fn ids(list: &[&str]) -> BTreeSet<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
-/// Asks for a change, settles it and reports both times.
-fn timed(what: &str, d: &mut Nginx, change: impl FnOnce(&mut Nginx) -> Result<(), LabError>) {
-    let t = Instant::now();
-    change(d).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let asked = t.elapsed();
-    d.settle(&Expect::Applied, Duration::from_secs(5))
-        .unwrap_or_else(|e| panic!("{what}: settle: {e}"));
-    eprintln!(
-        "{}: {what}: request {:?}, settle {:?}",
-        d.name(),
-        asked,
-        t.elapsed() - asked
-    );
-}
+/// How long a change may take to settle.
+const SETTLE: Duration = Duration::from_secs(5);
 
 /// Established IPv4 connections whose remote port is `port` (nginx's side of its
 /// upstream connections to a backend listening there).
@@ -47,7 +30,7 @@ fn established_to(port: u16) -> usize {
 }
 
 fn route(d: &mut Nginx, r: Route) {
-    timed(r.name(), d, |d| d.apply_route(r));
+    settle_change(d, r.name(), SETTLE, |d| d.apply_route(r));
 }
 
 fn exercise(mode: Mode) {
@@ -74,7 +57,7 @@ fn exercise(mode: Mode) {
     d.wait_ready(Duration::from_secs(10)).unwrap();
     eprintln!("{}: ready after {:?}", d.name(), t.elapsed());
     assert!(d.alive());
-    assert_eq!(ids_seen(&ctx, 20), ids(&["b1", "b2"]));
+    assert_eq!(ids_seen(&ctx, 20), ids(["b1", "b2"]));
     // Upstream keep-alive: 10 requests each went over one kept connection per backend.
     for e in [&e1, &e2] {
         let n = established_to(e.addr.port());
@@ -82,10 +65,10 @@ fn exercise(mode: Mode) {
     }
 
     // Endpoint change.
-    timed("endpoints b2,b3", &mut d, |d| {
+    settle_change(&mut d, "endpoints b2,b3", SETTLE, |d| {
         d.set_endpoints(&[e2.clone(), e3.clone()])
     });
-    assert_eq!(ids_seen(&ctx, 20), ids(&["b2", "b3"]));
+    assert_eq!(ids_seen(&ctx, 20), ids(["b2", "b3"]));
 
     // Route changes: each reloads, and the endpoints stay.
     route(&mut d, Route::Cors);
@@ -107,7 +90,7 @@ fn exercise(mode: Mode) {
     let r = get(&ctx, "/x");
     assert_eq!(r.header("x-custom"), None);
     assert!(r.body.contains("uri: /x"), "body: {}", r.body);
-    assert_eq!(ids_seen(&ctx, 20), ids(&["b2", "b3"]));
+    assert_eq!(ids_seen(&ctx, 20), ids(["b2", "b3"]));
 
     // A change nginx (or the Lua admin server) refuses leaves the running set alone.
     let bad = Endpoint {
@@ -119,22 +102,22 @@ fn exercise(mode: Mode) {
         other => panic!("port 0 accepted: {other:?}"),
     }
     d.settle(&Expect::Applied, Duration::from_secs(5)).unwrap();
-    assert_eq!(ids_seen(&ctx, 10), ids(&["b2", "b3"]));
+    assert_eq!(ids_seen(&ctx, 10), ids(["b2", "b3"]));
 
     // No endpoints: requests fail at once instead of hanging.
-    timed("endpoints none", &mut d, |d| d.set_endpoints(&[]));
+    settle_change(&mut d, "endpoints none", SETTLE, |d| d.set_endpoints(&[]));
     let t = Instant::now();
     let r = get(&ctx, "/");
     assert!(matches!(r.status, 502 | 503), "status {}", r.status);
     assert!(t.elapsed() < Duration::from_secs(2));
 
     // Back to one endpoint, then a plain reload keeps it.
-    timed("endpoints b1", &mut d, |d| {
+    settle_change(&mut d, "endpoints b1", SETTLE, |d| {
         d.set_endpoints(std::slice::from_ref(&e1))
     });
-    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
-    timed("reload", &mut d, |d| d.reload());
-    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
+    assert_eq!(ids_seen(&ctx, 5), ids(["b1"]));
+    settle_change(&mut d, "reload", SETTLE, |d| d.reload());
+    assert_eq!(ids_seen(&ctx, 5), ids(["b1"]));
 
     // A restart (stop + start): the Lua list is pushed again before ready.
     d.stop().unwrap();
@@ -142,7 +125,7 @@ fn exercise(mode: Mode) {
     d.start().unwrap();
     d.wait_ready(Duration::from_secs(10)).unwrap();
     d.settle(&Expect::Applied, Duration::from_secs(5)).unwrap();
-    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
+    assert_eq!(ids_seen(&ctx, 5), ids(["b1"]));
 
     // The configuration is kept with the results, with its history.
     let conf = std::fs::read_to_string(ctx.out_dir.join("nginx.conf")).unwrap();
@@ -214,6 +197,6 @@ fn a_route_set_of_1000_over_10_hosts_serves_every_route() {
     let (t0, _) = apply_set(&mut d, more);
     assert_all_served("nginx-reload", http, &more, t0);
     // The main route is untouched by the set.
-    assert_eq!(ids_seen(&ctx, 5), ids(&["b1"]));
+    assert_eq!(ids_seen(&ctx, 5), ids(["b1"]));
     d.stop().unwrap();
 }

@@ -2,11 +2,14 @@
 //! the event log agrees with what the load saw, and nothing is left behind however
 //! the run ends.
 
+use crate::common::json::{f, u};
 use crate::common::proc::Proc;
-use crate::common::{
-    bin, exclusive, in_our_network_namespace, processes_with, read_json, shared, ERROR_KINDS,
+use crate::common::scenario_run::{
+    assert_balanced, assert_nothing_left, events, finish, result, start, start_with,
 };
-use rustix::process::Signal;
+use crate::common::{
+    bin, exclusive, in_our_network_namespace, processes_with, shared, ERROR_KINDS,
+};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -76,7 +79,7 @@ fn envoy_shared_memory_left(before: &std::collections::BTreeSet<String>) -> Vec<
     }
 }
 
-pub(crate) fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf {
+fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str) -> PathBuf {
     let text = format!(
         "name: t\nsystems: {systems}\nbackends:\n  replicas: 2\n  drain_timeout: 1s\n\
          tls:\n  version: \"1.3\"\nload:\n  rate: 200\n  connections: 10\n  duration: {duration}\n\
@@ -87,107 +90,7 @@ pub(crate) fn scenario(dir: &Path, systems: &str, duration: &str, changes: &str)
     p
 }
 
-/// Starts a run whose scratch folders go into `<scenario's folder>/tmp`, so what it
-/// leaves behind can be told apart from other runs on the machine. If the test ends
-/// first, the run is interrupted, so that it stops its proxies and backends.
-pub(crate) fn start(scn: &Path, out: &Path) -> Proc {
-    start_with(scn, out, &[])
-}
-
-/// [`start`] with more flags for `run`.
-pub(crate) fn start_with(scn: &Path, out: &Path, flags: &[&str]) -> Proc {
-    let dir = scn.parent().unwrap();
-    let tmp = dir.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let mut cmd = bin();
-    cmd.env("TMPDIR", &tmp)
-        .arg("run")
-        .arg(scn)
-        .arg("--out")
-        .arg(out)
-        .args(flags);
-    Proc::spawn_group("run", &mut cmd, dir).stop_with(Signal::INT, Duration::from_secs(20))
-}
-
-/// Waits for the run with a hard limit (stopping it if it overstays): its exit code
-/// and what it printed.
-pub(crate) fn finish(run: Proc, limit: Duration) -> (i32, String) {
-    let out = run.finish(limit);
-    (
-        out.code.unwrap_or(-1),
-        format!("{}{}", out.stdout, out.stderr),
-    )
-}
-
-pub(crate) fn result(out: &Path, system: &str) -> Value {
-    read_json(&out.join(system).join("result.json"))
-}
-
-pub(crate) fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
-pub(crate) fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
-}
-
-pub(crate) fn assert_balanced(r: &Value) {
-    let q = &r["requests"];
-    assert_eq!(
-        u(&q["intended"]),
-        u(&q["completed"]) + u(&q["failed"]) + u(&q["not_sent"]) + u(&q["unfinished"]),
-        "balance: {q}"
-    );
-}
-
-/// Every process a run makes names its scratch folder (under `dir/tmp`) or its
-/// results folder (under `dir`) in its command line; none may remain, and no scratch
-/// folder either.
-pub(crate) fn assert_nothing_left(dir: &Path) {
-    let scope = dir.display().to_string();
-    let t = Instant::now();
-    loop {
-        let leftovers: Vec<String> = processes_with(&scope)
-            .into_iter()
-            .map(|(_, cmd)| cmd)
-            .collect();
-        let dirs: Vec<String> = std::fs::read_dir(dir.join("tmp"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| {
-                n.starts_with("ingressbench-run-") || n.starts_with("ingressbench-generators-")
-            })
-            .collect();
-        if leftovers.is_empty() && dirs.is_empty() {
-            return;
-        }
-        // Processes already killed may take a moment to be reaped by init.
-        assert!(
-            t.elapsed() < Duration::from_secs(5),
-            "left behind: processes {leftovers:?}, temp folders {dirs:?}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-pub(crate) fn events(r: &Value) -> Vec<(f64, String, String)> {
-    r["lab"]["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| {
-            (
-                f(&e["t_ms"]),
-                e["kind"].as_str().unwrap().to_string(),
-                e["detail"].as_str().unwrap().to_string(),
-            )
-        })
-        .collect()
-}
-
-pub(crate) fn event_time(ev: &[(f64, String, String)], kind: &str, detail_has: &str) -> f64 {
+fn event_time(ev: &[(f64, String, String)], kind: &str, detail_has: &str) -> f64 {
     ev.iter()
         .find(|(_, k, d)| k == kind && d.contains(detail_has))
         .unwrap_or_else(|| panic!("no {kind} event with '{detail_has}' in {ev:?}"))

@@ -3,8 +3,11 @@
 //! rotates it, envoy-xds's control plane restarted, and a restart that fails leaves
 //! nothing behind.
 
+use crate::common::json::{f, u};
+use crate::common::scenario_run::{
+    assert_balanced, assert_nothing_left, events, finish, result, start,
+};
 use crate::common::{exclusive, processes_with, read_json, shared};
-use crate::lab_run::{assert_balanced, assert_nothing_left, events, f, finish, result, start, u};
 use serde_json::Value;
 use std::path::Path;
 use std::time::{Duration, Instant};

@@ -8,11 +8,11 @@
 
 use crate::common::backend::Backend;
 use crate::common::load::{
-    decode_histogram, may_retry_overloaded, run_load, run_load_alone, Load, LoadOutput,
+    decode_histogram, may_retry_overloaded, run_load, run_not_overloaded, Load, LoadOutput,
 };
 use crate::common::nginx::{self, Nginx};
 use crate::common::proc::Proc;
-use crate::common::{cpu, exclusive, servers, shared, tls};
+use crate::common::{cpu, exclusive, kill, servers, shared, tls};
 use serde_json::Value;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
@@ -36,23 +36,6 @@ fn assert_rate_within_1pct(out: &LoadOutput, target: f64) {
         "generator late (overloaded or woke late) at {target} req/s\n{}",
         out.context()
     );
-}
-
-/// Runs a load whose generator must not be overloaded, on a machine free enough to
-/// tell: each attempt first waits for a quiet second, and an overloaded run is run
-/// again as `common::load::may_retry_overloaded` allows. `before_each` runs before
-/// each attempt (to reset a server's log).
-fn run_not_overloaded(args: &[&str], limit: Duration, mut before_each: impl FnMut()) -> LoadOutput {
-    let mut attempt = 1;
-    loop {
-        cpu::wait_for_quiet(Duration::from_secs(20));
-        before_each();
-        let out = run_load_alone(args, limit);
-        if !may_retry_overloaded(attempt, &[&out]) {
-            return out;
-        }
-        attempt += 1;
-    }
 }
 
 /// The run kept its schedule: the requests it planned are those of `rate` over the
@@ -601,12 +584,7 @@ fn a_generator_late_with_cpu_to_spare_woke_late_and_is_not_overloaded() {
     let url = format!("http://{}/", b.addr);
     let load = Load::spawn(&["-t1", "-c4", "-R400", "-d2s", &url]);
     let pid = load.pid().to_string();
-    let signal = |sig: &str| {
-        std::process::Command::new("kill")
-            .args([sig, &pid])
-            .status()
-            .is_ok_and(|s| s.success())
-    };
+    let signal = |sig: &str| kill(sig, &pid);
     let until = Instant::now() + Duration::from_millis(2500);
     while Instant::now() < until {
         std::thread::sleep(Duration::from_millis(190));
@@ -1214,11 +1192,7 @@ fn sigint_writes_a_partial_result() {
     let b = Backend::start("b-int", &[]);
     let load = Load::spawn(&["-t1", "-c10", "-R500", "-d20s", &b.url()]);
     std::thread::sleep(Duration::from_secs(2));
-    let st = std::process::Command::new("kill")
-        .args(["-INT", &load.pid().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(st.success(), "kill -INT failed");
+    assert!(kill("-INT", load.pid()), "kill -INT failed");
     let signalled = Instant::now();
     let out = load.finish(Duration::from_secs(5));
     assert!(
@@ -1259,11 +1233,7 @@ fn sigint_during_start_up_blames_no_connection() {
         &s.url("http"),
     ]);
     std::thread::sleep(Duration::from_millis(700));
-    let st = std::process::Command::new("kill")
-        .args(["-INT", &load.pid().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(st.success(), "kill -INT failed");
+    assert!(kill("-INT", load.pid()), "kill -INT failed");
     let out = load.finish(Duration::from_secs(5));
     assert!(!out.timed_out, "still running\n{}", out.context());
     let v = out.result();

@@ -5,8 +5,8 @@
 
 use crate::common::backend::Backend;
 use crate::common::proc::{tail, Proc};
+use crate::common::scenario_run::start_with;
 use crate::common::{bin, exclusive, read_json, shared};
-use rustix::process::Signal;
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -293,17 +293,11 @@ fn a_scenario_run_labels_its_metrics_with_the_system_and_the_change() {
          changes:\n  - wait: 2s\n  - scale: 3\n",
     )
     .unwrap();
-    let tmp = dir.path().join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let mut cmd = bin();
-    cmd.env("TMPDIR", &tmp)
-        .arg("run")
-        .arg(&scn)
-        .arg("--out")
-        .arg(dir.path().join("out"))
-        .args(["--metrics-listen", "127.0.0.1:0"]);
-    let mut p = Proc::spawn_group("run", &mut cmd, dir.path())
-        .stop_with(Signal::INT, Duration::from_secs(20));
+    let mut p = start_with(
+        &scn,
+        &dir.path().join("out"),
+        &["--metrics-listen", "127.0.0.1:0"],
+    );
     let addr = announced(&mut p);
     let scrapes = scrape_while_running(&mut p, addr, Duration::from_secs(90));
     let out = p.finish(Duration::from_secs(30));

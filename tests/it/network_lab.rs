@@ -6,7 +6,7 @@
 //! sweeps what a killed one left).
 
 use crate::common::proc::{tail, Proc};
-use crate::common::{bin, exclusive, read_json, shared};
+use crate::common::{bin, exclusive, names_with_prefix, read_json, shared};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::path::Path;
@@ -14,15 +14,7 @@ use std::time::{Duration, Instant};
 
 /// Namespaces named by a network-lab run (`ibnl-<pid>-<role>`), with that pid.
 fn namespaces_of(pid: u32) -> Vec<String> {
-    let prefix = format!("ibnl-{pid}-");
-    std::fs::read_dir("/run/netns")
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
+    names_with_prefix(Path::new("/run/netns"), &format!("ibnl-{pid}-"))
 }
 
 /// nginx processes whose configuration is in a run's scratch folder of this pid.

@@ -6,8 +6,9 @@
 //! Every run is bounded in time and sends only to 127.0.0.1.
 
 use crate::common::backend::Backend;
-use crate::common::load::{may_retry_overloaded, run_load_alone, Load, LoadOutput};
-use crate::common::{cpu, exclusive, read_json, runs, servers, shared, tls};
+use crate::common::json::{f, u};
+use crate::common::load::{run_not_overloaded, Load};
+use crate::common::{exclusive, kill, read_json, runs, servers, shared, tls};
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -69,14 +70,6 @@ fn report_steps(plan: &[(f64, f64, f64)]) -> Vec<(f64, f64)> {
         start += secs;
     }
     out
-}
-
-fn u(v: &Value) -> u64 {
-    v.as_u64().unwrap_or_else(|| panic!("not a count: {v}"))
-}
-
-fn f(v: &Value) -> f64 {
-    v.as_f64().unwrap_or_else(|| panic!("not a number: {v}"))
 }
 
 /// The per-step results add up to the run's: by intended time every request of the
@@ -142,21 +135,6 @@ fn assert_steps_follow(r: &Value, plan: &str, ctx: &str) {
     }
 }
 
-/// A load run whose generator kept its schedule, on a machine free enough to tell:
-/// each attempt waits for a quiet second, and an overloaded run is run again as
-/// `common::load::may_retry_overloaded` allows.
-fn run_not_overloaded(args: &[&str], limit: Duration) -> LoadOutput {
-    let mut attempt = 1;
-    loop {
-        cpu::wait_for_quiet(Duration::from_secs(20));
-        let out = run_load_alone(args, limit);
-        if !may_retry_overloaded(attempt, &[&out]) {
-            return out;
-        }
-        attempt += 1;
-    }
-}
-
 /// The check: a plan's requests follow it, each second within 1 %. Steps, a
 /// ramp longer than a report step and a warm-up (at the first rate, not counted).
 #[test]
@@ -166,7 +144,7 @@ fn a_plans_requests_follow_it_each_second_within_one_percent() {
     let b = Backend::start("b-plan", &[]);
     let url = b.url();
     let args = ["-t2", "-c20", "--warmup", "1s", "-R", plan, &url];
-    let out = run_not_overloaded(&args, Duration::from_secs(11) + SLACK);
+    let out = run_not_overloaded(&args, Duration::from_secs(11) + SLACK, || {});
     let r = out.ok();
     let ctx = out.context();
     out.assert_no_errors();
@@ -319,11 +297,7 @@ fn an_interrupted_plan_is_judged_by_the_steps_it_reached() {
     let url = b.url();
     let load = Load::spawn_exclusive(&["-t1", "-c4", "-R", "100:2s,1000:20s", &url], exclusive());
     thread::sleep(Duration::from_millis(3500));
-    let st = std::process::Command::new("kill")
-        .args(["-INT", &load.pid().to_string()])
-        .status()
-        .expect("run kill");
-    assert!(st.success(), "kill -INT failed");
+    assert!(kill("-INT", load.pid()), "kill -INT failed");
     let out = load.finish(Duration::from_secs(5));
     assert_eq!(out.code, Some(130), "{}", out.context());
     let r = out.result();

@@ -4,9 +4,19 @@
 //! 20 ms below that rate while it grows without bound above it.
 
 use crate::common::backend::Backend;
-use crate::common::{exclusive, read_json, run};
+use crate::common::proc::Output;
+use crate::common::{assert_refused, exclusive, read_json, run};
 use serde_json::Value;
 use std::time::Duration;
+
+/// `ingressbench search URL FLAGS MORE` within `limit_s` seconds: `flags` are words
+/// apart, `more` the arguments that are not one word (a path).
+fn search(url: &str, flags: &str, more: &[&str], limit_s: u64) -> Output {
+    let mut args = vec!["search", url];
+    args.extend(flags.split_whitespace());
+    args.extend(more);
+    run(&args, Duration::from_secs(limit_s))
+}
 
 #[test]
 fn search_finds_a_known_ceiling() {
@@ -15,29 +25,8 @@ fn search_finds_a_known_ceiling() {
     let dir = tempfile::tempdir().unwrap();
     let json = dir.path().join("s.json");
     let url = b.url();
-    let o = run(
-        &[
-            "search",
-            &url,
-            "-c",
-            "20",
-            "--p99",
-            "60ms",
-            "--errors",
-            "0%",
-            "-d",
-            "2s",
-            "--warmup",
-            "500ms",
-            "--probe",
-            "1500ms",
-            "--precision",
-            "4%",
-            "--json",
-            json.to_str().unwrap(),
-        ],
-        Duration::from_secs(120),
-    );
+    let flags = "-c 20 --p99 60ms --errors 0% -d 2s --warmup 500ms --probe 1500ms --precision 4%";
+    let o = search(&url, flags, &["--json", json.to_str().unwrap()], 120);
     eprintln!("{}", o.stdout);
     assert_eq!(o.code, Some(0), "{}\n{}", o.stdout, o.stderr);
     let r = read_json(&json);
@@ -89,25 +78,8 @@ fn search_says_when_no_rate_holds_and_refuses_bad_bounds() {
     let b = Backend::start("slow", &["--delay", "20ms"]);
     let url = b.url();
     // A bound below the backend's own delay: no rate can hold it.
-    let o = run(
-        &[
-            "search",
-            &url,
-            "-c",
-            "20",
-            "--p99",
-            "5ms",
-            "-d",
-            "1s",
-            "--warmup",
-            "200ms",
-            "--probe",
-            "1s",
-            "--precision",
-            "25%",
-        ],
-        Duration::from_secs(60),
-    );
+    let flags = "-c 20 --p99 5ms -d 1s --warmup 200ms --probe 1s --precision 25%";
+    let o = search(&url, flags, &[], 60);
     assert_eq!(o.code, Some(1), "{}\n{}", o.stdout, o.stderr);
     assert!(
         o.stdout.contains("no rate held p99 <= 5.00 ms"),
@@ -128,15 +100,9 @@ fn search_says_when_no_rate_holds_and_refuses_bad_bounds() {
         ),
     ] {
         let mut args = vec!["search", url.as_str()];
-        args.extend(flags);
+        args.extend(flags.iter().copied());
         let o = run(&args, Duration::from_secs(10));
-        assert_eq!(o.code, Some(2), "{}", o.stderr);
-        assert_eq!(o.stderr.trim_end().lines().count(), 1, "{}", o.stderr);
-        assert!(
-            o.stderr.starts_with(&format!("ingressbench: {want}")),
-            "{}",
-            o.stderr
-        );
+        assert_refused(&o, want, &format!("{flags:?}"));
     }
 }
 

@@ -7,7 +7,7 @@
 use crate::common::lab::{backend, context, Driver};
 use crate::common::load::run_load;
 use crate::common::proc::{tail, Proc};
-use crate::common::{bin, exclusive, read_json, shared};
+use crate::common::{bin, exclusive, names_with_prefix, read_json, shared};
 use rustix::process::Signal;
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -30,15 +30,7 @@ fn cpu_controller() -> Option<PathBuf> {
 
 /// The quota cgroups of run `pid` (`ingressbench-<pid>-...`).
 fn cgroups_of(root: &Path, pid: u32) -> Vec<String> {
-    let prefix = format!("ingressbench-{pid}-");
-    std::fs::read_dir(root)
-        .map(|d| {
-            d.flatten()
-                .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with(&prefix))
-                .collect()
-        })
-        .unwrap_or_default()
+    names_with_prefix(root, &format!("ingressbench-{pid}-"))
 }
 
 /// The cgroup cpu controller these tests put quotas under.

@@ -151,10 +151,7 @@ impl Default for Rng {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::ms;
 
     #[test]
     fn parses_the_three_forms() {

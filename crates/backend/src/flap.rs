@@ -257,10 +257,7 @@ fn fill_phases(phases: &mut Vec<FlapPhaseLog>, index: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::ms;
 
     #[test]
     fn parses_and_validates() {

@@ -97,6 +97,12 @@ pub fn write_ready_file(path: &Path, addrs: &[SocketAddr]) -> Result<(), Error> 
     })
 }
 
+/// Milliseconds as a [`Duration`]: the unit of the unit tests' schedules.
+#[cfg(test)]
+pub(crate) fn ms(n: u64) -> std::time::Duration {
+    std::time::Duration::from_millis(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,10 +54,7 @@ impl Stall {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ms(n: u64) -> Duration {
-        Duration::from_millis(n)
-    }
+    use crate::ms;
 
     #[test]
     fn parses_and_validates() {

@@ -67,18 +67,11 @@ pub fn percentiles(h: &Histogram<u64>, unit_ns: f64) -> Percentiles {
     let ms = |v: f64| Some(v * unit_ns / 1e6);
     let q = |p: f64| ms(h.value_at_quantile(p) as f64);
     Percentiles {
-        p50: q(0.5),
-        p75: q(0.75),
-        p90: q(0.9),
-        p99: q(0.99),
-        p99_9: q(0.999),
-        p99_99: q(0.9999),
-        p99_999: q(0.99999),
-        p99_9999: q(0.999999),
         max: ms(h.max() as f64),
         mean: ms(h.mean()),
         stdev: ms(h.stdev()),
         count: h.len(),
+        ..Percentiles::from_quantiles(|i| q(Percentiles::QUANTILES[i].0))
     }
 }
 

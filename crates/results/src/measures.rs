@@ -59,6 +59,25 @@ impl Percentiles {
         ]
     }
 
+    /// Percentiles whose `pNN` figures are `quantile(i)`, for the `i`th of
+    /// [`Percentiles::QUANTILES`], and the rest empty: the one place that lists the
+    /// fields, for figures made quantile by quantile (from a histogram, or combined
+    /// from several sets through [`Percentiles::values`]).
+    pub fn from_quantiles(quantile: impl FnMut(usize) -> Option<f64>) -> Percentiles {
+        let [p50, p75, p90, p99, p99_9, p99_99, p99_999, p99_9999] = std::array::from_fn(quantile);
+        Percentiles {
+            p50,
+            p75,
+            p90,
+            p99,
+            p99_9,
+            p99_99,
+            p99_999,
+            p99_9999,
+            ..Percentiles::default()
+        }
+    }
+
     /// Whether the figures come from no value at all (every field `None`).
     pub fn is_empty(&self) -> bool {
         self.max.is_none()

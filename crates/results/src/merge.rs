@@ -119,12 +119,6 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
                 reason,
             })?;
     }
-    let Pooled {
-        corrected,
-        uncorrected,
-        lag,
-        lag_exact,
-    } = pooled;
 
     let results: Vec<&RunResult> = done.iter().map(|(_, r)| *r).collect();
     // A request mix: every part ran it (its groups added), or none did.
@@ -162,11 +156,9 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         .map(|r| (r * 1e6).round() / 1e6);
     let duration_s = results.iter().map(|r| r.duration_s).fold(0.0, f64::max);
     let achieved: f64 = results.iter().map(|r| r.rate.achieved).sum();
-    let lag_p = if lag_exact {
-        histogram::percentiles(&lag, 1.0)
-    } else {
-        upper_bound(results.iter().map(|r| &r.latency_ms.generator_lag))
-    };
+    let lag_p =
+        pooled.lag_percentiles(|| upper_bound(results.iter().map(|r| &r.latency_ms.generator_lag)));
+    let [histogram, histogram_uncorrected, histogram_lag] = pooled.encoded();
     let g = |f: &dyn Fn(&crate::Generator) -> bool| results.iter().any(|r| f(&r.generator));
     let mut cpus: Vec<&str> = entries
         .iter()
@@ -208,11 +200,7 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         },
         errors: merge_errors(&results),
         connections: sum_connections(&results),
-        latency_ms: Latency {
-            corrected: histogram::percentiles(&corrected, 1000.0),
-            uncorrected: histogram::percentiles(&uncorrected, 1000.0),
-            generator_lag: lag_p.clone(),
-        },
+        latency_ms: pooled.latency(lag_p.clone()),
         timeline: merge_timelines(&results),
         backends: sum_maps(results.iter().map(|r| &r.backends)),
         backends_seen: {
@@ -251,13 +239,9 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
                 crate::MachineTime::merge(m.as_ref(), r.generator.machine.as_ref())
             }),
         },
-        histogram: encode_base64(&corrected),
-        histogram_uncorrected: encode_base64(&uncorrected),
-        histogram_lag: if lag_exact {
-            encode_base64(&lag)
-        } else {
-            String::new()
-        },
+        histogram,
+        histogram_uncorrected,
+        histogram_lag,
         generators: Some(Generators {
             start_at: time::rfc3339(start_at_unix_ns),
             start_tolerance_ms: START_TOLERANCE_MS,
@@ -393,6 +377,40 @@ impl Pooled {
         }
         Ok(())
     }
+
+    /// The pooled generator lag's percentiles when every result had its histogram,
+    /// else `otherwise` (what the results' own figures allow).
+    pub(crate) fn lag_percentiles(&self, otherwise: impl FnOnce() -> Percentiles) -> Percentiles {
+        if self.lag_exact {
+            histogram::percentiles(&self.lag, 1.0)
+        } else {
+            otherwise()
+        }
+    }
+
+    /// The pooled latencies, with `generator_lag` (from [`Pooled::lag_percentiles`]).
+    pub(crate) fn latency(&self, generator_lag: Percentiles) -> Latency {
+        Latency {
+            corrected: histogram::percentiles(&self.corrected, 1000.0),
+            uncorrected: histogram::percentiles(&self.uncorrected, 1000.0),
+            generator_lag,
+        }
+    }
+
+    /// The pooled histograms as a result writes them: corrected, uncorrected, and
+    /// the lag's (empty when not every result had one).
+    pub(crate) fn encoded(&self) -> [String; 3] {
+        let lag = if self.lag_exact {
+            encode_base64(&self.lag)
+        } else {
+            String::new()
+        };
+        [
+            encode_base64(&self.corrected),
+            encode_base64(&self.uncorrected),
+            lag,
+        ]
+    }
 }
 
 /// The request balances of several results (generators' parts, repetitions) added.
@@ -483,18 +501,11 @@ fn upper_bound<'a>(sets: impl Iterator<Item = &'a Percentiles>) -> Percentiles {
             / count as f64
     });
     Percentiles {
-        p50: max(&|p| p.p50),
-        p75: max(&|p| p.p75),
-        p90: max(&|p| p.p90),
-        p99: max(&|p| p.p99),
-        p99_9: max(&|p| p.p99_9),
-        p99_99: max(&|p| p.p99_99),
-        p99_999: max(&|p| p.p99_999),
-        p99_9999: max(&|p| p.p99_9999),
         max: max(&|p| p.max),
         mean: mean.filter(|_| !sets.is_empty()),
         stdev: max(&|p| p.stdev),
         count,
+        ..Percentiles::from_quantiles(|i| max(&|p| p.values()[i]))
     }
 }
 

@@ -7,9 +7,8 @@
 //! repetition, as if it had been one longer run: histograms are added (percentiles of
 //! parts cannot be averaged), counts summed, and the timelines laid end to end.
 
-use crate::histogram::{encode_base64, percentiles};
 use crate::merge::{merge_errors, sum_connections, sum_maps, sum_requests, sum_tls, Pooled};
-use crate::{Latency, Rate, RunResult, Samples, StepResult};
+use crate::{Rate, RunResult, Samples, StepResult};
 use std::collections::BTreeMap;
 
 /// The repetitions as one result with each kept in `repetitions`; one repetition is
@@ -46,12 +45,6 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
             .add(r)
             .map_err(|(what, e)| format!("repetition {}: {what} histogram: {e}", i + 1))?;
     }
-    let Pooled {
-        corrected,
-        uncorrected,
-        lag,
-        lag_exact,
-    } = pooled;
     let all: Vec<&RunResult> = reps.iter().collect();
     let first = &reps[0];
     let sum = |f: &dyn Fn(&RunResult) -> u64| reps.iter().map(f).sum::<u64>();
@@ -64,11 +57,8 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
             0.0
         }
     };
-    let lag_p = if lag_exact {
-        percentiles(&lag, 1.0)
-    } else {
-        first.latency_ms.generator_lag.clone()
-    };
+    let lag_p = pooled.lag_percentiles(|| first.latency_ms.generator_lag.clone());
+    let [histogram, histogram_uncorrected, histogram_lag] = pooled.encoded();
     let mut out = RunResult {
         schema: first.schema.clone(),
         partial: short || reps.iter().any(|r| r.partial),
@@ -89,11 +79,7 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
         requests: sum_requests(&all),
         errors: merge_errors(&all),
         connections: sum_connections(&all),
-        latency_ms: Latency {
-            corrected: percentiles(&corrected, 1000.0),
-            uncorrected: percentiles(&uncorrected, 1000.0),
-            generator_lag: lag_p.clone(),
-        },
+        latency_ms: pooled.latency(lag_p.clone()),
         timeline: end_to_end(&reps),
         backends: sum_maps(reps.iter().map(|r| &r.backends)),
         backends_seen: seen_end_to_end(&reps),
@@ -111,13 +97,9 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
             }),
             ..first.generator.clone()
         },
-        histogram: encode_base64(&corrected),
-        histogram_uncorrected: encode_base64(&uncorrected),
-        histogram_lag: if lag_exact {
-            encode_base64(&lag)
-        } else {
-            String::new()
-        },
+        histogram,
+        histogram_uncorrected,
+        histogram_lag,
         generators: None,
         // What is bound to one system's deployment (its events, windows and
         // propagation) is the first repetition's, whose time is also the start of
@@ -245,23 +227,16 @@ fn steps_pooled(reps: &[RunResult]) -> Vec<StepResult> {
             st.reached = of.iter().all(|s| s.reached);
             st.overloaded = of.iter().any(|s| s.overloaded);
             st.lag_p99_ms = median(of.iter().map(|s| s.lag_p99_ms).collect());
-            let p = |f: fn(&crate::Percentiles) -> Option<f64>| {
+            let p = |f: &dyn Fn(&crate::Percentiles) -> Option<f64>| {
                 let v: Vec<f64> = of.iter().filter_map(|s| f(&s.latency_ms)).collect();
                 (!v.is_empty()).then(|| median(v))
             };
             st.latency_ms = crate::Percentiles {
-                p50: p(|x| x.p50),
-                p75: p(|x| x.p75),
-                p90: p(|x| x.p90),
-                p99: p(|x| x.p99),
-                p99_9: p(|x| x.p99_9),
-                p99_99: p(|x| x.p99_99),
-                p99_999: p(|x| x.p99_999),
-                p99_9999: p(|x| x.p99_9999),
                 max: of.iter().filter_map(|s| s.latency_ms.max).reduce(f64::max),
-                mean: p(|x| x.mean),
-                stdev: p(|x| x.stdev),
+                mean: p(&|x| x.mean),
+                stdev: p(&|x| x.stdev),
                 count: of.iter().map(|s| s.latency_ms.count).sum(),
+                ..crate::Percentiles::from_quantiles(|i| p(&|x| x.values()[i]))
             };
             st
         })
@@ -284,7 +259,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::histogram::latency_histogram;
+    use crate::histogram::{encode_base64, latency_histogram};
     use crate::{Requests, TimelineEntry};
 
     fn rep(latencies_us: &[u64], seconds: u64, p99_step: f64) -> RunResult {

@@ -33,6 +33,17 @@ fn script(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// The test environment's cache folder (`build.sh --print-dir`): the binaries and
+/// manifests it built.
+pub fn testenv_dir() -> PathBuf {
+    let out = Command::new(script("build.sh"))
+        .arg("--print-dir")
+        .output()
+        .expect("scripts/k8s-testenv/build.sh --print-dir");
+    assert!(out.status.success(), "build.sh --print-dir failed");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
 impl TestCluster {
     /// Brings a cluster up (about 10 s from built binaries); kwok marks pods Ready.
     pub fn up() -> TestCluster {

@@ -21,10 +21,10 @@
 //! Gateway's namespace and the GatewayClass. If the test process is killed instead,
 //! `down.sh` ends every process left in the cluster's namespace, these included.
 
-use super::k8s::TestCluster;
+use super::k8s::{testenv_dir, TestCluster};
 use super::k8s_process_pods::ProcessPods;
 use super::proc::Proc;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -55,15 +55,6 @@ pub struct Contour<'c> {
     dir: tempfile::TempDir,
     /// How long from start to ready.
     pub took: Duration,
-}
-
-fn testenv_dir() -> PathBuf {
-    let out =
-        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/build.sh"))
-            .arg("--print-dir")
-            .output()
-            .expect("scripts/k8s-testenv/build.sh --print-dir");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// The Envoy binary the lab uses (INGRESSBENCH_ENVOY, else the cached 1.40.0).

@@ -54,7 +54,7 @@
 
 use super::k8s::{PodReadiness, TestCluster};
 use futures_util::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher::{self, watcher, Event};
 use kube::runtime::WatchStreamExt;
@@ -982,19 +982,24 @@ fn ready_patch(pod: &Pod, ready: bool) -> Value {
         conditions.push(cond("Ready"));
     }
     // containerStatuses is replaced whole by a patch: send every entry, as it is.
-    let statuses: Vec<Value> = pod
-        .status
+    let statuses = container_statuses(pod, |_, v| v["ready"] = json!(ready));
+    json!({"status": {"conditions": conditions, "containerStatuses": statuses}})
+}
+
+/// Every container status of `pod` as JSON, each changed by `edit` (given the status
+/// as the pod has it): a patch replaces `containerStatuses` whole.
+fn container_statuses(pod: &Pod, mut edit: impl FnMut(&ContainerStatus, &mut Value)) -> Vec<Value> {
+    pod.status
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
         .into_iter()
         .flatten()
         .map(|c| {
             let mut v = serde_json::to_value(c).expect("container status as JSON");
-            v["ready"] = json!(ready);
+            edit(c, &mut v);
             v
         })
-        .collect();
-    json!({"status": {"conditions": conditions, "containerStatuses": statuses}})
+        .collect()
 }
 
 /// The first container's first port (8080 if none) and its readiness probe's HTTP path
@@ -1132,31 +1137,22 @@ async fn set_finished(
     let phase = if code == 0 { "Succeeded" } else { "Failed" };
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let cond = |t: &str| json!({"type": t, "status": "False", "lastTransitionTime": now, "reason": "PodCompleted", "message": null});
-    let statuses: Vec<Value> = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|c| {
-            let started = c
-                .state
-                .as_ref()
-                .and_then(|s| s.running.as_ref())
-                .and_then(|r| r.started_at.as_ref())
-                .map_or_else(|| now.clone(), |t| t.0.to_string());
-            let mut v = serde_json::to_value(c).expect("container status as JSON");
-            v["ready"] = json!(false);
-            v["started"] = json!(false);
-            v["state"] = json!({"running": null, "terminated": {
-                "exitCode": code,
-                "reason": if code == 0 { "Completed" } else { "Error" },
-                "startedAt": started,
-                "finishedAt": now,
-            }});
-            v
-        })
-        .collect();
+    let statuses = container_statuses(pod, |c, v| {
+        let started = c
+            .state
+            .as_ref()
+            .and_then(|s| s.running.as_ref())
+            .and_then(|r| r.started_at.as_ref())
+            .map_or_else(|| now.clone(), |t| t.0.to_string());
+        v["ready"] = json!(false);
+        v["started"] = json!(false);
+        v["state"] = json!({"running": null, "terminated": {
+            "exitCode": code,
+            "reason": if code == 0 { "Completed" } else { "Error" },
+            "startedAt": started,
+            "finishedAt": now,
+        }});
+    });
     let patch = json!({"status": {
         "phase": phase,
         "conditions": [cond("ContainersReady"), cond("Ready")],

@@ -6,11 +6,11 @@
 //! default route), its one entry point on the cluster's lab address, and is killed
 //! (with its process group) when dropped.
 
-use super::k8s::TestCluster;
+use super::k8s::{testenv_dir, TestCluster};
 use super::k8s_process_pods::ProcessPods;
 use super::proc::Proc;
 use super::wait_accepting;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -34,17 +34,6 @@ pub struct Providers {
 pub struct Traefik {
     proc: Proc,
     dir: tempfile::TempDir,
-}
-
-/// The test environment's cache folder (`build.sh --print-dir`).
-pub fn testenv_dir() -> PathBuf {
-    let out =
-        Command::new(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/build.sh"))
-            .arg("--print-dir")
-            .output()
-            .unwrap();
-    assert!(out.status.success(), "build.sh --print-dir failed");
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
 /// The admin token of the cluster's kubeconfig.

@@ -10,8 +10,10 @@ pub use lab::{
 };
 
 use super::{backend, free_ports, processes_with};
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// A running `ingressbench backend` with a unique id, as an endpoint of the lab.
 pub struct Backend {
@@ -117,10 +119,41 @@ pub fn status(flags: &[&str], ctx: &DriverContext, scheme: &str, port: u16) -> S
 }
 
 /// The set of backend ids seen in `n` requests.
-pub fn ids_seen(ctx: &DriverContext, n: usize) -> std::collections::BTreeSet<String> {
+pub fn ids_seen(ctx: &DriverContext, n: usize) -> BTreeSet<String> {
     (0..n)
         .filter_map(|_| get(ctx, "/").header("x-backend").map(str::to_string))
         .collect()
+}
+
+/// A set of backend ids, to compare with [`ids_seen`].
+pub fn ids(names: impl IntoIterator<Item = impl AsRef<str>>) -> BTreeSet<String> {
+    names.into_iter().map(|n| n.as_ref().to_string()).collect()
+}
+
+/// Asks `d` for one change (`label` names it in messages), waits up to `limit` for it
+/// to settle, and prints how long the request and the settling took (for the notes):
+/// the settling time.
+///
+/// # Panics
+/// When the change is refused or does not settle in time.
+pub fn settle_change<D: Driver + ?Sized>(
+    d: &mut D,
+    label: &str,
+    limit: Duration,
+    change: impl FnOnce(&mut D) -> Result<(), LabError>,
+) -> Duration {
+    let t = Instant::now();
+    change(d).unwrap_or_else(|e| panic!("{}: {label}: {e}", d.name()));
+    let asked = t.elapsed();
+    let t = Instant::now();
+    d.settle(&Expect::Applied, limit)
+        .unwrap_or_else(|e| panic!("{}: settle {label}: {e}", d.name()));
+    let took = t.elapsed();
+    eprintln!(
+        "{}: {label:<12} request {asked:>9.2?}  settle {took:>9.2?}",
+        d.name()
+    );
+    took
 }
 
 /// Asserts that no process whose command line mentions `needle` is left.
@@ -137,26 +170,21 @@ pub fn path_text(p: &Path) -> String {
 
 /// Gives `d` a route set and waits until it has settled: when it was asked, and the
 /// size of the configuration the driver gave the proxy.
-pub fn apply_set(d: &mut dyn Driver, set: RouteSet) -> (std::time::Instant, u64) {
-    let t0 = std::time::Instant::now();
+pub fn apply_set(d: &mut dyn Driver, set: RouteSet) -> (Instant, u64) {
+    let t0 = Instant::now();
     let bytes = d
         .apply_route_set(&set)
         .unwrap_or_else(|e| panic!("{}: apply {} routes: {e}", d.name(), set.count))
         .expect("the driver knows its configuration's size");
-    d.settle(&Expect::Applied, std::time::Duration::from_secs(20))
+    d.settle(&Expect::Applied, Duration::from_secs(20))
         .unwrap_or_else(|e| panic!("{}: settle {} routes: {e}", d.name(), set.count));
     (t0, bytes)
 }
 
 /// Every route of `set` answers as itself through `http` (plain HTTP) within 20 s of
 /// `t0`, its apply.
-pub fn assert_all_served(
-    name: &str,
-    http: std::net::SocketAddr,
-    set: &RouteSet,
-    t0: std::time::Instant,
-) {
-    let got = routes::probe(http, set, t0, std::time::Duration::from_secs(20), 4);
+pub fn assert_all_served(name: &str, http: std::net::SocketAddr, set: &RouteSet, t0: Instant) {
+    let got = routes::probe(http, set, t0, Duration::from_secs(20), 4);
     eprintln!("{name}: {} routes: {got:?}", set.count);
     assert_eq!(
         (got.served, got.never_count),
@@ -164,7 +192,7 @@ pub fn assert_all_served(
         "{name}: {got:?}"
     );
     let all = got.all_after.expect("every route served");
-    assert!(all > std::time::Duration::ZERO, "{name}: {all:?}");
+    assert!(all > Duration::ZERO, "{name}: {all:?}");
 }
 
 /// `set`'s last route is not in the configuration: probed for `bound`, it and only
@@ -172,9 +200,9 @@ pub fn assert_all_served(
 pub fn assert_only_the_last_never_serves(
     http: std::net::SocketAddr,
     set: &RouteSet,
-    bound: std::time::Duration,
+    bound: Duration,
 ) {
-    let got = routes::probe(http, set, std::time::Instant::now(), bound, 4);
+    let got = routes::probe(http, set, Instant::now(), bound, 4);
     let last = set.count - 1;
     assert_eq!(
         (got.never.as_slice(), got.never_count),

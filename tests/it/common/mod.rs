@@ -3,8 +3,9 @@
 //! results ([`load`]), the machine's CPU ([`cpu`]), certificates and TLS clients
 //! ([`tls`]), a real nginx ([`nginx`]), servers that fail in one way each
 //! ([`servers`]), the lab's drivers ([`lab`]), the report read by Chromium
-//! ([`chromium`], [`expect`], [`runs`]), and a real Kubernetes control plane
-//! ([`k8s`]) whose pods run as processes ([`k8s_pods`]).
+//! ([`chromium`], [`expect`], [`runs`]), whole scenario runs ([`scenario_run`]), values
+//! read out of results ([`json`]), and a real Kubernetes control plane ([`k8s`]) whose
+//! pods run as processes ([`k8s_pods`]).
 //!
 //! Tests that generate load or measure time take turns through [`exclusive`].
 
@@ -12,6 +13,7 @@ pub mod backend;
 pub mod chromium;
 pub mod cpu;
 pub mod expect;
+pub mod json;
 pub mod k8s;
 pub mod k8s_contour;
 pub mod k8s_pods;
@@ -22,6 +24,7 @@ pub mod load;
 pub mod nginx;
 pub mod proc;
 pub mod runs;
+pub mod scenario_run;
 pub mod servers;
 pub mod tls;
 
@@ -54,6 +57,24 @@ pub fn run(args: &[&str], limit: Duration) -> Output {
     let mut cmd = bin();
     cmd.args(args);
     Proc::spawn("ingressbench", &mut cmd, dir.path()).finish(limit)
+}
+
+/// Asserts that `ingressbench` refused bad input as every command does: exit code 2
+/// and one line on stderr, `ingressbench: ` and then `says`. `case` names the input in
+/// the messages.
+pub fn assert_refused(o: &Output, says: &str, case: &str) {
+    assert_eq!(o.code, Some(2), "{case}: {}", o.stderr);
+    assert_eq!(
+        o.stderr.trim_end().lines().count(),
+        1,
+        "{case}: {}",
+        o.stderr
+    );
+    assert!(
+        o.stderr.starts_with(&format!("ingressbench: {says}")),
+        "{case}: {}",
+        o.stderr
+    );
 }
 
 /// Which tests may share the machine. `make test` runs each test in its own process
@@ -200,6 +221,17 @@ pub const ERROR_KINDS: [&str; 8] = [
     "framing",
 ];
 
+/// The counts of a result's `requests` block, in the result's order.
+pub const REQUEST_COUNTS: [&str; 7] = [
+    "intended",
+    "sent",
+    "completed",
+    "failed",
+    "not_sent",
+    "unfinished",
+    "timed_out_unsent",
+];
+
 /// The keys of every latency block, in increasing order for the percentiles.
 pub const PERCENTILE_KEYS: [&str; 9] = [
     "p50", "p75", "p90", "p99", "p99.9", "p99.99", "p99.999", "p99.9999", "max",
@@ -233,6 +265,28 @@ pub fn wait_accepting(addr: std::net::SocketAddr, limit: Duration) -> bool {
         thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// The names in folder `dir` that start with `prefix`; none when it cannot be read
+/// (a folder only some machines have).
+pub fn names_with_prefix(dir: &Path, prefix: &str) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with(prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Sends `signal` (`-INT`, `-STOP`) to process `pid` with kill(1): whether it was
+/// delivered.
+pub fn kill(signal: &str, pid: impl std::fmt::Display) -> bool {
+    Command::new("kill")
+        .args([signal, &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
 }
 
 /// Live processes (pid, command line) other than this one whose command line
