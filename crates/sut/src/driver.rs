@@ -16,7 +16,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Why the lab could not do what was asked.
+/// Why a system under test could not do what was asked: the error of every
+/// [`Driver`] and [`crate::Platform`], the local lab's and the cluster's alike.
 ///
 /// A message carries only its own context; the cause is `source()`, never repeated
 /// in the message, so a caller prints the chain once ([`results::causes`]).
