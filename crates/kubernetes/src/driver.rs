@@ -569,7 +569,7 @@ impl Driver for ControllerDriver {
             &read(key)?,
         );
         let patch = serde_json::json!({"data": serde_json::to_value(&secret.data)
-            .map_err(|e| LabError::Other(format!("the Secret as JSON: {e}")))?});
+            .map_err(LabError::render("the Secret as JSON"))?});
         let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
             kube::Api::namespaced(self.client.clone(), &self.place.namespace);
         self.rt

@@ -185,9 +185,10 @@ impl Kubernetes {
         let body = spec.backends.body_size;
         let grpc = spec.grpc;
         if grpc && image == objects::BackendImage::Nginx {
-            return Err(LabError::Other(
-                "protocol: grpc needs ingressbench's backend in the pods (its Echo method): set kubernetes.image to an ingressbench image".into(),
-            ));
+            return Err(LabError::Setting {
+                what: "protocol: grpc".into(),
+                why: "it needs ingressbench's backend in the pods (its Echo method): set kubernetes.image to an ingressbench image".into(),
+            });
         }
         let args = objects::BackendArgs {
             body_size: body,
@@ -676,9 +677,7 @@ impl Platform for Kubernetes {
     ) -> Result<String, LabError> {
         let client = self.client()?;
         let Some(ns) = self.namespace.clone() else {
-            return Err(LabError::Other(
-                "drain: the platform was not prepared".into(),
-            ));
+            return Err(LabError::NotPrepared("kubernetes: drain".into()));
         };
         if let Some(rx) = &self.events {
             while rx.try_recv().is_ok() {}
@@ -691,9 +690,12 @@ impl Platform for Kubernetes {
                 let book = self.book();
                 let mut pods: Vec<&PodSeen> = book.pods().filter(|p| !p.terminating).collect();
                 pods.sort_by(|a, b| a.created.cmp(&b.created));
-                pods.iter().find_map(|p| p.node.clone()).ok_or_else(|| {
-                    LabError::Other("drain: no backend pod is on a node yet".into())
-                })?
+                pods.iter()
+                    .find_map(|p| p.node.clone())
+                    .ok_or_else(|| LabError::Unsupported {
+                        system: "kubernetes".into(),
+                        what: "drain a node yet: no backend pod is on a node".into(),
+                    })?
             }
         };
         let victims: Vec<String> = self

@@ -134,6 +134,7 @@ pub enum BackendImage {
     /// and drain apply in the cluster too.
     Ingressbench(String),
     /// Any other image, run as it is: it must answer on port 8080 with `/healthz`.
+    /// (Not an error: the string is the image reference the user gave.)
     Other(String),
 }
 

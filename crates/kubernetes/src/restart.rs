@@ -71,10 +71,13 @@ impl Restarter<'_> {
             .map(|p| p.name)
             .collect();
         if names.is_empty() {
-            return Err(LabError::Other(format!(
-                "{}: no running pod labelled {selector} in namespace {}: say where it runs in kubernetes.workloads.{}",
-                self.system, self.install.namespace, self.system
-            )));
+            return Err(LabError::Setting {
+                what: self.system.into(),
+                why: format!(
+                    "no running pod labelled {selector} in namespace {}: say where it runs in kubernetes.workloads.{}",
+                    self.install.namespace, self.system
+                ),
+            });
         }
         Ok(names)
     }
@@ -102,7 +105,11 @@ impl Restarter<'_> {
     /// Rolls the data plane's workload as `kubectl rollout restart` does; returns
     /// once it has as many new pods ready as it wants and no old one running.
     pub fn restart_data_plane(&self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
-        let Some((kind, name)) = self.install.workload().map_err(LabError::Other)? else {
+        let workload = self.install.workload().map_err(|why| LabError::Setting {
+            what: format!("kubernetes.workloads.{}", self.system),
+            why,
+        })?;
+        let Some((kind, name)) = workload else {
             return Err(LabError::Unsupported {
                 system: self.system.into(),
                 what: format!(
@@ -144,10 +151,12 @@ impl Restarter<'_> {
         if selector.is_empty() {
             // An empty selector would take every pod of the namespace for the
             // workload's.
-            return Err(LabError::Other(format!(
-                "{}: {what} selects its pods with matchExpressions only: a restart finds the pods it replaces by matchLabels",
-                self.system
-            )));
+            return Err(LabError::Setting {
+                what: self.system.into(),
+                why: format!(
+                    "{what} selects its pods with matchExpressions only: a restart finds the pods it replaces by matchLabels"
+                ),
+            });
         }
         let old = self.running(&selector)?;
         let asked = if kind == "deployment" {

@@ -69,14 +69,14 @@ impl CpuQuota {
     /// No cpu controller is mounted, or the cgroup cannot be made (not root).
     pub fn create(name: &str, cores: f64) -> Result<CpuQuota, LabError> {
         if !(cores.is_finite() && cores >= 0.01) {
-            return Err(LabError::Other(format!(
-                "a CPU quota of {cores} cores: give at least 0.01"
-            )));
+            return Err(LabError::Setting {
+                what: format!("a CPU quota of {cores} cores"),
+                why: "give at least 0.01".into(),
+            });
         }
-        let (root, version) = controller().ok_or_else(|| {
-            LabError::Other(
-                "no cgroup cpu controller is mounted (neither v2's cpu.max nor v1's cpu hierarchy): a CPU quota needs one".into(),
-            )
+        let (root, version) = controller().ok_or_else(|| LabError::Unsupported {
+            system: "this machine".into(),
+            what: "set a CPU quota: no cgroup cpu controller is mounted (neither v2's cpu.max nor v1's cpu hierarchy)".into(),
         })?;
         let dir = root.join(format!("{PREFIX}{}-{name}", std::process::id()));
         std::fs::create_dir(&dir).map_err(LabError::io(format!(

@@ -142,7 +142,7 @@ impl Platform for LocalProcesses {
     /// A new leaf from the run's CA: same names, new key and serial.
     fn new_certificate(&mut self) -> Result<(PathBuf, PathBuf), LabError> {
         let Some(work) = &self.work else {
-            return Err(LabError::Other("local: no system is prepared".into()));
+            return Err(LabError::NotPrepared("local".into()));
         };
         self.issued += 1;
         certs::issue(work.path(), self.key, self.issued)

@@ -36,6 +36,28 @@ pub const PATHS: &[(&str, DataPath)] = &[
 /// The prefix of every namespace a network-lab run creates (see [`netlab::sweep`]).
 pub const NS_PREFIX: &str = "ibnl";
 
+/// A step of the network lab that [`netlab`] could not do: what the lab was doing,
+/// over netlab's typed error as the `source()`.
+///
+/// It reaches callers as [`LabError::Part`] (the system-under-test error cannot name
+/// netlab's type: `sut` does not depend on `netlab`), from which a caller downcasts
+/// it to reach the [`netlab::NetlabError`] (a kernel's errno, a missing tool).
+#[derive(Debug, thiserror::Error)]
+#[error("{what}")]
+pub struct NetworkLabError {
+    /// What the lab was doing, with the names involved.
+    pub what: String,
+    #[source]
+    pub source: netlab::NetlabError,
+}
+
+impl From<NetworkLabError> for LabError {
+    /// Kept whole, so that netlab's error stays the cause.
+    fn from(e: NetworkLabError) -> Self {
+        LabError::Part(Box::new(e))
+    }
+}
+
 /// The path a scenario names, if it is one.
 pub fn data_path(name: &str) -> Option<(&'static str, DataPath)> {
     PATHS.iter().copied().find(|(n, _)| *n == name)
@@ -117,7 +139,7 @@ impl NetworkLab {
     fn build(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
         let lab_err = |what: &str| {
             let what = what.to_string();
-            move |e: netlab::NetlabError| LabError::Other(format!("{what}: {}", e.with_causes()))
+            move |source: netlab::NetlabError| LabError::from(NetworkLabError { what, source })
         };
         // A killed run's namespaces (its creator is gone) go first.
         netlab::sweep(NS_PREFIX).map_err(lab_err("remove a killed run's namespaces"))?;
@@ -305,9 +327,13 @@ fn wait_serving(lab: &Lab, server: &mut Guard, timeout: Duration) -> Result<(), 
     let deadline = Instant::now() + timeout;
     loop {
         if !server.alive() {
-            return Err(LabError::Other(
-                "nginx exited at start in the server's namespace (see nginx.log in the system's results folder)".into(),
-            ));
+            return Err(LabError::ExitedAtStart {
+                process: "nginx".into(),
+                why: Some(
+                    "it ran in the server's namespace: see nginx.log in the system's results folder"
+                        .into(),
+                ),
+            });
         }
         let up = lab
             .client_ns()
@@ -491,6 +517,28 @@ impl Direct {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_netlab_error_stays_typed_under_the_lab_error() {
+        let e = LabError::from(NetworkLabError {
+            what: "build the bridge data path".into(),
+            source: netlab::NetlabError::MissingTool("tc".into()),
+        });
+        assert_eq!(
+            results::with_causes(&e),
+            "build the bridge data path: missing tool: tc"
+        );
+        let LabError::Part(part) = &e else {
+            panic!("not a part's error: {e:?}")
+        };
+        let lab = part
+            .downcast_ref::<NetworkLabError>()
+            .expect("the lab's error");
+        assert!(
+            matches!(lab.source, netlab::NetlabError::MissingTool(ref t) if t == "tc"),
+            "{lab:?}"
+        );
+    }
 
     #[test]
     fn the_server_serves_one_file_with_one_worker_and_logs_only_when_asked() {

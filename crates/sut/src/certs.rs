@@ -26,10 +26,13 @@ fn openssl() -> Result<PathBuf, LabError> {
 fn run(cmd: &mut Command) -> Result<String, LabError> {
     let (ok, out) = output(cmd).map_err(LabError::io("openssl"))?;
     if !ok {
-        return Err(LabError::Other(format!(
-            "openssl could not make a certificate: {}",
-            out.lines().last().unwrap_or("")
-        )));
+        return Err(LabError::ToolFailed {
+            tool: "openssl".into(),
+            detail: format!(
+                "could not make a certificate: {}",
+                out.lines().last().unwrap_or("")
+            ),
+        });
     }
     Ok(out)
 }
@@ -176,17 +179,21 @@ pub fn serial(cert: &Path) -> Result<String, LabError> {
     )
     .map_err(LabError::io("openssl"))?;
     if !ok {
-        return Err(LabError::Other(format!(
-            "openssl could not read the certificate {}: {}",
-            cert.display(),
-            out.lines().last().unwrap_or("")
-        )));
+        return Err(LabError::ToolFailed {
+            tool: "openssl".into(),
+            detail: format!(
+                "could not read the certificate {}: {}",
+                cert.display(),
+                out.lines().last().unwrap_or("")
+            ),
+        });
     }
     let hex = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("serial="))
-        .ok_or_else(|| {
-            LabError::Other(format!("openssl printed no serial for {}", cert.display()))
+        .ok_or_else(|| LabError::ToolFailed {
+            tool: "openssl".into(),
+            detail: format!("printed no serial for {}", cert.display()),
         })?;
     Ok(hex.to_ascii_lowercase())
 }

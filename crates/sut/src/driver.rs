@@ -16,7 +16,8 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Why the lab could not do what was asked.
+/// Why a system under test could not do what was asked: the error of every
+/// [`Driver`] and [`crate::Platform`], the local lab's and the cluster's alike.
 ///
 /// A message carries only its own context; the cause is `source()`, never repeated
 /// in the message, so a caller prints the chain once ([`results::causes`]).
@@ -42,6 +43,46 @@ pub enum LabError {
     NotRunning(String),
     #[error("{system} cannot {what}")]
     Unsupported { system: String, what: String },
+    /// A driver or platform was asked to act before `prepare` gave it a context: a
+    /// caller's mistake, named by what was asked (`nginx-reload`, `kubernetes:
+    /// drain`). A variant of its own rather than types that make it impossible:
+    /// [`Driver`]'s steps are separate calls on one object by design (the runner
+    /// times each), so its prepared state is an `Option` inside each driver.
+    #[error("{0}: prepare() was not called")]
+    NotPrepared(String),
+    /// `start` was asked of a process that already runs.
+    #[error("{0} is already running")]
+    AlreadyRunning(String),
+    /// A process exited while it was starting, before it served: every driver's and
+    /// platform's one way to say so. `why` is what the process left to read (the
+    /// last error of its log, or where that log is), if anything.
+    #[error("{process} exited at start{}", colon(why))]
+    ExitedAtStart {
+        /// The process, as the profile names it (`nginx-reload`, `envoy epoch 2`).
+        process: String,
+        why: Option<String>,
+    },
+    /// What the settings ask for cannot work here (a quota too small, a workload
+    /// named in a form the platform cannot find, a protocol the backends' image does
+    /// not serve): input for the user to change, not a failure of the system.
+    #[error("{what}: {why}")]
+    Setting { what: String, why: String },
+    /// A tool or an API the driver asked (openssl, a proxy's admin API or socket)
+    /// failed or answered something else than it should; `detail` is what it said.
+    #[error("{tool}: {detail}")]
+    ToolFailed { tool: String, detail: String },
+    /// Something the driver made could not be encoded as the proxy or the API takes
+    /// it (a configuration or an object as JSON, a certificate as text).
+    #[error("{what}")]
+    Render {
+        what: String,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    },
+    /// A message with nothing to match on. It stays a string because its only
+    /// users are test doubles (a fake driver's failures in the scenario runner's
+    /// tests), which make up errors no real part raises; every real failure has a
+    /// variant above.
     #[error("{0}")]
     Other(String),
     /// The typed error of a part the lab uses (the xDS server) or that implements its
@@ -57,6 +98,23 @@ impl LabError {
         let what = what.into();
         move |source| LabError::Io { what, source }
     }
+
+    /// Wraps an encoding error with what was being encoded ([`LabError::Render`]).
+    pub fn render<E>(what: impl Into<String>) -> impl FnOnce(E) -> LabError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let what = what.into();
+        move |source| LabError::Render {
+            what,
+            source: Box::new(source),
+        }
+    }
+}
+
+/// `": why"`, or nothing without a why: the tail of [`LabError::ExitedAtStart`].
+fn colon(why: &Option<String>) -> String {
+    why.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
 }
 
 /// A backend the proxy should send traffic to. `id` is unique per backend process
@@ -249,7 +307,7 @@ impl Capabilities {
 /// proxy; if it refuses, the old files are in force again, as in the proxy.
 ///
 /// # Errors
-/// [`LabError::Other`] when `d` has no context yet (not prepared), else `apply`'s.
+/// [`LabError::NotPrepared`] when `d` has no context yet, else `apply`'s.
 pub fn rotate_with<D: Driver + ?Sized>(
     d: &mut D,
     ctx: fn(&mut D) -> Option<&mut DriverContext>,
@@ -258,7 +316,7 @@ pub fn rotate_with<D: Driver + ?Sized>(
 ) -> Result<(), LabError> {
     let name = d.name();
     let before = ctx(d)
-        .ok_or_else(|| LabError::Other(format!("{name}: prepare() was not called")))?
+        .ok_or_else(|| LabError::NotPrepared(name.into()))?
         .set_certificate(cert, key);
     let res = apply(d);
     if res.is_err() {
@@ -465,5 +523,42 @@ impl Handshakes {
             resumed: self.resumed.saturating_sub(before.resumed),
             source: self.source,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_process_that_exits_at_start_says_so_with_or_without_why() {
+        let e = LabError::ExitedAtStart {
+            process: "nginx-reload".into(),
+            why: Some("bind() to 127.0.0.1:80 failed".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "nginx-reload exited at start: bind() to 127.0.0.1:80 failed"
+        );
+        let e = LabError::ExitedAtStart {
+            process: "nginx-reload".into(),
+            why: None,
+        };
+        assert_eq!(e.to_string(), "nginx-reload exited at start");
+    }
+
+    #[test]
+    fn not_prepared_names_what_was_asked() {
+        let e = LabError::NotPrepared("caddy-api".into());
+        assert_eq!(e.to_string(), "caddy-api: prepare() was not called");
+    }
+
+    #[test]
+    fn render_keeps_the_encoding_error_as_its_source() {
+        let bad = String::from_utf8(vec![0xff]).unwrap_err();
+        let e = LabError::render("haproxy: the certificate as PEM text")(bad);
+        assert_eq!(e.to_string(), "haproxy: the certificate as PEM text");
+        let source = std::error::Error::source(&e).expect("a source");
+        assert!(source.to_string().contains("utf-8"), "{source}");
     }
 }

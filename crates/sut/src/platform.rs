@@ -289,14 +289,14 @@ pub trait Platform: Send {
     /// A platform that cannot run them refuses.
     ///
     /// # Errors
-    /// [`LabError::Other`] naming the platform.
+    /// [`LabError::Unsupported`] naming the platform.
     fn set_flapping(&mut self, spec: Option<FlapSpec>) -> Result<(), LabError> {
         match spec {
             None => Ok(()),
-            Some(_) => Err(LabError::Other(format!(
-                "{}: flapping backends run on the local platform only",
-                self.name()
-            ))),
+            Some(_) => Err(LabError::Unsupported {
+                system: self.name().into(),
+                what: "run flapping backends: they run on the local platform only".into(),
+            }),
         }
     }
 

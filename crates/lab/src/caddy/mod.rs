@@ -116,7 +116,7 @@ impl Caddy {
     fn ctx(&self) -> Result<&DriverContext, LabError> {
         self.ctx
             .as_ref()
-            .ok_or_else(|| LabError::Other("caddy-api: prepare() was not called".into()))
+            .ok_or_else(|| LabError::NotPrepared("caddy-api".into()))
     }
 
     fn config_path(&self) -> Result<PathBuf, LabError> {
@@ -137,7 +137,7 @@ impl Caddy {
     fn write_config(&self) -> Result<(), LabError> {
         let path = self.config_path()?;
         let text = serde_json::to_string_pretty(&self.current_config()?)
-            .map_err(|e| LabError::Other(format!("caddy config: {e}")))?;
+            .map_err(LabError::render("caddy config"))?;
         std::fs::write(&path, text + "\n")
             .map_err(LabError::io(format!("writing {}", path.display())))
     }
@@ -152,7 +152,7 @@ impl Caddy {
         let binary = self
             .binary
             .clone()
-            .ok_or_else(|| LabError::Other("caddy-api: prepare() was not called".into()))?;
+            .ok_or_else(|| LabError::NotPrepared("caddy-api".into()))?;
         let home = ctx.work_dir.join("home");
         for d in ["data", "config", "cache"] {
             std::fs::create_dir_all(home.join(d))
@@ -274,7 +274,7 @@ impl Driver for Caddy {
 
     fn start(&mut self) -> Result<(), LabError> {
         if self.running() {
-            return Err(LabError::Other("caddy is already running".into()));
+            return Err(LabError::AlreadyRunning("caddy".into()));
         }
         self.write_config()?;
         self.spawn()
@@ -301,9 +301,10 @@ impl Driver for Caddy {
                     self.spawn()?;
                     continue;
                 }
-                return Err(LabError::Other(format!(
-                    "caddy exited before it was ready: {why}"
-                )));
+                return Err(LabError::ExitedAtStart {
+                    process: "caddy".into(),
+                    why: Some(why),
+                });
             }
             if self.answers(&ctx) {
                 return Ok(());

@@ -237,7 +237,7 @@ impl Driver for EnvoyHotRestart {
 
     fn start(&mut self) -> Result<(), LabError> {
         if self.running() {
-            return Err(LabError::Other("envoy is already running".into()));
+            return Err(LabError::AlreadyRunning("envoy".into()));
         }
         self.stop_all();
         self.epoch = 0;
@@ -327,10 +327,10 @@ impl Driver for EnvoyHotRestart {
         loop {
             if !self.running() {
                 self.pending = None;
-                return Err(LabError::Other(format!(
-                    "envoy epoch {epoch} exited before it served: {}",
-                    last_error(&log)
-                )));
+                return Err(LabError::ExitedAtStart {
+                    process: format!("envoy epoch {epoch}"),
+                    why: Some(last_error(&log)),
+                });
             }
             self.learn_base_id()?;
             let live = self

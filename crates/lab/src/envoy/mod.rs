@@ -112,10 +112,10 @@ fn write_bootstrap(
     let bytes = bootstrap.encode_to_vec();
     let path = ctx.work_dir.join(name);
     results::fsutil::write_atomic(&path, &bytes)
-        .map_err(|e| LabError::Other(format!("writing {}: {e}", path.display())))?;
+        .map_err(LabError::io(format!("writing {}", path.display())))?;
     let keep = ctx.out_dir.join("envoy-bootstrap.pb");
     results::fsutil::write_atomic(&keep, &bytes)
-        .map_err(|e| LabError::Other(format!("writing {}: {e}", keep.display())))?;
+        .map_err(LabError::io(format!("writing {}", keep.display())))?;
     Ok(path)
 }
 
@@ -154,13 +154,13 @@ impl Setup {
     fn ctx(&self, profile: &str) -> Result<&DriverContext, LabError> {
         self.ctx
             .as_ref()
-            .ok_or_else(|| LabError::Other(format!("{profile}: prepare() was not called")))
+            .ok_or_else(|| LabError::NotPrepared(profile.into()))
     }
 
     fn binary(&self, profile: &str) -> Result<PathBuf, LabError> {
         self.binary
             .clone()
-            .ok_or_else(|| LabError::Other(format!("{profile}: prepare() was not called")))
+            .ok_or_else(|| LabError::NotPrepared(profile.into()))
     }
 
     /// The proxy's own count of handshakes on the HTTPS listener.

@@ -229,7 +229,7 @@ impl Driver for EnvoyXds {
 
     fn start(&mut self) -> Result<(), LabError> {
         if self.running() {
-            return Err(LabError::Other("envoy is already running".into()));
+            return Err(LabError::AlreadyRunning("envoy".into()));
         }
         if self.server.is_none() {
             self.start_server()?;
@@ -258,9 +258,10 @@ impl Driver for EnvoyXds {
                     self.spawn()?;
                     continue;
                 }
-                return Err(LabError::Other(format!(
-                    "envoy exited before it was ready: {why}"
-                )));
+                return Err(LabError::ExitedAtStart {
+                    process: "envoy".into(),
+                    why: Some(why),
+                });
             }
             if self.unacked().is_empty() && self.s.admin.ready() && listeners_up(&ctx) {
                 self.pending.clear();

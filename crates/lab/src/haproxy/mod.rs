@@ -145,7 +145,7 @@ impl Haproxy {
     fn run(&self) -> Result<&Run, LabError> {
         self.run
             .as_ref()
-            .ok_or_else(|| LabError::Other(format!("{}: prepare was not called", self.name())))
+            .ok_or_else(|| LabError::NotPrepared(self.name().into()))
     }
 
     /// Whether a process was started; an error if it was and has died since.
@@ -299,11 +299,10 @@ impl Haproxy {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if !self.running()? {
-                return Err(LabError::Other(format!(
-                    "{}: the new process exited while starting: {}",
-                    self.name(),
-                    log_tail(&self.run()?.log())
-                )));
+                return Err(LabError::ExitedAtStart {
+                    process: format!("{}'s new process", self.name()),
+                    why: Some(log_tail(&self.run()?.log())),
+                });
             }
             if self.admin_pid().is_some_and(|p| Some(p) != old_worker) {
                 return Ok(());
@@ -327,9 +326,8 @@ impl Haproxy {
             Mode::Runtime => {
                 let pem_path = run.pem();
                 let admin = run.admin_sock();
-                let pem = String::from_utf8(combined_pem(&run.ctx)?).map_err(|_| {
-                    LabError::Other("haproxy: the certificate is not PEM text".into())
-                })?;
+                let pem = String::from_utf8(combined_pem(&run.ctx)?)
+                    .map_err(LabError::render("haproxy: the certificate as PEM text"))?;
                 let set = format!(
                     "set ssl cert {} <<\n{}\n\n",
                     pem_path.display(),
@@ -398,10 +396,13 @@ impl Driver for Haproxy {
         }
         let longest = ctx.work_dir.join("master.sock").as_os_str().len();
         if longest > MAX_SOCKET_PATH {
-            return Err(LabError::Other(format!(
-                "haproxy: work folder {} is too long for a unix socket path",
-                ctx.work_dir.display()
-            )));
+            return Err(LabError::Unsupported {
+                system: "haproxy".into(),
+                what: format!(
+                    "use the work folder {}: it is too long for a unix socket path",
+                    ctx.work_dir.display()
+                ),
+            });
         }
         let run = Run {
             ctx: ctx.clone(),
@@ -440,11 +441,10 @@ impl Driver for Haproxy {
                 return Err(LabError::NotRunning(self.name().to_string()));
             }
             if !self.running().unwrap_or(false) {
-                return Err(LabError::Other(format!(
-                    "{} exited while starting: {}",
-                    self.name(),
-                    log_tail(&self.run()?.log())
-                )));
+                return Err(LabError::ExitedAtStart {
+                    process: self.name().into(),
+                    why: Some(log_tail(&self.run()?.log())),
+                });
             }
             if !slots_ready {
                 slots_ready = self.sync_slots()?;

@@ -92,8 +92,8 @@ impl Haproxy {
             std::thread::sleep(Duration::from_millis(2));
         };
         let Some(before) = before else {
-            return Err(LabError::Other(format!(
-                "{}: master socket {} does not answer",
+            return Err(LabError::NotReady(format!(
+                "{}: master socket {}",
                 self.name(),
                 master.display()
             )));

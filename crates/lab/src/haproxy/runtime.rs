@@ -112,10 +112,10 @@ impl Haproxy {
         let text = cli(&run.admin_sock(), "show servers state")
             .map_err(LabError::io("haproxy runtime API: show servers state"))?;
         if !text.starts_with("1\n") {
-            return Err(LabError::Other(format!(
-                "haproxy: unexpected server state dump: {}",
-                first_line(&text)
-            )));
+            return Err(LabError::ToolFailed {
+                tool: "haproxy runtime API".into(),
+                detail: format!("unexpected server state dump: {}", first_line(&text)),
+            });
         }
         let path = run.state_file();
         let tmp = path.with_extension("new");

@@ -79,10 +79,13 @@ impl Nginx {
                     .filter(|l| !l.is_empty())
                     .collect(),
             )),
-            _ => Err(LabError::Other(format!(
-                "nginx-lua: GET http://{addr}/endpoints answered {status} {}",
-                reply.trim()
-            ))),
+            _ => Err(LabError::ToolFailed {
+                tool: "nginx-lua".into(),
+                detail: format!(
+                    "GET http://{addr}/endpoints answered {status} {}",
+                    reply.trim()
+                ),
+            }),
         }
     }
 

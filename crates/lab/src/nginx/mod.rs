@@ -126,7 +126,7 @@ impl Nginx {
     fn settings(&self) -> Result<&Settings, LabError> {
         self.settings
             .as_ref()
-            .ok_or_else(|| LabError::Other(format!("{}: prepare() was not called", self.name())))
+            .ok_or_else(|| LabError::NotPrepared(self.name().into()))
     }
 
     fn conf_path(&self) -> PathBuf {
@@ -287,10 +287,7 @@ impl Driver for Nginx {
     fn start(&mut self) -> Result<(), LabError> {
         self.settings()?;
         if self.running() {
-            return Err(LabError::Other(format!(
-                "{} is already running",
-                self.name()
-            )));
+            return Err(LabError::AlreadyRunning(self.name().into()));
         }
         self.spawn()
     }
@@ -318,11 +315,10 @@ impl Driver for Nginx {
                     self.spawn()?;
                     continue;
                 }
-                return Err(LabError::NotRunning(format!(
-                    "{} (exited while starting{})",
-                    self.name(),
-                    problem.map(|l| format!(": {l}")).unwrap_or_default()
-                )));
+                return Err(LabError::ExitedAtStart {
+                    process: self.name().into(),
+                    why: problem,
+                });
             }
             if self.mode == Mode::Lua && !self.pushed {
                 let eps = self.endpoints.clone();
@@ -417,7 +413,7 @@ impl Driver for Nginx {
         let s = self
             .settings
             .as_mut()
-            .ok_or_else(|| LabError::Other("nginx: prepare() was not called".into()))?;
+            .ok_or_else(|| LabError::NotPrepared("nginx".into()))?;
         let before = (
             std::mem::replace(&mut s.cert, cert),
             std::mem::replace(&mut s.key, key),
