@@ -3,7 +3,7 @@
 //! and stopping leaves nothing behind.
 
 use crate::common::lab::{self as labsupport, caddy::Caddy, ids, ids_seen, settle_change, Driver};
-use crate::common::lab::{routes, Endpoint, LabError, Resp, Route, RouteSet};
+use crate::common::lab::{routes, Endpoint, Resp, Route, RouteSet, SutError};
 use crate::common::shared;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -12,7 +12,7 @@ const SETTLE: Duration = Duration::from_secs(5);
 
 /// [`settle_change`], then what the admin API's call and its confirmation cost (for
 /// the notes).
-fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy) -> Result<(), LabError>) {
+fn changed(d: &mut Caddy, label: &str, change: impl FnOnce(&mut Caddy) -> Result<(), SutError>) {
     settle_change(d, label, SETTLE, change);
     let t = d.last_change().expect("a change was timed");
     eprintln!(

@@ -6,7 +6,7 @@ use crate::common::lab::{
     apply_set, assert_all_served, assert_no_process_with, assert_only_the_last_never_serves,
     backend, context, get, ids, ids_seen, path_text, settle_change,
 };
-use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route, RouteSet};
+use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, Route, RouteSet, SutError};
 use crate::common::shared;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -98,7 +98,7 @@ fn exercise(mode: Mode) {
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
     };
     match d.set_endpoints(&[bad]) {
-        Err(LabError::Rejected { detail, .. }) => eprintln!("{}: rejected: {detail}", d.name()),
+        Err(SutError::Rejected { detail, .. }) => eprintln!("{}: rejected: {detail}", d.name()),
         other => panic!("port 0 accepted: {other:?}"),
     }
     d.settle(&Expect::Applied, Duration::from_secs(5)).unwrap();

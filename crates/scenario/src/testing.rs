@@ -12,8 +12,8 @@ use crate::runner::{LoadRun, LoadRunner, PlatformFor};
 use engine::windows::Tally;
 use lab::platform::{SiteSpec, StopMode};
 use lab::{
-    Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Platform, PlatformEvent,
-    Route, Target,
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Platform, PlatformEvent, Route,
+    SutError, Target,
 };
 use results::RunResult;
 use std::sync::atomic::Ordering;
@@ -44,10 +44,10 @@ impl Calls {
 pub struct Faults(pub Vec<&'static str>);
 
 impl Faults {
-    fn check(&self, calls: &Calls, who: &str, what: &'static str) -> Result<(), LabError> {
+    fn check(&self, calls: &Calls, who: &str, what: &'static str) -> Result<(), SutError> {
         calls.push(format!("{who} {what}"));
         if self.0.contains(&what) {
-            return Err(LabError::Unsupported {
+            return Err(SutError::Unsupported {
                 system: format!("fake {who}"),
                 what: format!("{what} (told to fail)"),
             });
@@ -94,7 +94,7 @@ impl Platform for FakePlatform {
         "fake"
     }
 
-    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
+    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, SutError> {
         self.faults.check(&self.calls, "platform", "prepare")?;
         self.up = (1..=spec.replicas).collect();
         self.next = spec.replicas + 1;
@@ -143,12 +143,12 @@ impl Platform for FakePlatform {
 
     fn tick(&mut self) {}
 
-    fn teardown(&mut self) -> Result<(), LabError> {
+    fn teardown(&mut self) -> Result<(), SutError> {
         self.calls.push("platform teardown");
         Ok(())
     }
 
-    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn Driver>, LabError>> {
+    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn Driver>, SutError>> {
         self.calls.push(format!("platform driver_for {system}"));
         Some(Ok(Box::new(FakeDriver {
             calls: self.calls.clone(),
@@ -172,18 +172,18 @@ impl Driver for FakeDriver {
     fn capabilities(&self) -> Capabilities {
         Capabilities::LOCAL_PROXY
     }
-    fn prepare(&mut self, _: &DriverContext, _: &[Endpoint]) -> Result<(), LabError> {
+    fn prepare(&mut self, _: &DriverContext, _: &[Endpoint]) -> Result<(), SutError> {
         self.faults.check(&self.calls, "driver", "prepare")
     }
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         self.faults.check(&self.calls, "driver", "start")?;
         self.running = true;
         Ok(())
     }
-    fn wait_ready(&mut self, _: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, _: Duration) -> Result<(), SutError> {
         Ok(())
     }
-    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.calls.push(format!(
             "driver set_endpoints {}",
             endpoints
@@ -194,26 +194,26 @@ impl Driver for FakeDriver {
         ));
         Ok(())
     }
-    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, route: Route) -> Result<(), SutError> {
         self.faults.check(&self.calls, "driver", "apply_route")?;
         self.calls.push(format!("driver route {}", route.name()));
         Ok(())
     }
-    fn reload(&mut self) -> Result<(), LabError> {
+    fn reload(&mut self) -> Result<(), SutError> {
         self.faults.check(&self.calls, "driver", "reload")
     }
-    fn restart_proxy(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         self.faults.check(&self.calls, "driver", "restart_proxy")?;
         replaced("fake-proxy-2".into());
         Ok(())
     }
-    fn settle(&mut self, _: &Expect, _: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, _: &Expect, _: Duration) -> Result<(), SutError> {
         Ok(())
     }
     fn alive(&mut self) -> bool {
         self.running
     }
-    fn stop(&mut self) -> Result<(), LabError> {
+    fn stop(&mut self) -> Result<(), SutError> {
         self.calls.push("driver stop");
         self.running = false;
         Ok(())

@@ -12,7 +12,7 @@ use crate::{Key, PlatformKind, Scenario, Step, TlsVersion};
 use lab::backends::StopMode;
 use lab::health::PassiveHealth;
 use lab::platform::{BackendSpec, FlapSpec, Placement, SiteSpec, TlsSpec};
-use lab::{certs, LabError, Platform};
+use lab::{certs, Platform, SutError};
 use results::search::SearchBounds;
 use results::sizing::Measure;
 use std::path::{Path, PathBuf};
@@ -157,9 +157,9 @@ impl PlatformSpec {
     /// next system must not wait for it or meet its leftovers.
     ///
     /// # Errors
-    /// [`LabError`] when the platform cannot start (a network lab's namespaces, a
+    /// [`SutError`] when the platform cannot start (a network lab's namespaces, a
     /// cluster's client).
-    pub fn build(&self, system: &str, exe: &Path) -> Result<Box<dyn Platform>, LabError> {
+    pub fn build(&self, system: &str, exe: &Path) -> Result<Box<dyn Platform>, SutError> {
         match self {
             PlatformSpec::Local => Ok(Box::new(lab::local::LocalProcesses::new(exe))),
             PlatformSpec::NetworkLab(opts) => Ok(Box::new(lab::network::NetworkLab::new(

@@ -122,7 +122,7 @@ pub(super) fn apply_route_set(
     name: &str,
 ) -> Result<results::RouteSetResult, RunError> {
     let set = r.set;
-    let fail = |e: LabError| RunError::Setup(format!("{name}: routes: {}", results::Causes(&e)));
+    let fail = |e: SutError| RunError::Setup(format!("{name}: routes: {}", results::Causes(&e)));
     let writes0 = sys.driver.route_status_writes();
     // What the system spends rendering the set: its processes read before and
     // after (a process that exits in between, an old worker, loses its share).

@@ -26,7 +26,7 @@ use engine::{self, LoadSpec};
 use lab::backends::StopMode;
 use lab::endpoint_push::{self, Sync};
 use lab::platform::fmt_set;
-use lab::{certs, driver_for, Driver, Expect, LabError, Platform, PlatformEvent};
+use lab::{certs, driver_for, Driver, Expect, Platform, PlatformEvent, SutError};
 use measure::*;
 use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
@@ -52,7 +52,7 @@ pub enum RunError {
     Lab {
         system: String,
         #[source]
-        source: LabError,
+        source: SutError,
     },
     #[error("{0}")]
     Setup(String),
@@ -143,7 +143,7 @@ pub struct RunOptions {
 }
 
 /// Makes the platform a case deploys on, in place of its own.
-pub type PlatformFor = Box<dyn Fn(&Case) -> Result<Box<dyn Platform>, LabError>>;
+pub type PlatformFor = Box<dyn Fn(&Case) -> Result<Box<dyn Platform>, SutError>>;
 
 /// What a scenario run produced.
 pub struct RunOutput {

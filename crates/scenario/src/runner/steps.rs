@@ -118,7 +118,7 @@ impl System {
         ask: F,
     ) -> bool
     where
-        F: FnOnce(&mut dyn Driver, &mut dyn FnMut(String)) -> Result<(), LabError>,
+        F: FnOnce(&mut dyn Driver, &mut dyn FnMut(String)) -> Result<(), SutError>,
     {
         // Timed from when the change is made: a load elsewhere has the request
         // logged (and the change made) only after its mark's lead.

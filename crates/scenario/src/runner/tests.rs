@@ -13,29 +13,29 @@ impl Driver for Leaky {
     fn capabilities(&self) -> Capabilities {
         Capabilities::LOCAL_PROXY
     }
-    fn prepare(&mut self, _: &DriverContext, _: &[Endpoint]) -> Result<(), LabError> {
+    fn prepare(&mut self, _: &DriverContext, _: &[Endpoint]) -> Result<(), SutError> {
         Ok(())
     }
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         Ok(())
     }
-    fn wait_ready(&mut self, _: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, _: Duration) -> Result<(), SutError> {
         Ok(())
     }
-    fn apply_route(&mut self, _: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, _: Route) -> Result<(), SutError> {
         Ok(())
     }
-    fn reload(&mut self) -> Result<(), LabError> {
+    fn reload(&mut self) -> Result<(), SutError> {
         Ok(())
     }
-    fn settle(&mut self, _: &Expect, _: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, _: &Expect, _: Duration) -> Result<(), SutError> {
         Ok(())
     }
     fn alive(&mut self) -> bool {
         true
     }
-    fn stop(&mut self) -> Result<(), LabError> {
-        Err(LabError::Io {
+    fn stop(&mut self) -> Result<(), SutError> {
+        Err(SutError::Io {
             what: "stop leaky".into(),
             // EPERM
             source: std::io::Error::from_raw_os_error(1),
@@ -44,8 +44,8 @@ impl Driver for Leaky {
     fn versions(&self) -> Vec<(String, String)> {
         Vec::new()
     }
-    fn take_warnings(&mut self) -> Vec<LabError> {
-        vec![LabError::Other("Middleware m not deleted".into())]
+    fn take_warnings(&mut self) -> Vec<SutError> {
+        vec![SutError::Other("Middleware m not deleted".into())]
     }
 }
 
@@ -56,8 +56,8 @@ impl Platform for Sticky {
     fn name(&self) -> &'static str {
         "sticky"
     }
-    fn prepare(&mut self, _: &SiteSpec) -> Result<DriverContext, LabError> {
-        Err(LabError::Other("not for this test".into()))
+    fn prepare(&mut self, _: &SiteSpec) -> Result<DriverContext, SutError> {
+        Err(SutError::Other("not for this test".into()))
     }
     fn target(&self) -> Target {
         Target::default()
@@ -70,8 +70,8 @@ impl Platform for Sticky {
     }
     fn scale(&mut self, _: u32, _: StopMode, _: &mut dyn FnMut(PlatformEvent)) {}
     fn tick(&mut self) {}
-    fn teardown(&mut self) -> Result<(), LabError> {
-        Err(LabError::Other("namespace n not deleted".into()))
+    fn teardown(&mut self) -> Result<(), SutError> {
+        Err(SutError::Other("namespace n not deleted".into()))
     }
 }
 
