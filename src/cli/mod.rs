@@ -172,7 +172,7 @@ mod tests {
             "backend: listen 127.0.0.1:80: Address already in use (os error 98)"
         );
         // A run's error over a lab error over an I/O error: three levels, each once.
-        let lab = lab::LabError::Io {
+        let lab = lab::SutError::Io {
             what: "start nginx".into(),
             source: std::io::Error::from_raw_os_error(libc::ENOENT),
         };

@@ -17,7 +17,7 @@ use lab::backends::StopMode;
 use lab::endpoint_push::{self, Sync};
 use lab::local::LocalProcesses;
 use lab::platform::{fmt_set, BackendSpec, Placement, SiteSpec, TlsSpec};
-use lab::{certs, Driver, Expect, LabError, Platform, PlatformEvent, Route, PROFILES};
+use lab::{certs, Driver, Expect, Platform, PlatformEvent, Route, SutError, PROFILES};
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
@@ -214,7 +214,7 @@ fn contract(profile: &lab::profiles::Profile) {
     if !caps.push_endpoints {
         assert!(matches!(
             d.set_endpoints(&eps),
-            Err(LabError::Unsupported { .. })
+            Err(SutError::Unsupported { .. })
         ));
     }
 

@@ -205,7 +205,7 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
 /// through the status subresource, and the driver must wait for it).
 #[test]
 fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_acceptance() {
-    use lab::{Expect, LabError, Route};
+    use lab::{Expect, Route, SutError};
     let _turn = shared();
     let cluster = TestCluster::up();
     let crds =
@@ -302,7 +302,7 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
         assert!(a.contains("rewrite-target") && !a.contains("cors"), "{a}");
         let (_, path) = ingress(c, "{.spec.rules[0].http.paths[0].path}");
         assert_eq!(path, "/(.*)");
-        assert!(matches!(d.reload(), Err(LabError::Unsupported { .. })));
+        assert!(matches!(d.reload(), Err(SutError::Unsupported { .. })));
         d.stop().unwrap();
         let (gone, _) = ingress(c, "{.metadata.name}");
         assert!(!gone, "the Ingress is deleted when the driver stops");

@@ -6,7 +6,7 @@ use crate::common::lab::{
     apply_set, assert_all_served, assert_no_process_with, assert_only_the_last_never_serves,
     backend, context, get, ids_seen, path_text,
 };
-use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, LabError, Route, RouteSet};
+use crate::common::lab::{Driver, DriverContext, Endpoint, Expect, Route, RouteSet, SutError};
 use crate::common::shared;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -17,7 +17,7 @@ fn ids(list: &[&str]) -> BTreeSet<String> {
 }
 
 /// Asks for a change, settles it and reports both times.
-fn timed(what: &str, d: &mut Nginx, change: impl FnOnce(&mut Nginx) -> Result<(), LabError>) {
+fn timed(what: &str, d: &mut Nginx, change: impl FnOnce(&mut Nginx) -> Result<(), SutError>) {
     let t = Instant::now();
     change(d).unwrap_or_else(|e| panic!("{what}: {e}"));
     let asked = t.elapsed();
@@ -115,7 +115,7 @@ fn exercise(mode: Mode) {
         addr: SocketAddr::from(([127, 0, 0, 1], 0)),
     };
     match d.set_endpoints(&[bad]) {
-        Err(LabError::Rejected { detail, .. }) => eprintln!("{}: rejected: {detail}", d.name()),
+        Err(SutError::Rejected { detail, .. }) => eprintln!("{}: rejected: {detail}", d.name()),
         other => panic!("port 0 accepted: {other:?}"),
     }
     d.settle(&Expect::Applied, Duration::from_secs(5)).unwrap();

@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use sut::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use sut::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, Route, SutError};
 use sut::RouteSet;
 
 /// Server-side apply's field manager for everything the run writes.
@@ -44,7 +44,7 @@ pub struct ControllerDriver {
     pending_generation: Option<i64>,
     /// Objects of an old route that could not be deleted (they stay in `applied`,
     /// and `stop()` tries again), not yet reported.
-    warnings: Vec<LabError>,
+    warnings: Vec<SutError>,
     /// The namespace is the run's own (it goes whole when the run ends), not one it
     /// was given: what to do about an object left in it differs.
     owned: bool,
@@ -102,8 +102,8 @@ impl StatusWrites {
 }
 
 impl ControllerDriver {
-    fn restarter(&self) -> Result<crate::restart::Restarter<'_>, LabError> {
-        let install = self.install.as_ref().ok_or_else(|| LabError::Unsupported {
+    fn restarter(&self) -> Result<crate::restart::Restarter<'_>, SutError> {
+        let install = self.install.as_ref().ok_or_else(|| SutError::Unsupported {
             system: self.controller.name.into(),
             what: format!(
                 "be restarted: it has no standard install; say where its pods are in kubernetes.workloads.{}",
@@ -218,7 +218,7 @@ impl ControllerDriver {
 
     /// Applies `objs` with server-side apply, [`IN_FLIGHT`] at a time; returns the
     /// generation of each HTTPRoute among them.
-    fn apply_many(&self, objs: &[&Value]) -> Result<Vec<(String, i64)>, LabError> {
+    fn apply_many(&self, objs: &[&Value]) -> Result<Vec<(String, i64)>, SutError> {
         let pp = PatchParams::apply(MANAGER).force();
         let writes = objs.iter().map(|o| {
             let kind = o["kind"].as_str().unwrap_or_default().to_string();
@@ -286,7 +286,7 @@ impl ControllerDriver {
     /// Waits until every HTTPRoute of the route set is accepted in the generation
     /// written last. A failure is reported once: what was pending is forgotten, so
     /// a later change waits only for what it wrote.
-    fn settle_set(&mut self, deadline: Instant) -> Result<(), LabError> {
+    fn settle_set(&mut self, deadline: Instant) -> Result<(), SutError> {
         let waited = self.wait_set_accepted(deadline);
         if waited.is_err() {
             self.set_pending.clear();
@@ -313,7 +313,7 @@ impl ControllerDriver {
     /// Polls the watch's copy of the routes' statuses every 10 ms (no load on the
     /// API server, which the controller under test shares), or LISTs them every
     /// 250 ms without a watch.
-    fn wait_set_accepted(&mut self, deadline: Instant) -> Result<(), LabError> {
+    fn wait_set_accepted(&mut self, deadline: Instant) -> Result<(), SutError> {
         let api = self.api("gateway.networking.k8s.io/v1", "HTTPRoute");
         let lp = ListParams::default().labels(&self.set_selector());
         while !self.set_pending.is_empty() {
@@ -341,7 +341,7 @@ impl ControllerDriver {
                         self.set_pending.remove(name);
                     }
                     Some(reason) => {
-                        return Err(LabError::Rejected {
+                        return Err(SutError::Rejected {
                             what: format!("HTTPRoute {name}"),
                             detail: reason,
                         })
@@ -354,7 +354,7 @@ impl ControllerDriver {
             }
             if Instant::now() >= deadline {
                 let first = self.set_pending.keys().next().cloned().unwrap_or_default();
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "{} HTTPRoutes of the route set (first {first}; no Accepted condition for their generation from the Gateway's controller)",
                     self.set_pending.len()
                 )));
@@ -374,7 +374,7 @@ impl ControllerDriver {
     /// them (Traefik's Middleware when going back to `base`). One that cannot be
     /// deleted does not undo the route, which is in force: it is reported
     /// ([`Driver::take_warnings`]) and kept, for `stop()` to try again.
-    fn apply(&mut self, route: Route) -> Result<(), LabError> {
+    fn apply(&mut self, route: Route) -> Result<(), SutError> {
         let objs = controllers::objects(self.controller, &self.place, route)
             .map_err(ClusterError::from)?;
         let mut now = Vec::new();
@@ -441,7 +441,7 @@ impl ControllerDriver {
     }
 
     /// Whether the HTTPRoute's every parent reports `Accepted` for `generation`.
-    fn accepted(&self, generation: i64) -> Result<Option<String>, LabError> {
+    fn accepted(&self, generation: i64) -> Result<Option<String>, SutError> {
         let kind = self.gateway_route();
         let api = self.api("gateway.networking.k8s.io/v1", kind);
         let r = self
@@ -524,23 +524,23 @@ impl Driver for ControllerDriver {
 
     /// The platform made the controller's certificate (its TLS Secret) when the
     /// context's certificate file exists: then the Ingress terminates TLS with it.
-    fn prepare(&mut self, ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn prepare(&mut self, ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.place.tls_secret = ctx.cert.is_file().then(|| crate::TLS_SECRET.to_string());
         // Refuse what cannot be expressed before anything is created.
         controllers::objects(self.controller, &self.place, Route::Base)
             .map(|_| ())
-            .map_err(|e| LabError::from(ClusterError::from(e)))
+            .map_err(|e| SutError::from(ClusterError::from(e)))
     }
 
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         self.apply(Route::Base)
     }
 
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), SutError> {
         self.settle(&Expect::Route(Route::Base), timeout)
     }
 
-    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, route: Route) -> Result<(), SutError> {
         self.apply(route)
     }
 
@@ -551,16 +551,16 @@ impl Driver for ControllerDriver {
         &mut self,
         cert: &std::path::Path,
         key: &std::path::Path,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         if self.place.tls_secret.is_none() {
-            return Err(LabError::Unsupported {
+            return Err(SutError::Unsupported {
                 system: self.controller.name.into(),
                 what: "rotate its certificate: it terminates TLS with its own (kubernetes.cacert)"
                     .into(),
             });
         }
         let read = |p: &std::path::Path| {
-            std::fs::read(p).map_err(LabError::io(format!("reading {}", p.display())))
+            std::fs::read(p).map_err(SutError::io(format!("reading {}", p.display())))
         };
         let secret = crate::objects::tls_secret(
             &self.place.run,
@@ -569,7 +569,7 @@ impl Driver for ControllerDriver {
             &read(key)?,
         );
         let patch = serde_json::json!({"data": serde_json::to_value(&secret.data)
-            .map_err(LabError::render("the Secret as JSON"))?});
+            .map_err(SutError::render("the Secret as JSON"))?});
         let api: kube::Api<k8s_openapi::api::core::v1::Secret> =
             kube::Api::namespaced(self.client.clone(), &self.place.namespace);
         self.rt
@@ -599,13 +599,13 @@ impl Driver for ControllerDriver {
         }
     }
 
-    fn restart_proxy(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         self.restarter()?.restart_data_plane(replaced)
     }
 
     /// The controller's pods deleted, as after a crash: done once as many new ones
     /// are ready; the routes the run applies next are made while it resyncs.
-    fn restart_controller(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    fn restart_controller(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         self.restarter()?.restart_controller(replaced)
     }
 
@@ -614,7 +614,7 @@ impl Driver for ControllerDriver {
     /// naming it, after it when deleted); the HTTPRoutes written are what `settle`
     /// waits for. Returns the size of the set's objects as JSON: what the controller
     /// is given to render.
-    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, LabError> {
+    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, SutError> {
         let routes = controllers::route_set_objects(self.controller, &self.place, set)
             .map_err(ClusterError::from)?;
         self.watch_status();
@@ -683,8 +683,8 @@ impl Driver for ControllerDriver {
         )
     }
 
-    fn reload(&mut self) -> Result<(), LabError> {
-        Err(LabError::Unsupported {
+    fn reload(&mut self) -> Result<(), SutError> {
+        Err(SutError::Unsupported {
             system: self.controller.name.into(),
             what: "reload (an installed controller is not ingressbench's to reload)".into(),
         })
@@ -693,7 +693,7 @@ impl Driver for ControllerDriver {
     /// Endpoints: the controller discovers them itself and reports nothing, so there
     /// is nothing to wait for here (the platform's watches and the responses time
     /// it). Routes: an HTTPRoute's acceptance of the new generation.
-    fn settle(&mut self, expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, expect: &Expect, timeout: Duration) -> Result<(), SutError> {
         if matches!(expect, Expect::Endpoints(_)) {
             return Ok(());
         }
@@ -708,13 +708,13 @@ impl Driver for ControllerDriver {
                     return self.settle_set(deadline);
                 }
                 Some(reason) => {
-                    return Err(LabError::Rejected {
+                    return Err(SutError::Rejected {
                         what: format!("{} {}", self.gateway_route(), controllers::ROUTE_NAME),
                         detail: reason,
                     })
                 }
                 None if Instant::now() >= deadline => {
-                    return Err(LabError::NotReady(format!(
+                    return Err(SutError::NotReady(format!(
                         "{} {} generation {generation} (no Accepted condition from the Gateway's controller)",
                         self.gateway_route(),
                         controllers::ROUTE_NAME
@@ -733,7 +733,7 @@ impl Driver for ControllerDriver {
 
     /// Deletes every object the run applied; those that cannot be deleted are the
     /// error (the first one's cause; the rest are named), and are not tried again.
-    fn stop(&mut self) -> Result<(), LabError> {
+    fn stop(&mut self) -> Result<(), SutError> {
         if let Some((_, task)) = self.status.take() {
             task.abort();
         }
@@ -758,7 +758,7 @@ impl Driver for ControllerDriver {
         .into())
     }
 
-    fn take_warnings(&mut self) -> Vec<LabError> {
+    fn take_warnings(&mut self) -> Vec<SutError> {
         std::mem::take(&mut self.warnings)
     }
 

@@ -84,10 +84,10 @@ impl ClusterError {
     }
 }
 
-impl From<ClusterError> for sut::LabError {
+impl From<ClusterError> for sut::SutError {
     /// Kept whole, so that the kube-rs error stays the cause.
     fn from(e: ClusterError) -> Self {
-        sut::LabError::Part(Box::new(e))
+        sut::SutError::Part(Box::new(e))
     }
 }
 

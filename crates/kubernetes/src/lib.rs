@@ -37,7 +37,7 @@ use std::collections::BTreeSet;
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use sut::driver::{DriverContext, Endpoint, LabError};
+use sut::driver::{DriverContext, Endpoint, SutError};
 use sut::platform::{Platform, PlatformEvent, SiteSpec, StopMode, Target};
 
 /// `app.kubernetes.io/managed-by` on everything a run creates.
@@ -176,7 +176,7 @@ impl Kubernetes {
     }
 
     /// Creates the namespace (or checks the given one) and the backends' objects.
-    fn create(&mut self, spec: &SiteSpec) -> Result<String, LabError> {
+    fn create(&mut self, spec: &SiteSpec) -> Result<String, SutError> {
         let client = self.client()?;
         let run = self.spec.run.clone();
         let (ns, create) = (self.namespace_name(), self.spec.namespace.is_none());
@@ -185,7 +185,7 @@ impl Kubernetes {
         let body = spec.backends.body_size;
         let grpc = spec.grpc;
         if grpc && image == objects::BackendImage::Nginx {
-            return Err(LabError::Setting {
+            return Err(SutError::Setting {
                 what: "protocol: grpc".into(),
                 why: "it needs ingressbench's backend in the pods (its Echo method): set kubernetes.image to an ingressbench image".into(),
             });
@@ -233,7 +233,7 @@ impl Kubernetes {
     }
 
     /// Starts the two watches; their events reach the book and the channel.
-    fn watch(&mut self, ns: &str) -> Result<(), LabError> {
+    fn watch(&mut self, ns: &str) -> Result<(), SutError> {
         let client = self.client()?;
         let (tx, rx) = mpsc::channel();
         self.events = Some(rx);
@@ -275,7 +275,7 @@ impl Kubernetes {
         stop: StopMode,
         on: &mut dyn FnMut(PlatformEvent),
         done: &dyn Fn(&Book) -> bool,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let deadline = since + SCALE_WAIT;
         loop {
             if done(&self.book()) {
@@ -289,20 +289,20 @@ impl Kubernetes {
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "the backends in namespace {} ({} ready of the pods asked for)",
                     self.namespace.as_deref().unwrap_or("?"),
                     self.book().endpoints().len()
                 )));
             }
             let Some(rx) = self.events.as_ref() else {
-                return Err(LabError::NotRunning("the Kubernetes watches".into()));
+                return Err(SutError::NotRunning("the Kubernetes watches".into()));
             };
             match rx.recv_timeout(left.min(Duration::from_millis(200))) {
                 Ok(ev) => self.deliver(ev, since, stop, on),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
                 Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(LabError::NotRunning("the Kubernetes watches".into()))
+                    return Err(SutError::NotRunning("the Kubernetes watches".into()))
                 }
             }
         }
@@ -533,11 +533,11 @@ impl Platform for Kubernetes {
         "kubernetes"
     }
 
-    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
+    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, SutError> {
         self.teardown()?;
         self.grpc = spec.grpc;
         std::fs::create_dir_all(&spec.out_dir)
-            .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
+            .map_err(SutError::io(format!("create {}", spec.out_dir.display())))?;
         let work = sut::scratch::scratch_dir()?;
         let ns = self.create(spec)?;
         self.namespace = Some(ns.clone());
@@ -652,9 +652,9 @@ impl Platform for Kubernetes {
 
     /// A new leaf from the run's CA for the controller's TLS Secret (which the
     /// driver then updates: `rotate: certificate`).
-    fn new_certificate(&mut self) -> Result<(std::path::PathBuf, std::path::PathBuf), LabError> {
+    fn new_certificate(&mut self) -> Result<(std::path::PathBuf, std::path::PathBuf), SutError> {
         let (Some((key, n)), Some(work)) = (self.tls.as_mut(), self.work.as_ref()) else {
-            return Err(LabError::Unsupported {
+            return Err(SutError::Unsupported {
                 system: "kubernetes".into(),
                 what: "issue a certificate: the controller terminates TLS with its own (kubernetes.cacert), or the URL is http://".into(),
             });
@@ -674,10 +674,10 @@ impl Platform for Kubernetes {
         &mut self,
         node: Option<&str>,
         on: &mut dyn FnMut(PlatformEvent),
-    ) -> Result<String, LabError> {
+    ) -> Result<String, SutError> {
         let client = self.client()?;
         let Some(ns) = self.namespace.clone() else {
-            return Err(LabError::NotPrepared("kubernetes: drain".into()));
+            return Err(SutError::NotPrepared("kubernetes: drain".into()));
         };
         if let Some(rx) = &self.events {
             while rx.try_recv().is_ok() {}
@@ -692,7 +692,7 @@ impl Platform for Kubernetes {
                 pods.sort_by(|a, b| a.created.cmp(&b.created));
                 pods.iter()
                     .find_map(|p| p.node.clone())
-                    .ok_or_else(|| LabError::Unsupported {
+                    .ok_or_else(|| SutError::Unsupported {
                         system: "kubernetes".into(),
                         what: "drain a node yet: no backend pod is on a node".into(),
                     })?
@@ -753,7 +753,7 @@ impl Platform for Kubernetes {
         Ok(format!("{node} ({} evicted)", victims.len()))
     }
 
-    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn sut::Driver>, LabError>> {
+    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn sut::Driver>, SutError>> {
         let c = controllers::controller(system)?;
         let place = controllers::Place {
             run: self.spec.run.clone(),
@@ -789,7 +789,7 @@ impl Platform for Kubernetes {
                         .map(|(_, text)| text.clone());
                     Box::new(d) as Box<dyn sut::Driver>
                 })
-                .map_err(LabError::from),
+                .map_err(SutError::from),
         )
     }
 
@@ -820,7 +820,7 @@ impl Platform for Kubernetes {
     /// # Errors
     /// [`ClusterError::Left`] naming what is still in the cluster and how to remove
     /// it.
-    fn teardown(&mut self) -> Result<(), LabError> {
+    fn teardown(&mut self) -> Result<(), SutError> {
         for w in self.watches.drain(..) {
             w.abort();
         }
@@ -836,7 +836,7 @@ impl Platform for Kubernetes {
         if let Some(w) = self.work.take() {
             sut::scratch::remove_scratch(w);
         }
-        res.and(uncordoned).map_err(LabError::from)
+        res.and(uncordoned).map_err(SutError::from)
     }
 }
 
@@ -846,11 +846,11 @@ impl Kubernetes {
         &mut self,
         cert: &std::path::Path,
         key: &std::path::Path,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let client = self.client()?;
         let ns = self.namespace_name();
         let read = |p: &std::path::Path| {
-            std::fs::read(p).map_err(LabError::io(format!("reading {}", p.display())))
+            std::fs::read(p).map_err(SutError::io(format!("reading {}", p.display())))
         };
         let secret = objects::tls_secret(&self.spec.run, TLS_SECRET, &read(cert)?, &read(key)?);
         let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, &ns);
@@ -1065,7 +1065,7 @@ mod tests {
             "kubernetes: namespace ingressbench-t1 not deleted (run `ingressbench cleanup --platform kubernetes`): namespaces \"ingressbench-t1\" is forbidden: User \"ci\" cannot delete resource \"namespaces\": Forbidden"
         );
         // The kube-rs error is the cause, whole: a caller can read its status.
-        let LabError::Part(part) = &e else {
+        let SutError::Part(part) = &e else {
             panic!("{e:?}")
         };
         let kube_err = std::error::Error::source(&**part)

@@ -16,7 +16,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
-use sut::LabError;
+use sut::SutError;
 
 /// How long a restart may take until every new pod is ready.
 const RESTART_WAIT: Duration = Duration::from_secs(120);
@@ -63,7 +63,7 @@ impl Restarter<'_> {
     }
 
     /// The running (not terminating) pods of `selector`, which a restart replaces.
-    fn running(&self, selector: &str) -> Result<Vec<String>, LabError> {
+    fn running(&self, selector: &str) -> Result<Vec<String>, SutError> {
         let names: Vec<String> = self
             .pods(selector)?
             .into_iter()
@@ -71,7 +71,7 @@ impl Restarter<'_> {
             .map(|p| p.name)
             .collect();
         if names.is_empty() {
-            return Err(LabError::Setting {
+            return Err(SutError::Setting {
                 what: self.system.into(),
                 why: format!(
                     "no running pod labelled {selector} in namespace {}: say where it runs in kubernetes.workloads.{}",
@@ -83,7 +83,7 @@ impl Restarter<'_> {
     }
 
     /// Deletes the controller's pods; returns once as many new ones are ready.
-    pub fn restart_controller(&self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    pub fn restart_controller(&self, replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         let selector = &self.install.controller;
         let old = self.running(selector)?;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.install.namespace);
@@ -104,13 +104,13 @@ impl Restarter<'_> {
 
     /// Rolls the data plane's workload as `kubectl rollout restart` does; returns
     /// once it has as many new pods ready as it wants and no old one running.
-    pub fn restart_data_plane(&self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
-        let workload = self.install.workload().map_err(|why| LabError::Setting {
+    pub fn restart_data_plane(&self, replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
+        let workload = self.install.workload().map_err(|why| SutError::Setting {
             what: format!("kubernetes.workloads.{}", self.system),
             why,
         })?;
         let Some((kind, name)) = workload else {
-            return Err(LabError::Unsupported {
+            return Err(SutError::Unsupported {
                 system: self.system.into(),
                 what: format!(
                     "restart its proxy: say which workload runs it in kubernetes.workloads.{}.data_plane",
@@ -151,7 +151,7 @@ impl Restarter<'_> {
         if selector.is_empty() {
             // An empty selector would take every pod of the namespace for the
             // workload's.
-            return Err(LabError::Setting {
+            return Err(SutError::Setting {
                 what: self.system.into(),
                 why: format!(
                     "{what} selects its pods with matchExpressions only: a restart finds the pods it replaces by matchLabels"
@@ -184,7 +184,7 @@ impl Restarter<'_> {
         want: usize,
         what: &str,
         replaced: &mut dyn FnMut(String),
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let deadline = Instant::now() + RESTART_WAIT;
         let mut reported = BTreeSet::new();
         loop {
@@ -210,7 +210,7 @@ impl Restarter<'_> {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "{what} after a restart ({ready_new} of {want} new pods ready, {old_running} old still running, after {} s)",
                     RESTART_WAIT.as_secs()
                 )));

@@ -6,7 +6,7 @@
 //! which process it was, and propagation can be timed per process. A new backend
 //! counts as ready only once its `/healthz` answers, like a readiness probe.
 
-use super::driver::{Endpoint, LabError};
+use super::driver::{Endpoint, SutError};
 use super::platform::BackendSpec;
 use super::proc::Guard;
 use http1::client;
@@ -81,8 +81,8 @@ impl Pool {
     /// Starts one backend and waits until its `/healthz` answers 200.
     ///
     /// # Errors
-    /// [`LabError`] when it cannot start or is not ready within 10 s.
-    pub fn start_one(&mut self) -> Result<Endpoint, LabError> {
+    /// [`SutError`] when it cannot start or is not ready within 10 s.
+    pub fn start_one(&mut self) -> Result<Endpoint, SutError> {
         let id = format!("b{}", self.next);
         self.next += 1;
         let r = self.spawn(&id, &[])?;
@@ -96,8 +96,8 @@ impl Pool {
     /// schedule starts healthy).
     ///
     /// # Errors
-    /// [`LabError`] when one cannot start or is not ready within 10 s.
-    pub fn start_flapping(&mut self, spec: &FlapSpec) -> Result<Vec<Endpoint>, LabError> {
+    /// [`SutError`] when one cannot start or is not ready within 10 s.
+    pub fn start_flapping(&mut self, spec: &FlapSpec) -> Result<Vec<Endpoint>, SutError> {
         let mut out = Vec::new();
         for _ in 0..spec.count {
             let id = format!("f{}", self.flapping.len() + 1);
@@ -131,7 +131,7 @@ impl Pool {
     }
 
     /// Starts backend `id` with `extra` flags and waits until `/healthz` answers.
-    fn spawn(&mut self, id: &str, extra: &[String]) -> Result<Running, LabError> {
+    fn spawn(&mut self, id: &str, extra: &[String]) -> Result<Running, SutError> {
         let id = id.to_string();
         let ready = self.work_dir.join(format!("{id}.ready"));
         let mut cmd = Command::new(&self.exe);
@@ -150,7 +150,7 @@ impl Pool {
         cmd.args(extra);
         let log = self.log_dir.join(format!("backend-{id}.log"));
         let mut guard = Guard::spawn_on(&id, &mut cmd, &log, &self.spec.cpus)
-            .map_err(LabError::io(format!("start backend {id}")))?;
+            .map_err(SutError::io(format!("start backend {id}")))?;
         let deadline = Instant::now() + Duration::from_secs(10);
         let addr: SocketAddr = loop {
             if let Some(a) = std::fs::read_to_string(&ready)
@@ -161,7 +161,7 @@ impl Pool {
                 break a;
             }
             if !guard.alive() || Instant::now() > deadline {
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "backend {id} (see {})",
                     log.display()
                 )));
@@ -170,7 +170,7 @@ impl Pool {
         };
         while !healthz(addr) {
             if !guard.alive() || Instant::now() > deadline {
-                return Err(LabError::NotReady(format!("backend {id} /healthz")));
+                return Err(SutError::NotReady(format!("backend {id} /healthz")));
             }
             std::thread::sleep(Duration::from_millis(10));
         }

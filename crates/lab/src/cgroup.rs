@@ -6,7 +6,7 @@
 //! Names are `ingressbench-<pid>-<name>`, so that [`sweep`] can remove what a killed
 //! run left (its pid gone) without touching a live run's.
 
-use crate::driver::LabError;
+use crate::driver::SutError;
 use std::path::{Path, PathBuf};
 
 /// The quota's period: the kernel's default, 100 ms.
@@ -67,19 +67,19 @@ impl CpuQuota {
     ///
     /// # Errors
     /// No cpu controller is mounted, or the cgroup cannot be made (not root).
-    pub fn create(name: &str, cores: f64) -> Result<CpuQuota, LabError> {
+    pub fn create(name: &str, cores: f64) -> Result<CpuQuota, SutError> {
         if !(cores.is_finite() && cores >= 0.01) {
-            return Err(LabError::Setting {
+            return Err(SutError::Setting {
                 what: format!("a CPU quota of {cores} cores"),
                 why: "give at least 0.01".into(),
             });
         }
-        let (root, version) = controller().ok_or_else(|| LabError::Unsupported {
+        let (root, version) = controller().ok_or_else(|| SutError::Unsupported {
             system: "this machine".into(),
             what: "set a CPU quota: no cgroup cpu controller is mounted (neither v2's cpu.max nor v1's cpu hierarchy)".into(),
         })?;
         let dir = root.join(format!("{PREFIX}{}-{name}", std::process::id()));
-        std::fs::create_dir(&dir).map_err(LabError::io(format!(
+        std::fs::create_dir(&dir).map_err(SutError::io(format!(
             "create the cgroup {} (a CPU quota needs root)",
             dir.display()
         )))?;
@@ -100,9 +100,9 @@ impl CpuQuota {
         Ok(q)
     }
 
-    fn write(&self, file: &str, value: &str) -> Result<(), LabError> {
+    fn write(&self, file: &str, value: &str) -> Result<(), SutError> {
         let p = self.dir.join(file);
-        std::fs::write(&p, value).map_err(LabError::io(format!("write {value} to {}", p.display())))
+        std::fs::write(&p, value).map_err(SutError::io(format!("write {value} to {}", p.display())))
     }
 
     /// Moves process `pid` (every thread of it) into the cgroup; what it forks later
@@ -110,7 +110,7 @@ impl CpuQuota {
     ///
     /// # Errors
     /// The kernel refused (the process is gone, or not ours).
-    pub fn add(&self, pid: u32) -> Result<(), LabError> {
+    pub fn add(&self, pid: u32) -> Result<(), SutError> {
         self.write("cgroup.procs", &pid.to_string())
     }
 
@@ -118,7 +118,7 @@ impl CpuQuota {
     ///
     /// # Errors
     /// The first process that could not be moved.
-    pub fn add_group(&self, pgid: u32) -> Result<usize, LabError> {
+    pub fn add_group(&self, pgid: u32) -> Result<usize, SutError> {
         let members = crate::usage::group_members(pgid);
         for pid in &members {
             self.add(*pid)?;

@@ -8,7 +8,7 @@
 //! ([`Capabilities::push_endpoints`](crate::Capabilities)); for the others, it only says
 //! what to wait for.
 
-use crate::driver::{Driver, Endpoint, Expect, LabError};
+use crate::driver::{Driver, Endpoint, Expect, SutError};
 
 /// What the runner does after the platform's endpoint set changed.
 #[derive(Debug)]
@@ -22,11 +22,11 @@ pub enum Sync {
 /// Feeds `endpoints` to `driver` when it takes them.
 ///
 /// # Errors
-/// The driver's [`LabError`] when the push failed.
+/// The driver's [`SutError`] when the push failed.
 pub fn endpoints_changed(
     driver: &mut dyn Driver,
     endpoints: &[Endpoint],
-) -> Result<Sync, LabError> {
+) -> Result<Sync, SutError> {
     let expect = Expect::endpoints(endpoints);
     if driver.capabilities().push_endpoints {
         driver.set_endpoints(endpoints)?;

@@ -24,6 +24,6 @@ pub mod usage;
 pub use profiles::{driver_for, PROFILES};
 pub use sut::{certs, driver, platform, routes, watchdog};
 pub use sut::{
-    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Platform,
-    PlatformEvent, RestartKind, Route, RouteSet, Target,
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, Platform, PlatformEvent,
+    RestartKind, Route, RouteSet, SutError, Target,
 };

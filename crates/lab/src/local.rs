@@ -4,7 +4,7 @@
 
 use crate::backends::{FlapSpec, Pool, StopMode};
 use crate::certs;
-use crate::driver::{DriverContext, Endpoint, LabError};
+use crate::driver::{DriverContext, Endpoint, SutError};
 use crate::platform::{Platform, PlatformEvent, SiteSpec, Target};
 use crate::ports;
 use std::net::{IpAddr, Ipv4Addr};
@@ -50,17 +50,17 @@ impl Platform for LocalProcesses {
         "local"
     }
 
-    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
+    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, SutError> {
         self.teardown()?;
         sweep_leftovers(&std::env::temp_dir());
         crate::cgroup::sweep();
         std::fs::create_dir_all(&spec.out_dir)
-            .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
+            .map_err(SutError::io(format!("create {}", spec.out_dir.display())))?;
         let work = scratch_dir()?;
         let (cert, key) = certs::generate(work.path(), spec.tls.key)?;
         self.key = spec.tls.key;
         self.issued = 1;
-        let p = ports::free_ports(2).map_err(LabError::io("choose free ports"))?;
+        let p = ports::free_ports(2).map_err(SutError::io("choose free ports"))?;
         let mut ctx = DriverContext::with_s1_tuning(
             work.path().to_path_buf(),
             spec.out_dir.clone(),
@@ -140,15 +140,15 @@ impl Platform for LocalProcesses {
     }
 
     /// A new leaf from the run's CA: same names, new key and serial.
-    fn new_certificate(&mut self) -> Result<(PathBuf, PathBuf), LabError> {
+    fn new_certificate(&mut self) -> Result<(PathBuf, PathBuf), SutError> {
         let Some(work) = &self.work else {
-            return Err(LabError::NotPrepared("local".into()));
+            return Err(SutError::NotPrepared("local".into()));
         };
         self.issued += 1;
         certs::issue(work.path(), self.key, self.issued)
     }
 
-    fn set_flapping(&mut self, spec: Option<FlapSpec>) -> Result<(), LabError> {
+    fn set_flapping(&mut self, spec: Option<FlapSpec>) -> Result<(), SutError> {
         self.flapping = spec;
         Ok(())
     }
@@ -163,7 +163,7 @@ impl Platform for LocalProcesses {
         }
     }
 
-    fn teardown(&mut self) -> Result<(), LabError> {
+    fn teardown(&mut self) -> Result<(), SutError> {
         if let Some(mut p) = self.pool.take() {
             p.stop_all();
         }

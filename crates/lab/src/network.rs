@@ -12,7 +12,7 @@
 //! made is named `ibnl-<pid>-<role>`: teardown removes them, and the next run sweeps
 //! those of a run that was killed before it could.
 
-use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, Route, SutError};
 use crate::platform::{Platform, PlatformEvent, SiteSpec, StopMode, Target};
 use crate::proc::Guard;
 use netlab::{DataPath, Lab, PodDevice};
@@ -39,7 +39,7 @@ pub const NS_PREFIX: &str = "ibnl";
 /// A step of the network lab that [`netlab`] could not do: what the lab was doing,
 /// over netlab's typed error as the `source()`.
 ///
-/// It reaches callers as [`LabError::Part`] (the system-under-test error cannot name
+/// It reaches callers as [`SutError::Part`] (the system-under-test error cannot name
 /// netlab's type: `sut` does not depend on `netlab`), from which a caller downcasts
 /// it to reach the [`netlab::NetlabError`] (a kernel's errno, a missing tool).
 #[derive(Debug, thiserror::Error)]
@@ -51,10 +51,10 @@ pub struct NetworkLabError {
     pub source: netlab::NetlabError,
 }
 
-impl From<NetworkLabError> for LabError {
+impl From<NetworkLabError> for SutError {
     /// Kept whole, so that netlab's error stays the cause.
     fn from(e: NetworkLabError) -> Self {
-        LabError::Part(Box::new(e))
+        SutError::Part(Box::new(e))
     }
 }
 
@@ -117,9 +117,9 @@ impl NetworkLab {
     /// A lab for the path named `system` (one of [`PATHS`]).
     ///
     /// # Errors
-    /// [`LabError::UnknownProfile`] for a name that is not a path.
-    pub fn new(system: &str, opts: NetworkOptions) -> Result<NetworkLab, LabError> {
-        let (name, path) = data_path(system).ok_or_else(|| LabError::UnknownProfile {
+    /// [`SutError::UnknownProfile`] for a name that is not a path.
+    pub fn new(system: &str, opts: NetworkOptions) -> Result<NetworkLab, SutError> {
+        let (name, path) = data_path(system).ok_or_else(|| SutError::UnknownProfile {
             name: system.to_string(),
             known: path_names().join(", "),
         })?;
@@ -136,15 +136,15 @@ impl NetworkLab {
         })
     }
 
-    fn build(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
+    fn build(&mut self, spec: &SiteSpec) -> Result<DriverContext, SutError> {
         let lab_err = |what: &str| {
             let what = what.to_string();
-            move |source: netlab::NetlabError| LabError::from(NetworkLabError { what, source })
+            move |source: netlab::NetlabError| SutError::from(NetworkLabError { what, source })
         };
         // A killed run's namespaces (its creator is gone) go first.
         netlab::sweep(NS_PREFIX).map_err(lab_err("remove a killed run's namespaces"))?;
         std::fs::create_dir_all(&spec.out_dir)
-            .map_err(LabError::io(format!("create {}", spec.out_dir.display())))?;
+            .map_err(SutError::io(format!("create {}", spec.out_dir.display())))?;
         let lab = Lab::build(NS_PREFIX, self.path)
             .map_err(lab_err(&format!("build the {} data path", self.name)))?;
         let lab = self.lab.insert(lab);
@@ -152,7 +152,7 @@ impl NetworkLab {
         // exercises the removal of a half-built lab like any other failure would.
         let nginx = match std::env::var_os(NGINX_ENV) {
             Some(p) => PathBuf::from(p),
-            None => crate::proc::which("nginx").ok_or_else(|| LabError::MissingBinary {
+            None => crate::proc::which("nginx").ok_or_else(|| SutError::MissingBinary {
                 binary: "nginx".into(),
                 package: "nginx-light".into(),
             })?,
@@ -170,9 +170,9 @@ impl NetworkLab {
         // whatever fails next.
         let work = self.work.insert(crate::local::scratch_dir()?);
         let www = work.path().join("www");
-        std::fs::create_dir_all(&www).map_err(LabError::io("create the served folder"))?;
+        std::fs::create_dir_all(&www).map_err(SutError::io("create the served folder"))?;
         std::fs::write(www.join(FILE), body(spec.backends.body_size))
-            .map_err(LabError::io("write the served file"))?;
+            .map_err(SutError::io("write the served file"))?;
         let conf = work.path().join("nginx.conf");
         let access_log = self
             .opts
@@ -184,7 +184,7 @@ impl NetworkLab {
             access_log: access_log.as_deref(),
             user_root: rustix::process::geteuid().is_root(),
         });
-        std::fs::write(&conf, &text).map_err(LabError::io("write nginx.conf"))?;
+        std::fs::write(&conf, &text).map_err(SutError::io("write nginx.conf"))?;
         // A copy with the results: it is part of what was measured.
         let _ = std::fs::write(spec.out_dir.join("nginx.conf"), &text);
         let mut cmd = Command::new(&nginx);
@@ -195,7 +195,7 @@ impl NetworkLab {
             .server_ns()
             .run(move || Guard::spawn_on("nginx", &mut cmd, &log, &cpus))
             .map_err(lab_err("enter the server's namespace"))?
-            .map_err(LabError::io("start nginx in the server's namespace"))?;
+            .map_err(SutError::io("start nginx in the server's namespace"))?;
         let pid = guard.pid();
         let server = self.server.insert(guard);
         wait_serving(lab, server, Duration::from_secs(10))?;
@@ -322,12 +322,12 @@ fn server_config(s: &Server) -> String {
 
 /// Waits until nginx answers on the target from node A (a TCP connect there, from a
 /// thread that entered A), or fails early if it exited.
-fn wait_serving(lab: &Lab, server: &mut Guard, timeout: Duration) -> Result<(), LabError> {
+fn wait_serving(lab: &Lab, server: &mut Guard, timeout: Duration) -> Result<(), SutError> {
     let target = SocketAddr::V4(lab.target());
     let deadline = Instant::now() + timeout;
     loop {
         if !server.alive() {
-            return Err(LabError::ExitedAtStart {
+            return Err(SutError::ExitedAtStart {
                 process: "nginx".into(),
                 why: Some(
                     "it ran in the server's namespace: see nginx.log in the system's results folder"
@@ -343,7 +343,7 @@ fn wait_serving(lab: &Lab, server: &mut Guard, timeout: Duration) -> Result<(), 
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(LabError::NotReady(format!("nginx behind {target}")));
+            return Err(SutError::NotReady(format!("nginx behind {target}")));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -354,7 +354,7 @@ impl Platform for NetworkLab {
         "network-lab"
     }
 
-    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError> {
+    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, SutError> {
         self.teardown()?;
         let r = self.build(spec);
         if r.is_err() {
@@ -390,7 +390,7 @@ impl Platform for NetworkLab {
 
     fn tick(&mut self) {}
 
-    fn teardown(&mut self) -> Result<(), LabError> {
+    fn teardown(&mut self) -> Result<(), SutError> {
         if let Some(mut s) = self.server.take() {
             s.stop(rustix::process::Signal::TERM, Duration::from_secs(2));
         }
@@ -405,7 +405,7 @@ impl Platform for NetworkLab {
         Ok(())
     }
 
-    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn Driver>, LabError>> {
+    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn Driver>, SutError>> {
         let _ = system;
         Some(Ok(Box::new(Direct {
             served: self.served.clone(),
@@ -454,27 +454,27 @@ impl Driver for Direct {
         }
     }
 
-    fn prepare(&mut self, _ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn prepare(&mut self, _ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), SutError> {
         Ok(())
     }
 
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         Ok(())
     }
 
-    fn wait_ready(&mut self, _timeout: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, _timeout: Duration) -> Result<(), SutError> {
         Ok(())
     }
 
-    fn apply_route(&mut self, _route: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, _route: Route) -> Result<(), SutError> {
         Err(self.unsupported("change routes (no proxy serves a data path)"))
     }
 
-    fn reload(&mut self) -> Result<(), LabError> {
+    fn reload(&mut self) -> Result<(), SutError> {
         Err(self.unsupported("reload (no proxy serves a data path)"))
     }
 
-    fn settle(&mut self, _expect: &Expect, _timeout: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, _expect: &Expect, _timeout: Duration) -> Result<(), SutError> {
         Ok(())
     }
 
@@ -484,7 +484,7 @@ impl Driver for Direct {
         pid.is_some_and(crate::usage::running)
     }
 
-    fn stop(&mut self) -> Result<(), LabError> {
+    fn stop(&mut self) -> Result<(), SutError> {
         Ok(())
     }
 
@@ -506,8 +506,8 @@ impl Driver for Direct {
 }
 
 impl Direct {
-    fn unsupported(&self, what: &str) -> LabError {
-        LabError::Unsupported {
+    fn unsupported(&self, what: &str) -> SutError {
+        SutError::Unsupported {
             system: "the network lab".into(),
             what: what.into(),
         }
@@ -520,7 +520,7 @@ mod tests {
 
     #[test]
     fn a_netlab_error_stays_typed_under_the_lab_error() {
-        let e = LabError::from(NetworkLabError {
+        let e = SutError::from(NetworkLabError {
             what: "build the bridge data path".into(),
             source: netlab::NetlabError::MissingTool("tc".into()),
         });
@@ -528,7 +528,7 @@ mod tests {
             results::with_causes(&e),
             "build the bridge data path: missing tool: tc"
         );
-        let LabError::Part(part) = &e else {
+        let SutError::Part(part) = &e else {
             panic!("not a part's error: {e:?}")
         };
         let lab = part

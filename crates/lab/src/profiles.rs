@@ -2,7 +2,7 @@
 //! stands for, and how its driver is built. Scenario validation, `--only`, the error
 //! for an unknown name and the contract tests all read this table.
 
-use crate::driver::{Driver, LabError};
+use crate::driver::{Driver, SutError};
 use crate::{caddy, envoy, haproxy, nginx};
 
 /// One profile.
@@ -73,11 +73,11 @@ pub fn names() -> Vec<&'static str> {
 /// Builds the driver for a profile name.
 ///
 /// # Errors
-/// [`LabError::UnknownProfile`] naming the profiles that exist.
-pub fn driver_for(name: &str) -> Result<Box<dyn Driver>, LabError> {
+/// [`SutError::UnknownProfile`] naming the profiles that exist.
+pub fn driver_for(name: &str) -> Result<Box<dyn Driver>, SutError> {
     profile(name)
         .map(Profile::driver)
-        .ok_or_else(|| LabError::UnknownProfile {
+        .ok_or_else(|| SutError::UnknownProfile {
             name: name.to_string(),
             known: names().join(", "),
         })

@@ -10,7 +10,7 @@
 use crate::{Bad, ClusterFlags, GeneratorPods, PlatformKind, Scenario, ScenarioError};
 use engine::split::{self, SplitError};
 use engine::{tls::TlsOptions, LoadSpec};
-use lab::{LabError, Platform};
+use lab::{Platform, SutError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -356,13 +356,13 @@ impl Plan {
 /// asynchronously, and the next system must not wait for it or meet its leftovers.
 ///
 /// # Errors
-/// [`LabError`] when the platform cannot start (a network lab's namespaces, a
+/// [`SutError`] when the platform cannot start (a network lab's namespaces, a
 /// cluster's client).
 pub(crate) fn platform_for(
     scn: &Scenario,
     system: &str,
     exe: &Path,
-) -> Result<Box<dyn Platform>, LabError> {
+) -> Result<Box<dyn Platform>, SutError> {
     match scn.platform {
         PlatformKind::Local => Ok(Box::new(lab::local::LocalProcesses::new(exe))),
         PlatformKind::NetworkLab => {

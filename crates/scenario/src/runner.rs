@@ -15,7 +15,7 @@ use engine::{self, LoadSpec};
 use lab::backends::StopMode;
 use lab::endpoint_push::{self, Sync};
 use lab::platform::{fmt_set, BackendSpec, SiteSpec, TlsSpec};
-use lab::{certs, driver_for, Driver, Expect, LabError, Platform, PlatformEvent};
+use lab::{certs, driver_for, Driver, Expect, Platform, PlatformEvent, SutError};
 use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
 use results::search::SearchResult;
@@ -37,7 +37,7 @@ pub enum RunError {
     Lab {
         system: String,
         #[source]
-        source: LabError,
+        source: SutError,
     },
     #[error("{0}")]
     Setup(String),
@@ -720,7 +720,7 @@ fn apply_route_set(
     name: &str,
 ) -> Result<results::RouteSetResult, RunError> {
     let set = lab::RouteSet::new(r.count, r.hosts);
-    let fail = |e: LabError| RunError::Setup(format!("{name}: routes: {}", results::Causes(&e)));
+    let fail = |e: SutError| RunError::Setup(format!("{name}: routes: {}", results::Causes(&e)));
     let writes0 = sys.driver.route_status_writes();
     // What the system spends rendering the set: its processes read before and
     // after (a process that exits in between, an old worker, loses its share).
@@ -1122,7 +1122,7 @@ impl System {
         ask: F,
     ) -> bool
     where
-        F: FnOnce(&mut dyn Driver, &mut dyn FnMut(String)) -> Result<(), LabError>,
+        F: FnOnce(&mut dyn Driver, &mut dyn FnMut(String)) -> Result<(), SutError>,
     {
         // Timed from when the change is made: a load elsewhere has the request
         // logged (and the change made) only after its mark's lead.
@@ -1646,29 +1646,29 @@ mod tests {
         fn capabilities(&self) -> Capabilities {
             Capabilities::LOCAL_PROXY
         }
-        fn prepare(&mut self, _: &DriverContext, _: &[Endpoint]) -> Result<(), LabError> {
+        fn prepare(&mut self, _: &DriverContext, _: &[Endpoint]) -> Result<(), SutError> {
             Ok(())
         }
-        fn start(&mut self) -> Result<(), LabError> {
+        fn start(&mut self) -> Result<(), SutError> {
             Ok(())
         }
-        fn wait_ready(&mut self, _: Duration) -> Result<(), LabError> {
+        fn wait_ready(&mut self, _: Duration) -> Result<(), SutError> {
             Ok(())
         }
-        fn apply_route(&mut self, _: Route) -> Result<(), LabError> {
+        fn apply_route(&mut self, _: Route) -> Result<(), SutError> {
             Ok(())
         }
-        fn reload(&mut self) -> Result<(), LabError> {
+        fn reload(&mut self) -> Result<(), SutError> {
             Ok(())
         }
-        fn settle(&mut self, _: &Expect, _: Duration) -> Result<(), LabError> {
+        fn settle(&mut self, _: &Expect, _: Duration) -> Result<(), SutError> {
             Ok(())
         }
         fn alive(&mut self) -> bool {
             true
         }
-        fn stop(&mut self) -> Result<(), LabError> {
-            Err(LabError::Io {
+        fn stop(&mut self) -> Result<(), SutError> {
+            Err(SutError::Io {
                 what: "stop leaky".into(),
                 // EPERM
                 source: std::io::Error::from_raw_os_error(1),
@@ -1677,8 +1677,8 @@ mod tests {
         fn versions(&self) -> Vec<(String, String)> {
             Vec::new()
         }
-        fn take_warnings(&mut self) -> Vec<LabError> {
-            vec![LabError::Other("Middleware m not deleted".into())]
+        fn take_warnings(&mut self) -> Vec<SutError> {
+            vec![SutError::Other("Middleware m not deleted".into())]
         }
     }
 
@@ -1689,8 +1689,8 @@ mod tests {
         fn name(&self) -> &'static str {
             "sticky"
         }
-        fn prepare(&mut self, _: &SiteSpec) -> Result<DriverContext, LabError> {
-            Err(LabError::Other("not for this test".into()))
+        fn prepare(&mut self, _: &SiteSpec) -> Result<DriverContext, SutError> {
+            Err(SutError::Other("not for this test".into()))
         }
         fn target(&self) -> Target {
             Target::default()
@@ -1703,8 +1703,8 @@ mod tests {
         }
         fn scale(&mut self, _: u32, _: StopMode, _: &mut dyn FnMut(PlatformEvent)) {}
         fn tick(&mut self) {}
-        fn teardown(&mut self) -> Result<(), LabError> {
-            Err(LabError::Other("namespace n not deleted".into()))
+        fn teardown(&mut self) -> Result<(), SutError> {
+            Err(SutError::Other("namespace n not deleted".into()))
         }
     }
 

@@ -9,24 +9,24 @@
 //! check, as before the CA existed), so a run without rotations costs the
 //! generator what it did.
 
-use crate::driver::LabError;
+use crate::driver::SutError;
 use crate::tools::{output, which};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 pub use crate::KeyType;
 
-fn openssl() -> Result<PathBuf, LabError> {
-    which("openssl").ok_or(LabError::MissingBinary {
+fn openssl() -> Result<PathBuf, SutError> {
+    which("openssl").ok_or(SutError::MissingBinary {
         binary: "openssl".into(),
         package: "openssl".into(),
     })
 }
 
-fn run(cmd: &mut Command) -> Result<String, LabError> {
-    let (ok, out) = output(cmd).map_err(LabError::io("openssl"))?;
+fn run(cmd: &mut Command) -> Result<String, SutError> {
+    let (ok, out) = output(cmd).map_err(SutError::io("openssl"))?;
     if !ok {
-        return Err(LabError::ToolFailed {
+        return Err(SutError::ToolFailed {
             tool: "openssl".into(),
             detail: format!(
                 "could not make a certificate: {}",
@@ -41,8 +41,8 @@ fn run(cmd: &mut Command) -> Result<String, LabError> {
 /// returns (leaf, key). `dir/trust.pem` is what the load trusts ([`trust`]).
 ///
 /// # Errors
-/// [`LabError`] when openssl is missing or fails.
-pub fn generate(dir: &Path, key: KeyType) -> Result<(PathBuf, PathBuf), LabError> {
+/// [`SutError`] when openssl is missing or fails.
+pub fn generate(dir: &Path, key: KeyType) -> Result<(PathBuf, PathBuf), SutError> {
     generate_for(dir, key, &[])
 }
 
@@ -50,14 +50,14 @@ pub fn generate(dir: &Path, key: KeyType) -> Result<(PathBuf, PathBuf), LabError
 /// host of a controller's URL), which every leaf [`issue`]d in `dir` keeps.
 ///
 /// # Errors
-/// [`LabError`] when openssl is missing or fails.
+/// [`SutError`] when openssl is missing or fails.
 pub fn generate_for(
     dir: &Path,
     key: KeyType,
     names: &[String],
-) -> Result<(PathBuf, PathBuf), LabError> {
+) -> Result<(PathBuf, PathBuf), SutError> {
     std::fs::write(dir.join("names"), names.join("\n"))
-        .map_err(LabError::io("writing the certificate's names"))?;
+        .map_err(SutError::io("writing the certificate's names"))?;
     let openssl = openssl()?;
     run(Command::new(&openssl)
         .args(["req", "-x509", "-nodes", "-days", "2"])
@@ -70,9 +70,9 @@ pub fn generate_for(
         .arg("-out")
         .arg(dir.join("ca.pem")))?;
     let (cert, keyf) = issue_as(dir, key, "cert.pem", "key.pem")?;
-    let mut trust = std::fs::read(&cert).map_err(LabError::io("reading the certificate"))?;
-    trust.extend(std::fs::read(dir.join("ca.pem")).map_err(LabError::io("reading the CA"))?);
-    std::fs::write(dir.join("trust.pem"), trust).map_err(LabError::io("writing trust.pem"))?;
+    let mut trust = std::fs::read(&cert).map_err(SutError::io("reading the certificate"))?;
+    trust.extend(std::fs::read(dir.join("ca.pem")).map_err(SutError::io("reading the CA"))?);
+    std::fs::write(dir.join("trust.pem"), trust).map_err(SutError::io("writing trust.pem"))?;
     Ok((cert, keyf))
 }
 
@@ -86,8 +86,8 @@ pub fn trust(dir: &Path) -> PathBuf {
 /// cache by path, like Caddy, sees a change). Returns (leaf, key).
 ///
 /// # Errors
-/// [`LabError`] when openssl fails or `generate` was not called on `dir`.
-pub fn issue(dir: &Path, key: KeyType, n: u32) -> Result<(PathBuf, PathBuf), LabError> {
+/// [`SutError`] when openssl fails or `generate` was not called on `dir`.
+pub fn issue(dir: &Path, key: KeyType, n: u32) -> Result<(PathBuf, PathBuf), SutError> {
     issue_as(dir, key, &format!("cert-{n}.pem"), &format!("key-{n}.pem"))
 }
 
@@ -96,7 +96,7 @@ fn issue_as(
     key: KeyType,
     cert_name: &str,
     key_name: &str,
-) -> Result<(PathBuf, PathBuf), LabError> {
+) -> Result<(PathBuf, PathBuf), SutError> {
     let openssl = openssl()?;
     let cert = dir.join(cert_name);
     let keyf = dir.join(key_name);
@@ -128,7 +128,7 @@ fn issue_as(
             san.join(",")
         ),
     )
-    .map_err(LabError::io("writing the certificate's extensions"))?;
+    .map_err(SutError::io("writing the certificate's extensions"))?;
     let signed = run(Command::new(&openssl)
         .args(["x509", "-req", "-days", "2", "-set_serial"])
         .arg(random_serial())
@@ -169,17 +169,17 @@ fn random_serial() -> String {
 /// records what each handshake saw (`tls.certificates` of a result).
 ///
 /// # Errors
-/// [`LabError`] when openssl cannot read it.
-pub fn serial(cert: &Path) -> Result<String, LabError> {
+/// [`SutError`] when openssl cannot read it.
+pub fn serial(cert: &Path) -> Result<String, SutError> {
     let openssl = openssl()?;
     let (ok, out) = output(
         Command::new(openssl)
             .args(["x509", "-noout", "-serial", "-in"])
             .arg(cert),
     )
-    .map_err(LabError::io("openssl"))?;
+    .map_err(SutError::io("openssl"))?;
     if !ok {
-        return Err(LabError::ToolFailed {
+        return Err(SutError::ToolFailed {
             tool: "openssl".into(),
             detail: format!(
                 "could not read the certificate {}: {}",
@@ -191,7 +191,7 @@ pub fn serial(cert: &Path) -> Result<String, LabError> {
     let hex = out
         .lines()
         .find_map(|l| l.trim().strip_prefix("serial="))
-        .ok_or_else(|| LabError::ToolFailed {
+        .ok_or_else(|| SutError::ToolFailed {
             tool: "openssl".into(),
             detail: format!("printed no serial for {}", cert.display()),
         })?;

@@ -22,7 +22,7 @@ use std::time::Duration;
 /// A message carries only its own context; the cause is `source()`, never repeated
 /// in the message, so a caller prints the chain once ([`results::causes`]).
 #[derive(Debug, thiserror::Error)]
-pub enum LabError {
+pub enum SutError {
     #[error("unknown system under test '{name}': use one of {known}")]
     UnknownProfile { name: String, known: String },
     #[error("{binary} not found: install the Debian package {package} (make setup does)")]
@@ -92,27 +92,27 @@ pub enum LabError {
     Part(Box<dyn std::error::Error + Send + Sync + 'static>),
 }
 
-impl LabError {
+impl SutError {
     /// Wraps an I/O error with what was being done.
-    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> LabError {
+    pub fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> SutError {
         let what = what.into();
-        move |source| LabError::Io { what, source }
+        move |source| SutError::Io { what, source }
     }
 
-    /// Wraps an encoding error with what was being encoded ([`LabError::Render`]).
-    pub fn render<E>(what: impl Into<String>) -> impl FnOnce(E) -> LabError
+    /// Wraps an encoding error with what was being encoded ([`SutError::Render`]).
+    pub fn render<E>(what: impl Into<String>) -> impl FnOnce(E) -> SutError
     where
         E: std::error::Error + Send + Sync + 'static,
     {
         let what = what.into();
-        move |source| LabError::Render {
+        move |source| SutError::Render {
             what,
             source: Box::new(source),
         }
     }
 }
 
-/// `": why"`, or nothing without a why: the tail of [`LabError::ExitedAtStart`].
+/// `": why"`, or nothing without a why: the tail of [`SutError::ExitedAtStart`].
 fn colon(why: &Option<String>) -> String {
     why.as_deref().map(|w| format!(": {w}")).unwrap_or_default()
 }
@@ -307,16 +307,16 @@ impl Capabilities {
 /// proxy; if it refuses, the old files are in force again, as in the proxy.
 ///
 /// # Errors
-/// [`LabError::NotPrepared`] when `d` has no context yet, else `apply`'s.
+/// [`SutError::NotPrepared`] when `d` has no context yet, else `apply`'s.
 pub fn rotate_with<D: Driver + ?Sized>(
     d: &mut D,
     ctx: fn(&mut D) -> Option<&mut DriverContext>,
     (cert, key): (&Path, &Path),
-    apply: impl FnOnce(&mut D) -> Result<(), LabError>,
-) -> Result<(), LabError> {
+    apply: impl FnOnce(&mut D) -> Result<(), SutError>,
+) -> Result<(), SutError> {
     let name = d.name();
     let before = ctx(d)
-        .ok_or_else(|| LabError::NotPrepared(name.into()))?
+        .ok_or_else(|| SutError::NotPrepared(name.into()))?
         .set_certificate(cert, key);
     let res = apply(d);
     if res.is_err() {
@@ -370,21 +370,21 @@ pub trait Driver: Send {
     fn capabilities(&self) -> Capabilities;
     /// Checks the binaries exist, writes the initial configuration (kept in
     /// `out_dir`) routing to `endpoints` with `Route::Base`.
-    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError>;
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), SutError>;
     /// Starts the proxy process(es).
-    fn start(&mut self) -> Result<(), LabError>;
+    fn start(&mut self) -> Result<(), SutError>;
     /// Waits until the proxy answers through its HTTPS port.
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError>;
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), SutError>;
     /// Prepares, starts and waits until the system serves: what a run does first.
     ///
     /// # Errors
-    /// The first step's [`LabError`].
+    /// The first step's [`SutError`].
     fn deploy(
         &mut self,
         ctx: &DriverContext,
         endpoints: &[Endpoint],
         timeout: Duration,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         self.prepare(ctx, endpoints)?;
         self.start()?;
         self.wait_ready(timeout)
@@ -393,16 +393,16 @@ pub trait Driver: Send {
     /// [`Capabilities::push_endpoints`] implement it.
     ///
     /// # Errors
-    /// [`LabError::Unsupported`] by default.
-    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    /// [`SutError::Unsupported`] by default.
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), SutError> {
         let _ = endpoints;
-        Err(LabError::Unsupported {
+        Err(SutError::Unsupported {
             system: self.name().into(),
             what: "take endpoints pushed to it".into(),
         })
     }
     /// Asks for a route configuration.
-    fn apply_route(&mut self, route: Route) -> Result<(), LabError>;
+    fn apply_route(&mut self, route: Route) -> Result<(), SutError>;
     /// How many times the controller wrote the status of the route set's routing
     /// objects since the first set was asked for (a Kubernetes controller's
     /// HTTPRoute conditions); `None` where routes carry no status, or nothing counts.
@@ -417,16 +417,16 @@ pub trait Driver: Send {
     /// for [`crate::routes::probe`] to find out.
     ///
     /// # Errors
-    /// [`LabError::Unsupported`] by default.
-    fn apply_route_set(&mut self, set: &crate::RouteSet) -> Result<Option<u64>, LabError> {
+    /// [`SutError::Unsupported`] by default.
+    fn apply_route_set(&mut self, set: &crate::RouteSet) -> Result<Option<u64>, SutError> {
         let _ = set;
-        Err(LabError::Unsupported {
+        Err(SutError::Unsupported {
             system: self.name().into(),
             what: "render a route set".into(),
         })
     }
     /// Asks for a reload of the proxy with its current configuration.
-    fn reload(&mut self) -> Result<(), LabError>;
+    fn reload(&mut self) -> Result<(), SutError>;
     /// How [`restart_proxy`](Self::restart_proxy) restarts this system's proxy.
     fn restart_kind(&self) -> RestartKind {
         RestartKind {
@@ -441,9 +441,9 @@ pub trait Driver: Send {
     /// starts it again, as when a controller's pod is replaced.
     ///
     /// # Errors
-    /// The [`LabError`] of the step that failed; whatever it left running is
+    /// The [`SutError`] of the step that failed; whatever it left running is
     /// stopped by [`stop`](Self::stop) as always.
-    fn restart_proxy(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         let _ = replaced;
         self.stop()?;
         self.start()?;
@@ -455,10 +455,10 @@ pub trait Driver: Send {
     /// is made while it resyncs. `replaced` is told of each pod replaced.
     ///
     /// # Errors
-    /// [`LabError::Unsupported`] by default.
-    fn restart_controller(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    /// [`SutError::Unsupported`] by default.
+    fn restart_controller(&mut self, replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         let _ = replaced;
-        Err(LabError::Unsupported {
+        Err(SutError::Unsupported {
             system: self.name().into(),
             what: "restart a controller: it has no control plane apart from its proxy".into(),
         })
@@ -467,10 +467,10 @@ pub trait Driver: Send {
     /// its controller does (a reload, a runtime API, SDS); settled like any change.
     ///
     /// # Errors
-    /// [`LabError::Unsupported`] by default.
-    fn rotate_certificate(&mut self, cert: &Path, key: &Path) -> Result<(), LabError> {
+    /// [`SutError::Unsupported`] by default.
+    fn rotate_certificate(&mut self, cert: &Path, key: &Path) -> Result<(), SutError> {
         let _ = (cert, key);
-        Err(LabError::Unsupported {
+        Err(SutError::Unsupported {
             system: self.name().into(),
             what: "rotate its certificate".into(),
         })
@@ -478,11 +478,11 @@ pub trait Driver: Send {
     /// Waits until `expect` holds (new workers serving, API answered, ...). A driver
     /// that made the change itself knows when it is done; one that did not (a
     /// cluster's controller) watches for the state.
-    fn settle(&mut self, expect: &Expect, timeout: Duration) -> Result<(), LabError>;
+    fn settle(&mut self, expect: &Expect, timeout: Duration) -> Result<(), SutError>;
     /// Whether the system under test still serves: its processes run (or its pods).
     fn alive(&mut self) -> bool;
     /// Stops every process the driver started, and waits for them.
-    fn stop(&mut self) -> Result<(), LabError>;
+    fn stop(&mut self) -> Result<(), SutError>;
     /// Versions of what runs, e.g. `[("nginx", "1.22.1")]`.
     fn versions(&self) -> Vec<(String, String)>;
     /// The process groups of what runs on this machine (each proxy process started
@@ -501,7 +501,7 @@ pub trait Driver: Send {
     /// What went wrong since the last call without failing the change it came with
     /// (the object of an old route that could not be deleted, while the new route is
     /// in force), for the run to report: each is returned once.
-    fn take_warnings(&mut self) -> Vec<LabError> {
+    fn take_warnings(&mut self) -> Vec<SutError> {
         Vec::new()
     }
 }
@@ -532,7 +532,7 @@ mod tests {
 
     #[test]
     fn a_process_that_exits_at_start_says_so_with_or_without_why() {
-        let e = LabError::ExitedAtStart {
+        let e = SutError::ExitedAtStart {
             process: "nginx-reload".into(),
             why: Some("bind() to 127.0.0.1:80 failed".into()),
         };
@@ -540,7 +540,7 @@ mod tests {
             e.to_string(),
             "nginx-reload exited at start: bind() to 127.0.0.1:80 failed"
         );
-        let e = LabError::ExitedAtStart {
+        let e = SutError::ExitedAtStart {
             process: "nginx-reload".into(),
             why: None,
         };
@@ -549,14 +549,14 @@ mod tests {
 
     #[test]
     fn not_prepared_names_what_was_asked() {
-        let e = LabError::NotPrepared("caddy-api".into());
+        let e = SutError::NotPrepared("caddy-api".into());
         assert_eq!(e.to_string(), "caddy-api: prepare() was not called");
     }
 
     #[test]
     fn render_keeps_the_encoding_error_as_its_source() {
         let bad = String::from_utf8(vec![0xff]).unwrap_err();
-        let e = LabError::render("haproxy: the certificate as PEM text")(bad);
+        let e = SutError::render("haproxy: the certificate as PEM text")(bad);
         assert_eq!(e.to_string(), "haproxy: the certificate as PEM text");
         let source = std::error::Error::source(&e).expect("a source");
         assert!(source.to_string().contains("utf-8"), "{source}");

@@ -17,7 +17,7 @@ pub mod tools;
 pub mod watchdog;
 
 pub use driver::{
-    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, RestartKind, Route,
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, RestartKind, Route, SutError,
 };
 pub use platform::{Platform, PlatformEvent, Target};
 pub use routes::RouteSet;

@@ -8,7 +8,7 @@
 //! Readiness and termination come back as [`PlatformEvent`]s, which the runner
 //! timestamps on the load's clock the moment it receives them.
 
-use crate::driver::{DriverContext, Endpoint, LabError};
+use crate::driver::{DriverContext, Endpoint, SutError};
 use crate::KeyType;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -215,8 +215,8 @@ pub trait Platform: Send {
     /// `spec.replicas` ready backends. Returns what the driver deploys with.
     ///
     /// # Errors
-    /// [`LabError`] when something cannot be set up.
-    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, LabError>;
+    /// [`SutError`] when something cannot be set up.
+    fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, SutError>;
     /// Where the load goes, once prepared.
     fn target(&self) -> Target;
     /// The backends that are ready now, oldest first.
@@ -233,12 +233,12 @@ pub trait Platform: Send {
     /// behind, and how to remove it); the rest is removed all the same.
     ///
     /// # Errors
-    /// [`LabError`] naming what is left.
-    fn teardown(&mut self) -> Result<(), LabError>;
+    /// [`SutError`] naming what is left.
+    fn teardown(&mut self) -> Result<(), SutError>;
     /// The driver of `system` when the platform has systems under test of its own (a
     /// cluster's installed controllers); `None`: one of the lab's profiles
     /// ([`crate::driver_for`]).
-    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn crate::Driver>, LabError>> {
+    fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn crate::Driver>, SutError>> {
         let _ = system;
         None
     }
@@ -249,14 +249,14 @@ pub trait Platform: Send {
     /// of the oldest backend). Returns the node's name.
     ///
     /// # Errors
-    /// [`LabError::Unsupported`] on a platform without nodes.
+    /// [`SutError::Unsupported`] on a platform without nodes.
     fn drain(
         &mut self,
         node: Option<&str>,
         on: &mut dyn FnMut(PlatformEvent),
-    ) -> Result<String, LabError> {
+    ) -> Result<String, SutError> {
         let _ = (node, on);
-        Err(LabError::Unsupported {
+        Err(SutError::Unsupported {
             system: self.name().into(),
             what: "drain a node: it has none".into(),
         })
@@ -266,9 +266,9 @@ pub trait Platform: Send {
     /// load trusts it (a `rotate: certificate` step); returns (cert, key), PEM.
     ///
     /// # Errors
-    /// [`LabError::Unsupported`] on a platform that makes no certificates.
-    fn new_certificate(&mut self) -> Result<(PathBuf, PathBuf), LabError> {
-        Err(LabError::Unsupported {
+    /// [`SutError::Unsupported`] on a platform that makes no certificates.
+    fn new_certificate(&mut self) -> Result<(PathBuf, PathBuf), SutError> {
+        Err(SutError::Unsupported {
             system: self.name().into(),
             what: "issue certificates".into(),
         })
@@ -289,11 +289,11 @@ pub trait Platform: Send {
     /// A platform that cannot run them refuses.
     ///
     /// # Errors
-    /// [`LabError::Unsupported`] naming the platform.
-    fn set_flapping(&mut self, spec: Option<FlapSpec>) -> Result<(), LabError> {
+    /// [`SutError::Unsupported`] naming the platform.
+    fn set_flapping(&mut self, spec: Option<FlapSpec>) -> Result<(), SutError> {
         match spec {
             None => Ok(()),
-            Some(_) => Err(LabError::Unsupported {
+            Some(_) => Err(SutError::Unsupported {
                 system: self.name().into(),
                 what: "run flapping backends: they run on the local platform only".into(),
             }),

@@ -2,7 +2,7 @@
 //! sockets, certificates) here, registered with the [`watchdog`](crate::watchdog) so a
 //! killed run does not leave it, with its private key, behind.
 
-use crate::driver::LabError;
+use crate::driver::SutError;
 
 /// Scratch folders are `<tmp>/ingressbench-run-<pid>-<random>`: the pid says whose
 /// they are, so a later run can tell a dead run's leftovers from a live one's.
@@ -13,12 +13,12 @@ pub const SCRATCH_PREFIX: &str = "ingressbench-run-";
 /// key) behind. Every platform makes its scratch space here.
 ///
 /// # Errors
-/// [`LabError::Io`] when the folder cannot be made.
-pub fn scratch_dir() -> Result<tempfile::TempDir, LabError> {
+/// [`SutError::Io`] when the folder cannot be made.
+pub fn scratch_dir() -> Result<tempfile::TempDir, SutError> {
     let work = tempfile::Builder::new()
         .prefix(&format!("{SCRATCH_PREFIX}{}-", std::process::id()))
         .tempdir()
-        .map_err(LabError::io("create a temp folder"))?;
+        .map_err(SutError::io("create a temp folder"))?;
     crate::watchdog::watch_path(work.path());
     Ok(work)
 }

@@ -5,8 +5,8 @@
 // The library's internals the lab tests drive; with `fmt_ms` in `mod.rs`, the only
 // lines naming them.
 pub use lab::{
-    caddy, certs, envoy, haproxy, nginx, routes, Driver, DriverContext, Endpoint, Expect, LabError,
-    Route, RouteSet,
+    caddy, certs, envoy, haproxy, nginx, routes, Driver, DriverContext, Endpoint, Expect, Route,
+    RouteSet, SutError,
 };
 
 use super::{backend, free_ports, processes_with};

@@ -3,7 +3,7 @@
 //! for `settle()` to confirm.
 
 use super::{Caddy, ChangeTiming, Pending};
-use crate::driver::LabError;
+use crate::driver::SutError;
 use http1::client::{self, Response};
 use serde_json::Value;
 use std::net::SocketAddr;
@@ -22,15 +22,15 @@ impl Caddy {
         body: &Value,
         confirm: Pending,
         headers: &[(&str, &str)],
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let what = format!("caddy {method} {path}");
         let body = body.to_string();
         let t = Instant::now();
         let reply = admin(self.admin_port, method, path, headers, body.as_bytes())
-            .map_err(LabError::io(what.clone()))?;
+            .map_err(SutError::io(what.clone()))?;
         let call = t.elapsed();
         if !(200..300).contains(&reply.status) {
-            return Err(LabError::Rejected {
+            return Err(SutError::Rejected {
                 what,
                 detail: format!("HTTP {}: {}", reply.status, reply.text().trim()),
             });

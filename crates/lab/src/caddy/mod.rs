@@ -26,7 +26,7 @@ pub use self::config::{config, middleware, upstreams};
 
 use self::admin::admin;
 use self::config::{proxy_handler, MW_ID, PROXY_ID};
-use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, Route, SutError};
 use super::proc::{self, Guard};
 use http1::client;
 use serde_json::Value;
@@ -113,17 +113,17 @@ impl Caddy {
         self.last.as_ref()
     }
 
-    fn ctx(&self) -> Result<&DriverContext, LabError> {
+    fn ctx(&self) -> Result<&DriverContext, SutError> {
         self.ctx
             .as_ref()
-            .ok_or_else(|| LabError::NotPrepared("caddy-api".into()))
+            .ok_or_else(|| SutError::NotPrepared("caddy-api".into()))
     }
 
-    fn config_path(&self) -> Result<PathBuf, LabError> {
+    fn config_path(&self) -> Result<PathBuf, SutError> {
         Ok(self.ctx()?.out_dir.join("caddy.json"))
     }
 
-    fn current_config(&self) -> Result<Value, LabError> {
+    fn current_config(&self) -> Result<Value, SutError> {
         Ok(config(
             self.ctx()?,
             self.admin_port,
@@ -134,12 +134,12 @@ impl Caddy {
     }
 
     /// Writes the config in force (or to be started with) to `out_dir/caddy.json`.
-    fn write_config(&self) -> Result<(), LabError> {
+    fn write_config(&self) -> Result<(), SutError> {
         let path = self.config_path()?;
         let text = serde_json::to_string_pretty(&self.current_config()?)
-            .map_err(LabError::render("caddy config"))?;
+            .map_err(SutError::render("caddy config"))?;
         std::fs::write(&path, text + "\n")
-            .map_err(LabError::io(format!("writing {}", path.display())))
+            .map_err(SutError::io(format!("writing {}", path.display())))
     }
 
     fn running(&mut self) -> bool {
@@ -147,16 +147,16 @@ impl Caddy {
     }
 
     /// Starts `caddy run` once; the config file must be written.
-    fn spawn(&mut self) -> Result<(), LabError> {
+    fn spawn(&mut self) -> Result<(), SutError> {
         let ctx = self.ctx()?.clone();
         let binary = self
             .binary
             .clone()
-            .ok_or_else(|| LabError::NotPrepared("caddy-api".into()))?;
+            .ok_or_else(|| SutError::NotPrepared("caddy-api".into()))?;
         let home = ctx.work_dir.join("home");
         for d in ["data", "config", "cache"] {
             std::fs::create_dir_all(home.join(d))
-                .map_err(LabError::io(format!("creating {}", home.display())))?;
+                .map_err(SutError::io(format!("creating {}", home.display())))?;
         }
         let mut cmd = Command::new(binary);
         cmd.arg("run")
@@ -176,7 +176,7 @@ impl Caddy {
             .env("GOMAXPROCS", ctx.workers().to_string());
         let log = ctx.out_dir.join("caddy.log");
         let guard = Guard::spawn_on("caddy", &mut cmd, &log, &ctx.cpus)
-            .map_err(LabError::io("starting caddy"))?;
+            .map_err(SutError::io("starting caddy"))?;
         self.guard = Some(guard);
         Ok(())
     }
@@ -202,7 +202,7 @@ impl Caddy {
     /// POSTs the config of the driver's state to `/load` (not forced: Caddy skips a
     /// config equal to the one in force), to be confirmed by `settle()` reading it
     /// back; the size of the JSON sent. The caller keeps it as `caddy.json`.
-    fn load_current(&mut self) -> Result<u64, LabError> {
+    fn load_current(&mut self) -> Result<u64, SutError> {
         let full = self.current_config()?;
         let bytes = full.to_string().len() as u64;
         let confirm = Pending {
@@ -226,9 +226,9 @@ fn last_error(log: &std::path::Path) -> String {
 }
 
 /// A free port on 127.0.0.1 other than the ones in `taken`.
-fn free_port_except(taken: &[u16]) -> Result<u16, LabError> {
+fn free_port_except(taken: &[u16]) -> Result<u16, SutError> {
     loop {
-        let p = super::ports::free_port().map_err(LabError::io("choosing a free port"))?;
+        let p = super::ports::free_port().map_err(SutError::io("choosing a free port"))?;
         if !taken.contains(&p) {
             return Ok(p);
         }
@@ -256,8 +256,8 @@ impl Driver for Caddy {
         Capabilities::LOCAL_PROXY
     }
 
-    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
-        let binary = proc::which("caddy").ok_or(LabError::MissingBinary {
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), SutError> {
+        let binary = proc::which("caddy").ok_or(SutError::MissingBinary {
             binary: "caddy".into(),
             package: "caddy".into(),
         })?;
@@ -272,15 +272,15 @@ impl Driver for Caddy {
         self.write_config()
     }
 
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         if self.running() {
-            return Err(LabError::AlreadyRunning("caddy".into()));
+            return Err(SutError::AlreadyRunning("caddy".into()));
         }
         self.write_config()?;
         self.spawn()
     }
 
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), SutError> {
         let deadline = Instant::now() + timeout;
         let ctx = self.ctx()?.clone();
         let log = ctx.out_dir.join("caddy.log");
@@ -301,7 +301,7 @@ impl Driver for Caddy {
                     self.spawn()?;
                     continue;
                 }
-                return Err(LabError::ExitedAtStart {
+                return Err(SutError::ExitedAtStart {
                     process: "caddy".into(),
                     why: Some(why),
                 });
@@ -310,13 +310,13 @@ impl Driver for Caddy {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady("caddy".into()));
+                return Err(SutError::NotReady("caddy".into()));
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
 
-    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), SutError> {
         let before_empty = self.endpoints.is_empty();
         if !self.running() {
             // Not started yet (or stopped): the next start uses the new list.
@@ -352,7 +352,7 @@ impl Driver for Caddy {
         self.write_config()
     }
 
-    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, route: Route) -> Result<(), SutError> {
         if !self.running() {
             self.route = route;
             return self.write_config();
@@ -378,7 +378,7 @@ impl Driver for Caddy {
     /// refuses the new one (so does the driver: the previous set stays). Returns the
     /// size of the JSON sent (compact), the whole config; settled by reading the
     /// config back (`GET /config/`) like a reload.
-    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, LabError> {
+    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, SutError> {
         let before = self.route_set.replace(*set);
         let bytes = if self.running() {
             self.load_current()
@@ -395,9 +395,9 @@ impl Driver for Caddy {
         }
     }
 
-    fn reload(&mut self) -> Result<(), LabError> {
+    fn reload(&mut self) -> Result<(), SutError> {
         if !self.running() {
-            return Err(LabError::NotRunning("caddy".into()));
+            return Err(SutError::NotRunning("caddy".into()));
         }
         let full = self.current_config()?;
         let confirm = Pending {
@@ -419,7 +419,7 @@ impl Driver for Caddy {
         &mut self,
         cert: &std::path::Path,
         key: &std::path::Path,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         sut::driver::rotate_with(
             self,
             |d| d.ctx.as_mut(),
@@ -443,7 +443,7 @@ impl Driver for Caddy {
 
     /// The driver made every change itself, so whatever `_expect` says is the last
     /// change it was asked for: settling is waiting for that one to finish.
-    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), SutError> {
         let Some(pending) = self.pending.take() else {
             return Ok(());
         };
@@ -451,7 +451,7 @@ impl Driver for Caddy {
         let deadline = t + timeout;
         loop {
             if !self.running() {
-                return Err(LabError::NotRunning("caddy".into()));
+                return Err(SutError::NotRunning("caddy".into()));
             }
             let reply = admin(self.admin_port, "GET", &pending.path, &[], b"");
             let in_force = reply
@@ -465,7 +465,7 @@ impl Driver for Caddy {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "caddy config at {} (it differs from the one asked for)",
                     pending.path
                 )));
@@ -478,7 +478,7 @@ impl Driver for Caddy {
         self.running()
     }
 
-    fn stop(&mut self) -> Result<(), LabError> {
+    fn stop(&mut self) -> Result<(), SutError> {
         let Some(mut guard) = self.guard.take() else {
             return Ok(());
         };

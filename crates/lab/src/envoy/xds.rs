@@ -12,7 +12,7 @@
 
 use super::resources::{self, any, Source};
 use super::{command, last_error, listeners_up, write_bootstrap, Setup};
-use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use crate::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, Route, SutError};
 use crate::proc::Guard;
 use crate::RouteSet;
 use prost::Message;
@@ -79,7 +79,7 @@ impl EnvoyXds {
         self.last.as_ref()
     }
 
-    fn ctx(&self) -> Result<&DriverContext, LabError> {
+    fn ctx(&self) -> Result<&DriverContext, SutError> {
         self.s.ctx(self.name())
     }
 
@@ -87,10 +87,10 @@ impl EnvoyXds {
         self.guard.as_mut().is_some_and(Guard::alive)
     }
 
-    fn server(&self) -> Result<&Server, LabError> {
+    fn server(&self) -> Result<&Server, SutError> {
         self.server
             .as_ref()
-            .ok_or_else(|| LabError::NotRunning("envoy-xds control plane".into()))
+            .ok_or_else(|| SutError::NotRunning("envoy-xds control plane".into()))
     }
 
     /// Pushes one type and remembers its version for `settle()`.
@@ -98,19 +98,19 @@ impl EnvoyXds {
         &mut self,
         type_url: &'static str,
         resources: Vec<xds::envoy_types::pb::google::protobuf::Any>,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let v = self.server()?.set(type_url, resources);
         self.pending.retain(|(t, _)| *t != type_url);
         self.pending.push((type_url, v));
         Ok(())
     }
 
-    fn push_endpoints(&mut self) -> Result<(), LabError> {
+    fn push_endpoints(&mut self) -> Result<(), SutError> {
         let cla = any(&resources::load_assignment(&self.s.endpoints));
         self.push(TYPE_ENDPOINTS, vec![cla])
     }
 
-    fn push_route(&mut self) -> Result<(), LabError> {
+    fn push_route(&mut self) -> Result<(), SutError> {
         let rc = resources::route_configuration_with(self.s.route, self.s.route_set.as_ref());
         self.push(TYPE_ROUTE, vec![any(&rc)])
     }
@@ -127,7 +127,7 @@ impl EnvoyXds {
 
     /// Every type, clusters and endpoints before the listeners that use them (ADS
     /// keeps the order on its one stream).
-    fn push_everything(&mut self) -> Result<(), LabError> {
+    fn push_everything(&mut self) -> Result<(), SutError> {
         let ctx = self.ctx()?.clone();
         let cluster = resources::cluster(&ctx, Source::Ads, &self.s.endpoints);
         self.push(TYPE_CLUSTER, vec![any(&cluster)])?;
@@ -139,18 +139,18 @@ impl EnvoyXds {
     }
 
     /// The serving certificate over SDS, before the listeners that name it.
-    fn push_secret(&mut self) -> Result<(), LabError> {
+    fn push_secret(&mut self) -> Result<(), SutError> {
         let ctx = self.ctx()?;
         let secret = resources::certificate_secret(&ctx.cert, &ctx.key)
-            .map_err(LabError::io("reading the certificate for SDS"))?;
+            .map_err(SutError::io("reading the certificate for SDS"))?;
         self.push(TYPE_SECRET, vec![any(&secret)])
     }
 
     /// A control plane on the scratch folder's socket, holding nothing yet.
-    fn start_server(&mut self) -> Result<(), LabError> {
+    fn start_server(&mut self) -> Result<(), SutError> {
         let socket = self.ctx()?.work_dir.join("xds.sock");
         let _ = std::fs::remove_file(&socket);
-        self.server = Some(Server::start(&socket).map_err(|e| LabError::Part(Box::new(e)))?);
+        self.server = Some(Server::start(&socket).map_err(|e| SutError::Part(Box::new(e)))?);
         Ok(())
     }
 
@@ -159,7 +159,7 @@ impl EnvoyXds {
         self.last = Some(ChangeTiming { what, acked: None });
     }
 
-    fn spawn(&mut self) -> Result<(), LabError> {
+    fn spawn(&mut self) -> Result<(), SutError> {
         let ctx = self.ctx()?.clone();
         let socket = self.server()?.socket().to_path_buf();
         let bootstrap = resources::xds_bootstrap(self.s.admin.port, &socket);
@@ -170,7 +170,7 @@ impl EnvoyXds {
         cmd.arg("--disable-hot-restart");
         let log = ctx.out_dir.join("envoy.log");
         let guard = Guard::spawn_on("envoy", &mut cmd, &log, &ctx.cpus)
-            .map_err(LabError::io("starting envoy"))?;
+            .map_err(SutError::io("starting envoy"))?;
         self.guard = Some(guard);
         Ok(())
     }
@@ -188,14 +188,14 @@ impl EnvoyXds {
     }
 }
 
-fn nack(e: XdsError) -> LabError {
+fn nack(e: XdsError) -> SutError {
     match e {
-        XdsError::Nacked { .. } => LabError::Rejected {
+        XdsError::Nacked { .. } => SutError::Rejected {
             what: "an xDS update".into(),
             detail: e.to_string(),
         },
-        XdsError::NotAcked { .. } => LabError::NotReady(format!("envoy ({e})")),
-        other => LabError::Part(Box::new(other)),
+        XdsError::NotAcked { .. } => SutError::NotReady(format!("envoy ({e})")),
+        other => SutError::Part(Box::new(other)),
     }
 }
 
@@ -219,7 +219,7 @@ impl Driver for EnvoyXds {
         }
     }
 
-    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.s.prepare(ctx, endpoints)?;
         self.pending.clear();
         self.last = None;
@@ -227,9 +227,9 @@ impl Driver for EnvoyXds {
         Ok(())
     }
 
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         if self.running() {
-            return Err(LabError::AlreadyRunning("envoy".into()));
+            return Err(SutError::AlreadyRunning("envoy".into()));
         }
         if self.server.is_none() {
             self.start_server()?;
@@ -240,7 +240,7 @@ impl Driver for EnvoyXds {
         self.spawn()
     }
 
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), SutError> {
         let deadline = Instant::now() + timeout;
         let ctx = self.ctx()?.clone();
         let log = ctx.out_dir.join("envoy.log");
@@ -254,11 +254,11 @@ impl Driver for EnvoyXds {
                 {
                     attempts += 1;
                     self.s.admin.port = crate::ports::free_port()
-                        .map_err(LabError::io("choosing the envoy admin port"))?;
+                        .map_err(SutError::io("choosing the envoy admin port"))?;
                     self.spawn()?;
                     continue;
                 }
-                return Err(LabError::ExitedAtStart {
+                return Err(SutError::ExitedAtStart {
                     process: "envoy".into(),
                     why: Some(why),
                 });
@@ -268,7 +268,7 @@ impl Driver for EnvoyXds {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "envoy (not acknowledged: {})",
                     self.unacked().join(", ")
                 )));
@@ -277,7 +277,7 @@ impl Driver for EnvoyXds {
         }
     }
 
-    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.s.endpoints = endpoints.to_vec();
         if self.server.is_none() {
             return Ok(()); // Not started: the first push carries them.
@@ -286,7 +286,7 @@ impl Driver for EnvoyXds {
         self.push_endpoints()
     }
 
-    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, route: Route) -> Result<(), SutError> {
         self.s.route = route;
         if self.server.is_none() {
             return Ok(());
@@ -300,7 +300,7 @@ impl Driver for EnvoyXds {
     /// takes it without a restart. The size is the pushed RouteConfiguration's
     /// (protobuf, encoded). Settled by Envoy's ACK of the version; a NACK leaves the
     /// set before in force (`settle()` reports it).
-    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, LabError> {
+    fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, SutError> {
         let rc = resources::route_configuration_with(self.s.route, Some(set));
         let bytes = rc.encoded_len() as u64;
         let before = self.s.route_set.replace(*set);
@@ -319,9 +319,9 @@ impl Driver for EnvoyXds {
         Ok(Some(bytes))
     }
 
-    fn reload(&mut self) -> Result<(), LabError> {
+    fn reload(&mut self) -> Result<(), SutError> {
         if !self.running() {
-            return Err(LabError::NotRunning("envoy".into()));
+            return Err(SutError::NotRunning("envoy".into()));
         }
         self.began("everything");
         self.push_everything()
@@ -337,7 +337,7 @@ impl Driver for EnvoyXds {
         }
     }
 
-    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         if let Some(mut guard) = self.guard.take() {
             guard.stop(rustix::process::Signal::TERM, Duration::from_secs(2));
         }
@@ -352,9 +352,9 @@ impl Driver for EnvoyXds {
     /// reconnects after its own back-off and is sent everything again. Returns once
     /// the new server listens; a change asked for next waits for Envoy's ACK, so its
     /// time includes the resync.
-    fn restart_controller(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    fn restart_controller(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         if !self.running() {
-            return Err(LabError::NotRunning("envoy".into()));
+            return Err(SutError::NotRunning("envoy".into()));
         }
         if let Some(mut s) = self.server.take() {
             s.stop();
@@ -371,7 +371,7 @@ impl Driver for EnvoyXds {
         &mut self,
         cert: &std::path::Path,
         key: &std::path::Path,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         sut::driver::rotate_with(
             self,
             |d| d.s.ctx.as_mut(),
@@ -388,12 +388,12 @@ impl Driver for EnvoyXds {
 
     /// Waits for Envoy's ACK of every version pushed since the last settle. The driver
     /// pushed them itself, so `_expect` adds nothing to wait for.
-    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), SutError> {
         let deadline = Instant::now() + timeout;
         let pending = std::mem::take(&mut self.pending);
         for (type_url, version) in &pending {
             if !self.running() {
-                return Err(LabError::NotRunning("envoy".into()));
+                return Err(SutError::NotRunning("envoy".into()));
             }
             let left = deadline.saturating_duration_since(Instant::now());
             if let Err(e) = self.server()?.wait_ack(type_url, *version, left) {
@@ -414,7 +414,7 @@ impl Driver for EnvoyXds {
         self.running()
     }
 
-    fn stop(&mut self) -> Result<(), LabError> {
+    fn stop(&mut self) -> Result<(), SutError> {
         if let Some(mut guard) = self.guard.take() {
             if guard.alive() {
                 if let Ok(ctx) = self.ctx() {

@@ -32,7 +32,7 @@ mod runtime;
 use self::config::{max_reuse, render, route_files, workable_maxconn, Settings};
 use self::process::{http_answers, log_tail, parse_version, tcp_accepts};
 use self::runtime::assign_slots;
-use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, LabError, Route};
+use super::driver::{Capabilities, Driver, DriverContext, Endpoint, Expect, Route, SutError};
 use super::proc::{self, Guard};
 use rustix::process::Signal;
 use std::io::Write;
@@ -79,7 +79,7 @@ pub struct Haproxy {
     /// once they exit, killed with the driver's stop.
     retiring: Vec<Guard>,
     /// What went wrong without failing the change (`Driver::take_warnings`).
-    warnings: Vec<LabError>,
+    warnings: Vec<SutError>,
 }
 
 /// What `prepare` learned: where things live and the binary to run.
@@ -142,18 +142,18 @@ impl Haproxy {
         }
     }
 
-    fn run(&self) -> Result<&Run, LabError> {
+    fn run(&self) -> Result<&Run, SutError> {
         self.run
             .as_ref()
-            .ok_or_else(|| LabError::NotPrepared(self.name().into()))
+            .ok_or_else(|| SutError::NotPrepared(self.name().into()))
     }
 
     /// Whether a process was started; an error if it was and has died since.
-    fn running(&mut self) -> Result<bool, LabError> {
+    fn running(&mut self) -> Result<bool, SutError> {
         match self.guard.as_mut().map(Guard::alive) {
             None => Ok(false),
             Some(true) => Ok(true),
-            Some(false) => Err(LabError::NotRunning(self.name().to_string())),
+            Some(false) => Err(SutError::NotRunning(self.name().to_string())),
         }
     }
 
@@ -187,7 +187,7 @@ impl Haproxy {
     }
 
     /// Rewrites the configuration and, when haproxy runs, reloads it.
-    fn change_config(&mut self, route: Route, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn change_config(&mut self, route: Route, endpoints: &[Endpoint]) -> Result<(), SutError> {
         let running = self.running()?;
         if running && self.pending.is_some() {
             // One reload at a time: the previous one must be in place (and, in
@@ -232,7 +232,7 @@ impl Haproxy {
         &mut self,
         old: sut::RouteSet,
         new: sut::RouteSet,
-    ) -> Result<u64, LabError> {
+    ) -> Result<u64, SutError> {
         let run = self.run()?;
         let map = run.ctx.out_dir.join(config::ROUTES_MAP);
         let map_text = map.display().to_string();
@@ -272,10 +272,10 @@ impl Haproxy {
         let (_, text) = route_files(Some(&new))
             .into_iter()
             .find(|(name, _)| *name == config::ROUTES_MAP)
-            .ok_or_else(|| LabError::NotReady("a route set without a map".into()))?;
+            .ok_or_else(|| SutError::NotReady("a route set without a map".into()))?;
         let beside = map.with_extension("map.new");
         std::fs::write(&beside, text)
-            .map_err(LabError::io(format!("writing {}", beside.display())))?;
+            .map_err(SutError::io(format!("writing {}", beside.display())))?;
         let mut bytes = 0;
         for batch in commands.chunks(RUNTIME_BATCH) {
             let line = batch.join(";");
@@ -286,7 +286,7 @@ impl Haproxy {
             }
         }
         std::fs::rename(&beside, &map)
-            .map_err(LabError::io(format!("writing {}", map.display())))?;
+            .map_err(SutError::io(format!("writing {}", map.display())))?;
         self.route_set = Some(new);
         Ok(bytes)
     }
@@ -295,11 +295,11 @@ impl Haproxy {
 impl Haproxy {
     /// Waits until the admin socket answers from a worker other than `old_worker`:
     /// the new master's, which has bound it.
-    fn wait_handover(&mut self, old_worker: Option<u32>) -> Result<(), LabError> {
+    fn wait_handover(&mut self, old_worker: Option<u32>) -> Result<(), SutError> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if !self.running()? {
-                return Err(LabError::ExitedAtStart {
+                return Err(SutError::ExitedAtStart {
                     process: format!("{}'s new process", self.name()),
                     why: Some(log_tail(&self.run()?.log())),
                 });
@@ -308,7 +308,7 @@ impl Haproxy {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!("{} restart", self.name())));
+                return Err(SutError::NotReady(format!("{} restart", self.name())));
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -316,7 +316,7 @@ impl Haproxy {
 
     /// Gives the proxy the certificate files `run.ctx` names (see
     /// `rotate_certificate`).
-    fn install_certificate(&mut self) -> Result<(), LabError> {
+    fn install_certificate(&mut self) -> Result<(), SutError> {
         let run = self.run()?;
         match self.mode {
             Mode::Reload => {
@@ -327,24 +327,24 @@ impl Haproxy {
                 let pem_path = run.pem();
                 let admin = run.admin_sock();
                 let pem = String::from_utf8(combined_pem(&run.ctx)?)
-                    .map_err(LabError::render("haproxy: the certificate as PEM text"))?;
+                    .map_err(SutError::render("haproxy: the certificate as PEM text"))?;
                 let set = format!(
                     "set ssl cert {} <<\n{}\n\n",
                     pem_path.display(),
                     pem.trim_end()
                 );
                 let said = runtime::cli_payload(&admin, &set)
-                    .map_err(LabError::io("haproxy runtime API: set ssl cert"))?;
+                    .map_err(SutError::io("haproxy runtime API: set ssl cert"))?;
                 if !said.contains("Transaction created") && !said.contains("Transaction updated") {
-                    return Err(LabError::Rejected {
+                    return Err(SutError::Rejected {
                         what: "haproxy set ssl cert".into(),
                         detail: said.trim().to_string(),
                     });
                 }
                 let said = runtime::cli(&admin, &format!("commit ssl cert {}", pem_path.display()))
-                    .map_err(LabError::io("haproxy runtime API: commit ssl cert"))?;
+                    .map_err(SutError::io("haproxy runtime API: commit ssl cert"))?;
                 if !said.contains("Success") {
-                    return Err(LabError::Rejected {
+                    return Err(SutError::Rejected {
                         what: "haproxy commit ssl cert".into(),
                         detail: said.trim().to_string(),
                     });
@@ -384,19 +384,19 @@ impl Driver for Haproxy {
         Capabilities::LOCAL_PROXY
     }
 
-    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
-        let binary = proc::which("haproxy").ok_or(LabError::MissingBinary {
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), SutError> {
+        let binary = proc::which("haproxy").ok_or(SutError::MissingBinary {
             binary: "haproxy".into(),
             package: "haproxy".into(),
         })?;
         validate_endpoints(self.mode, endpoints)?;
         for dir in [&ctx.work_dir, &ctx.out_dir] {
             std::fs::create_dir_all(dir)
-                .map_err(LabError::io(format!("creating {}", dir.display())))?;
+                .map_err(SutError::io(format!("creating {}", dir.display())))?;
         }
         let longest = ctx.work_dir.join("master.sock").as_os_str().len();
         if longest > MAX_SOCKET_PATH {
-            return Err(LabError::Unsupported {
+            return Err(SutError::Unsupported {
                 system: "haproxy".into(),
                 what: format!(
                     "use the work folder {}: it is too long for a unix socket path",
@@ -420,7 +420,7 @@ impl Driver for Haproxy {
         self.write_checked(&text, &[])
     }
 
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         if self.alive() {
             return Ok(());
         }
@@ -429,7 +429,7 @@ impl Driver for Haproxy {
         self.spawn()
     }
 
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), SutError> {
         let deadline = Instant::now() + timeout;
         let (http, https) = {
             let run = self.run()?;
@@ -438,10 +438,10 @@ impl Driver for Haproxy {
         let mut slots_ready = self.mode == Mode::Reload;
         loop {
             if self.guard.is_none() {
-                return Err(LabError::NotRunning(self.name().to_string()));
+                return Err(SutError::NotRunning(self.name().to_string()));
             }
             if !self.running().unwrap_or(false) {
-                return Err(LabError::ExitedAtStart {
+                return Err(SutError::ExitedAtStart {
                     process: self.name().into(),
                     why: Some(log_tail(&self.run()?.log())),
                 });
@@ -453,13 +453,13 @@ impl Driver for Haproxy {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(self.name().to_string()));
+                return Err(SutError::NotReady(self.name().to_string()));
             }
             std::thread::sleep(Duration::from_millis(10));
         }
     }
 
-    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), SutError> {
         validate_endpoints(self.mode, endpoints)?;
         match self.mode {
             Mode::Reload => {
@@ -478,7 +478,7 @@ impl Driver for Haproxy {
         Ok(())
     }
 
-    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, route: Route) -> Result<(), SutError> {
         let endpoints = self.endpoints.clone();
         self.change_config(route, &endpoints)?;
         self.route = route;
@@ -495,7 +495,7 @@ impl Driver for Haproxy {
     /// bytes given to haproxy: `haproxy.cfg` plus the map and the host list after a
     /// reload, the commands' bytes after a runtime change. A set haproxy refuses
     /// leaves the previous one in force, files included.
-    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, LabError> {
+    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, SutError> {
         if let Some(old) = self.route_set {
             if self.mode == Mode::Runtime
                 && runtime_can_change(&old, set)
@@ -520,9 +520,9 @@ impl Driver for Haproxy {
         Ok(bytes)
     }
 
-    fn reload(&mut self) -> Result<(), LabError> {
+    fn reload(&mut self) -> Result<(), SutError> {
         if !self.running()? {
-            return Err(LabError::NotRunning(self.name().to_string()));
+            return Err(SutError::NotRunning(self.name().to_string()));
         }
         let endpoints = self.endpoints.clone();
         self.change_config(self.route, &endpoints)
@@ -530,7 +530,7 @@ impl Driver for Haproxy {
 
     /// The driver made every change itself, so whatever `_expect` says is the last
     /// change it was asked for: settling is waiting for that one to finish.
-    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), SutError> {
         let deadline = Instant::now() + timeout;
         if !self.running()? {
             return Ok(());
@@ -544,7 +544,7 @@ impl Driver for Haproxy {
         }
         loop {
             if !self.running()? {
-                return Err(LabError::NotRunning(self.name().to_string()));
+                return Err(SutError::NotRunning(self.name().to_string()));
             }
             // After a reload, only the new worker's answers count.
             let right_process = match self.worker {
@@ -556,7 +556,7 @@ impl Driver for Haproxy {
                 return Ok(());
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!("{} runtime slots", self.name())));
+                return Err(SutError::NotReady(format!("{} runtime slots", self.name())));
             }
             std::thread::sleep(Duration::from_millis(2));
         }
@@ -575,9 +575,9 @@ impl Driver for Haproxy {
         }
     }
 
-    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), LabError> {
+    fn restart_proxy(&mut self, _replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
         if !self.running()? {
-            return Err(LabError::NotRunning(self.name().to_string()));
+            return Err(SutError::NotRunning(self.name().to_string()));
         }
         if self.pending.is_some() {
             self.settle(&Expect::Reloaded, PENDING_WAIT)?;
@@ -612,7 +612,7 @@ impl Driver for Haproxy {
         &mut self,
         cert: &std::path::Path,
         key: &std::path::Path,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let res = sut::driver::rotate_with(
             self,
             |d| d.run.as_mut().map(|r| &mut r.ctx),
@@ -628,7 +628,7 @@ impl Driver for Haproxy {
         res
     }
 
-    fn take_warnings(&mut self) -> Vec<LabError> {
+    fn take_warnings(&mut self) -> Vec<SutError> {
         std::mem::take(&mut self.warnings)
     }
 
@@ -637,7 +637,7 @@ impl Driver for Haproxy {
         self.guard.as_mut().is_some_and(Guard::alive)
     }
 
-    fn stop(&mut self) -> Result<(), LabError> {
+    fn stop(&mut self) -> Result<(), SutError> {
         for mut g in self.retiring.drain(..) {
             g.stop(Signal::USR1, Duration::from_secs(1));
         }
@@ -670,8 +670,8 @@ impl Driver for Haproxy {
 }
 
 /// Rejects endpoint lists haproxy would take wrongly or not at all.
-fn validate_endpoints(mode: Mode, endpoints: &[Endpoint]) -> Result<(), LabError> {
-    let reject = |what: String, detail: &str| LabError::Rejected {
+fn validate_endpoints(mode: Mode, endpoints: &[Endpoint]) -> Result<(), SutError> {
+    let reject = |what: String, detail: &str| SutError::Rejected {
         what,
         detail: detail.to_string(),
     };
@@ -704,11 +704,11 @@ fn validate_endpoints(mode: Mode, endpoints: &[Endpoint]) -> Result<(), LabError
 }
 
 /// The certificate and then its key, as one PEM text.
-fn combined_pem(ctx: &DriverContext) -> Result<Vec<u8>, LabError> {
+fn combined_pem(ctx: &DriverContext) -> Result<Vec<u8>, SutError> {
     let mut pem = std::fs::read(&ctx.cert)
-        .map_err(LabError::io(format!("reading {}", ctx.cert.display())))?;
+        .map_err(SutError::io(format!("reading {}", ctx.cert.display())))?;
     let key =
-        std::fs::read(&ctx.key).map_err(LabError::io(format!("reading {}", ctx.key.display())))?;
+        std::fs::read(&ctx.key).map_err(SutError::io(format!("reading {}", ctx.key.display())))?;
     if !pem.ends_with(b"\n") {
         pem.push(b'\n');
     }
@@ -717,7 +717,7 @@ fn combined_pem(ctx: &DriverContext) -> Result<Vec<u8>, LabError> {
 }
 
 /// The certificate and key in one file, as haproxy's `crt` wants them.
-fn write_pem(run: &Run) -> Result<(), LabError> {
+fn write_pem(run: &Run) -> Result<(), SutError> {
     use std::os::unix::fs::OpenOptionsExt;
 
     let pem = combined_pem(&run.ctx)?;
@@ -728,9 +728,9 @@ fn write_pem(run: &Run) -> Result<(), LabError> {
         .truncate(true)
         .mode(0o600)
         .open(&path)
-        .map_err(LabError::io(format!("writing {}", path.display())))?;
+        .map_err(SutError::io(format!("writing {}", path.display())))?;
     f.write_all(&pem)
-        .map_err(LabError::io(format!("writing {}", path.display())))
+        .map_err(SutError::io(format!("writing {}", path.display())))
 }
 
 #[cfg(test)]
@@ -769,11 +769,11 @@ mod tests {
         assert!(validate_endpoints(Mode::Runtime, &[ep("a", 1)]).is_ok());
         assert!(matches!(
             validate_endpoints(Mode::Runtime, &[ep("a", 0)]),
-            Err(LabError::Rejected { .. })
+            Err(SutError::Rejected { .. })
         ));
         assert!(matches!(
             validate_endpoints(Mode::Reload, &[ep("a", 1), ep("a", 2)]),
-            Err(LabError::Rejected { .. })
+            Err(SutError::Rejected { .. })
         ));
         let many: Vec<Endpoint> = (0..=SLOTS)
             .map(|i| ep(&format!("x{i}"), 100 + i as u16))

@@ -7,7 +7,7 @@
 use super::config::{ROUTES_MAP, ROUTE_HOSTS};
 use super::runtime::{cli, send, ProcTable};
 use super::{Haproxy, PendingReload, SLOTS};
-use crate::driver::{Driver, LabError};
+use crate::driver::{Driver, SutError};
 use crate::proc::{self, Guard};
 use http1::client;
 use rustix::process::Signal;
@@ -28,12 +28,12 @@ impl Haproxy {
         &self,
         text: &str,
         files: &[(PathBuf, String)],
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let run = self.run()?;
         let cfg = run.cfg();
         let candidate = cfg.with_extension("cfg.new");
         std::fs::write(&candidate, text)
-            .map_err(LabError::io(format!("writing {}", candidate.display())))?;
+            .map_err(SutError::io(format!("writing {}", candidate.display())))?;
         let mut swapped = Vec::new();
         let mut outcome = swap_in(files, &mut swapped);
         if outcome.is_ok() {
@@ -43,12 +43,12 @@ impl Haproxy {
                     .arg("-f")
                     .arg(&candidate),
             )
-            .map_err(LabError::io(format!("running {} -c", run.binary.display())))
+            .map_err(SutError::io(format!("running {} -c", run.binary.display())))
             .and_then(|(ok, out)| {
                 if ok {
                     Ok(())
                 } else {
-                    Err(LabError::Rejected {
+                    Err(SutError::Rejected {
                         what: format!("{} configuration", self.name()),
                         detail: alerts(&out),
                     })
@@ -64,7 +64,7 @@ impl Haproxy {
             let _ = std::fs::remove_file(old);
         }
         std::fs::rename(&candidate, &cfg)
-            .map_err(LabError::io(format!("writing {}", cfg.display())))?;
+            .map_err(SutError::io(format!("writing {}", cfg.display())))?;
         for name in [ROUTES_MAP, ROUTE_HOSTS] {
             let path = run.ctx.out_dir.join(name);
             if !files.iter().any(|(p, _)| *p == path) {
@@ -75,7 +75,7 @@ impl Haproxy {
     }
 
     /// Asks the master to reload and notes what it looked like before.
-    pub(super) fn request_reload(&mut self) -> Result<(), LabError> {
+    pub(super) fn request_reload(&mut self) -> Result<(), SutError> {
         let master = self.run()?.master_sock();
         let deadline = Instant::now() + Duration::from_secs(2);
         // The master socket can refuse for a moment (start-up, an earlier re-exec).
@@ -92,7 +92,7 @@ impl Haproxy {
             std::thread::sleep(Duration::from_millis(2));
         };
         let Some(before) = before else {
-            return Err(LabError::NotReady(format!(
+            return Err(SutError::NotReady(format!(
                 "{}: master socket {}",
                 self.name(),
                 master.display()
@@ -120,11 +120,11 @@ impl Haproxy {
     }
 
     /// Waits for the pending reload's new worker; returns its pid.
-    pub(super) fn wait_reload(&mut self, deadline: Instant) -> Result<u32, LabError> {
+    pub(super) fn wait_reload(&mut self, deadline: Instant) -> Result<u32, SutError> {
         let master = self.run()?.master_sock();
         loop {
             if !self.running()? {
-                return Err(LabError::NotRunning(self.name().to_string()));
+                return Err(SutError::NotRunning(self.name().to_string()));
             }
             let p = self.pending.as_ref().expect("a reload is pending");
             if let Some(t) = cli(&master, "show proc")
@@ -142,7 +142,7 @@ impl Haproxy {
                     }
                     if t.failed > p.failed_before {
                         self.pending = None;
-                        return Err(LabError::Rejected {
+                        return Err(SutError::Rejected {
                             what: format!("{} reload", self.name()),
                             detail: log_tail(&self.run()?.log()),
                         });
@@ -150,14 +150,14 @@ impl Haproxy {
                 }
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!("{} reload", self.name())));
+                return Err(SutError::NotReady(format!("{} reload", self.name())));
             }
             std::thread::sleep(Duration::from_millis(2));
         }
     }
 
     /// Starts the master on the installed haproxy.cfg, with no slots applied yet.
-    pub(super) fn spawn(&mut self) -> Result<(), LabError> {
+    pub(super) fn spawn(&mut self) -> Result<(), SutError> {
         // A state file from an earlier process would be loaded at start-up; the slots
         // are pushed from the driver's own map instead.
         let _ = std::fs::remove_file(self.run()?.state_file());
@@ -167,7 +167,7 @@ impl Haproxy {
     /// Starts a master; with `old` (the running master's pid), one that takes the
     /// listening sockets over from the running worker (`-x` on its admin socket) and
     /// soft-stops the old master (`-sf`), loading the server-state file it left.
-    pub(super) fn spawn_handing_over(&mut self, old: Option<u32>) -> Result<(), LabError> {
+    pub(super) fn spawn_handing_over(&mut self, old: Option<u32>) -> Result<(), SutError> {
         let run = self.run()?;
         let master = run.master_sock();
         let mut cmd = Command::new(&run.binary);
@@ -184,7 +184,7 @@ impl Haproxy {
             .arg("-f")
             .arg(run.cfg());
         let guard = Guard::spawn_on("haproxy", &mut cmd, &run.log(), &run.ctx.cpus)
-            .map_err(LabError::io(format!("starting {}", run.binary.display())))?;
+            .map_err(SutError::io(format!("starting {}", run.binary.display())))?;
         self.guard = Some(guard);
         self.pending = None;
         self.worker = None;
@@ -198,7 +198,7 @@ impl Haproxy {
 fn swap_in(
     files: &[(PathBuf, String)],
     swapped: &mut Vec<(PathBuf, PathBuf)>,
-) -> Result<(), LabError> {
+) -> Result<(), SutError> {
     for (path, text) in files {
         let beside = |ext: &str| {
             let mut p = path.as_os_str().to_owned();
@@ -206,14 +206,14 @@ fn swap_in(
             PathBuf::from(p)
         };
         let (new, old) = (beside(".new"), beside(".old"));
-        std::fs::write(&new, text).map_err(LabError::io(format!("writing {}", new.display())))?;
+        std::fs::write(&new, text).map_err(SutError::io(format!("writing {}", new.display())))?;
         let _ = std::fs::remove_file(&old);
         if path.exists() {
             std::fs::rename(path, &old)
-                .map_err(LabError::io(format!("keeping {}", path.display())))?;
+                .map_err(SutError::io(format!("keeping {}", path.display())))?;
         }
         swapped.push((path.clone(), old));
-        std::fs::rename(&new, path).map_err(LabError::io(format!("writing {}", path.display())))?;
+        std::fs::rename(&new, path).map_err(SutError::io(format!("writing {}", path.display())))?;
     }
     Ok(())
 }

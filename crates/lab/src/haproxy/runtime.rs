@@ -7,7 +7,7 @@
 
 use super::config::BACKEND;
 use super::{Haproxy, SLOTS};
-use crate::driver::{Driver, Endpoint, LabError};
+use crate::driver::{Driver, Endpoint, SutError};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr};
 use std::os::unix::net::UnixStream;
@@ -22,16 +22,16 @@ const OP_RUNNING: u32 = 2;
 
 impl Haproxy {
     /// Sends one runtime API command on the admin socket and checks its reply.
-    pub(super) fn runtime_command(&self, command: &str) -> Result<(), LabError> {
+    pub(super) fn runtime_command(&self, command: &str) -> Result<(), SutError> {
         let admin = self.run()?.admin_sock();
-        let reply = cli(&admin, command).map_err(LabError::io(format!(
+        let reply = cli(&admin, command).map_err(SutError::io(format!(
             "haproxy runtime API {}",
             admin.display()
         )))?;
         if runtime_reply_ok(&reply) {
             Ok(())
         } else {
-            Err(LabError::Rejected {
+            Err(SutError::Rejected {
                 what: format!("haproxy runtime command '{command}'"),
                 detail: reply.trim().to_string(),
             })
@@ -40,7 +40,7 @@ impl Haproxy {
 
     /// Tells the running process every slot change between `applied` and `slots`:
     /// new endpoints first, removals last, so capacity never dips in between.
-    pub(super) fn push_slots(&mut self) -> Result<(), LabError> {
+    pub(super) fn push_slots(&mut self) -> Result<(), SutError> {
         for i in 0..SLOTS {
             let Some(want) = self.slots[i].as_ref().map(|e| e.addr) else {
                 continue;
@@ -72,7 +72,7 @@ impl Haproxy {
 
     /// Reads `show servers state` and compares it with the wanted slots. When they
     /// differ, pushes the difference and returns false (the caller reads again).
-    pub(super) fn sync_slots(&mut self) -> Result<bool, LabError> {
+    pub(super) fn sync_slots(&mut self) -> Result<bool, SutError> {
         let admin = self.run()?.admin_sock();
         let Ok(text) = cli(&admin, &format!("show servers state {BACKEND}")) else {
             return Ok(false);
@@ -100,27 +100,27 @@ impl Haproxy {
     }
 
     /// Saves the runtime slots where the next worker loads them from.
-    pub(super) fn save_server_state(&mut self) -> Result<(), LabError> {
+    pub(super) fn save_server_state(&mut self) -> Result<(), SutError> {
         let deadline = Instant::now() + Duration::from_secs(2);
         while !self.sync_slots()? {
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!("{} runtime slots", self.name())));
+                return Err(SutError::NotReady(format!("{} runtime slots", self.name())));
             }
             std::thread::sleep(Duration::from_millis(2));
         }
         let run = self.run()?;
         let text = cli(&run.admin_sock(), "show servers state")
-            .map_err(LabError::io("haproxy runtime API: show servers state"))?;
+            .map_err(SutError::io("haproxy runtime API: show servers state"))?;
         if !text.starts_with("1\n") {
-            return Err(LabError::ToolFailed {
+            return Err(SutError::ToolFailed {
                 tool: "haproxy runtime API".into(),
                 detail: format!("unexpected server state dump: {}", first_line(&text)),
             });
         }
         let path = run.state_file();
         let tmp = path.with_extension("new");
-        std::fs::write(&tmp, &text).map_err(LabError::io(format!("writing {}", tmp.display())))?;
-        std::fs::rename(&tmp, &path).map_err(LabError::io(format!("writing {}", path.display())))
+        std::fs::write(&tmp, &text).map_err(SutError::io(format!("writing {}", tmp.display())))?;
+        std::fs::rename(&tmp, &path).map_err(SutError::io(format!("writing {}", path.display())))
     }
 
     /// The pid of the process answering on the admin socket.

@@ -4,7 +4,7 @@
 //! reading back the list in force (`GET /endpoints`) until it is the one asked for.
 
 use super::Nginx;
-use crate::driver::{Endpoint, LabError};
+use crate::driver::{Endpoint, SutError};
 use http1::client;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -24,7 +24,7 @@ pub(super) const BALANCER_LUA: &str = include_str!("balancer.lua");
 
 impl Nginx {
     /// The admin server's address (Lua mode).
-    fn admin_addr(&self) -> Result<SocketAddr, LabError> {
+    fn admin_addr(&self) -> Result<SocketAddr, SutError> {
         Ok(SocketAddr::from((
             [127, 0, 0, 1],
             self.settings()?.admin_port,
@@ -34,12 +34,12 @@ impl Nginx {
     /// Pushes `endpoints` to the Lua balancer; returns the list's new version.
     ///
     /// # Errors
-    /// [`LabError::Io`] when the admin server cannot be reached,
-    /// [`LabError::Rejected`] when it refuses the list.
-    pub(super) fn push(&mut self, endpoints: &[Endpoint]) -> Result<u64, LabError> {
+    /// [`SutError::Io`] when the admin server cannot be reached,
+    /// [`SutError::Rejected`] when it refuses the list.
+    pub(super) fn push(&mut self, endpoints: &[Endpoint]) -> Result<u64, SutError> {
         let addr = self.admin_addr()?;
         let body: String = endpoints.iter().map(|e| format!("{}\n", e.addr)).collect();
-        let (status, reply) = http(addr, "POST", "/endpoints", &body).map_err(LabError::io(
+        let (status, reply) = http(addr, "POST", "/endpoints", &body).map_err(SutError::io(
             format!("nginx-lua: POST http://{addr}/endpoints"),
         ))?;
         let version = reply
@@ -53,7 +53,7 @@ impl Nginx {
                 self.pushed = true;
                 Ok(v)
             }
-            _ => Err(LabError::Rejected {
+            _ => Err(SutError::Rejected {
                 what: "nginx-lua endpoint list".into(),
                 detail: format!("{status} {}", reply.trim()),
             }),
@@ -61,9 +61,9 @@ impl Nginx {
     }
 
     /// Reads the Lua balancer's list: (version, `ip:port` lines).
-    fn fetch_list(&self) -> Result<(u64, Vec<String>), LabError> {
+    fn fetch_list(&self) -> Result<(u64, Vec<String>), SutError> {
         let addr = self.admin_addr()?;
-        let (status, reply) = http(addr, "GET", "/endpoints", "").map_err(LabError::io(
+        let (status, reply) = http(addr, "GET", "/endpoints", "").map_err(SutError::io(
             format!("nginx-lua: GET http://{addr}/endpoints"),
         ))?;
         let mut lines = reply.lines();
@@ -79,7 +79,7 @@ impl Nginx {
                     .filter(|l| !l.is_empty())
                     .collect(),
             )),
-            _ => Err(LabError::ToolFailed {
+            _ => Err(SutError::ToolFailed {
                 tool: "nginx-lua".into(),
                 detail: format!(
                     "GET http://{addr}/endpoints answered {status} {}",
@@ -91,7 +91,7 @@ impl Nginx {
 
     /// Lua: makes sure the balancer holds exactly the wanted list, pushing it again
     /// when it does not (after a restart the shared dictionary is empty).
-    pub(super) fn confirm_list(&mut self, deadline: Instant) -> Result<(), LabError> {
+    pub(super) fn confirm_list(&mut self, deadline: Instant) -> Result<(), SutError> {
         let want: Vec<String> = self.endpoints.iter().map(|e| e.addr.to_string()).collect();
         let mut last: String;
         loop {
@@ -107,7 +107,7 @@ impl Nginx {
                 Err(e) => last = results::with_causes(&e),
             }
             if Instant::now() >= deadline {
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "nginx-lua endpoint list ({last})"
                 )));
             }

@@ -22,7 +22,7 @@ mod process;
 use self::config::{render, Settings};
 use self::lua::{BALANCER_LUA, LUA_MODULE, RESTY_CORE};
 use super::driver::{
-    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, LabError, Route,
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Handshakes, Route, SutError,
 };
 use super::proc::{self, Guard};
 use rustix::process::Signal;
@@ -123,10 +123,10 @@ impl Nginx {
         }
     }
 
-    fn settings(&self) -> Result<&Settings, LabError> {
+    fn settings(&self) -> Result<&Settings, SutError> {
         self.settings
             .as_ref()
-            .ok_or_else(|| LabError::NotPrepared(self.name().into()))
+            .ok_or_else(|| SutError::NotPrepared(self.name().into()))
     }
 
     fn conf_path(&self) -> PathBuf {
@@ -147,16 +147,16 @@ impl Nginx {
 
     /// Renders, tests and installs a configuration; nothing changes when nginx rejects
     /// it (the candidate is kept as `nginx.conf.rejected`).
-    fn install_config(&mut self, endpoints: &[Endpoint], route: Route) -> Result<(), LabError> {
+    fn install_config(&mut self, endpoints: &[Endpoint], route: Route) -> Result<(), SutError> {
         let text = render(self.settings()?, endpoints, route, self.route_set.as_ref());
         let next = self.out_dir.join("nginx.conf.next");
         std::fs::write(&next, &text)
-            .map_err(LabError::io(format!("writing {}", next.display())))?;
+            .map_err(SutError::io(format!("writing {}", next.display())))?;
         if let Err(e) = self.test_config(&next) {
             let rejected = self.out_dir.join("nginx.conf.rejected");
             let _ = std::fs::rename(&next, &rejected);
             return Err(match e {
-                LabError::Rejected { detail, .. } => LabError::Rejected {
+                SutError::Rejected { detail, .. } => SutError::Rejected {
                     what: format!("nginx configuration {}", rejected.display()),
                     detail: detail
                         .replace(&next.display().to_string(), &rejected.display().to_string()),
@@ -167,11 +167,11 @@ impl Nginx {
         // A rename, so a reloading master never reads a half-written file.
         let conf = self.conf_path();
         std::fs::rename(&next, &conf)
-            .map_err(LabError::io(format!("installing {}", conf.display())))?;
+            .map_err(SutError::io(format!("installing {}", conf.display())))?;
         self.generation += 1;
         let numbered = self.out_dir.join(format!("nginx.conf.{}", self.generation));
         std::fs::write(&numbered, &text)
-            .map_err(LabError::io(format!("writing {}", numbered.display())))?;
+            .map_err(SutError::io(format!("writing {}", numbered.display())))?;
         Ok(())
     }
 }
@@ -198,12 +198,12 @@ impl Driver for Nginx {
         Capabilities::LOCAL_PROXY
     }
 
-    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), LabError> {
-        self.binary = proc::which("nginx").ok_or_else(|| LabError::MissingBinary {
+    fn prepare(&mut self, ctx: &DriverContext, endpoints: &[Endpoint]) -> Result<(), SutError> {
+        self.binary = proc::which("nginx").ok_or_else(|| SutError::MissingBinary {
             binary: "nginx".into(),
             package: "nginx-light".into(),
         })?;
-        let (_, v) = proc::output(Command::new(&self.binary).arg("-V")).map_err(LabError::io(
+        let (_, v) = proc::output(Command::new(&self.binary).arg("-V")).map_err(SutError::io(
             format!("running {} -V", self.binary.display()),
         ))?;
         let modules_dir = v
@@ -216,37 +216,37 @@ impl Driver for Nginx {
                 ("ngx_http_lua_module.so", "libnginx-mod-http-lua"),
             ] {
                 if !modules_dir.join(file).is_file() {
-                    return Err(LabError::MissingBinary {
+                    return Err(SutError::MissingBinary {
                         binary: modules_dir.join(file).display().to_string(),
                         package: package.into(),
                     });
                 }
             }
             if !Path::new(RESTY_CORE).is_file() {
-                return Err(LabError::MissingBinary {
+                return Err(SutError::MissingBinary {
                     binary: RESTY_CORE.into(),
                     package: "lua-resty-core".into(),
                 });
             }
         }
         let abs = |p: &Path| {
-            std::path::absolute(p).map_err(LabError::io(format!("resolving {}", p.display())))
+            std::path::absolute(p).map_err(SutError::io(format!("resolving {}", p.display())))
         };
         let prefix = abs(&ctx.work_dir)?;
         self.out_dir = abs(&ctx.out_dir)?;
         for d in [prefix.join("tmp"), prefix.join("lua"), self.out_dir.clone()] {
             std::fs::create_dir_all(&d)
-                .map_err(LabError::io(format!("creating {}", d.display())))?;
+                .map_err(SutError::io(format!("creating {}", d.display())))?;
         }
         let admin_port = if self.mode == Mode::Lua {
             let lua = prefix.join("lua").join(format!("{LUA_MODULE}.lua"));
             std::fs::write(&lua, BALANCER_LUA)
-                .map_err(LabError::io(format!("writing {}", lua.display())))?;
+                .map_err(SutError::io(format!("writing {}", lua.display())))?;
             // A copy with the results: it is part of the configuration.
             let kept = self.out_dir.join(format!("{LUA_MODULE}.lua"));
             std::fs::write(&kept, BALANCER_LUA)
-                .map_err(LabError::io(format!("writing {}", kept.display())))?;
-            super::ports::free_port().map_err(LabError::io("choosing the nginx-lua admin port"))?
+                .map_err(SutError::io(format!("writing {}", kept.display())))?;
+            super::ports::free_port().map_err(SutError::io("choosing the nginx-lua admin port"))?
         } else {
             0
         };
@@ -284,15 +284,15 @@ impl Driver for Nginx {
         Ok(())
     }
 
-    fn start(&mut self) -> Result<(), LabError> {
+    fn start(&mut self) -> Result<(), SutError> {
         self.settings()?;
         if self.running() {
-            return Err(LabError::AlreadyRunning(self.name().into()));
+            return Err(SutError::AlreadyRunning(self.name().into()));
         }
         self.spawn()
     }
 
-    fn wait_ready(&mut self, timeout: Duration) -> Result<(), LabError> {
+    fn wait_ready(&mut self, timeout: Duration) -> Result<(), SutError> {
         let deadline = Instant::now() + timeout;
         let mut admin_retries = 2;
         loop {
@@ -306,7 +306,7 @@ impl Driver for Nginx {
                 if self.mode == Mode::Lua && admin_taken && admin_retries > 0 {
                     admin_retries -= 1;
                     let port = super::ports::free_port()
-                        .map_err(LabError::io("choosing the nginx-lua admin port"))?;
+                        .map_err(SutError::io("choosing the nginx-lua admin port"))?;
                     if let Some(s) = self.settings.as_mut() {
                         s.admin_port = port;
                     }
@@ -315,7 +315,7 @@ impl Driver for Nginx {
                     self.spawn()?;
                     continue;
                 }
-                return Err(LabError::ExitedAtStart {
+                return Err(SutError::ExitedAtStart {
                     process: self.name().into(),
                     why: problem,
                 });
@@ -324,7 +324,7 @@ impl Driver for Nginx {
                 let eps = self.endpoints.clone();
                 match self.push(&eps) {
                     Ok(_) => {}
-                    Err(e @ LabError::Rejected { .. }) => return Err(e),
+                    Err(e @ SutError::Rejected { .. }) => return Err(e),
                     Err(_) => {} // not listening yet
                 }
             }
@@ -338,7 +338,7 @@ impl Driver for Nginx {
             }
             if Instant::now() >= deadline {
                 let s = self.settings()?;
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "{} on 127.0.0.1:{} (http {})",
                     self.name(),
                     s.https_port,
@@ -349,7 +349,7 @@ impl Driver for Nginx {
         }
     }
 
-    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), LabError> {
+    fn set_endpoints(&mut self, endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.settings()?;
         match self.mode {
             Mode::Reload => {
@@ -368,7 +368,7 @@ impl Driver for Nginx {
         Ok(())
     }
 
-    fn apply_route(&mut self, route: Route) -> Result<(), LabError> {
+    fn apply_route(&mut self, route: Route) -> Result<(), SutError> {
         let eps = self.endpoints.clone();
         self.install_config(&eps, route)?;
         self.route = route;
@@ -378,7 +378,7 @@ impl Driver for Nginx {
 
     /// A route set goes into the configuration and nginx reloads, as ingress-nginx
     /// does for a changed Ingress: the new workers serve the new routes.
-    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, LabError> {
+    fn apply_route_set(&mut self, set: &sut::RouteSet) -> Result<Option<u64>, SutError> {
         let before = self.route_set.replace(*set);
         let (eps, route) = (self.endpoints.clone(), self.route);
         if let Err(e) = self.install_config(&eps, route) {
@@ -390,7 +390,7 @@ impl Driver for Nginx {
         Ok(bytes)
     }
 
-    fn reload(&mut self) -> Result<(), LabError> {
+    fn reload(&mut self) -> Result<(), SutError> {
         let (eps, route) = (self.endpoints.clone(), self.route);
         self.install_config(&eps, route)?;
         self.hup();
@@ -405,15 +405,15 @@ impl Driver for Nginx {
         &mut self,
         cert: &std::path::Path,
         key: &std::path::Path,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let abs = |p: &Path| {
-            std::path::absolute(p).map_err(LabError::io(format!("resolving {}", p.display())))
+            std::path::absolute(p).map_err(SutError::io(format!("resolving {}", p.display())))
         };
         let (cert, key) = (abs(cert)?, abs(key)?);
         let s = self
             .settings
             .as_mut()
-            .ok_or_else(|| LabError::NotPrepared("nginx".into()))?;
+            .ok_or_else(|| SutError::NotPrepared("nginx".into()))?;
         let before = (
             std::mem::replace(&mut s.cert, cert),
             std::mem::replace(&mut s.key, key),
@@ -431,10 +431,10 @@ impl Driver for Nginx {
 
     /// The driver made every change itself, so whatever `_expect` says is the last
     /// change it was asked for: settling is waiting for that one to finish.
-    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), LabError> {
+    fn settle(&mut self, _expect: &Expect, timeout: Duration) -> Result<(), SutError> {
         let deadline = Instant::now() + timeout;
         if !self.running() {
-            return Err(LabError::NotRunning(self.name().into()));
+            return Err(SutError::NotRunning(self.name().into()));
         }
         if let Some(p) = self.pending_reload.take() {
             self.wait_workers(&p, deadline)?;
@@ -449,7 +449,7 @@ impl Driver for Nginx {
         self.running()
     }
 
-    fn stop(&mut self) -> Result<(), LabError> {
+    fn stop(&mut self) -> Result<(), SutError> {
         if let Some(mut g) = self.guard.take() {
             // QUIT: graceful; whatever is left after 2 s is killed with the group.
             g.stop(Signal::QUIT, Duration::from_secs(2));

@@ -6,7 +6,7 @@
 
 use super::lua::http;
 use super::{Mode, Nginx, PendingReload};
-use crate::driver::{Driver, LabError};
+use crate::driver::{Driver, SutError};
 use crate::proc::{self, Guard};
 use rustix::process::Signal;
 use std::io::{Read, Seek, SeekFrom};
@@ -19,8 +19,8 @@ impl Nginx {
     /// Checks a configuration file with `nginx -t`.
     ///
     /// # Errors
-    /// [`LabError::Rejected`] with nginx's message line.
-    pub(super) fn test_config(&self, path: &Path) -> Result<(), LabError> {
+    /// [`SutError::Rejected`] with nginx's message line.
+    pub(super) fn test_config(&self, path: &Path) -> Result<(), SutError> {
         let s = self.settings()?;
         let (ok, text) = proc::output(
             Command::new(&self.binary)
@@ -31,7 +31,7 @@ impl Nginx {
                 .arg("-c")
                 .arg(path),
         )
-        .map_err(LabError::io(format!(
+        .map_err(SutError::io(format!(
             "running {} -t",
             self.binary.display()
         )))?;
@@ -39,7 +39,7 @@ impl Nginx {
             return Ok(());
         }
         let detail = problem_line(&text).unwrap_or_else(|| text.trim().to_string());
-        Err(LabError::Rejected {
+        Err(SutError::Rejected {
             what: format!("nginx configuration {}", path.display()),
             detail,
         })
@@ -80,14 +80,14 @@ impl Nginx {
         &mut self,
         p: &PendingReload,
         deadline: Instant,
-    ) -> Result<(), LabError> {
+    ) -> Result<(), SutError> {
         let Some(master) = self.master_pid() else {
-            return Err(LabError::NotRunning(self.name().into()));
+            return Err(SutError::NotRunning(self.name().into()));
         };
         let mut polls = 0u32;
         loop {
             if !self.running() {
-                return Err(LabError::NotRunning(format!(
+                return Err(SutError::NotRunning(format!(
                     "{} (master exited during a reload{})",
                     self.name(),
                     self.log_problem(p.log_offset)
@@ -106,7 +106,7 @@ impl Nginx {
             // workers; the reason is only in the log.
             if polls.is_multiple_of(25) && !new {
                 if let Some(line) = self.log_problem(p.log_offset) {
-                    return Err(LabError::Rejected {
+                    return Err(SutError::Rejected {
                         what: format!("{} reload", self.name()),
                         detail: line,
                     });
@@ -119,7 +119,7 @@ impl Nginx {
                         p.old_workers
                     )
                 });
-                return Err(LabError::NotReady(format!(
+                return Err(SutError::NotReady(format!(
                     "{} reload ({why})",
                     self.name()
                 )));
@@ -155,7 +155,7 @@ impl Nginx {
         .map(|(status, _)| status)
     }
 
-    pub(super) fn spawn(&mut self) -> Result<(), LabError> {
+    pub(super) fn spawn(&mut self) -> Result<(), SutError> {
         let s = self.settings()?.clone();
         let log = self.log_path();
         self.start_log_offset = file_len(&log);
@@ -165,7 +165,7 @@ impl Nginx {
             .arg("-c")
             .arg(self.conf_path());
         let guard = Guard::spawn_on(self.name(), &mut cmd, &log, &s.cpus)
-            .map_err(LabError::io(format!("starting {}", self.binary.display())))?;
+            .map_err(SutError::io(format!("starting {}", self.binary.display())))?;
         self.guard = Some(guard);
         self.pending_reload = None;
         self.pushed = false;
