@@ -8,7 +8,7 @@
 //! [`Calls`] log, in order, for the test to read.
 
 use crate::plan::Case;
-use crate::runner::{LoadRun, LoadRunner, PlatformFor};
+use crate::runner::{LoadError, LoadRun, LoadRunner, PlatformFor};
 use engine::windows::Tally;
 use lab::platform::{SiteSpec, StopMode};
 use lab::{
@@ -232,7 +232,7 @@ pub struct FakeLoad {
 }
 
 impl LoadRunner for FakeLoad {
-    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String> {
+    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), LoadError> {
         self.calls.push("load start");
         let origin = load.clock.now();
         (load.on_start)(origin);
@@ -257,7 +257,8 @@ impl LoadRunner for FakeLoad {
             }
         }
         // Histograms as a real run's, so results combine (repetitions) as theirs do.
-        let mut hist = hdrhistogram::Histogram::<u64>::new(3).map_err(|e| e.to_string())?;
+        let mut hist =
+            hdrhistogram::Histogram::<u64>::new(3).map_err(|e| LoadError::Elsewhere(e.into()))?;
         for _ in 0..self.per_window * (marks as u64 + 1) {
             let _ = hist.record(1000);
         }

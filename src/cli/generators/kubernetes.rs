@@ -460,7 +460,7 @@ pub struct KubernetesGenerators {
 }
 
 impl LoadRunner for KubernetesGenerators {
-    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String> {
+    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), scenario::runner::LoadError> {
         let n = self.count;
         let spec = &split::whole(&load.spec, n);
         let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
@@ -499,7 +499,7 @@ impl LoadRunner for KubernetesGenerators {
             }),
         )
         .map_err(|e| results::with_causes(&*e))?
-        .ok_or("interrupted before the generators started")?;
+        .ok_or_else(|| "interrupted before the generators started".to_string())?;
         let (mut merged, tally) = super::scenario::merge_parts(outcome.parts, start_at, origin)?;
         merged.warnings.extend(outcome.left);
         Ok((merged, tally))

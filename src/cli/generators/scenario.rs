@@ -26,7 +26,7 @@ pub struct LocalGenerators {
 }
 
 impl LoadRunner for LocalGenerators {
-    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String> {
+    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), scenario::runner::LoadError> {
         let n = self.count;
         let spec = &split::whole(&load.spec, n);
         let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
@@ -107,7 +107,7 @@ pub(super) fn merge_parts(
     parts: Vec<Part>,
     start_at: u128,
     origin: results::clock::Nanos,
-) -> Result<(RunResult, Tally), String> {
+) -> Result<(RunResult, Tally), scenario::runner::LoadError> {
     let mut tally = Tally::default();
     for p in &parts {
         let missed = p.planned.marks.as_ref().is_some_and(|m| m.missed > 0);

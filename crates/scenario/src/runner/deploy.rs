@@ -122,7 +122,10 @@ pub(super) fn apply_route_set(
     name: &str,
 ) -> Result<results::RouteSetResult, RunError> {
     let set = r.set;
-    let fail = |e: SutError| RunError::Setup(format!("{name}: routes: {}", results::Causes(&e)));
+    let fail = |source| RunError::Routes {
+        system: name.to_string(),
+        source,
+    };
     let writes0 = sys.driver.route_status_writes();
     // What the system spends rendering the set: its processes read before and
     // after (a process that exits in between, an old worker, loses its share).
@@ -145,7 +148,9 @@ pub(super) fn apply_route_set(
         (settled.map(|()| settled_ms), probe.join())
     });
     let settled_ms = settled.map_err(fail)?;
-    let got = got.map_err(|_| RunError::Setup(format!("{name}: routes: the probe failed")))?;
+    let got = got.map_err(|_| RunError::RouteProbe {
+        system: name.to_string(),
+    })?;
     let groups = sys.driver.process_groups();
     let after = usage.read(&groups);
     let (apply_cpu_s, rss_mib) = if groups.is_empty() {

@@ -37,11 +37,11 @@ pub(crate) fn found(
             progress(&format!("{name}: the probe got no response: {why}"));
             *result
         }
-        Err(e) => {
-            return Err(RunError::Setup(format!(
-                "{name}: search: {}",
-                results::Causes(&e)
-            )))
+        Err(source) => {
+            return Err(RunError::Search {
+                system: name.to_string(),
+                source: Box::new(source),
+            })
         }
     };
     found.warnings.extend(left);
@@ -118,7 +118,7 @@ pub(crate) fn run_system(
         spec.rate = Some((f.fraction * f.max_rate).max(1.0));
     }
     let duration = spec.duration;
-    let (mut plan, config) = spec.resolve().map_err(|e| RunError::Setup(e.scenario()))?;
+    let (mut plan, config) = spec.resolve().map_err(RunError::Spec)?;
     plan.netns = target.netns.clone();
 
     // The load runs on its own thread (or elsewhere, through it); this one applies
@@ -141,7 +141,7 @@ pub(crate) fn run_system(
     }
     let handle = std::thread::Builder::new()
         .name("ib-load".into())
-        .spawn(move || -> Result<(RunResult, Tally), String> {
+        .spawn(move || -> Result<(RunResult, Tally), LoadError> {
             let on_start = move |t| {
                 let _ = start_tx.send(t);
             };
@@ -153,8 +153,7 @@ pub(crate) fn run_system(
                         }
                     };
                     let mut o =
-                        engine::run_marked(&plan, clock, es, Some(marks), on_start, on_second)
-                            .map_err(|e| e.to_string())?;
+                        engine::run_marked(&plan, clock, es, Some(marks), on_start, on_second)?;
                     let tally = std::mem::take(&mut o.totals.windows);
                     Ok((o.to_result(&load_url, config), tally))
                 }
@@ -176,11 +175,11 @@ pub(crate) fn run_system(
         // The load ended before its window began (its runner could not start it):
         // no change is made to a system that no load measures.
         Err(_) => {
-            return Err(match handle.join() {
-                Ok(Err(e)) => RunError::Setup(e),
-                Ok(Ok(_)) => RunError::Setup("the load ended before its window began".into()),
-                Err(_) => RunError::Setup("the load thread panicked".into()),
-            })
+            return Err(RunError::Load(match handle.join() {
+                Ok(Err(e)) => e,
+                Ok(Ok(_)) => LoadError::NoWindow,
+                Err(_) => LoadError::Panicked,
+            }))
         }
     };
     sys.events.origin = origin;
@@ -200,8 +199,8 @@ pub(crate) fn run_system(
     sys.events.forward = None;
     let (mut result, tally) = match handle.join() {
         Ok(Ok(o)) => o,
-        Ok(Err(e)) => return Err(RunError::Setup(e)),
-        Err(_) => return Err(RunError::Setup("the load thread panicked".into())),
+        Ok(Err(e)) => return Err(e.into()),
+        Err(_) => return Err(LoadError::Panicked.into()),
     };
     result.partial |= interrupted;
     let events = sys.events.to_events();

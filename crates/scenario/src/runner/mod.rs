@@ -54,6 +54,9 @@ pub enum RunError {
         #[source]
         source: SutError,
     },
+    /// What could not be set up around a system (its route probe's address, a
+    /// network lab asked to send its load from elsewhere): the message says what to
+    /// change.
     #[error("{0}")]
     Setup(String),
     #[error("{what}")]
@@ -62,6 +65,57 @@ pub enum RunError {
         #[source]
         source: std::io::Error,
     },
+    /// The system's route set did not come up (`routes:`).
+    #[error("{system}: routes")]
+    Routes {
+        system: String,
+        #[source]
+        source: SutError,
+    },
+    /// The route set's probe thread panicked.
+    #[error("{system}: routes: the probe failed")]
+    RouteProbe { system: String },
+    /// A search could not run (a refused setting, a load that could not start).
+    #[error("{system}: search")]
+    Search {
+        system: String,
+        /// Boxed: a search error carries what the search had found so far.
+        #[source]
+        source: Box<SearchError>,
+    },
+    /// The load's settings, refused by the engine once the target is known; worded
+    /// with the scenario's keys.
+    #[error("{}", .0.scenario())]
+    Spec(engine::spec::SpecError),
+    /// A run's repetitions could not be combined.
+    #[error("{name}: {why}")]
+    Repeat { name: String, why: String },
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+/// Why a system's load could not run at all (generators that fail are named in the
+/// merged result instead, as data).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// This process's engine.
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
+    /// The generators elsewhere ([`LoadRunner`]): the coordinator's own error, with
+    /// its causes.
+    #[error(transparent)]
+    Elsewhere(Box<dyn std::error::Error + Send + std::marker::Sync>),
+    #[error("the load ended before its window began")]
+    NoWindow,
+    #[error("the load thread panicked")]
+    Panicked,
+}
+
+impl From<String> for LoadError {
+    /// A coordinator's refusal that is only a message (a generator's last line).
+    fn from(msg: String) -> Self {
+        LoadError::Elsewhere(msg.into())
+    }
 }
 
 /// Runs a system's load elsewhere than on this process's engine: over several
@@ -73,7 +127,7 @@ pub trait LoadRunner: Send + std::marker::Sync {
     /// # Errors
     /// Why the load could not run at all (generators that fail are named in the
     /// merged result instead).
-    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String>;
+    fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), LoadError>;
 
     /// How far ahead of each change its mark is sent: a generator reached through a
     /// network (a pod behind the API server) must have it before the change's time,
@@ -269,8 +323,10 @@ impl Done {
         };
         let (_, reps, latest) = &mut self.runs[i];
         reps.push(r);
-        let all = results::repeat::combine(reps.clone(), of)
-            .map_err(|e| RunError::Setup(format!("{label}: {e}")))?;
+        let all = results::repeat::combine(reps.clone(), of).map_err(|why| RunError::Repeat {
+            name: label.to_string(),
+            why,
+        })?;
         if of == 1 {
             (opts.system_done)(&all);
         }
