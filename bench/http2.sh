@@ -71,21 +71,14 @@ ss = [socket.socket() for _ in range(2)]
 print(*[s.getsockname()[1] for s in ss])')
 BODY=$(head -c 1024 /dev/zero | tr '\0' 'x')
 mkdir -p "$WORK/tmp"
+source bench/nginx.sh
 cat >"$WORK/nginx.conf" <<CONF
 worker_processes 1;
 pid $WORK/nginx.pid;
 error_log $WORK/error.log warn;
 events { worker_connections 4096; }
 http {
-    access_log off;
-    client_body_temp_path $WORK/tmp/body;
-    proxy_temp_path $WORK/tmp/proxy;
-    fastcgi_temp_path $WORK/tmp/fastcgi;
-    uwsgi_temp_path $WORK/tmp/uwsgi;
-    scgi_temp_path $WORK/tmp/scgi;
-    default_type text/plain;
-    keepalive_requests 1000000000;
-    keepalive_timeout 300s;
+$(nginx_http_head "$WORK")
     http2_max_requests 1000000000;
     http2_max_concurrent_streams 128;
     server {

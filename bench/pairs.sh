@@ -67,6 +67,7 @@ ss = [socket.socket() for _ in range(2)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
 source bench/certs.sh
+source bench/nginx.sh
 make_certs "$WORK" "ingressbench pairs CA" 2
 BODY=$(head -c 1024 /dev/zero | tr '\0' 'x')
 mkdir -p "$WORK/tmp"
@@ -77,15 +78,7 @@ pid $WORK/nginx.pid;
 error_log $WORK/error.log warn;
 events { worker_connections 20000; }
 http {
-    access_log off;
-    client_body_temp_path $WORK/tmp/body;
-    proxy_temp_path $WORK/tmp/proxy;
-    fastcgi_temp_path $WORK/tmp/fastcgi;
-    uwsgi_temp_path $WORK/tmp/uwsgi;
-    scgi_temp_path $WORK/tmp/scgi;
-    default_type text/plain;
-    keepalive_requests 1000000000;
-    keepalive_timeout 300s;
+$(nginx_http_head "$WORK")
     ssl_certificate $WORK/server.pem;
     ssl_certificate_key $WORK/server.key;
     ssl_protocols TLSv1.2 TLSv1.3;

@@ -196,6 +196,7 @@ EOF
 
 # A private CA and a server certificate for 127.0.0.1 (bench/certs.sh).
 source bench/certs.sh
+source bench/nginx.sh
 make_certs "$WORK" "ingressbench bench CA" 2
 CACERT=$WORK/ca.pem
 if [ "$OHA_CACERT" = 1 ]; then OHA_TLS=(--cacert "$CACERT"); else OHA_TLS=(--insecure); fi
@@ -209,17 +210,7 @@ pid $WORK/nginx.pid;
 error_log $WORK/error.log warn;
 events { worker_connections $WCONN; }
 http {
-    access_log off;
-    client_body_temp_path $WORK/tmp/body;
-    proxy_temp_path $WORK/tmp/proxy;
-    fastcgi_temp_path $WORK/tmp/fastcgi;
-    uwsgi_temp_path $WORK/tmp/uwsgi;
-    scgi_temp_path $WORK/tmp/scgi;
-    default_type text/plain;
-    # Keep-alive connections stay open for the whole run: no reconnects (and no TLS
-    # handshakes) every 1,000 requests as with nginx's default.
-    keepalive_requests 1000000000;
-    keepalive_timeout 300s;
+$(nginx_http_head "$WORK")
     ssl_certificate $WORK/server.pem;
     ssl_certificate_key $WORK/server.key;
     ssl_protocols TLSv1.3;
