@@ -51,14 +51,8 @@ if [ -n "$ns" ] && [ -e "/run/netns/$ns" ] &&
   die "running inside $ns itself: run down.sh from outside the namespace"
 fi
 
-start_time() { # pid: the process's start time (clock ticks since boot), field 22 of stat
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086 # split on purpose
-  set -- $stat
-  echo "${20}"
-}
+# shellcheck source=scripts/k8s-testenv/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/proc.sh"
 group_alive() { # pgid: true while a process of that group is alive (zombies do not count)
   ps -e -o pgid=,stat= | awk -v g="$1" '$1 == g && $2 !~ /^Z/ { found = 1 } END { exit !found }'
 }

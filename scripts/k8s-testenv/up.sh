@@ -238,14 +238,8 @@ mark pki "certificates, tokens and kubeconfigs written"
 
 # --- Starting components -----------------------------------------------------------------
 components=()
-start_time() { # pid: the process's start time (clock ticks since boot), field 22 of stat
-  local stat
-  stat=$(cat "/proc/$1/stat" 2>/dev/null) || return 1
-  stat=${stat##*) }
-  # shellcheck disable=SC2086 # split on purpose
-  set -- $stat
-  echo "${20}"
-}
+# shellcheck source=scripts/k8s-testenv/proc.sh
+source "$(dirname "${BASH_SOURCE[0]}")/proc.sh"
 start() { # name command...: runs it inside the namespace in a new session, logs in logs/
   local name=$1; shift
   setsid ip netns exec "$ns" "$@" </dev/null >"$S/logs/$name.log" 2>&1 &
