@@ -537,9 +537,7 @@ mod tests {
                 result: r,
                 ..Default::default()
             }],
-            searches: Vec::new(),
-            sizings: Vec::new(),
-            unreadable: Vec::new(),
+            ..ReportInput::default()
         }
     }
 
@@ -581,7 +579,7 @@ mod tests {
         let r = &i.series[0].result;
         let text = crate::text::summary(r, false);
         assert_eq!(text.lines().nth(2), Some(format!("WARNING: {w}").as_str()));
-        let side = crate::text::comparison("s", std::slice::from_ref(r));
+        let side = crate::summary::comparison("s", &ReportInput::single(&r.target, r.clone()));
         let at = side.find(&format!("WARNING: {}: {w}", r.target)).unwrap();
         assert!(at < side.find("Latency").unwrap(), "{side}");
     }
