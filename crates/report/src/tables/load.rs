@@ -1,7 +1,7 @@
 //! The tables of any load run: its percentiles, its errors, its throughput and
 //! settings, a load plan's steps and a request mix's groups.
 
-use super::{cols, counted, listed, Row, Table};
+use super::{cols, counted, listed, per_series, Row, Table};
 use crate::fmt::{fmt_ms_cell, fmt_opt_ms_cell, MISSING};
 use crate::input::ReportInput;
 use results::{ErrorKind, Percentiles, RunResult};
@@ -180,22 +180,14 @@ pub fn percentiles(input: &ReportInput) -> Table {
     }
     c.push(("max".into(), "max".into()));
     c.push(("mean".into(), "mean".into()));
-    let rows = input
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let p = &s.result.latency_ms.corrected;
-            let mut cells = vec![s.name.clone(), p.count.to_string()];
-            cells.extend(p.values().iter().map(|v| fmt_opt_ms_cell(*v)));
-            cells.push(fmt_opt_ms_cell(p.max));
-            cells.push(fmt_opt_ms_cell(p.mean));
-            Row {
-                series: Some(i),
-                cells,
-            }
-        })
-        .collect();
+    let rows = per_series(input, |s| {
+        let p = &s.result.latency_ms.corrected;
+        let mut cells = vec![s.name.clone(), p.count.to_string()];
+        cells.extend(p.values().iter().map(|v| fmt_opt_ms_cell(*v)));
+        cells.push(fmt_opt_ms_cell(p.max));
+        cells.push(fmt_opt_ms_cell(p.mean));
+        cells
+    });
     Table {
         id: "table-percentiles",
         title: "Latency percentiles",
@@ -218,25 +210,17 @@ pub fn errors(input: &ReportInput) -> Table {
         ("not_sent", "not sent"),
         ("intended", "intended"),
     ]));
-    let rows = input
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let r = &s.result;
-            let mut cells = vec![s.name.clone()];
-            cells.extend(ErrorKind::ALL.iter().map(|k| r.errors.get(*k).to_string()));
-            cells.push(r.errors.total().to_string());
-            cells.push(counted(&r.errors.status_codes));
-            cells.push(r.requests.completed.to_string());
-            cells.push(r.requests.not_sent.to_string());
-            cells.push(r.requests.intended.to_string());
-            Row {
-                series: Some(i),
-                cells,
-            }
-        })
-        .collect();
+    let rows = per_series(input, |s| {
+        let r = &s.result;
+        let mut cells = vec![s.name.clone()];
+        cells.extend(ErrorKind::ALL.iter().map(|k| r.errors.get(*k).to_string()));
+        cells.push(r.errors.total().to_string());
+        cells.push(counted(&r.errors.status_codes));
+        cells.push(r.requests.completed.to_string());
+        cells.push(r.requests.not_sent.to_string());
+        cells.push(r.requests.intended.to_string());
+        cells
+    });
     Table {
         id: "table-errors",
         title: "Errors by kind",
@@ -255,33 +239,25 @@ pub fn handshakes_per_s(r: &RunResult) -> Option<f64> {
 
 /// The S4 table: throughput per series, so a scan over rates or cores reads as rows.
 pub fn throughput(input: &ReportInput) -> Table {
-    let rows = input
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, s)| {
-            let r = &s.result;
-            Row {
-                series: Some(i),
-                cells: vec![
-                    s.name.clone(),
-                    r.config.threads.to_string(),
-                    r.config.connections.to_string(),
-                    r.rate
-                        .target
-                        .map(|t| format!("{t:.0}"))
-                        .unwrap_or_else(|| "max".into()),
-                    format!("{:.1}", r.rate.achieved),
-                    format!("{:.1}", r.rate.completed_per_s),
-                    fmt_opt_ms_cell(r.latency_ms.corrected.p99),
-                    handshakes_per_s(r)
-                        .map(|h| format!("{h:.1}"))
-                        .unwrap_or_else(|| MISSING.into()),
-                    format!("{:.2}", r.generator.cpu_s),
-                ],
-            }
-        })
-        .collect();
+    let rows = per_series(input, |s| {
+        let r = &s.result;
+        vec![
+            s.name.clone(),
+            r.config.threads.to_string(),
+            r.config.connections.to_string(),
+            r.rate
+                .target
+                .map(|t| format!("{t:.0}"))
+                .unwrap_or_else(|| "max".into()),
+            format!("{:.1}", r.rate.achieved),
+            format!("{:.1}", r.rate.completed_per_s),
+            fmt_opt_ms_cell(r.latency_ms.corrected.p99),
+            handshakes_per_s(r)
+                .map(|h| format!("{h:.1}"))
+                .unwrap_or_else(|| MISSING.into()),
+            format!("{:.2}", r.generator.cpu_s),
+        ]
+    });
     Table {
         id: "table-throughput",
         title: "Throughput per series",

@@ -9,7 +9,7 @@
 //! all tables in page order and the reasons not to trust a series are here.
 
 use crate::fmt::MISSING;
-use crate::input::{ReportInput, Unreadable};
+use crate::input::{ReportInput, Series, Unreadable};
 
 pub use crate::table::{Row, Table};
 
@@ -49,6 +49,19 @@ fn counted<'a, V: std::fmt::Display + 'a>(
         .map(|(k, v)| format!("{k}: {v}"))
         .collect();
     listed(&items, ", ")
+}
+
+/// One row per series, in series order (its colour), with the cells `cells` gives it.
+fn per_series(input: &ReportInput, cells: impl Fn(&Series) -> Vec<String>) -> Vec<Row> {
+    input
+        .series
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Row {
+            series: Some(i),
+            cells: cells(s),
+        })
+        .collect()
 }
 
 /// Every table, in page order.

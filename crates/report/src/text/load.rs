@@ -7,7 +7,7 @@ use super::lines::{mix_lines, route_set_change_line, route_set_line};
 use crate::fmt::{fmt_bytes, fmt_ms, fmt_opt_ms, fmt_secs};
 use crate::input::ReportInput;
 use crate::plain::Plain;
-use crate::tables;
+use crate::tables::{self, Table};
 use crate::warnings::warnings;
 use results::{ErrorKind, Percentiles, RunResult};
 use std::fmt::Write as _;
@@ -37,6 +37,18 @@ fn generators_line(g: &results::Generators) -> String {
     format!("  {} generators: {}", g.parts.len(), each.join("; "))
 }
 
+/// One of the report's tables drawn from this run alone, under `title`: indented
+/// below it, without the series column (there is one), its note written after
+/// each row as a remark.
+fn run_table(t: &Table, title: String) -> String {
+    Plain::new(t)
+        .title(Some(title))
+        .indent(4)
+        .hide("series")
+        .remark("note")
+        .render()
+}
+
 /// A load plan's steps, one line each (the report's steps table): what each offered
 /// and what it got, judged by its own rate (a step the generator could not keep is
 /// flagged in it, not averaged away over the run).
@@ -46,12 +58,7 @@ fn steps_table(r: &RunResult, one: &ReportInput) -> String {
         r.config.plan.as_deref().unwrap_or("?"),
         r.config.rate.unwrap_or(0.0)
     );
-    Plain::new(&tables::steps(one))
-        .title(Some(title))
-        .indent(4)
-        .hide("series")
-        .remark("note")
-        .render()
+    run_table(&tables::steps(one), title)
 }
 
 /// A repeated run's repetitions, one line each (the report's repetitions table), so
@@ -62,12 +69,7 @@ fn repetitions_table(r: &RunResult, one: &ReportInput) -> String {
         "  {} repetitions (the figures above pool them all):",
         r.repetitions.len()
     );
-    Plain::new(&tables::repetitions(one))
-        .title(Some(title))
-        .indent(4)
-        .hide("series")
-        .remark("note")
-        .render()
+    run_table(&tables::repetitions(one), title)
 }
 
 /// The summary: header, latency, distribution (`detailed`: the full spectrum),
