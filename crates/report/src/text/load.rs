@@ -102,6 +102,72 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
     for w in &r.warnings {
         let _ = writeln!(s, "WARNING: {w}");
     }
+    latency(&mut s, r, detailed);
+    generator(&mut s, r);
+    requests(&mut s, r);
+    if !r.backends.is_empty() {
+        let b: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
+        let _ = writeln!(s, "  Backends: {}", b.join(", "));
+    }
+    if let Some(rs) = r.lab.as_ref().and_then(|l| l.route_set.as_ref()) {
+        let _ = writeln!(s, "  {}", route_set_line(rs));
+        for c in &rs.changes {
+            let _ = writeln!(s, "  {}", route_set_change_line(c));
+        }
+    }
+    if let Some(m) = &r.mix {
+        for l in mix_lines(m) {
+            let _ = writeln!(s, "  {l}");
+        }
+    }
+    if !r.steps.is_empty() || !r.repetitions.is_empty() {
+        // The report's tables are drawn from a report's input: this run alone.
+        let one = ReportInput::single("load", r.clone());
+        if !r.steps.is_empty() {
+            s.push_str(&steps_table(r, &one));
+        }
+        if !r.repetitions.is_empty() {
+            s.push_str(&repetitions_table(r, &one));
+        }
+    }
+    if let Some(g) = &r.generators {
+        let _ = writeln!(s, "{}", generators_line(g));
+    }
+    let _ = write!(s, "Requests/sec: {:>10.2}", r.rate.completed_per_s);
+    match r.rate.target {
+        Some(t) => {
+            let _ = writeln!(s, "  (sent {:.2}/s of a target {t})", r.rate.achieved);
+        }
+        None => s.push('\n'),
+    }
+    let _ = writeln!(
+        s,
+        "Transfer/sec: {:>10}",
+        fmt_bytes(if r.duration_s > 0.0 {
+            r.bytes_read as f64 / r.duration_s
+        } else {
+            0.0
+        })
+    );
+    let failure = r.failure();
+    for w in warnings(r) {
+        // The failure is the loudest line: a run that measured nothing must not
+        // be read as a fast one.
+        let tag = if failure.as_ref() == Some(&w) {
+            "FAILED"
+        } else {
+            "WARNING"
+        };
+        let _ = writeln!(s, "{tag}: {w}");
+    }
+    s
+}
+
+/// wrk's latency block: the corrected and uncorrected rows (one row in a closed
+/// loop, where the two are the same), the distribution, and with `detailed` the
+/// full percentile spectrum.
+fn latency(s: &mut String, r: &RunResult, detailed: bool) {
+    let c = &r.config;
     let _ = writeln!(
         s,
         "  {:<12} {:>10} {:>10} {:>10}",
@@ -118,11 +184,11 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
         );
     };
     if c.rate.is_some() {
-        row(&mut s, "corrected", &r.latency_ms.corrected);
-        row(&mut s, "uncorrected", &r.latency_ms.uncorrected);
+        row(s, "corrected", &r.latency_ms.corrected);
+        row(s, "uncorrected", &r.latency_ms.uncorrected);
     } else {
         // Closed loop has no schedule to correct for: the two are the same figure.
-        row(&mut s, "latency", &r.latency_ms.corrected);
+        row(s, "latency", &r.latency_ms.corrected);
     }
     let _ = writeln!(
         s,
@@ -140,6 +206,12 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             s.push_str(&crate::hdr::percentile_distribution(&h, 1000.0));
         }
     }
+}
+
+/// What the generator itself did, in an open loop: its lag, this machine's timed
+/// wake-ups, what the machine took meanwhile, and its CPU and sleeps per request.
+fn generator(s: &mut String, r: &RunResult) {
+    let c = &r.config;
     let lag = &r.latency_ms.generator_lag;
     if c.rate.is_some() {
         let _ = writeln!(
@@ -179,6 +251,12 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             );
         }
     }
+}
+
+/// The counts: requests and bytes, TLS handshakes, errors by kind and the first of
+/// each, gRPC and HTTP statuses, HTTP/2's connections, reconnects, framing
+/// warnings, and the request balance.
+fn requests(s: &mut String, r: &RunResult) {
     let q = &r.requests;
     let _ = writeln!(
         s,
@@ -277,62 +355,6 @@ pub fn summary(r: &RunResult, detailed: bool) -> String {
             String::new()
         }
     );
-    if !r.backends.is_empty() {
-        let b: Vec<String> = r.backends.iter().map(|(k, v)| format!("{k} {v}")).collect();
-        let _ = writeln!(s, "  Backends: {}", b.join(", "));
-    }
-    if let Some(rs) = r.lab.as_ref().and_then(|l| l.route_set.as_ref()) {
-        let _ = writeln!(s, "  {}", route_set_line(rs));
-        for c in &rs.changes {
-            let _ = writeln!(s, "  {}", route_set_change_line(c));
-        }
-    }
-    if let Some(m) = &r.mix {
-        for l in mix_lines(m) {
-            let _ = writeln!(s, "  {l}");
-        }
-    }
-    if !r.steps.is_empty() || !r.repetitions.is_empty() {
-        // The report's tables are drawn from a report's input: this run alone.
-        let one = ReportInput::single("load", r.clone());
-        if !r.steps.is_empty() {
-            s.push_str(&steps_table(r, &one));
-        }
-        if !r.repetitions.is_empty() {
-            s.push_str(&repetitions_table(r, &one));
-        }
-    }
-    if let Some(g) = &r.generators {
-        let _ = writeln!(s, "{}", generators_line(g));
-    }
-    let _ = write!(s, "Requests/sec: {:>10.2}", r.rate.completed_per_s);
-    match r.rate.target {
-        Some(t) => {
-            let _ = writeln!(s, "  (sent {:.2}/s of a target {t})", r.rate.achieved);
-        }
-        None => s.push('\n'),
-    }
-    let _ = writeln!(
-        s,
-        "Transfer/sec: {:>10}",
-        fmt_bytes(if r.duration_s > 0.0 {
-            r.bytes_read as f64 / r.duration_s
-        } else {
-            0.0
-        })
-    );
-    let failure = r.failure();
-    for w in warnings(r) {
-        // The failure is the loudest line: a run that measured nothing must not
-        // be read as a fast one.
-        let tag = if failure.as_ref() == Some(&w) {
-            "FAILED"
-        } else {
-            "WARNING"
-        };
-        let _ = writeln!(s, "{tag}: {w}");
-    }
-    s
 }
 
 #[cfg(test)]
