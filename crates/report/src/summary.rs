@@ -286,4 +286,46 @@ mod tests {
             "{worst}"
         );
     }
+
+    /// A sizing scan alone has no load to compare: its table is the summary, under
+    /// the scenario's name.
+    #[test]
+    fn a_sizing_scan_alone_is_its_table() {
+        use results::sizing::{Allocation, SizingResult, SizingRow};
+        let input = ReportInput {
+            runs: vec![crate::input::Run {
+                scenario: Some("s4".into()),
+                ..Default::default()
+            }],
+            sizings: vec![crate::input::Sized {
+                name: "nginx-reload".into(),
+                run: 0,
+                sizing: SizingResult {
+                    rows: vec![SizingRow {
+                        allocation: Allocation {
+                            cores: 1.0,
+                            cpus: "1".into(),
+                            workers: 1,
+                            quota: None,
+                        },
+                        max_rate: Some(500.0),
+                        ..SizingRow::default()
+                    }],
+                    ..SizingResult::default()
+                },
+            }],
+            ..ReportInput::default()
+        };
+        let s = Summary::text(&input);
+        assert!(
+            s.starts_with("Scenario s4\n\nSizing: maximum per CPU allocation"),
+            "{s}"
+        );
+        assert!(!s.contains("Latency percentiles"), "{s}");
+        let row = s
+            .lines()
+            .find(|l| l.trim_start().starts_with("nginx-reload "))
+            .unwrap_or_else(|| panic!("{s}"));
+        assert!(row.split_whitespace().any(|c| c == "500"), "{row}");
+    }
 }
