@@ -25,6 +25,7 @@ pub struct Plain<'a> {
     right: Vec<&'a str>,
     nest: usize,
     min: Vec<(&'a str, usize)>,
+    note: bool,
 }
 
 impl<'a> Plain<'a> {
@@ -39,6 +40,7 @@ impl<'a> Plain<'a> {
             right: Vec::new(),
             nest: 0,
             min: Vec::new(),
+            note: false,
         }
     }
 
@@ -86,6 +88,13 @@ impl<'a> Plain<'a> {
     /// written one under another line up.
     pub fn min_width(mut self, key: &'a str, width: usize) -> Self {
         self.min.push((key, width));
+        self
+    }
+
+    /// Writes the table's note (what it shows, in which units) under its title, for
+    /// a table whose headers do not say the unit.
+    pub fn with_note(mut self) -> Self {
+        self.note = true;
         self
     }
 
@@ -159,6 +168,9 @@ impl<'a> Plain<'a> {
         if let Some(title) = &self.title {
             let _ = writeln!(s, "{title}");
         }
+        if self.note && !t.note.is_empty() {
+            let _ = writeln!(s, "{}{}", " ".repeat(self.indent), t.note);
+        }
         s.push_str(&line(
             shown.iter().map(|&c| t.cols[c].1.clone()).collect(),
             "",
@@ -225,7 +237,7 @@ mod tests {
             s,
             "Sample\n  series head p99 head state head note head\n  nginx          1.250 up         –\n  caddy-api          – draining   late\n"
         );
-        assert!(!s.contains("not shown"), "the note is the page's");
+        assert!(!s.contains("not shown"), "the note only when asked");
     }
 
     #[test]
@@ -248,6 +260,11 @@ mod tests {
         assert_eq!(lines[3], "     –          draining  (late)");
         let untitled = Plain::new(&t).title(None).render();
         assert!(untitled.starts_with("  series head"), "{untitled}");
+        let noted = Plain::new(&t).with_note().render();
+        assert!(
+            noted.starts_with("Sample\n  not shown\n  series head"),
+            "{noted}"
+        );
     }
 
     #[test]

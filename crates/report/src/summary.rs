@@ -7,7 +7,7 @@
 
 use crate::fmt::{fmt_secs, MISSING};
 use crate::input::ReportInput;
-use crate::plain;
+use crate::plain::{self, Plain};
 use crate::render::{File, Rendered, Rendering, Report, ReportError};
 use crate::table::{Row, Table};
 use crate::tables;
@@ -99,7 +99,10 @@ pub fn comparison(scenario: &str, input: &ReportInput) -> String {
     }
     for t in &shown {
         s.push('\n');
-        s.push_str(&plain::table(t));
+        // Latency and propagation cells are bare milliseconds: their notes say so.
+        let noted = matches!(t.id, "table-percentiles" | "table-propagation");
+        let plain = Plain::new(t);
+        s.push_str(&if noted { plain.with_note() } else { plain }.render());
     }
     if labs().next().is_some() {
         for x in series {
