@@ -147,9 +147,7 @@ mod tests {
                     ..Default::default()
                 },
             ],
-            searches: Vec::new(),
-            sizings: Vec::new(),
-            unreadable: Vec::new(),
+            ..ReportInput::default()
         }
     }
 

@@ -31,6 +31,12 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
     let tables = tables::all(input);
     let table = |id: &str| tables.iter().find(|t| t.id == id);
     let chart = |id: &str| charts.iter().find(|(c, _)| c.id == id);
+    // The charts of `ids` that were drawn, in that order.
+    let figures = |h: &mut String, ids: &[&str]| {
+        for c in ids.iter().filter_map(|id| chart(id)) {
+            figure(h, c, "");
+        }
+    };
     let title = page_title(input);
     let mut h = String::new();
     legend(&mut h, input);
@@ -73,11 +79,7 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
     }
     if let Some(t) = table("table-sizing") {
         section(&mut h, "sizing", "Throughput per core (sizing)");
-        for id in ["chart-sizing-rps", "chart-sizing-tps"] {
-            if let Some(c) = chart(id) {
-                figure(&mut h, c, "");
-            }
-        }
+        figures(&mut h, &["chart-sizing-rps", "chart-sizing-tps"]);
         table_html(&mut h, input, t);
     }
 
@@ -125,11 +127,10 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
     // Only runs with a route set (`routes:`) or a request mix have these.
     if let Some(t) = table("table-route-sets") {
         section(&mut h, "route-sets", "Route sets");
-        for id in ["chart-route-scale-served", "chart-route-scale-rss"] {
-            if let Some(c) = chart(id) {
-                figure(&mut h, c, "");
-            }
-        }
+        figures(
+            &mut h,
+            &["chart-route-scale-served", "chart-route-scale-rss"],
+        );
         table_html(&mut h, input, t);
     }
     if let Some(t) = table("table-mix") {
@@ -537,9 +538,7 @@ mod tests {
                 result: r,
                 ..Default::default()
             }],
-            searches: Vec::new(),
-            sizings: Vec::new(),
-            unreadable: Vec::new(),
+            ..ReportInput::default()
         }
     }
 
@@ -581,7 +580,7 @@ mod tests {
         let r = &i.series[0].result;
         let text = crate::text::summary(r, false);
         assert_eq!(text.lines().nth(2), Some(format!("WARNING: {w}").as_str()));
-        let side = crate::text::comparison("s", std::slice::from_ref(r));
+        let side = crate::summary::comparison("s", &ReportInput::single(&r.target, r.clone()));
         let at = side.find(&format!("WARNING: {}: {w}", r.target)).unwrap();
         assert!(at < side.find("Latency").unwrap(), "{side}");
     }

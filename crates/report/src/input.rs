@@ -110,9 +110,7 @@ impl ReportInput {
                 run: 0,
                 result,
             }],
-            searches: Vec::new(),
-            sizings: Vec::new(),
-            unreadable: Vec::new(),
+            ..ReportInput::default()
         }
     }
 

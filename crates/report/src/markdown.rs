@@ -115,9 +115,7 @@ mod tests {
                 result: r,
                 ..Default::default()
             }],
-            searches: Vec::new(),
-            sizings: Vec::new(),
-            unreadable: Vec::new(),
+            ..ReportInput::default()
         };
         let md = render(&input);
         assert!(md.contains("> [!WARNING]"));

@@ -702,15 +702,20 @@ pub(super) fn throughput_chart(input: &ReportInput) -> Chart {
     }
 }
 
-pub(super) fn errors_chart(input: &ReportInput) -> Chart {
+/// One stack per series, drawn by `stack` on the time axis all series share.
+fn stacks(input: &ReportInput, stack: fn(usize, &Series, f64) -> Stack) -> Vec<Stack> {
     let results: Vec<&RunResult> = input.series.iter().map(|s| &s.result).collect();
     let x_max = x_extent(&results);
-    let stacks: Vec<Stack> = input
+    input
         .series
         .iter()
         .enumerate()
-        .map(|(i, s)| error_stack(i, s, x_max))
-        .collect();
+        .map(|(i, s)| stack(i, s, x_max))
+        .collect()
+}
+
+pub(super) fn errors_chart(input: &ReportInput) -> Chart {
+    let stacks = stacks(input, error_stack);
     let total: u64 = input.series.iter().map(|s| s.result.errors.total()).sum();
     Chart {
         id: "chart-errors".into(),
@@ -845,14 +850,7 @@ fn backend_stack(i: usize, s: &Series, x_max: f64) -> Stack {
 }
 
 pub(super) fn backends_chart(input: &ReportInput) -> Chart {
-    let results: Vec<&RunResult> = input.series.iter().map(|s| &s.result).collect();
-    let x_max = x_extent(&results);
-    let stacks: Vec<Stack> = input
-        .series
-        .iter()
-        .enumerate()
-        .map(|(i, s)| backend_stack(i, s, x_max))
-        .collect();
+    let stacks = stacks(input, backend_stack);
     Chart {
         id: "chart-backends".into(),
         title: "Which backend answered".into(),

@@ -84,6 +84,30 @@ fn font(size: u32) -> TextStyle<'static> {
 
 type Draw<T = ()> = Result<T, String>;
 
+/// The builder of a chart with lines on two axes: the same margins and label areas
+/// for every such chart, so their plots line up on the page.
+fn line_chart<'a, 'b, DB: DrawingBackend>(
+    root: &'a DrawingArea<DB, Shift>,
+) -> ChartBuilder<'a, 'b, DB> {
+    let mut b = ChartBuilder::on(root);
+    b.margin(14)
+        .margin_right(28)
+        .x_label_area_size(48)
+        .y_label_area_size(80);
+    b
+}
+
+/// A line chart's mesh in the house style: faint rules, a grey axis, 15 px labels.
+fn house_mesh<'m, 'a, 'b, X: Ranged, Y: Ranged, DB: DrawingBackend>(
+    mesh: &'m mut plotters::chart::MeshStyle<'a, 'b, X, Y, DB>,
+) -> &'m mut plotters::chart::MeshStyle<'a, 'b, X, Y, DB> {
+    mesh.bold_line_style(FG.mix(0.18))
+        .light_line_style(FG.mix(0.06))
+        .axis_style(FG.mix(0.6))
+        .label_style(font(15))
+        .axis_desc_style(font(15))
+}
+
 fn de<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
@@ -205,11 +229,7 @@ fn draw_percentiles<DB: DrawingBackend>(
         }
     }
     let (lo, hi) = log_bounds(lo / 1.1, hi * 1.1);
-    let mut chart = ChartBuilder::on(root)
-        .margin(14)
-        .margin_right(28)
-        .x_label_area_size(48)
-        .y_label_area_size(80)
+    let mut chart = line_chart(root)
         .build_cartesian_2d(
             NinesAxis {
                 lo: nines(0.5),
@@ -218,17 +238,14 @@ fn draw_percentiles<DB: DrawingBackend>(
             LogAxis { lo, hi },
         )
         .map_err(de)?;
-    chart
-        .configure_mesh()
-        .x_desc("percentile (%)")
-        .y_desc("latency")
-        .bold_line_style(FG.mix(0.18))
-        .light_line_style(FG.mix(0.06))
-        .axis_style(FG.mix(0.6))
-        .label_style(font(15))
-        .axis_desc_style(font(15))
-        .draw()
-        .map_err(de)?;
+    house_mesh(
+        chart
+            .configure_mesh()
+            .x_desc("percentile (%)")
+            .y_desc("latency"),
+    )
+    .draw()
+    .map_err(de)?;
     for l in lines {
         let c = series_color(l.series);
         labelled_line(&mut chart, &l.points, c, l.name.clone())?;
@@ -250,25 +267,18 @@ fn draw_rates<DB: DrawingBackend>(
         }
     }
     let (lo, hi) = log_bounds(lo / 1.1, hi * 1.1);
-    let mut chart = ChartBuilder::on(root)
-        .margin(14)
-        .margin_right(28)
-        .x_label_area_size(48)
-        .y_label_area_size(80)
+    let mut chart = line_chart(root)
         .build_cartesian_2d(0f64..x_max * 1.05, LogAxis { lo, hi })
         .map_err(de)?;
-    chart
-        .configure_mesh()
-        .x_desc(x_desc)
-        .y_desc("latency")
-        .x_label_formatter(&|v| fmt_count_tick(*v))
-        .bold_line_style(FG.mix(0.18))
-        .light_line_style(FG.mix(0.06))
-        .axis_style(FG.mix(0.6))
-        .label_style(font(15))
-        .axis_desc_style(font(15))
-        .draw()
-        .map_err(de)?;
+    house_mesh(
+        chart
+            .configure_mesh()
+            .x_desc(x_desc)
+            .y_desc("latency")
+            .x_label_formatter(&|v| fmt_count_tick(*v)),
+    )
+    .draw()
+    .map_err(de)?;
     for l in lines {
         let c = series_color(l.series);
         labelled_line(&mut chart, &l.p99, c, format!("{} p99", l.name))?;
@@ -302,25 +312,18 @@ fn draw_sizing<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &SizingPane
     let pts = p.lines.iter().flat_map(|l| l.2.iter());
     let x_max = pts.clone().map(|q| q.0).fold(1f64, f64::max);
     let y_max = pts.map(|q| q.1).fold(1f64, f64::max);
-    let mut chart = ChartBuilder::on(root)
-        .margin(14)
-        .margin_right(28)
-        .x_label_area_size(48)
-        .y_label_area_size(80)
+    let mut chart = line_chart(root)
         .build_cartesian_2d(0f64..x_max * 1.1, 0f64..y_max * 1.15)
         .map_err(de)?;
-    chart
-        .configure_mesh()
-        .x_desc("cores")
-        .y_desc(p.y_desc.as_str())
-        .y_label_formatter(&|v| fmt_count_tick(*v))
-        .bold_line_style(FG.mix(0.18))
-        .light_line_style(FG.mix(0.06))
-        .axis_style(FG.mix(0.6))
-        .label_style(font(15))
-        .axis_desc_style(font(15))
-        .draw()
-        .map_err(de)?;
+    house_mesh(
+        chart
+            .configure_mesh()
+            .x_desc("cores")
+            .y_desc(p.y_desc.as_str())
+            .y_label_formatter(&|v| fmt_count_tick(*v)),
+    )
+    .draw()
+    .map_err(de)?;
     // One colour per line: a system has a line per measure, each named in the legend.
     for (k, (_, name, points)) in p.lines.iter().enumerate() {
         let c = series_color(k);
@@ -345,20 +348,12 @@ fn draw_scale<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, p: &ScalePanel)
     let (yl, yh) = lo_hi(|q| q.1);
     let x = LogCountAxis(LogAxis { lo: xl, hi: xh });
     if p.y_ms {
-        let mut chart = ChartBuilder::on(root)
-            .margin(14)
-            .margin_right(28)
-            .x_label_area_size(48)
-            .y_label_area_size(80)
+        let mut chart = line_chart(root)
             .build_cartesian_2d(x, LogAxis { lo: yl, hi: yh })
             .map_err(de)?;
         scale_lines(&mut chart, p)
     } else {
-        let mut chart = ChartBuilder::on(root)
-            .margin(14)
-            .margin_right(28)
-            .x_label_area_size(48)
-            .y_label_area_size(80)
+        let mut chart = line_chart(root)
             .build_cartesian_2d(x, LogCountAxis(LogAxis { lo: yl, hi: yh }))
             .map_err(de)?;
         scale_lines(&mut chart, p)
@@ -374,17 +369,14 @@ where
     Y: Ranged<ValueType = f64, FormatOption = plotters::coord::ranged1d::NoDefaultFormatting>
         + plotters::coord::ranged1d::ValueFormatter<f64>,
 {
-    chart
-        .configure_mesh()
-        .x_desc("routes")
-        .y_desc(p.y_desc.as_str())
-        .bold_line_style(FG.mix(0.18))
-        .light_line_style(FG.mix(0.06))
-        .axis_style(FG.mix(0.6))
-        .label_style(font(15))
-        .axis_desc_style(font(15))
-        .draw()
-        .map_err(de)?;
+    house_mesh(
+        chart
+            .configure_mesh()
+            .x_desc("routes")
+            .y_desc(p.y_desc.as_str()),
+    )
+    .draw()
+    .map_err(de)?;
     for (k, (_, name, points)) in p.lines.iter().enumerate() {
         let c = series_color(k);
         labelled_line(chart, points, c, name.clone())?;

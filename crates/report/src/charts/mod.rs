@@ -130,9 +130,7 @@ pub(crate) mod fixtures {
                     ..Default::default()
                 },
             ],
-            searches: Vec::new(),
-            sizings: Vec::new(),
-            unreadable: Vec::new(),
+            ..ReportInput::default()
         }
     }
 }

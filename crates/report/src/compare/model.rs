@@ -10,7 +10,7 @@
 
 use super::significance::{mann_whitney, repetitions_needed, smallest_p, summarize, Summary};
 use crate::fmt::fmt_secs_only;
-use crate::text::warnings;
+use crate::warnings::warnings;
 use results::{ErrorKind, Percentiles, RunResult, Spread};
 use std::collections::BTreeMap;
 use std::path::Path;

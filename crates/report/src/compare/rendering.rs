@@ -9,6 +9,7 @@ use super::thresholds::{evaluate_all_in, Crossing, Threshold};
 use crate::fmt::{fmt_count, fmt_pct_change, Units, MISSING};
 use crate::markup::escape;
 use crate::page::{self, Page};
+use crate::plain::Plain;
 use results::ErrorKind;
 use std::fmt::Write as _;
 
@@ -42,6 +43,59 @@ pub struct Row {
 pub struct Table {
     pub title: &'static str,
     pub rows: Vec<Row>,
+}
+
+impl Table {
+    /// The table as the report's table model ([`crate::table::Table`]), its title
+    /// heading the column of labels: with `repeated`, each side's range beside its
+    /// value and the test's verdict last. The terminal writes it as text
+    /// ([`Plain`]).
+    pub fn model(&self, repeated: bool) -> crate::table::Table {
+        let mut cols = vec![("label", self.title), ("base", "base")];
+        if repeated {
+            cols.push(("base_range", "range"));
+        }
+        cols.push(("new", "new"));
+        if repeated {
+            cols.push(("new_range", "range"));
+        }
+        cols.extend([("delta", "delta"), ("pct", "%")]);
+        if repeated {
+            cols.push(("test", "test"));
+        }
+        let rows = self
+            .rows
+            .iter()
+            .map(|r| {
+                let mut cells = vec![r.label.clone(), r.base.clone()];
+                if repeated {
+                    cells.push(r.base_range.clone());
+                }
+                cells.push(r.new.clone());
+                if repeated {
+                    cells.push(r.new_range.clone());
+                }
+                cells.extend([r.delta.clone(), r.pct.clone()]);
+                if repeated {
+                    cells.push(r.test.clone());
+                }
+                crate::table::Row {
+                    series: None,
+                    cells,
+                }
+            })
+            .collect();
+        crate::table::Table {
+            id: "table-deltas",
+            title: self.title,
+            note: String::new(),
+            cols: cols
+                .into_iter()
+                .map(|(k, h)| (k.to_string(), h.to_string()))
+                .collect(),
+            rows,
+        }
+    }
 }
 
 fn pct_text(v: &Delta) -> String {
@@ -246,47 +300,74 @@ pub fn text(c: &Comparison) -> String {
     }
     for sys in &c.systems {
         let _ = writeln!(s, "\n{}", sys.system);
-        let Some(reps) = repetitions_line(sys, c.alpha) else {
-            for t in tables(sys) {
-                let _ = writeln!(
-                    s,
-                    "  {:<22} {:>11} {:>11} {:>11} {:>9}",
-                    t.title, "base", "new", "delta", "%"
-                );
-                for r in t.rows {
-                    let _ = writeln!(
-                        s,
-                        "    {:<20} {:>11} {:>11} {:>11} {:>9}",
-                        r.label, r.base, r.new, r.delta, r.pct
-                    );
-                }
-            }
-            continue;
-        };
-        let _ = writeln!(s, "  {reps}");
+        let reps = repetitions_line(sys, c.alpha);
+        if let Some(line) = &reps {
+            let _ = writeln!(s, "  {line}");
+        }
+        // Fixed widths, so that the tables of a system line up under each other.
+        let widths = [
+            ("label", 22),
+            ("base", 11),
+            ("base_range", 17),
+            ("new", 11),
+            ("new_range", 17),
+            ("delta", 11),
+            ("pct", 9),
+        ];
         for t in tables(sys) {
-            let _ = writeln!(
-                s,
-                "  {:<22} {:>11} {:>17} {:>11} {:>17} {:>11} {:>9}  test",
-                t.title, "base", "range", "new", "range", "delta", "%"
-            );
-            for r in t.rows {
-                let line = format!(
-                    "    {:<20} {:>11} {:>17} {:>11} {:>17} {:>11} {:>9}  {}",
-                    r.label, r.base, r.base_range, r.new, r.new_range, r.delta, r.pct, r.test
-                );
-                let _ = writeln!(s, "{}", line.trim_end());
-            }
+            let model = t.model(reps.is_some());
+            let plain = widths
+                .iter()
+                .fold(Plain::new(&model).title(None).nest(2), |p, (key, width)| {
+                    p.min_width(key, *width).right(key)
+                });
+            s.push_str(&plain.render());
         }
     }
     s
 }
 
-/// The comparisons (each new run against the base) and the thresholds they cross as
-/// one self-contained HTML page: no script, no external resource, light and dark
-/// schemes following the reader's setting. Figures are written in the page's units
-/// (`µs`, spaced), so the crossings are worked out again here rather than taken from
-/// the terminal's.
+/// A delta table on the page, from the same model the terminal writes
+/// ([`Table::model`]): the change's cells coloured by its trend, the ranges muted.
+fn delta_table_html(h: &mut String, t: &Table, repeated: bool) {
+    let m = t.model(repeated);
+    h.push_str("<table class=\"deltas\">\n<tr>");
+    for (key, head) in &m.cols {
+        match key.as_str() {
+            "label" | "test" => {
+                let _ = write!(h, "<th>{}</th>", escape(head));
+            }
+            _ => {
+                let _ = write!(h, "<th class=\"n\">{}</th>", escape(head));
+            }
+        }
+    }
+    h.push_str("</tr>\n");
+    for (r, cells) in t.rows.iter().zip(&m.rows) {
+        let trend = match r.trend {
+            Trend::Worse => "n worse",
+            Trend::Better => "n better",
+            Trend::Same => "n",
+        };
+        h.push_str("<tr>");
+        for ((key, _), cell) in m.cols.iter().zip(&cells.cells) {
+            let class = match key.as_str() {
+                "label" => {
+                    let _ = write!(h, "<td>{}</td>", escape(cell));
+                    continue;
+                }
+                "base" | "new" => "n",
+                "base_range" | "new_range" => "n muted",
+                "delta" | "pct" => trend,
+                _ => "text",
+            };
+            let _ = write!(h, "<td class=\"{class}\">{}</td>", escape(cell));
+        }
+        h.push_str("</tr>\n");
+    }
+    h.push_str("</table>\n");
+}
+
 /// One threshold line of the page: a crossing (`new_class` marks the new value as
 /// worse) or a move past the limit that is not significant.
 fn crossing_row(h: &mut String, c: &Crossing, new_class: &str) {
@@ -304,6 +385,11 @@ fn crossing_row(h: &mut String, c: &Crossing, new_class: &str) {
     );
 }
 
+/// The comparisons (each new run against the base) and the thresholds they cross as
+/// one self-contained HTML page: no script, no external resource, light and dark
+/// schemes following the reader's setting. Figures are written in the page's units
+/// (`µs`, spaced), so the crossings are worked out again here rather than taken from
+/// the terminal's.
 pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
     let (crossed, noise): (Vec<Crossing>, Vec<Crossing>) = comparisons
         .iter()
@@ -372,51 +458,7 @@ pub fn html(comparisons: &[Comparison], thresholds: &[Threshold]) -> String {
                 let _ = writeln!(h, "<p class=\"muted\">{}</p>", escape(line));
             }
             for t in tables_in(sys, Units::Page) {
-                if reps.is_some() {
-                    let _ = writeln!(
-                        h,
-                        "<table class=\"deltas\">\n<tr><th>{}</th><th class=\"n\">base</th><th class=\"n\">range</th><th class=\"n\">new</th><th class=\"n\">range</th><th class=\"n\">delta</th><th class=\"n\">%</th><th>test</th></tr>",
-                        escape(t.title)
-                    );
-                } else {
-                    let _ = writeln!(
-                        h,
-                        "<table class=\"deltas\">\n<tr><th>{}</th><th class=\"n\">base</th><th class=\"n\">new</th><th class=\"n\">delta</th><th class=\"n\">%</th></tr>",
-                        escape(t.title)
-                    );
-                }
-                for r in t.rows {
-                    let class = match r.trend {
-                        Trend::Worse => "n worse",
-                        Trend::Better => "n better",
-                        Trend::Same => "n",
-                    };
-                    if reps.is_some() {
-                        let _ = writeln!(
-                            h,
-                            "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n muted\">{}</td><td class=\"n\">{}</td><td class=\"n muted\">{}</td><td class=\"{class}\">{}</td><td class=\"{class}\">{}</td><td class=\"text\">{}</td></tr>",
-                            escape(&r.label),
-                            escape(&r.base),
-                            escape(&r.base_range),
-                            escape(&r.new),
-                            escape(&r.new_range),
-                            escape(&r.delta),
-                            escape(&r.pct),
-                            escape(&r.test)
-                        );
-                        continue;
-                    }
-                    let _ = writeln!(
-                        h,
-                        "<tr><td>{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td class=\"{class}\">{}</td><td class=\"{class}\">{}</td></tr>",
-                        escape(&r.label),
-                        escape(&r.base),
-                        escape(&r.new),
-                        escape(&r.delta),
-                        escape(&r.pct)
-                    );
-                }
-                h.push_str("</table>\n");
+                delta_table_html(&mut h, &t, reps.is_some());
             }
         }
     }
