@@ -192,16 +192,7 @@ pub(super) fn render(
             s.admin_port, LUA_MODULE
         );
     }
-    c.push_str("    server {\n");
-    let _ = writeln!(
-        c,
-        "        listen 127.0.0.1:{} {};",
-        s.https_port,
-        ssl_listen(s)
-    );
-    let _ = writeln!(c, "        listen 127.0.0.1:{};", s.http_port);
-    let _ = writeln!(c, "        ssl_certificate {};", q(&s.cert));
-    let _ = writeln!(c, "        ssl_certificate_key {};", q(&s.key));
+    server_head(&mut c, s, None);
     c.push_str("        ssl_protocols TLSv1.2 TLSv1.3;\n");
     let _ = writeln!(c, "        keepalive_requests {CLIENT_KEEPALIVE_REQUESTS};");
     if let Some(log) = &s.tls_log {
@@ -234,6 +225,24 @@ pub(super) fn render(
     c
 }
 
+/// Opens a server block: its listeners (TLS and plain), its name when it has one,
+/// and the certificate.
+fn server_head(c: &mut String, s: &Settings, name: Option<&str>) {
+    c.push_str("    server {\n");
+    let _ = writeln!(
+        c,
+        "        listen 127.0.0.1:{} {};",
+        s.https_port,
+        ssl_listen(s)
+    );
+    let _ = writeln!(c, "        listen 127.0.0.1:{};", s.http_port);
+    if let Some(name) = name {
+        let _ = writeln!(c, "        server_name {name};");
+    }
+    let _ = writeln!(c, "        ssl_certificate {};", q(&s.cert));
+    let _ = writeln!(c, "        ssl_certificate_key {};", q(&s.key));
+}
+
 /// A route set as an Ingress controller renders it for nginx: a server block per
 /// host, an exact location per route, each naming itself in a response header and
 /// proxying to the shared backends; anything else on those hosts is a 404.
@@ -245,17 +254,7 @@ fn route_set(c: &mut String, s: &Settings, set: &RouteSet) {
         (set.hosts * 2).max(512)
     );
     for (h, name) in set.host_names().enumerate() {
-        c.push_str("    server {\n");
-        let _ = writeln!(
-            c,
-            "        listen 127.0.0.1:{} {};",
-            s.https_port,
-            ssl_listen(s)
-        );
-        let _ = writeln!(c, "        listen 127.0.0.1:{};", s.http_port);
-        let _ = writeln!(c, "        server_name {name};");
-        let _ = writeln!(c, "        ssl_certificate {};", q(&s.cert));
-        let _ = writeln!(c, "        ssl_certificate_key {};", q(&s.key));
+        server_head(c, s, Some(&name));
         // The Lua balancer picks its peer from what the access phase set up.
         let lua = if s.mode == Mode::Lua {
             format!(" access_by_lua_block {{ require(\"{LUA_MODULE}\").access() }}")
