@@ -834,6 +834,16 @@ mod tests {
         (ControllerDriver::new(c, client, rt, place, false), seen)
     }
 
+    /// The DELETE requests the fake API has seen, in order.
+    fn deletes_in(seen: &fake::Seen) -> Vec<String> {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.starts_with("DELETE"))
+            .cloned()
+            .collect()
+    }
+
     const MIDDLEWARE: &str = "/apis/traefik.io/v1alpha1/namespaces/team-a/middlewares/ib-route";
     const INGRESS: &str = "/apis/networking.k8s.io/v1/namespaces/team-a/ingresses/ib-route";
 
@@ -869,13 +879,7 @@ mod tests {
             ),
             "{e}"
         );
-        let deletes: Vec<String> = seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.starts_with("DELETE"))
-            .cloned()
-            .collect();
+        let deletes = deletes_in(&seen);
         let del = |p: &str| format!("DELETE {p}");
         assert_eq!(deletes, [del(MIDDLEWARE), del(INGRESS), del(MIDDLEWARE)]);
         assert!(d.stop().is_ok(), "nothing is tried twice at stop");
@@ -1043,13 +1047,7 @@ mod tests {
         assert!(results::with_causes(&e).contains("forbidden"), "{e}");
         seen.lock().unwrap().clear();
         let _ = d.stop();
-        let deleted: Vec<String> = seen
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.starts_with("DELETE"))
-            .cloned()
-            .collect();
+        let deleted = deletes_in(&seen);
         for i in 0..3 {
             for kind in ["middlewares", "ingresses"] {
                 assert!(

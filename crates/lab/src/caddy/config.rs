@@ -283,20 +283,14 @@ mod tests {
 
     fn ctx() -> DriverContext {
         DriverContext {
-            work_dir: "/w".into(),
-            out_dir: "/o".into(),
-            cert: "/c/cert.pem".into(),
-            key: "/c/key.pem".into(),
-            https_port: 8443,
-            http_port: 8080,
             upstream_keepalive: 32,
             upstream_keepalive_requests: 1000,
-            worker_connections: 10_000,
-            cpus: Vec::new(),
-            count_handshakes: false,
-            passive_health: None,
-            http2: false,
-            upstream_h2c: false,
+            ..DriverContext::with_s1_tuning(
+                "/w".into(),
+                "/o".into(),
+                ("/c/cert.pem".into(), "/c/key.pem".into()),
+                (8443, 8080),
+            )
         }
     }
 
