@@ -1,230 +1,176 @@
-//! Why a load's settings were refused, named the way each front end names them.
+//! The load as a user or a scenario describes it, before the engine checks it: a
+//! [`LoadSpec`] and its parts (the protocol, HTTP/2 and gRPC settings), and why one
+//! is refused ([`SpecError`], naming the [`Setting`]).
 //!
-//! The same checks serve `ingressbench load` (flags such as `-R/--rate`) and scenario
-//! files (keys such as `load.rate`): the engine says *which setting* is wrong and
-//! why, and each front end renders the setting's name its own way, instead of one
-//! patching the other's text.
+//! Resolving a spec into what the engine runs is [`crate::resolve`]; the spec itself
+//! holds plain values, so that it can travel as data to another generator.
 
-/// A load setting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Setting {
-    Url,
-    Request,
-    Duration,
-    Timeout,
-    ConnectTimeout,
-    SendWindow,
-    Rate,
-    Connections,
-    Threads,
-    Schedule,
-    Tls,
-    BackendHeader,
-    Sample,
-    Header,
-    Insecure,
-    CaCert,
-    TlsVersion,
-    TlsResume,
-    /// Response markers (set by the scenario runner, not by a user).
-    Markers,
-    /// The request mix (`--targets FILE`, `requests:`): its messages name the file
-    /// and line or the entry.
-    Targets,
-    /// `--http2` (a scenario's `protocol: h2`).
-    Http2,
-    /// `--h2c`.
+mod error;
+
+pub use error::{Setting, SpecError};
+
+use crate::{profile, targets, tls};
+use std::time::Duration;
+
+/// The default of [`LoadSpec::send_window`]: at 20,000 req/s on one thread it cut
+/// the CPU per request by a quarter (docs/benchmarks.md) and moves no arrival by
+/// more than 50 µs, a tenth of the lag a user could notice.
+pub const DEFAULT_SEND_WINDOW: Duration = Duration::from_micros(50);
+
+/// The widest [`LoadSpec::send_window`]: arrivals stay within a millisecond of the
+/// schedule, the precision wrk2's tick gives.
+pub const MAX_SEND_WINDOW: Duration = Duration::from_millis(1);
+
+/// Load settings as a user or a scenario gives them, before validation.
+#[derive(Clone, Debug)]
+pub struct LoadSpec {
+    pub url: String,
+    pub method: String,
+    pub headers: Vec<String>,
+    pub body: Vec<u8>,
+    /// A request mix (`--targets FILE`, a scenario's `requests:`) in place of the
+    /// one request of `method`, `url`'s path and `body`: every connection still
+    /// goes to `url`'s address and scheme; each target names its host (the `Host`
+    /// header and the TLS server name) and its path. `headers` are added to each.
+    pub targets: Vec<targets::TargetSpec>,
+    /// Where `targets` came from, for errors: a file (`targets.txt:7: ...`), or
+    /// empty for a scenario's list (`requests entry 7: ...`).
+    pub targets_from: String,
+    /// `None`: one per core, at most one per connection.
+    pub threads: Option<usize>,
+    pub connections: usize,
+    /// `None`: closed loop.
+    pub rate: Option<f64>,
+    /// A load plan (`-R 1000:30s,2000:30s`) in place of `rate`; it sets the
+    /// duration too.
+    pub profile: Option<profile::RateProfile>,
+    pub schedule: String,
+    pub duration: Duration,
+    pub warmup: Duration,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    /// When a thread wakes for a due request, it also sends those due within this
+    /// long after it, in the same turn of its loop, instead of sleeping again for
+    /// each: a wake-up costs more CPU than a request at high rates. A request sent
+    /// early counts its latency from its send, so no latency is understated; its
+    /// arrival moves earlier by at most the window, never later. wrk2 and oha do
+    /// the same on a fixed 1 ms tick, which puts a floor of ~1 ms under their p50;
+    /// this window is short and starts at the due time, so there is none. Zero: each
+    /// request is sent at its own due time. At most [`MAX_SEND_WINDOW`].
+    pub send_window: Duration,
+    pub new_connection: bool,
+    /// wrk2's way (`--reuse-closed`): a kept-alive connection the server closed
+    /// while idle still carries the next request, which fails. Off (the default),
+    /// the engine watches idle connections for the server's close and reconnects,
+    /// counting it in `connections.reconnects_after_server_close`.
+    pub reuse_closed: bool,
+    pub tls: tls::TlsOptions,
+    pub backend_header: String,
+    /// Headers or body strings to note per response (at most
+    /// [`http1::marker::MAX_MARKERS`]), counted per change window: how a scenario
+    /// sees a route change in traffic. Empty for a plain load.
+    pub markers: Vec<http1::Marker>,
+    /// Fraction of requests to keep individually (`--sample`), 0 for none.
+    pub sample: f64,
+    /// The CPUs the generator's threads run on (empty: any).
+    pub cpus: Vec<usize>,
+    /// HTTP/2 and gRPC (`--http2`, `--h2c`, `--streams`, `--grpc`); the default is
+    /// HTTP/1.1.
+    pub http2: Http2Spec,
+}
+
+/// The protocol the load speaks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Protocol {
+    #[default]
+    Http1,
+    /// HTTP/2 over TLS, agreed by ALPN (`--http2`).
+    H2,
+    /// HTTP/2 over plain TCP with prior knowledge (`--h2c`).
     H2c,
-    Streams,
-    Grpc,
-    H2Window,
 }
 
-impl Setting {
-    /// The flag of `ingressbench load` (empty: the message names it already).
-    pub fn flag(self) -> &'static str {
+impl Protocol {
+    /// The name in results (`config.protocol`).
+    pub fn name(self) -> &'static str {
         match self {
-            Setting::Url
-            | Setting::Request
-            | Setting::Tls
-            | Setting::Markers
-            | Setting::Targets => "",
-            Setting::Duration => "--duration",
-            Setting::Timeout => "--timeout",
-            Setting::ConnectTimeout => "--connect-timeout",
-            Setting::SendWindow => "--send-window",
-            Setting::Rate => "-R/--rate",
-            Setting::Connections => "-c/--connections",
-            Setting::Threads => "-t/--threads",
-            Setting::Schedule => "--schedule",
-            Setting::BackendHeader => "--backend-header",
-            Setting::Sample => "--sample",
-            Setting::Header => "-H/--header",
-            Setting::Insecure => "-k/--insecure",
-            Setting::CaCert => "--cacert",
-            Setting::TlsVersion => "--tls-version",
-            Setting::TlsResume => "--tls-resume",
-            Setting::Http2 => "--http2",
-            Setting::H2c => "--h2c",
-            Setting::Streams => "--streams",
-            Setting::H2Window => "--h2-window",
-            Setting::Grpc => "--grpc",
+            Protocol::Http1 => "http/1.1",
+            Protocol::H2 => "h2",
+            Protocol::H2c => "h2c",
         }
     }
+}
 
-    /// The key of a scenario file (empty: the message names it already). Settings a
-    /// scenario cannot set (the runner fills them) keep their flag.
-    pub fn key(self) -> &'static str {
-        match self {
-            Setting::Url
-            | Setting::Request
-            | Setting::Tls
-            | Setting::Markers
-            | Setting::Targets => "",
-            Setting::Duration => "load.duration",
-            Setting::Timeout => "load.timeout",
-            Setting::ConnectTimeout => "load.connect_timeout",
-            Setting::SendWindow => "load.send_window",
-            Setting::Rate => "load.rate",
-            Setting::Connections => "load.connections",
-            Setting::Threads => "load.threads",
-            Setting::Schedule => "load.schedule",
-            Setting::BackendHeader => "load.backend_header",
-            Setting::Sample => "load.sample",
-            Setting::TlsVersion => "tls.version",
-            Setting::Http2 | Setting::H2c => "protocol",
-            Setting::Streams => "load.streams",
-            Setting::H2Window => "load.h2_window",
-            Setting::Grpc => "protocol",
-            Setting::Header | Setting::Insecure | Setting::CaCert | Setting::TlsResume => {
-                self.flag()
+/// HTTP/2 settings of a load.
+#[derive(Clone, Debug, Default)]
+pub struct Http2Spec {
+    pub protocol: Protocol,
+    /// Requests in flight per connection (`--streams`); `None`: 1.
+    pub streams: Option<usize>,
+    /// A gRPC unary call in place of the method, path and body.
+    pub grpc: Option<GrpcCall>,
+    /// The receive window of each stream, bytes (`--h2-window`); `None`:
+    /// [`http2::client::DEFAULT_STREAM_WINDOW`].
+    pub window: Option<u32>,
+}
+
+/// A gRPC unary call (`--grpc SERVICE/METHOD`).
+#[derive(Clone, Debug)]
+pub struct GrpcCall {
+    /// `package.Service/Method`.
+    pub method: String,
+    /// The request message, serialized protobuf.
+    pub message: Vec<u8>,
+}
+
+impl GrpcCall {
+    /// Checks the method name: `package.Service/Method`, no leading slash, one
+    /// slash, neither side empty, no spaces.
+    ///
+    /// # Errors
+    /// What is wrong, in a sentence.
+    pub fn check(&self) -> Result<(), String> {
+        let m = &self.method;
+        let ok = match m.split_once('/') {
+            Some((svc, meth)) => {
+                !svc.is_empty()
+                    && !meth.is_empty()
+                    && !meth.contains('/')
+                    && m.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"._/".contains(&b))
             }
-        }
-    }
-}
-
-/// A refused setting. `Display` renders it with CLI flags; [`SpecError::scenario`]
-/// with scenario keys.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SpecError {
-    pub setting: Setting,
-    /// The value given, as shown after the name (e.g. `0`, `'x'`, `(5)`).
-    pub value: Option<String>,
-    /// What is wrong, starting with its separator (`" must be ..."`, `": give ..."`).
-    pub problem: String,
-    /// Another setting the problem names, shown as `{other}` in `problem`.
-    pub other: Option<(Setting, String)>,
-    /// A CLI example of a good value (`-d 30s`), shown only with flags.
-    pub example: Option<&'static str>,
-}
-
-impl SpecError {
-    /// A problem of `setting` with no value shown.
-    pub fn new(setting: Setting, problem: impl Into<String>) -> Self {
-        SpecError {
-            setting,
-            value: None,
-            problem: problem.into(),
-            other: None,
-            example: None,
+            None => false,
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                " '{m}' is not SERVICE/METHOD: write the full service name, a slash and the method, e.g. grpc.health.v1.Health/Check"
+            ))
         }
     }
 
-    /// The same, showing the value given.
-    pub fn value(mut self, v: impl Into<String>) -> Self {
-        self.value = Some(v.into());
-        self
+    /// The message with gRPC's length prefix (uncompressed).
+    pub fn framed(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(5 + self.message.len());
+        b.push(0);
+        b.extend_from_slice(&(self.message.len() as u32).to_be_bytes());
+        b.extend_from_slice(&self.message);
+        b
     }
 
-    /// The same, with a CLI example.
-    pub fn example(mut self, e: &'static str) -> Self {
-        self.example = Some(e);
-        self
-    }
-
-    /// The same, naming another setting (and its value) where `problem` says `{other}`.
-    pub fn other(mut self, s: Setting, value: impl Into<String>) -> Self {
-        self.other = Some((s, value.into()));
-        self
-    }
-
-    fn render(&self, name: fn(Setting) -> &'static str, example: bool) -> String {
-        let mut out = name(self.setting).to_string();
-        if let Some(v) = &self.value {
-            if !out.is_empty() {
-                out.push(' ');
-            }
-            out.push_str(v);
+    /// A message of `n` bytes for `--grpc-payload`: field 1 of type bytes, which
+    /// every message of one `bytes` field reads (and the backend's echo takes).
+    pub fn payload(n: usize) -> Vec<u8> {
+        let mut b = Vec::with_capacity(n + 6);
+        b.push(0x0a);
+        let mut v = n;
+        while v >= 0x80 {
+            b.push((v as u8) | 0x80);
+            v >>= 7;
         }
-        let mut problem = self.problem.clone();
-        if let Some((s, v)) = &self.other {
-            problem = problem.replace("{other}", &format!("{} ({v})", name(*s)));
-        }
-        if out.is_empty() {
-            problem = problem.trim_start_matches([' ', ':']).to_string();
-        }
-        out.push_str(&problem);
-        if let (true, Some(e)) = (example, self.example) {
-            out.push_str(&format!(" (e.g. {e})"));
-        }
-        out
-    }
-
-    /// The message with scenario keys (`load.rate 0 is not a rate: ...`).
-    pub fn scenario(&self) -> String {
-        self.render(Setting::key, false)
-    }
-
-    /// The message with the names `name` gives, without a CLI example: for a front
-    /// end whose names depend on where a value came from (a scenario's `quick`
-    /// section replaces some `load` keys).
-    pub fn named(&self, name: fn(Setting) -> &'static str) -> String {
-        self.render(name, false)
-    }
-}
-
-impl std::fmt::Display for SpecError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.render(Setting::flag, true))
-    }
-}
-
-impl std::error::Error for SpecError {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn one_problem_two_names() {
-        let e = SpecError::new(
-            Setting::Rate,
-            " is not a rate: give requests per second above 0",
-        )
-        .value("0")
-        .example("-R 1000");
-        assert_eq!(
-            e.to_string(),
-            "-R/--rate 0 is not a rate: give requests per second above 0 (e.g. -R 1000)"
-        );
-        assert_eq!(
-            e.scenario(),
-            "load.rate 0 is not a rate: give requests per second above 0"
-        );
-        let e = SpecError::new(
-            Setting::Connections,
-            " must be at least {other}: each thread needs a connection",
-        )
-        .value("(1)")
-        .other(Setting::Threads, "2");
-        assert_eq!(
-            e.to_string(),
-            "-c/--connections (1) must be at least -t/--threads (2): each thread needs a connection"
-        );
-        assert!(e
-            .scenario()
-            .starts_with("load.connections (1) must be at least load.threads (2)"));
-        let e = SpecError::new(Setting::Url, ": bad URL 'x'");
-        assert_eq!(e.to_string(), "bad URL 'x'");
+        b.push(v as u8);
+        b.resize(b.len() + n, b'x');
+        b
     }
 }
