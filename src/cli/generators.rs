@@ -79,10 +79,7 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
             cpus.len()
         );
     }
-    let dir = tempfile::Builder::new()
-        .prefix("ingressbench-generators-")
-        .tempdir()
-        .context("temporary folder for the generators' results")?;
+    let dir = scratch_dir().context("temporary folder for the generators' results")?;
     // Time to start, answer the clock probes and open every connection before the
     // first request is due.
     let lead = match &args.lead {
@@ -90,9 +87,9 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
         None => Duration::from_secs(1) + spec.connect_timeout,
     };
     let start_at = split::start_instant(now_unix_ns(), lead);
-    let passthrough: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let spec_file = write_spec(&spec, dir.path()).map_err(|e| anyhow::anyhow!(e))?;
 
-    let mut gens = spawn_all(&plan, &cpus, start_at, dir.path(), &passthrough, &[])
+    let mut gens = spawn_all(&plan, &cpus, start_at, dir.path(), &spec_file, &[])
         .map_err(|e| anyhow::anyhow!(e))?;
     probe_all(&mut gens, lead);
 
@@ -104,10 +101,11 @@ pub fn coordinate(args: &LoadArgs) -> anyhow::Result<i32> {
     finish(args, parts, start_at, spec.warmup, interrupted, Vec::new())
 }
 
-/// Starts one child of this program per part of `plan`: `args` (the command and its
-/// flags, which every child splits the same way), the part's internal flags and
-/// `extra`; each pinned to a CPU of its own when `cpus` has one per part. A child
-/// that cannot start stops those already started.
+/// Starts one generator (`ingressbench generator`, a child of this program) per part
+/// of `plan`: each reads the whole load from `spec` (every child splits it the same
+/// way) and takes the part's internal flags and `extra`; each pinned to a CPU of its
+/// own when `cpus` has one per part. A child that cannot start stops those already
+/// started.
 ///
 /// # Errors
 /// Which generator could not start, and why.
@@ -116,7 +114,7 @@ fn spawn_all(
     cpus: &[usize],
     start_at: u128,
     dir: &std::path::Path,
-    args: &[std::ffi::OsString],
+    spec: &std::path::Path,
     extra: &[&str],
 ) -> Result<Vec<Generator>, String> {
     let n = plan.len();
@@ -127,7 +125,7 @@ fn spawn_all(
         let cpu = pinned.then(|| cpus[i]);
         let out = dir.join(format!("part-{i}.json"));
         let mut cmd = Command::new(&exe);
-        cmd.args(args)
+        cmd.arg("generator")
             .arg("--part")
             .arg(format!("{i}/{n}"))
             .arg("--start-at")
@@ -135,6 +133,8 @@ fn spawn_all(
             .arg("--result-out")
             .arg(&out)
             .arg("--sync-clock")
+            .arg("--spec")
+            .arg(spec)
             .args(extra);
         if let Some(c) = cpu {
             cmd.arg("--cpus").arg(c.to_string());
@@ -162,6 +162,28 @@ fn spawn_all(
         }
     }
     Ok(gens)
+}
+
+/// The coordinator's scratch folder (the whole load for the children, their results),
+/// named after this process so that its children can be told from another run's.
+fn scratch_dir() -> std::io::Result<tempfile::TempDir> {
+    tempfile::Builder::new()
+        .prefix(&format!("ingressbench-generators-{}-", std::process::id()))
+        .tempdir()
+}
+
+/// The whole load as JSON in `dir`, for the children's `--spec`.
+///
+/// # Errors
+/// When the file cannot be written.
+fn write_spec(
+    spec: &engine::LoadSpec,
+    dir: &std::path::Path,
+) -> Result<std::path::PathBuf, String> {
+    let file = dir.join("spec.json");
+    let json = serde_json::to_vec(spec).map_err(|e| format!("the load as JSON: {e}"))?;
+    std::fs::write(&file, json).map_err(|e| format!("writing {}: {e}", file.display()))?;
+    Ok(file)
 }
 
 /// The clock probes, one generator after the other (each takes well under a
@@ -529,35 +551,82 @@ fn parse_cpus(s: &str) -> Option<Vec<usize>> {
     s.split(',').map(|c| c.trim().parse().ok()).collect()
 }
 
-/// Runs generator `--part INDEX/COUNT`: its share of the load, from the shared start
-/// instant, its full result written to `--result-out`, nothing printed.
+/// `ingressbench generator`: one generator of a load split by `load --generators` or
+/// `run --generators`. Its flags are set by the coordinator, never by a user.
+#[derive(clap::Args, Debug)]
+pub struct GeneratorArgs {
+    /// This generator's part: INDEX (from 0) of COUNT.
+    #[arg(long, value_name = "INDEX/COUNT")]
+    pub part: String,
+    /// The shared start of every generator's schedule, Unix nanoseconds.
+    #[arg(long, value_name = "UNIX_NS")]
+    pub start_at: String,
+    /// The whole load (JSON, an `engine::LoadSpec`) in a file: every generator
+    /// splits it the same way and runs its part.
+    #[arg(long, value_name = "FILE", required_unless_present = "spec_json")]
+    pub spec: Option<std::path::PathBuf>,
+    /// The whole load as JSON in the argument itself (a pod, which cannot read the
+    /// coordinator's files).
+    #[arg(long, value_name = "JSON", conflicts_with = "spec")]
+    pub spec_json: Option<String>,
+    /// Where to write the full result (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub result_out: Option<std::path::PathBuf>,
+    /// The CPUs the threads are pinned to (`0,1`).
+    #[arg(long, value_name = "LIST")]
+    pub cpus: Option<String>,
+    /// Answer the coordinator's clock probes on stdin/stdout first.
+    #[arg(long)]
+    pub sync_clock: bool,
+    /// After the clock probes, read the change marks (`mark <unix ns>`) on stdin
+    /// (or at `--serve`'s endpoint) and count requests by window.
+    #[arg(long)]
+    pub marks: bool,
+    /// Serve the clock probes and the result on this address (through the API
+    /// server's pod proxy) instead of stdin and a file.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub serve: Option<String>,
+}
+
+/// The whole load a generator was given, by file or in its argument.
 ///
 /// # Errors
-/// A usage error for missing or malformed internal flags, or as `load` fails.
-pub fn run_part(args: &LoadArgs) -> anyhow::Result<i32> {
-    let part = args.part.as_deref().unwrap_or_default();
+/// A usage error when it cannot be read or is not a load.
+fn read_spec(args: &GeneratorArgs) -> anyhow::Result<engine::LoadSpec> {
+    let (from, json) = match (&args.spec, &args.spec_json) {
+        (Some(f), _) => (
+            format!("--spec {}", f.display()),
+            std::fs::read_to_string(f)
+                .map_err(|e| usage(format!("--spec {}: {e}", f.display())))?,
+        ),
+        (None, Some(j)) => ("--spec-json".to_string(), j.clone()),
+        (None, None) => return Err(usage("give the load with --spec FILE or --spec-json JSON")),
+    };
+    serde_json::from_str(&json).map_err(|e| usage(format!("{from}: not a load: {e}")))
+}
+
+/// Runs one generator: its share of the load, from the shared start instant, its
+/// full result written to `--result-out` (or served at `--serve`), nothing printed.
+///
+/// # Errors
+/// A usage error for missing or malformed flags, or as `load` fails.
+pub fn run_part(args: &GeneratorArgs) -> anyhow::Result<i32> {
+    let part = &args.part;
     let (index, count) = parse_part(part)
         .ok_or_else(|| usage(format!("--part {part}: give INDEX/COUNT, e.g. 0/2")))?;
-    if args.generators != 1 && args.generators != count {
-        return Err(usage(format!(
-            "--part {part} is not one of --generators {}",
-            args.generators
-        )));
-    }
     let start_at: u128 = args
         .start_at
-        .as_deref()
-        .ok_or_else(|| usage("--part needs --start-at"))?
         .parse()
         .map_err(|_| usage("--start-at: give Unix nanoseconds"))?;
     let out = args.result_out.as_deref();
     if out.is_none() && args.serve.is_none() {
-        return Err(usage("--part needs --result-out or --serve"));
+        return Err(usage("generator needs --result-out or --serve"));
     }
     let cpus = match args.cpus.as_deref() {
         None => Vec::new(),
         Some(c) => parse_cpus(c).ok_or_else(|| usage(format!("--cpus {c}: give 0,1,...")))?,
     };
+    let spec = read_spec(args)?;
     // A coordinator that dies (even by SIGKILL) takes its generators with it.
     let _ = rustix::process::set_parent_process_death_signal(Some(Signal::KILL));
     // Before the clock probes: an interrupt forwarded that early still ends in a
@@ -567,8 +636,7 @@ pub fn run_part(args: &LoadArgs) -> anyhow::Result<i32> {
         Some(addr) => Some(serve::Served::start(addr, stop.clone())?),
         None => None,
     };
-    let mut p = split::part(&load::spec(args)?, index, count, start_at)
-        .map_err(|e| usage(e.to_string()))?;
+    let mut p = split::part(&spec, index, count, start_at).map_err(|e| usage(e.to_string()))?;
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     p.spec.threads =
         Some(p.spec.threads.unwrap_or_else(|| {
@@ -591,7 +659,7 @@ pub fn run_part(args: &LoadArgs) -> anyhow::Result<i32> {
         marks
     });
     let outcome = engine::run_marked(&plan, clock, stop, marks, |_| {}, |_| {})?;
-    let result = outcome.to_result(&args.url, config);
+    let result = outcome.to_result(&spec.url, config);
     let mut bytes = serde_json::to_vec(&result)?;
     bytes.push(b'\n');
     if let Some(out) = out {

@@ -75,7 +75,7 @@ mod tests {
             connections: 1,
             rate: Some(10.0),
             profile: None,
-            schedule: "connection".into(),
+            schedule: schedule::Model::PerConnection,
             duration: Duration::from_secs(1),
             warmup: Duration::ZERO,
             timeout: Duration::from_secs(1),

@@ -94,7 +94,7 @@ impl LoadSpec {
         let target = http1::Target::parse(&self.url).map_err(|e| SpecError::new(S::Url, e))?;
         let window = self.window()?;
         let threads = self.threads()?;
-        let model = schedule::Model::parse(&self.schedule)?;
+        let model = self.schedule;
         self.check_http2(&target)?;
         let request = self.request(target)?;
         let target = &request.target;
@@ -356,7 +356,7 @@ impl LoadSpec {
             send_window_ms: self.send_window.as_secs_f64() * 1e3,
             new_connection: self.new_connection,
             reuse_closed: self.reuse_closed,
-            tls_version: self.tls.version.clone(),
+            tls_version: self.tls.version.map(|v| v.name().to_string()),
             tls_resume: self.tls.resume,
             headers: self.headers.clone(),
             body_bytes: body_len,

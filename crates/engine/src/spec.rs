@@ -9,7 +9,8 @@ mod error;
 
 pub use error::{Setting, SpecError};
 
-use crate::{profile, targets, tls};
+use crate::{profile, schedule, targets, tls};
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// The default of [`LoadSpec::send_window`]: at 20,000 req/s on one thread it cut
@@ -22,7 +23,14 @@ pub const DEFAULT_SEND_WINDOW: Duration = Duration::from_micros(50);
 pub const MAX_SEND_WINDOW: Duration = Duration::from_millis(1);
 
 /// Load settings as a user or a scenario gives them, before validation.
-#[derive(Clone, Debug)]
+///
+/// Every value is typed (a schedule, a TLS version, a protocol are enums), and the
+/// whole spec is serde data: it is what a coordinator hands each of its generators
+/// (a local process or a pod), which split and resolve it exactly as a single
+/// generator does. A field added here travels with it; `#[serde(default)]` lets a
+/// spec that leaves a setting out take its default ([`LoadSpec::default`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct LoadSpec {
     pub url: String,
     pub method: String,
@@ -44,7 +52,8 @@ pub struct LoadSpec {
     /// A load plan (`-R 1000:30s,2000:30s`) in place of `rate`; it sets the
     /// duration too.
     pub profile: Option<profile::RateProfile>,
-    pub schedule: String,
+    /// Which connections carry which due times.
+    pub schedule: schedule::Model,
     pub duration: Duration,
     pub warmup: Duration,
     pub timeout: Duration,
@@ -69,6 +78,7 @@ pub struct LoadSpec {
     /// Headers or body strings to note per response (at most
     /// [`http1::marker::MAX_MARKERS`]), counted per change window: how a scenario
     /// sees a route change in traffic. Empty for a plain load.
+    #[serde(with = "markers")]
     pub markers: Vec<http1::Marker>,
     /// Fraction of requests to keep individually (`--sample`), 0 for none.
     pub sample: f64,
@@ -79,14 +89,84 @@ pub struct LoadSpec {
     pub http2: Http2Spec,
 }
 
+/// The defaults of `ingressbench load`: one GET of `url` at no rate (closed loop)
+/// over 10 connections for 10 s, 10 s request timeout, 2 s connect timeout.
+impl Default for LoadSpec {
+    fn default() -> Self {
+        LoadSpec {
+            url: String::new(),
+            method: "GET".into(),
+            headers: Vec::new(),
+            body: Vec::new(),
+            targets: Vec::new(),
+            targets_from: String::new(),
+            threads: None,
+            connections: 10,
+            rate: None,
+            profile: None,
+            schedule: schedule::Model::default(),
+            duration: Duration::from_secs(10),
+            warmup: Duration::ZERO,
+            timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(2),
+            send_window: DEFAULT_SEND_WINDOW,
+            new_connection: false,
+            reuse_closed: false,
+            tls: tls::TlsOptions::default(),
+            backend_header: "x-backend".into(),
+            markers: Vec::new(),
+            sample: 0.0,
+            cpus: Vec::new(),
+            http2: Http2Spec::default(),
+        }
+    }
+}
+
+/// Response markers as data: `{"header": NAME}` or `{"body": [bytes]}`
+/// ([`http1::Marker`] is the parser's type, which knows nothing of serde).
+mod markers {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(rename_all = "snake_case")]
+    enum Marker {
+        Header(String),
+        Body(Vec<u8>),
+    }
+
+    pub fn serialize<S: Serializer>(m: &[http1::Marker], s: S) -> Result<S::Ok, S::Error> {
+        let v: Vec<Marker> = m
+            .iter()
+            .map(|m| match m {
+                http1::Marker::Header(n) => Marker::Header(n.clone()),
+                http1::Marker::Body(b) => Marker::Body(b.clone()),
+            })
+            .collect();
+        v.serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<http1::Marker>, D::Error> {
+        Ok(Vec::<Marker>::deserialize(d)?
+            .into_iter()
+            .map(|m| match m {
+                Marker::Header(n) => http1::Marker::Header(n),
+                Marker::Body(b) => http1::Marker::Body(b),
+            })
+            .collect())
+    }
+}
+
 /// The protocol the load speaks.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Protocol {
     #[default]
+    #[serde(rename = "http/1.1")]
     Http1,
     /// HTTP/2 over TLS, agreed by ALPN (`--http2`).
+    #[serde(rename = "h2")]
     H2,
     /// HTTP/2 over plain TCP with prior knowledge (`--h2c`).
+    #[serde(rename = "h2c")]
     H2c,
 }
 
@@ -102,7 +182,8 @@ impl Protocol {
 }
 
 /// HTTP/2 settings of a load.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct Http2Spec {
     pub protocol: Protocol,
     /// Requests in flight per connection (`--streams`); `None`: 1.
@@ -115,7 +196,8 @@ pub struct Http2Spec {
 }
 
 /// A gRPC unary call (`--grpc SERVICE/METHOD`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct GrpcCall {
     /// `package.Service/Method`.
     pub method: String,
@@ -172,5 +254,93 @@ impl GrpcCall {
         b.push(v as u8);
         b.resize(b.len() + n, b'x');
         b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A spec with every setting off its default.
+    fn every_setting() -> LoadSpec {
+        LoadSpec {
+            url: "https://127.0.0.1:8443/x".into(),
+            method: "POST".into(),
+            headers: vec!["x-a: $(HOME)".into()],
+            body: b"{\"k\": 1}\n".to_vec(),
+            targets: vec![targets::TargetSpec {
+                method: "PUT".into(),
+                url: "https://h1.routes.test/r1".into(),
+                headers: vec!["x-b: 2".into()],
+                body: vec![0, 159, 146, 150],
+                weight: 3,
+                line: 7,
+            }],
+            targets_from: "t.txt".into(),
+            threads: Some(2),
+            connections: 50,
+            rate: Some(1234.5),
+            profile: Some(profile::RateProfile::parse("100..5000:60s,2000:30s").unwrap()),
+            schedule: schedule::Model::Shared,
+            duration: Duration::from_millis(10_500),
+            warmup: Duration::from_secs(2),
+            timeout: Duration::from_secs(3),
+            connect_timeout: Duration::from_millis(1500),
+            send_window: Duration::from_micros(120),
+            new_connection: true,
+            reuse_closed: true,
+            tls: tls::TlsOptions {
+                insecure: true,
+                cacert: Some("/tmp/ca.pem".into()),
+                version: Some(tls::TlsVersion::V12),
+                resume: true,
+            },
+            backend_header: "x-served-by".into(),
+            markers: vec![
+                http1::Marker::Header("x-custom".into()),
+                http1::Marker::Body(b"uri: /rewritten/".to_vec()),
+            ],
+            sample: 0.1,
+            cpus: vec![0, 3],
+            http2: Http2Spec {
+                protocol: Protocol::H2,
+                streams: Some(8),
+                grpc: Some(GrpcCall {
+                    method: "a.B/C".into(),
+                    message: GrpcCall::payload(10),
+                }),
+                window: Some(1 << 20),
+            },
+        }
+    }
+
+    /// The spec a generator reads back is the one its coordinator wrote, setting by
+    /// setting: what each generator splits is the load the user or the scenario gave.
+    #[test]
+    fn a_spec_survives_the_trip_through_json() {
+        let spec = every_setting();
+        let json = serde_json::to_string(&spec).unwrap();
+        let back: LoadSpec = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, spec);
+        // The typed values are written by name.
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["schedule"], "shared");
+        assert_eq!(v["tls"]["version"], "1.2");
+        assert_eq!(v["http2"]["protocol"], "h2");
+        assert_eq!(v["profile"], "100..5000:60s,2000:30s");
+        assert_eq!(v["markers"][0]["header"], "x-custom");
+        // Left out, a setting takes its default; a misspelt one is refused, as is a
+        // misspelt value.
+        let min: LoadSpec = serde_json::from_str(r#"{"url": "http://h/"}"#).unwrap();
+        assert_eq!(
+            min,
+            LoadSpec {
+                url: "http://h/".into(),
+                ..LoadSpec::default()
+            }
+        );
+        assert!(serde_json::from_str::<LoadSpec>(r#"{"reuse_close": true}"#).is_err());
+        assert!(serde_json::from_str::<LoadSpec>(r#"{"schedule": "sharde"}"#).is_err());
+        assert!(serde_json::from_str::<LoadSpec>(r#"{"tls": {"version": "1.4"}}"#).is_err());
     }
 }

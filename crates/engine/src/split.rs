@@ -198,7 +198,7 @@ mod tests {
             connections,
             rate,
             profile: None,
-            schedule: "connection".into(),
+            schedule: crate::schedule::Model::PerConnection,
             duration: Duration::from_secs(7),
             warmup: Duration::from_secs(2),
             timeout: Duration::from_secs(1),

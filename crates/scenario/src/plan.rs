@@ -497,7 +497,7 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
             1.0
         }),
         profile: load.rate.plan().cloned(),
-        schedule: load.schedule.clone(),
+        schedule: load.schedule,
         // A sizing scan's steps have the search's window; this stands in for it.
         duration: match (&scn.sizing, &scn.search) {
             (Some(_), Some(sr)) => sr.duration.0,
@@ -513,10 +513,10 @@ pub fn load_spec(scn: &Scenario, url: &str, cacert: Option<PathBuf>) -> LoadSpec
         tls: TlsOptions {
             insecure: false,
             cacert,
-            version: scn.tls.enabled.then(|| match scn.tls.version {
-                super::TlsVersion::V12 => "1.2".to_string(),
-                super::TlsVersion::V13 => "1.3".to_string(),
-            }),
+            version: scn
+                .tls
+                .enabled
+                .then_some(crate::sizing::version_name(scn.tls.version)),
             resume: false,
         },
         backend_header: "x-backend".into(),

@@ -30,74 +30,47 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// How often the pods are listed while waiting.
 const POLL: Duration = Duration::from_millis(200);
 
-/// The arguments of a part's `ingressbench` command: the load as the user gave it
-/// (each part takes its own share of it), then the part's internal flags. `$(` in the
-/// user's text is escaped as `$$(`: Kubernetes expands `$(VAR)` in a container's args.
-pub(super) fn part_args(a: &LoadArgs, count: usize, start_at: u128) -> Vec<String> {
-    let esc = |s: &str| s.replace("$(", "$$(");
-    let mut v: Vec<String> = vec!["load".into()];
-    let mut flag = |f: &str, val: String| {
-        v.push(f.into());
-        v.push(val);
-    };
-    if let Some(t) = a.threads {
-        flag("--threads", t.to_string());
-    }
-    flag("--connections", a.connections.to_string());
-    if let Some(d) = &a.duration {
-        flag("--duration", d.clone());
-    }
-    if let Some(r) = &a.rate {
-        flag("--rate", r.clone());
-    }
-    for h in &a.headers {
-        flag("--header", esc(h));
-    }
-    flag("--timeout", a.timeout.clone());
-    flag("--connect-timeout", a.connect_timeout.clone());
-    flag("--send-window", a.send_window.clone());
-    flag("--method", esc(&a.method));
-    if let Some(b) = &a.body {
-        flag("--body", esc(b));
-    }
-    flag("--warmup", a.warmup.clone());
-    flag("--schedule", a.schedule.clone());
-    if let Some(t) = &a.tls_version {
-        flag("--tls-version", t.clone());
-    }
-    flag("--backend-header", esc(&a.backend_header));
-    flag("--sample", a.sample.to_string());
-    internal_flags(&mut v, count, start_at);
-    for (on, f) in [
-        (a.max, "--max"),
-        (a.insecure, "--insecure"),
-        (a.new_connection, "--new-connection"),
-        (a.reuse_closed, "--reuse-closed"),
-        (a.tls_resume, "--tls-resume"),
-        (true, "--quiet"),
-    ] {
-        if on {
-            v.push(f.into());
-        }
-    }
-    v.push("--".into());
-    v.push(esc(&a.url));
-    v
-}
+/// The most a pod's arguments carry of the load as JSON: a Job object must stay well
+/// within what the API server stores (about 1.5 MiB).
+const MAX_SPEC_JSON: usize = 1 << 20;
 
-/// A pod's own flags: its part (the index Kubernetes sets), the shared start instant,
-/// and the endpoint the coordinator reaches it at.
-fn internal_flags(v: &mut Vec<String>, count: usize, start_at: u128) {
-    v.extend([
-        "--generators".into(),
-        count.to_string(),
+/// The arguments of each pod's `ingressbench`: the hidden `generator` command with
+/// its part (the index Kubernetes sets), the shared start instant, the endpoint the
+/// coordinator reaches it at, and the whole load as JSON (each part takes its own
+/// share of it). `$(` is escaped as `$$(`: Kubernetes expands `$(VAR)` in a
+/// container's args.
+///
+/// # Errors
+/// A load too large to travel in a pod's arguments.
+pub(super) fn job_args(
+    spec: &engine::LoadSpec,
+    count: usize,
+    start_at: u128,
+    marks: bool,
+) -> Result<Vec<String>, String> {
+    let json = serde_json::to_string(spec).map_err(|e| format!("the load as JSON: {e}"))?;
+    if json.len() > MAX_SPEC_JSON {
+        return Err(format!(
+            "the load is {} KiB as JSON, more than generator pods take in their arguments ({} KiB): a body or a request mix this large runs with local generators",
+            json.len() >> 10,
+            MAX_SPEC_JSON >> 10
+        ));
+    }
+    let mut v: Vec<String> = vec![
+        "generator".into(),
         "--part".into(),
         format!("$(JOB_COMPLETION_INDEX)/{count}"),
         "--start-at".into(),
         start_at.to_string(),
         "--serve".into(),
         format!("0.0.0.0:{PORT}"),
-    ]);
+    ];
+    if marks {
+        v.push("--marks".into());
+    }
+    v.push("--spec-json".into());
+    v.push(json.replace("$(", "$$("));
+    Ok(v)
 }
 
 /// `KEY=VALUE` flags as a map.
@@ -396,7 +369,7 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
     load::check_outputs(args)?;
     for (given, flag) in [
         (args.body_file.is_some(), "--body-file"),
-        (args.cacert.is_some(), "--cacert"),
+        (args.request.cacert.is_some(), "--cacert"),
     ] {
         if given {
             return Err(usage(format!(
@@ -420,7 +393,7 @@ pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
     };
     let stop = load::stop_on_signals()?;
     let start_at = split::start_instant(now_unix_ns(), pods.lead);
-    let job_args = part_args(args, n, start_at);
+    let job_args = job_args(&spec, n, start_at, false).map_err(usage)?;
     match run_job(&pods, &plan, job_args, &spec, start_at, &stop, None)? {
         None => Ok(130),
         Some(o) => finish(
@@ -465,14 +438,7 @@ impl LoadRunner for KubernetesGenerators {
         let spec = &split::whole(&load.spec, n);
         let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
         let start_at = split::start_instant(now_unix_ns(), self.pods.lead);
-        let mut args = vec!["load".to_string()];
-        args.extend(
-            super::scenario::load_flags(spec, None)?
-                .iter()
-                .map(|f| f.replace("$(", "$$(")),
-        );
-        internal_flags(&mut args, n, start_at);
-        args.push("--marks".into());
+        let args = job_args(spec, n, start_at, true)?;
         let clock = load.clock;
         let epoch = clock.wall_epoch_ns();
         let measured_at = start_at + spec.warmup.as_nanos();
@@ -596,6 +562,12 @@ mod tests {
             .a
     }
 
+    #[derive(Parser)]
+    struct G {
+        #[command(flatten)]
+        g: super::super::GeneratorArgs,
+    }
+
     #[test]
     fn a_pod_gets_the_same_load_and_its_part() {
         let a = parse(&[
@@ -620,32 +592,42 @@ mod tests {
             "3",
             "http://h/$(x)",
         ]);
-        let args = part_args(&a, 3, 42);
+        let spec = load::spec(&a).unwrap();
+        let args = job_args(&spec, 3, 42, false).unwrap();
         // Kubernetes' expansion of $(JOB_COMPLETION_INDEX) (and of $$ to $).
         let expanded: Vec<String> = args
             .iter()
             .map(|s| s.replace("$(JOB_COMPLETION_INDEX)", "2").replace("$$", "$"))
             .collect();
-        assert_eq!(expanded[0], "load");
-        let refs: Vec<&str> = expanded[1..].iter().map(String::as_str).collect();
-        let p = parse(&refs);
+        assert_eq!(expanded[0], "generator");
+        let g = G::try_parse_from(&expanded).unwrap().g;
+        let p = super::super::read_spec(&g).unwrap();
+        assert_eq!(p, spec);
         assert_eq!(p.url, "http://h/$(x)");
         assert_eq!(p.headers, vec!["x-a: $(HOME)".to_string()]);
         assert_eq!(
-            (p.connections, p.rate.clone(), p.insecure),
-            (10, Some("300".to_string()), true)
+            (p.connections, p.rate, p.tls.insecure),
+            (10, Some(300.0), true)
         );
         assert_eq!(
-            (p.duration.as_deref().unwrap(), p.warmup.as_str()),
-            ("5s", "1s")
+            (p.duration, p.warmup),
+            (Duration::from_secs(5), Duration::from_secs(1))
         );
         assert_eq!(p.sample, 0.1);
-        assert_eq!(p.part.as_deref(), Some("2/3"));
-        assert_eq!(p.start_at.as_deref(), Some("42"));
-        assert_eq!(p.serve, Some(format!("0.0.0.0:{PORT}")));
+        assert_eq!(g.part, "2/3");
+        assert_eq!(g.start_at, "42");
+        assert_eq!(g.serve, Some(format!("0.0.0.0:{PORT}")));
+        assert!(!g.marks);
         // Nothing of this machine's: no output files, no kubeconfig.
-        assert!(p.json.is_none() && p.kubeconfig.is_none());
-        assert!(matches!(load::mode(&p), Ok(load::Mode::Part)));
+        assert!(
+            !expanded
+                .iter()
+                .any(|s| s.contains("/tmp/x.json") || s.contains("\"/k\"")),
+            "{expanded:?}"
+        );
+        // A scenario's pods also count by change window.
+        let args = job_args(&spec, 3, 42, true).unwrap();
+        assert!(G::try_parse_from(&args).unwrap().g.marks);
     }
 
     #[test]
