@@ -7,7 +7,6 @@ mod backend;
 mod compare;
 mod generators;
 pub use results::duration;
-mod endpoint;
 mod load;
 mod machine;
 mod metrics;

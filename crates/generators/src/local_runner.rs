@@ -1,5 +1,5 @@
-//! `run --generators N`: a scenario's load over N processes of this binary, while the
-//! runner changes the system under test.
+//! `run --generators N`: a scenario's load over N processes of this program, while
+//! the runner changes the system under test.
 //!
 //! The same children as `load --generators` (same split, shared start instant, clock
 //! probes, bounded wait and merge), with two additions a scenario needs: each change
@@ -9,7 +9,10 @@
 //! first and last responses, which endpoint propagation is computed from, are merged
 //! by `results::merge` like everything else.
 
-use super::{available_cpus, now_unix_ns, probe_all, spawn_all, wait_all, Generator};
+use crate::local::{
+    available_cpus, probe_all, scratch_dir, spawn_all, wait_all, write_spec, Generator,
+};
+use crate::{for_runner, now_unix_ns, Error};
 use engine::split;
 use engine::windows::Tally;
 use results::merge::Part;
@@ -25,9 +28,15 @@ pub struct LocalGenerators {
 
 impl LoadRunner for LocalGenerators {
     fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), String> {
+        self.run_load(load).map_err(for_runner)
+    }
+}
+
+impl LocalGenerators {
+    fn run_load(&self, load: LoadRun) -> Result<(RunResult, Tally), Error> {
         let n = self.count;
         let spec = &split::whole(&load.spec, n);
-        let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
+        let plan = split::split(spec, n, 0).map_err(|e| Error::Input(e.to_string()))?;
         // The scenario's generator CPUs (placement), one per child when there are
         // enough; otherwise the children share them.
         let cpus = if spec.cpus.is_empty() {
@@ -35,12 +44,12 @@ impl LoadRunner for LocalGenerators {
         } else {
             spec.cpus.clone()
         };
-        let dir = super::scratch_dir()
-            .map_err(|e| format!("temporary folder for the generators' results: {e}"))?;
+        let dir =
+            scratch_dir().map_err(Error::io("temporary folder for the generators' results"))?;
         // A run killed outright (SIGKILL) runs none of this: its watchdog removes the
         // folder and stops the children (which also die with their parent).
         lab::watchdog::watch_path(dir.path());
-        let spec_file = super::write_spec(spec, dir.path())?;
+        let spec_file = write_spec(spec, dir.path())?;
         let lead = Duration::from_secs(1) + spec.connect_timeout;
         let start_at = split::start_instant(now_unix_ns(), lead);
         let mut gens = spawn_all(&plan, &cpus, start_at, dir.path(), &spec_file, &["--marks"])?;
@@ -90,22 +99,21 @@ impl LoadRunner for LocalGenerators {
 ///
 /// # Errors
 /// A part's windows or results that cannot be read or merged.
-pub(super) fn merge_parts(
+pub(crate) fn merge_parts(
     parts: Vec<Part>,
     start_at: u128,
     origin: results::clock::Nanos,
-) -> Result<(RunResult, Tally), String> {
+) -> Result<(RunResult, Tally), Error> {
     let mut tally = Tally::default();
     for p in &parts {
         let missed = p.planned.marks.as_ref().is_some_and(|m| m.missed > 0);
         if let (Some(r), false) = (&p.result, missed) {
             tally
                 .add_parts(&r.windows_part, origin)
-                .map_err(|e| format!("generator {}: {e}", p.planned.index))?;
+                .map_err(|e| Error::Generator(format!("generator {}: {e}", p.planned.index)))?;
         }
     }
-    let mut merged = results::merge::merge(parts, start_at)
-        .map_err(|e| format!("merging the generators' results: {e}"))?;
+    let mut merged = results::merge::merge(parts, start_at).map_err(Error::Merge)?;
     // The per-second histograms served the merge; the result keeps the timeline.
     merged.take_second_histograms();
     Ok((merged, tally))
