@@ -66,29 +66,13 @@ mod tests {
     pub(crate) fn spec(url: &str) -> LoadSpec {
         LoadSpec {
             url: url.into(),
-            method: "GET".into(),
-            headers: Vec::new(),
-            body: Vec::new(),
-            targets: Vec::new(),
-            targets_from: String::new(),
             threads: Some(1),
             connections: 1,
             rate: Some(10.0),
-            profile: None,
-            schedule: schedule::Model::PerConnection,
             duration: Duration::from_secs(1),
-            warmup: Duration::ZERO,
             timeout: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(1),
-            send_window: DEFAULT_SEND_WINDOW,
-            new_connection: false,
-            reuse_closed: false,
-            tls: tls::TlsOptions::default(),
-            backend_header: "x-backend".into(),
-            markers: Vec::new(),
-            sample: 0.0,
-            cpus: Vec::new(),
-            http2: Default::default(),
+            ..LoadSpec::default()
         }
     }
 }
