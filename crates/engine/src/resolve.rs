@@ -42,8 +42,6 @@ pub struct Plan {
     /// See [`LoadSpec::send_window`].
     pub send_window: Duration,
     pub new_connection: bool,
-    /// See [`LoadSpec::reuse_closed`].
-    pub reuse_closed: bool,
     pub backend_header: String,
     /// What each response is scanned for, counted per change window.
     pub markers: Vec<http1::Marker>,
@@ -63,6 +61,10 @@ pub struct Plan {
     /// HTTP/2: the requests in HTTP/2 form and the streams per connection (`None`:
     /// HTTP/1.1).
     pub h2: Option<Arc<worker::H2Setup>>,
+    /// The settings this plan was resolved from. A plain setting (a switch the
+    /// workers only read) needs no field of its own here or in [`worker::Shared`],
+    /// which carries this too: the workers read it from the spec.
+    pub spec: Arc<LoadSpec>,
 }
 
 /// The rate and the measured window a spec asks for: a load plan's mean and length,
@@ -124,13 +126,13 @@ impl LoadSpec {
             connect_timeout: self.connect_timeout,
             send_window: self.send_window,
             new_connection: self.new_connection,
-            reuse_closed: self.reuse_closed,
             backend_header: self.backend_header.clone(),
             markers: self.markers.clone(),
             sample: self.sample,
             cpus: self.cpus.clone(),
             slice: None,
             netns: None,
+            spec: Arc::new(self.clone()),
         };
         Ok((plan, config))
     }

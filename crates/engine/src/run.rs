@@ -81,7 +81,6 @@ fn shared_state(
         connect_timeout_ns: plan.connect_timeout.as_nanos() as Nanos,
         send_window_ns: plan.send_window.as_nanos() as Nanos,
         new_connection: plan.new_connection,
-        reuse_closed: plan.reuse_closed,
         backend_header: plan.backend_header.clone(),
         markers: plan.markers.clone().into_boxed_slice(),
         model: plan.model,
@@ -117,6 +116,7 @@ fn shared_state(
         slice: plan.slice.clone(),
         netns: plan.netns.clone(),
         h2: plan.h2.clone(),
+        spec: plan.spec.clone(),
     }
 }
 

@@ -78,11 +78,6 @@ pub struct Shared {
     /// See [`crate::LoadSpec::send_window`].
     pub send_window_ns: Nanos,
     pub new_connection: bool,
-    /// wrk2's way with a keep-alive connection the server closed while it was idle:
-    /// write the next request on it anyway and count what that gets (see
-    /// [`Worker::idle_event`]). Off: such a connection is closed as soon as its
-    /// close is seen and the next request opens a new one.
-    pub reuse_closed: bool,
     pub backend_header: String,
     pub model: Model,
     /// Requests per second over all workers; `None` is closed loop.
@@ -129,6 +124,10 @@ pub struct Shared {
     pub slice: Option<crate::split::Slice>,
     /// HTTP/2 (`None`: HTTP/1.1).
     pub h2: Option<Arc<H2Setup>>,
+    /// The settings of the run, for a plain switch the workers only read (see
+    /// [`crate::Plan::spec`]); the hot loop's own settings are the fields above, in
+    /// the units it uses.
+    pub spec: Arc<crate::LoadSpec>,
 }
 
 /// The load plan's step (index into `bounds`, ns from the measured window's start

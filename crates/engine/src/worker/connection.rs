@@ -219,7 +219,7 @@ impl Worker {
         c.last_status = if c.measured { resp.status } else { 0 };
         // The server closed a connection it had kept alive (no `Connection: close`),
         // and said so with this response: it must not carry another request.
-        let server_closed = c.peer_closed && !resp.close && !self.shared.reuse_closed;
+        let server_closed = c.peer_closed && !resp.close && !self.shared.spec.reuse_closed;
         let close = resp.close || self.shared.new_connection || server_closed;
         self.finish(ci, now);
         if close {
@@ -308,7 +308,7 @@ impl Worker {
     pub(super) fn idle_event(&mut self, ci: usize) {
         match self.idle_read(ci) {
             IdleRead::Nothing => {}
-            IdleRead::Closed if self.shared.reuse_closed => {}
+            IdleRead::Closed if self.shared.spec.reuse_closed => {}
             IdleRead::Closed => {
                 self.close(ci);
                 self.conns[ci].closed_by_server = true;
