@@ -1,9 +1,11 @@
 //! `ingressbench load`: wrk2's flags (same names, same meaning) plus what the studies need.
 
+use super::request::RequestArgs;
 use super::{duration, usage};
 use clap::Args;
 use engine::profile::RateProfile;
-use engine::{self, tls, LoadSpec, Plan};
+use engine::schedule::Model;
+use engine::{self, LoadSpec, Plan};
 use results::LoadConfig;
 use std::io::IsTerminal;
 use std::sync::atomic::AtomicBool;
@@ -12,14 +14,9 @@ use std::sync::Arc;
 /// Flags of `ingressbench load`.
 #[derive(Args, Debug, Clone)]
 pub struct LoadArgs {
-    /// Target URL, http:// or https://.
-    pub url: String,
-    /// Worker threads (default: number of cores).
-    #[arg(short = 't', long)]
-    pub threads: Option<usize>,
-    /// Connections to keep open, over all threads.
-    #[arg(short = 'c', long, default_value_t = 10)]
-    pub connections: usize,
+    /// The URL, the connections and the request's headers, timeouts and TLS.
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// Test duration (30s, 3m, ...), not counting --warmup [default: 10s; a plan
     /// given to -R sets its own].
     #[arg(short = 'd', long)]
@@ -32,21 +29,6 @@ pub struct LoadArgs {
     /// Print the full latency percentile spectrum.
     #[arg(short = 'L', long)]
     pub latency: bool,
-    /// Request header "Name: value" (repeatable).
-    #[arg(short = 'H', long = "header")]
-    pub headers: Vec<String>,
-    /// Per-request timeout, from the moment the request is written.
-    #[arg(long, default_value = "10s")]
-    pub timeout: String,
-    /// Time allowed to establish a connection (TCP, and TLS handshake included).
-    #[arg(long, default_value = "2s")]
-    pub connect_timeout: String,
-    /// Send requests due within this long after a wake-up in that wake-up, early,
-    /// instead of sleeping again for each: less CPU per request at high rates. An
-    /// early request's latency counts from its send. 0 sends each at its due time;
-    /// at most 1ms.
-    #[arg(long, default_value = "50us", value_name = "DUR")]
-    pub send_window: String,
     /// HTTP method.
     #[arg(long, default_value = "GET")]
     pub method: String,
@@ -67,24 +49,6 @@ pub struct LoadArgs {
     /// or `shared` (one queue per thread served by any idle connection).
     #[arg(long, default_value = "connection")]
     pub schedule: String,
-    /// Do not verify the server's certificate.
-    #[arg(short = 'k', long)]
-    pub insecure: bool,
-    /// Trust this PEM CA certificate (in addition to the public roots).
-    #[arg(long)]
-    pub cacert: Option<std::path::PathBuf>,
-    /// Only use this TLS version: 1.2 or 1.3.
-    #[arg(long)]
-    pub tls_version: Option<String>,
-    /// Open a new connection (and TLS handshake) for every request.
-    #[arg(long)]
-    pub new_connection: bool,
-    /// Write requests on kept-alive connections the server closed while idle, as
-    /// wrk2 does, and count what they get as errors (to compare with wrk2 and the
-    /// studies). By default the engine sees the close and reconnects
-    /// (`connections.reconnects_after_server_close`).
-    #[arg(long)]
-    pub reuse_closed: bool,
     /// With --new-connection over TLS: allow session resumption (off: a full
     /// handshake each time).
     #[arg(long)]
@@ -161,33 +125,6 @@ pub struct LoadArgs {
     /// its own when there are enough), merged into one result.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub generators: usize,
-    /// Internal, set by `--generators`: run generator INDEX (from 0) of COUNT.
-    #[arg(long, hide = true, value_name = "INDEX/COUNT")]
-    pub part: Option<String>,
-    /// Internal: the shared start of every generator's schedule, Unix nanoseconds.
-    #[arg(long, hide = true, value_name = "UNIX_NS")]
-    pub start_at: Option<String>,
-    /// Internal: where a generator writes its full result (JSON).
-    #[arg(long, hide = true, value_name = "FILE")]
-    pub result_out: Option<std::path::PathBuf>,
-    /// Internal: the CPUs a generator's threads are pinned to (`0,1`).
-    #[arg(long, hide = true, value_name = "LIST")]
-    pub cpus: Option<String>,
-    /// Internal: answer the coordinator's clock probes on stdin/stdout first.
-    #[arg(long, hide = true)]
-    pub sync_clock: bool,
-    /// Internal, set by `run --generators`: note which responses carry this marker,
-    /// `header:NAME` or `body:TEXT` (repeatable), per change window.
-    #[arg(long = "marker", hide = true, value_name = "KIND:WHAT")]
-    pub markers: Vec<String>,
-    /// Internal, set by `run --generators`: after the clock probes, read the change
-    /// marks (`mark <unix ns>`) on stdin and count requests by window.
-    #[arg(long, hide = true)]
-    pub marks: bool,
-    /// Internal, set by the Kubernetes Job: serve the clock probes and the result on
-    /// this address (through the API server's pod proxy) instead of stdin and a file.
-    #[arg(long, hide = true, value_name = "ADDR:PORT")]
-    pub serve: Option<String>,
     /// Where the generators run: `local` (processes of this binary) or `kubernetes`
     /// (an indexed Job, its pods running this program's image).
     #[arg(long, default_value = "local")]
@@ -223,11 +160,9 @@ pub struct LoadArgs {
     pub lead: Option<String>,
 }
 
-/// Checks the flags only `--generators` may set for its own processes, and which of
-/// the three ways the load runs: one part of a split run, the coordinator of one, or
-/// a single generator ([`run`]).
+/// Which of the three ways the load runs: the coordinator of generator processes,
+/// of generator pods, or a single generator ([`run`]).
 pub enum Mode {
-    Part,
     Coordinator,
     /// The generators are the pods of an indexed Job (`--platform kubernetes`).
     Kubernetes,
@@ -237,23 +172,8 @@ pub enum Mode {
 /// Which way `args` asks the load to run.
 ///
 /// # Errors
-/// A usage error when the internal flags are given without `--part`.
+/// A usage error for flags that do not go together.
 pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
-    if args.part.is_some() {
-        return Ok(Mode::Part);
-    }
-    if args.start_at.is_some()
-        || args.result_out.is_some()
-        || args.cpus.is_some()
-        || args.sync_clock
-        || args.serve.is_some()
-        || args.marks
-        || !args.markers.is_empty()
-    {
-        return Err(usage(
-            "--start-at, --result-out, --cpus, --sync-clock, --serve, --marks and --marker are set by --generators for its own processes (with --part)",
-        ));
-    }
     let kubernetes = match args.platform.as_str() {
         "local" => false,
         "kubernetes" => true,
@@ -484,7 +404,7 @@ pub(super) fn exit_code(r: &results::RunResult) -> i32 {
 /// will be recorded, and the target as shown.
 fn resolve(a: &LoadArgs) -> anyhow::Result<(Plan, LoadConfig, String)> {
     let (plan, config) = spec(a)?.resolve().map_err(|e| usage(e.to_string()))?;
-    Ok((plan, config, a.url.clone()))
+    Ok((plan, config, a.request.url.clone()))
 }
 
 /// The flags as load settings, before the engine checks them ([`LoadSpec::resolve`]).
@@ -530,42 +450,23 @@ pub(super) fn spec(a: &LoadArgs) -> anyhow::Result<LoadSpec> {
         ),
         None => (Vec::new(), String::new()),
     };
-    let spec = LoadSpec {
-        url: a.url.clone(),
+    let mut spec = a.request.spec()?;
+    spec.tls.resume = a.tls_resume;
+    Ok(LoadSpec {
         method: a.method.clone(),
-        headers: a.headers.clone(),
         body,
         targets,
         targets_from,
-        threads: a.threads,
-        connections: a.connections,
         rate,
         profile,
-        schedule: a.schedule.clone(),
+        schedule: Model::parse(&a.schedule).map_err(|e| usage(e.to_string()))?,
         duration: dur("duration", a.duration.as_deref().unwrap_or("10s"))?,
         warmup: dur("warmup", &a.warmup)?,
-        timeout: dur("timeout", &a.timeout)?,
-        connect_timeout: dur("connect-timeout", &a.connect_timeout)?,
-        send_window: dur("send-window", &a.send_window)?,
-        new_connection: a.new_connection,
-        reuse_closed: a.reuse_closed,
-        tls: tls::TlsOptions {
-            insecure: a.insecure,
-            cacert: a.cacert.clone(),
-            version: a.tls_version.clone(),
-            resume: a.tls_resume,
-        },
         backend_header: a.backend_header.clone(),
-        markers: a
-            .markers
-            .iter()
-            .map(|m| parse_marker(m))
-            .collect::<anyhow::Result<_>>()?,
         sample: a.sample,
-        cpus: Vec::new(),
         http2: http2_spec(a)?,
-    };
-    Ok(spec)
+        ..spec
+    })
 }
 
 /// `--http2`, `--h2c`, `--streams` and `--grpc*` as settings.
@@ -631,25 +532,6 @@ fn parse_size(s: &str) -> Result<usize, String> {
     };
     n.checked_mul(mult)
         .ok_or_else(|| "is too large".to_string())
-}
-
-/// `header:NAME` or `body:TEXT`, as `run --generators` passes a route marker on.
-fn parse_marker(m: &str) -> anyhow::Result<engine::Marker> {
-    match m.split_once(':') {
-        Some(("header", n)) => Ok(engine::Marker::Header(n.to_string())),
-        Some(("body", b)) => Ok(engine::Marker::Body(b.as_bytes().to_vec())),
-        _ => Err(usage(format!(
-            "--marker {m}: give header:NAME or body:TEXT"
-        ))),
-    }
-}
-
-/// The flag form of a marker ([`parse_marker`] reads it back).
-pub(super) fn marker_flag(m: &engine::Marker) -> String {
-    match m {
-        engine::Marker::Header(n) => format!("header:{n}"),
-        engine::Marker::Body(b) => format!("body:{}", String::from_utf8_lossy(b)),
-    }
 }
 
 #[cfg(test)]

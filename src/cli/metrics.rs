@@ -2,14 +2,14 @@
 //! `GET /metrics` while the load goes on, so a dashboard shows ingressbench's view
 //! beside the controller's own metrics.
 //!
-//! A small HTTP server on a thread of its own ([`super::endpoint`]): a scrape a second
+//! A small HTTP server on a thread of its own ([`generators::endpoint`]): a scrape a second
 //! at most reads text that the run renders on demand, so nothing here touches the
 //! load's hot path, and a scraper that stalls delays no other. The listener is bound
 //! before the load starts (a port in use is bad input, not a failed run) and closed
 //! when the [`Server`] is dropped, however the run ends.
 
-use super::endpoint::{Body, Endpoint, Limits};
 use super::usage;
+use generators::endpoint::{Body, Endpoint, Limits};
 use hyper::body::Incoming;
 use hyper::header::{HeaderValue, ACCEPT, ALLOW, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};

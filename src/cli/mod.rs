@@ -7,11 +7,11 @@ mod backend;
 mod compare;
 mod generators;
 pub use results::duration;
-mod endpoint;
 mod load;
 mod machine;
 mod metrics;
 mod report;
+mod request;
 mod run;
 mod search;
 
@@ -59,6 +59,10 @@ enum Command {
     /// Is this machine quiet enough to measure on? Its timed-wait floor, stolen
     /// time, other processes' CPU and stalls; --settle waits for two quiet seconds.
     Machine(machine::MachineArgs),
+    /// Internal: one generator of a load split by `load --generators` or `run
+    /// --generators`, started by the coordinator with the whole load as data.
+    #[command(name = "generator", hide = true)]
+    Generator(Box<generators::GeneratorArgs>),
     /// Internal: cleans up after a killed `run` (see lab::watchdog).
     #[command(name = "__watchdog", hide = true)]
     Watchdog {
@@ -76,7 +80,6 @@ pub fn main() -> i32 {
     };
     let res = match cli.command {
         Command::Load(args) => match load::mode(&args) {
-            Ok(load::Mode::Part) => generators::run_part(&args),
             Ok(load::Mode::Coordinator) => generators::coordinate(&args),
             Ok(load::Mode::Kubernetes) => generators::coordinate_kubernetes(&args),
             Ok(load::Mode::Single) => load::run(*args),
@@ -85,6 +88,7 @@ pub fn main() -> i32 {
         Command::Backend(args) => backend::run(args),
         Command::Run(args) => run::run(args),
         Command::Search(args) => search::run(*args),
+        Command::Generator(args) => generators::run_part(&args),
         Command::Validate(args) => run::validate(args),
         Command::Cleanup(args) => run::cleanup(args),
         Command::Compare(args) => compare::run(args),

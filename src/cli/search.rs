@@ -3,11 +3,12 @@
 //! fractions of). A closed-loop probe gives the ceiling, then a bisection over short
 //! open-loop runs (`engine::search` decides, this file runs the steps and prints).
 
+use super::request::RequestArgs;
 use super::{duration, load, usage};
 use anyhow::Context;
 use clap::Args;
 use engine::search::{run_search, SearchError, SearchPlan};
-use engine::{tls, LoadSpec};
+use engine::LoadSpec;
 use results::search::{Miss, SearchBounds, SearchResult, SearchStep};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,14 +16,10 @@ use std::time::Duration;
 /// Flags of `ingressbench search`.
 #[derive(Args, Debug)]
 pub struct SearchArgs {
-    /// Target URL (http:// or https://).
-    pub url: String,
-    /// Connections kept open, as in `load` (the ceiling depends on them).
-    #[arg(short = 'c', long, default_value_t = 10)]
-    pub connections: usize,
-    /// Worker threads (default: as `load` chooses).
-    #[arg(short = 't', long)]
-    pub threads: Option<usize>,
+    /// The URL, the connections (the ceiling depends on them) and the request's
+    /// headers, timeouts and TLS, as in `load`.
+    #[command(flatten)]
+    pub request: RequestArgs,
     /// The corrected p99 a rate must keep, e.g. 5ms.
     #[arg(long, value_name = "DURATION")]
     pub p99: String,
@@ -45,36 +42,6 @@ pub struct SearchArgs {
     /// of the ceiling.
     #[arg(long, default_value = "2%", value_name = "PERCENT")]
     pub precision: String,
-    /// Request header (repeatable), as in `load`.
-    #[arg(short = 'H', long = "header")]
-    pub headers: Vec<String>,
-    /// Request timeout.
-    #[arg(long, default_value = "10s")]
-    pub timeout: String,
-    /// Connect (and TLS handshake) timeout.
-    #[arg(long, default_value = "2s")]
-    pub connect_timeout: String,
-    /// Send requests due within this long after a wake-up in that wake-up, early,
-    /// instead of sleeping again for each: less CPU per request at high rates. An
-    /// early request's latency counts from its send. 0 sends each at its due time;
-    /// at most 1ms.
-    #[arg(long, default_value = "50us", value_name = "DUR")]
-    pub send_window: String,
-    /// Do not verify the server's certificate.
-    #[arg(short = 'k', long)]
-    pub insecure: bool,
-    /// Trust this CA certificate (PEM).
-    #[arg(long)]
-    pub cacert: Option<PathBuf>,
-    /// TLS version: 1.2 or 1.3.
-    #[arg(long)]
-    pub tls_version: Option<String>,
-    /// A new connection (and TLS handshake) per request: handshakes per second.
-    #[arg(long)]
-    pub new_connection: bool,
-    /// As `load --reuse-closed`: wrk2's way with connections the server closed.
-    #[arg(long)]
-    pub reuse_closed: bool,
     /// Write the search (every step) as JSON.
     #[arg(long)]
     pub json: Option<PathBuf>,
@@ -114,35 +81,10 @@ fn plan(a: &SearchArgs) -> anyhow::Result<SearchPlan> {
         )));
     }
     let spec = LoadSpec {
-        url: a.url.clone(),
-        method: "GET".into(),
-        headers: a.headers.clone(),
-        body: Vec::new(),
-        targets: Vec::new(),
-        targets_from: String::new(),
-        threads: a.threads,
-        connections: a.connections,
         rate: Some(1.0),
-        profile: None,
-        schedule: "connection".into(),
         duration: dur("duration", &a.duration)?,
         warmup: dur("warmup", &a.warmup)?,
-        timeout: dur("timeout", &a.timeout)?,
-        connect_timeout: dur("connect-timeout", &a.connect_timeout)?,
-        send_window: dur("send-window", &a.send_window)?,
-        new_connection: a.new_connection,
-        reuse_closed: a.reuse_closed,
-        tls: tls::TlsOptions {
-            insecure: a.insecure,
-            cacert: a.cacert.clone(),
-            version: a.tls_version.clone(),
-            resume: false,
-        },
-        backend_header: "x-backend".into(),
-        markers: Vec::new(),
-        sample: 0.0,
-        cpus: Vec::new(),
-        http2: Default::default(),
+        ..a.request.spec()?
     };
     // Every step is this load at another rate: one that resolves, all do.
     spec.resolve().map_err(|e| usage(e.to_string()))?;
@@ -210,8 +152,8 @@ pub fn run(a: SearchArgs) -> anyhow::Result<i32> {
     if !a.quiet {
         println!(
             "search {}: {} connections, p99 <= {:.2} ms, errors <= {:.3}%, {} per step",
-            a.url,
-            a.connections,
+            a.request.url,
+            a.request.connections,
             p.bounds.p99_ms,
             p.bounds.error_ratio * 100.0,
             a.duration
@@ -258,7 +200,7 @@ pub fn run(a: SearchArgs) -> anyhow::Result<i32> {
                 "maximum: {m:.0} req/s with p99 {} and {:.3}% errors over {} connections (closed-loop ceiling {:.0} req/s)",
                 ms(s.and_then(|s| s.p99_ms)),
                 s.map_or(0.0, |s| s.error_ratio * 100.0),
-                a.connections,
+                a.request.connections,
                 out.ceiling
             );
             if let Some(g) = out.generator_limit {

@@ -26,7 +26,12 @@ fn parts(out: &LoadOutput) -> Vec<Value> {
         .clone()
 }
 
-/// No generator of the run `needle` names (its temp dir) is left running.
+/// The scratch folder of the coordinator `pid`, which its generators' arguments name.
+fn scratch_of(pid: u32) -> String {
+    format!("ingressbench-generators-{pid}-")
+}
+
+/// No generator of the run `needle` names (its scratch folder) is left running.
 fn assert_no_generator_left(needle: &str) {
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
@@ -135,7 +140,7 @@ fn two_generators_merge_into_the_sum_of_their_parts() {
     for w in out.stdout.lines().filter(|l| l.starts_with("WARNING")) {
         assert!(w.contains("overloaded"), "{w}\n{}", out.context());
     }
-    assert_no_generator_left(&out.dir.path().display().to_string());
+    assert_no_generator_left(&scratch_of(out.pid));
 }
 
 /// Two generators at half the rate measure what one measures at the full rate: the
@@ -224,7 +229,7 @@ fn sigint_stops_every_generator_and_writes_what_was_measured() {
     let d = out.f("/duration_s");
     assert!((1.0..5.0).contains(&d), "duration_s {d}\n{}", out.context());
     assert!(out.stdout.contains("interrupted"), "{}", out.stdout);
-    assert_no_generator_left(&out.dir.path().display().to_string());
+    assert_no_generator_left(&scratch_of(out.pid));
 }
 
 /// A generator that hangs (stopped with SIGSTOP here) is killed at the deadline (the
@@ -245,8 +250,8 @@ fn a_hung_generator_is_killed_and_named() {
     ]);
     let started = Instant::now();
     let stopped = loop {
-        // Its temp dir is in the passed-through --json path, so the child is ours.
-        let me = load.dir();
+        // Its coordinator's scratch folder is in its arguments, so the child is ours.
+        let me = scratch_of(load.pid());
         let found: Vec<_> = processes_with(&me)
             .into_iter()
             .filter(|(_, cmd)| cmd.contains("--part 1/2"))
@@ -287,5 +292,5 @@ fn a_hung_generator_is_killed_and_named() {
         "{}",
         out.stdout
     );
-    assert_no_generator_left(&out.dir.path().display().to_string());
+    assert_no_generator_left(&scratch_of(out.pid));
 }

@@ -1,6 +1,6 @@
 //! `load --platform kubernetes --generators 2` end to end on a real API server: the
 //! generators are the pods of an indexed Job, made real by the pod harness (each
-//! `ingressbench load ... --part $(JOB_COMPLETION_INDEX)/2` in its own network
+//! `ingressbench generator --part $(JOB_COMPLETION_INDEX)/2 ...` in its own network
 //! namespace), their clocks probed and their results collected through the API
 //! server's pod proxy, and merged into one result. The coordinator runs inside the
 //! cluster's network namespace (no default route); the target is the built-in backend

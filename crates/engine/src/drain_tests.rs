@@ -6,9 +6,14 @@
 //! from the server's start, a few milliseconds before the window's: the bounds below
 //! are wide enough for that and for a busy machine.
 
-use super::*;
+use crate::tests;
+use crate::{run, Plan};
+use results::LoadConfig;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
 use std::time::Instant;
 
 /// A server that answers every request at once, except those that arrive between

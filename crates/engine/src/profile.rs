@@ -69,6 +69,21 @@ impl Segment {
     }
 }
 
+/// A plan travels as its text (`1000:30s,2000:30s`), which [`RateProfile::parse`]
+/// reads back into the same plan: the form a user writes is the one form there is.
+impl serde::Serialize for RateProfile {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.text())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for RateProfile {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        RateProfile::parse(&text).map_err(|e| serde::de::Error::custom(format!("the plan {e}")))
+    }
+}
+
 /// A whole plan, ready to schedule.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RateProfile {

@@ -213,12 +213,15 @@ pub fn lanes_for_worker(
     }
 }
 
-/// Which connections carry which due times.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Which connections carry which due times (`--schedule`, `load.schedule`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Model {
     /// wrk2: every connection has a fixed share of the rate.
+    #[default]
+    #[serde(rename = "connection", alias = "per-connection")]
     PerConnection,
     /// One queue per worker thread, served by any idle connection.
+    #[serde(rename = "shared")]
     Shared,
 }
 

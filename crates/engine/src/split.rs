@@ -184,34 +184,19 @@ pub fn start_instant(now_unix_ns: u128, lead: Duration) -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::TlsOptions;
 
     fn spec(connections: usize, threads: Option<usize>, rate: Option<f64>) -> LoadSpec {
         LoadSpec {
             url: "http://127.0.0.1:1/".into(),
-            method: "GET".into(),
-            headers: Vec::new(),
-            body: Vec::new(),
-            targets: Vec::new(),
-            targets_from: String::new(),
             threads,
             connections,
             rate,
-            profile: None,
-            schedule: "connection".into(),
             duration: Duration::from_secs(7),
             warmup: Duration::from_secs(2),
             timeout: Duration::from_secs(1),
             connect_timeout: Duration::from_secs(1),
-            send_window: crate::DEFAULT_SEND_WINDOW,
-            new_connection: false,
-            reuse_closed: false,
-            tls: TlsOptions::default(),
-            backend_header: "x-backend".into(),
-            markers: Vec::new(),
             sample: 0.1,
-            cpus: Vec::new(),
-            http2: Default::default(),
+            ..LoadSpec::default()
         }
     }
 

@@ -26,7 +26,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// One request of the mix as the file gives it.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TargetSpec {
     pub method: String,
     pub url: String,

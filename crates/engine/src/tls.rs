@@ -25,27 +25,38 @@ pub enum TlsSetupError {
     ServerName(String),
 }
 
+/// The TLS versions a load may agree (`--tls-version`, a scenario's `tls.version`).
+pub use results::tls::TlsVersion;
+
 /// TLS client settings from the command line.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TlsOptions {
     pub insecure: bool,
     pub cacert: Option<std::path::PathBuf>,
-    /// "1.2" or "1.3"; `None` allows both.
-    pub version: Option<String>,
+    /// The one version allowed; `None` allows both.
+    pub version: Option<TlsVersion>,
     pub resume: bool,
+}
+
+/// `--tls-version`: `1.2` or `1.3` (also `tls1.2`, `TLSv1.3`).
+///
+/// # Errors
+/// [`TlsSetupError::Version`] for any other version.
+pub fn parse_version(s: &str) -> Result<TlsVersion, TlsSetupError> {
+    TlsVersion::parse(s).ok_or_else(|| TlsSetupError::Version(s.to_string()))
 }
 
 /// Builds the shared client configuration.
 ///
 /// # Errors
-/// [`TlsSetupError`] for an unreadable or empty CA file or an unknown version.
+/// [`TlsSetupError`] for an unreadable or empty CA file.
 pub fn client_config(opts: &TlsOptions) -> Result<Arc<ClientConfig>, TlsSetupError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let versions: Vec<&'static rustls::SupportedProtocolVersion> = match opts.version.as_deref() {
+    let versions: Vec<&'static rustls::SupportedProtocolVersion> = match opts.version {
         None => vec![&rustls::version::TLS13, &rustls::version::TLS12],
-        Some("1.2") | Some("tls1.2") | Some("TLSv1.2") => vec![&rustls::version::TLS12],
-        Some("1.3") | Some("tls1.3") | Some("TLSv1.3") => vec![&rustls::version::TLS13],
-        Some(v) => return Err(TlsSetupError::Version(v.to_string())),
+        Some(TlsVersion::V12) => vec![&rustls::version::TLS12],
+        Some(TlsVersion::V13) => vec![&rustls::version::TLS13],
     };
     let builder =
         ClientConfig::builder_with_provider(provider.clone()).with_protocol_versions(&versions)?;
@@ -276,9 +287,11 @@ mod tests {
     fn versions_and_bad_files() {
         let mut o = TlsOptions::default();
         assert!(client_config(&o).is_ok());
-        o.version = Some("1.1".into());
-        assert!(matches!(client_config(&o), Err(TlsSetupError::Version(_))));
-        o.version = Some("1.3".into());
+        assert!(matches!(
+            parse_version("1.1"),
+            Err(TlsSetupError::Version(_))
+        ));
+        o.version = Some(parse_version("1.3").unwrap());
         o.cacert = Some("/nonexistent/ca.pem".into());
         let e = client_config(&o).unwrap_err().to_string();
         assert!(e.starts_with("--cacert /nonexistent/ca.pem:"), "{e}");

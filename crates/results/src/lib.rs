@@ -16,6 +16,7 @@ pub mod repeat;
 pub mod search;
 pub mod sizing;
 pub mod time;
+pub mod tls;
 
 pub use causes::{with_causes, Causes};
 

@@ -37,10 +37,10 @@ pub enum Measure {
     Rps { body_size: usize },
     /// New TLS connections per second, one request each.
     Tps {
-        /// `rsa2048` or `ecdsa-p256`: the proxy certificate's key.
-        key: String,
-        /// `1.2` or `1.3`.
-        version: String,
+        /// The proxy certificate's key (`rsa2048` or `ecdsa-p256` on disk).
+        key: crate::tls::KeyType,
+        /// The TLS version (`1.2` or `1.3` on disk).
+        version: crate::tls::TlsVersion,
         /// The client offers the session of its previous connection (a ticket or a
         /// session id); off: every handshake is a full one.
         resumption: bool,
@@ -188,8 +188,8 @@ mod tests {
         let tps = row(
             2.0,
             Measure::Tps {
-                key: "rsa2048".into(),
-                version: "1.3".into(),
+                key: crate::tls::KeyType::Rsa2048,
+                version: crate::tls::TlsVersion::V13,
                 resumption: false,
             },
             Some(1_000.0),
@@ -226,8 +226,8 @@ mod tests {
     #[test]
     fn labels_name_the_measure() {
         let t = Measure::Tps {
-            key: "ecdsa-p256".into(),
-            version: "1.2".into(),
+            key: crate::tls::KeyType::EcdsaP256,
+            version: crate::tls::TlsVersion::V12,
             resumption: true,
         };
         assert_eq!(t.label(), "tps ecdsa-p256 TLS1.2 resumed");

@@ -405,7 +405,7 @@ pub struct Load {
     pub streams: Option<usize>,
     /// `connection` (wrk2) or `shared`.
     #[serde(default = "default_schedule")]
-    pub schedule: String,
+    pub schedule: engine::schedule::Model,
     /// Fraction of requests kept individually for the latency scatter.
     #[serde(default = "default_sample")]
     pub sample: f64,
@@ -433,8 +433,8 @@ fn default_sample() -> f64 {
     // Study S3 plotted 10 % of requests.
     0.1
 }
-fn default_schedule() -> String {
-    "connection".into()
+fn default_schedule() -> engine::schedule::Model {
+    engine::schedule::Model::PerConnection
 }
 
 /// Route configurations (study S3).

@@ -81,17 +81,19 @@ fn usd() -> String {
     "USD".into()
 }
 
-pub(crate) fn key_name(k: Key) -> &'static str {
+/// The scenario's key as results name it (`rsa2048`, `ecdsa-p256` on disk).
+pub(crate) fn key_name(k: Key) -> results::tls::KeyType {
     match k {
-        Key::Rsa2048 => "rsa2048",
-        Key::EcdsaP256 => "ecdsa-p256",
+        Key::Rsa2048 => results::tls::KeyType::Rsa2048,
+        Key::EcdsaP256 => results::tls::KeyType::EcdsaP256,
     }
 }
 
-pub(crate) fn version_name(v: TlsVersion) -> &'static str {
+/// The scenario's TLS version as results and the engine name it (`1.2`, `1.3`).
+pub(crate) fn version_name(v: TlsVersion) -> results::tls::TlsVersion {
     match v {
-        TlsVersion::V12 => "1.2",
-        TlsVersion::V13 => "1.3",
+        TlsVersion::V12 => results::tls::TlsVersion::V12,
+        TlsVersion::V13 => results::tls::TlsVersion::V13,
     }
 }
 
@@ -109,8 +111,8 @@ impl SizingSection {
                 for &v in &t.versions {
                     for &r in &t.resumption {
                         out.push(Measure::Tps {
-                            key: key_name(k).into(),
-                            version: version_name(v).into(),
+                            key: key_name(k),
+                            version: version_name(v),
                             resumption: r,
                         });
                     }
@@ -246,8 +248,8 @@ mod tests {
         assert_eq!(
             s.measures(),
             [Measure::Tps {
-                key: "rsa2048".into(),
-                version: "1.3".into(),
+                key: results::tls::KeyType::Rsa2048,
+                version: results::tls::TlsVersion::V13,
                 resumption: false
             }]
         );

@@ -40,6 +40,8 @@ pub struct LoadOutput {
     pub args: Vec<String>,
     /// Kept so that files written next to the JSON (`--hdr-log`) can still be read.
     pub dir: tempfile::TempDir,
+    /// The process id it ran as (which names its generators' scratch folder).
+    pub pid: u32,
 }
 
 impl Load {
@@ -79,11 +81,6 @@ impl Load {
         self.proc.id()
     }
 
-    /// The run's temp dir (the `{dir}` of its arguments), which names its processes.
-    pub fn dir(&self) -> String {
-        self.dir.path().display().to_string()
-    }
-
     /// Waits up to `limit` for the run to end (killing it after that) and collects it.
     pub fn finish(self, limit: Duration) -> LoadOutput {
         let Load {
@@ -94,6 +91,7 @@ impl Load {
             args,
             _lock,
         } = self;
+        let pid = proc.id();
         let status = proc.wait_timeout(limit);
         let timed_out = status.is_none();
         let status = status.or_else(|| proc.kill());
@@ -123,6 +121,7 @@ impl Load {
             others_cpu,
             args,
             dir,
+            pid,
         };
         // To see what passing runs measured: INGRESSBENCH_TEST_VERBOSE=1 cargo test -- --nocapture
         if std::env::var_os("INGRESSBENCH_TEST_VERBOSE").is_some() {

@@ -1014,8 +1014,8 @@ mod tests {
         };
         let rps = Measure::Rps { body_size: 1024 };
         let tps = Measure::Tps {
-            key: "rsa2048".into(),
-            version: "1.3".into(),
+            key: results::tls::KeyType::Rsa2048,
+            version: results::tls::TlsVersion::V13,
             resumption: false,
         };
         let mut input = sample_input();

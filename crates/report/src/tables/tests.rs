@@ -190,8 +190,8 @@ fn the_sizing_table_has_per_core_scaling_cost_and_trust_per_row() {
         Allocation, Headroom, Measure, ProxyHandshakes, SizingResult, SizingRow,
     };
     let tps = Measure::Tps {
-        key: "rsa2048".into(),
-        version: "1.3".into(),
+        key: results::tls::KeyType::Rsa2048,
+        version: results::tls::TlsVersion::V13,
         resumption: false,
     };
     let row = |cores: f64, quota: Option<f64>, max: Option<f64>, ok: bool| SizingRow {

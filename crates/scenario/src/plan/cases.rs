@@ -314,15 +314,13 @@ fn row_scenario(scn: &Scenario, measure: &Measure, cpus: &[usize], rps_tls: bool
         }
         Measure::Tps { key, version, .. } => {
             s.tls.enabled = true;
-            s.tls.key = if key == "ecdsa-p256" {
-                Key::EcdsaP256
-            } else {
-                Key::Rsa2048
+            s.tls.key = match key {
+                results::tls::KeyType::Rsa2048 => Key::Rsa2048,
+                results::tls::KeyType::EcdsaP256 => Key::EcdsaP256,
             };
-            s.tls.version = if version == "1.2" {
-                TlsVersion::V12
-            } else {
-                TlsVersion::V13
+            s.tls.version = match version {
+                results::tls::TlsVersion::V12 => TlsVersion::V12,
+                results::tls::TlsVersion::V13 => TlsVersion::V13,
             };
             s.load.new_connection = true;
             if let Some(c) = s.sizing.as_ref().and_then(|z| z.tps.as_ref()?.connections) {

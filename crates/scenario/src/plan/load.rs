@@ -1,7 +1,7 @@
 //! A case's load: the engine's settings resolved from the scenario once, but for the
 //! target, which only the deployed system knows ([`CaseLoad::at`]).
 
-use crate::{Protocol, Requests, Scenario, TlsVersion};
+use crate::{Protocol, Requests, Scenario};
 use engine::{tls::TlsOptions, LoadSpec};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -161,7 +161,7 @@ pub fn load_spec(scn: &Scenario) -> LoadSpec {
             1.0
         }),
         profile: load.rate.plan().cloned(),
-        schedule: load.schedule.clone(),
+        schedule: load.schedule,
         // A sizing scan's steps have the search's window; this stands in for it.
         duration: match (&scn.sizing, &scn.search) {
             (Some(_), Some(sr)) => sr.duration.0,
@@ -177,10 +177,10 @@ pub fn load_spec(scn: &Scenario) -> LoadSpec {
         tls: TlsOptions {
             insecure: false,
             cacert: None,
-            version: scn.tls.enabled.then(|| match scn.tls.version {
-                TlsVersion::V12 => "1.2".to_string(),
-                TlsVersion::V13 => "1.3".to_string(),
-            }),
+            version: scn
+                .tls
+                .enabled
+                .then_some(crate::sizing::version_name(scn.tls.version)),
             resume: false,
         },
         backend_header: "x-backend".into(),

@@ -1,13 +1,12 @@
 //! `load --platform kubernetes --generators N`: the parts run as the pods of an indexed
-//! Job (`kubernetes::generators`), each `ingressbench load ... --part
-//! $(JOB_COMPLETION_INDEX)/N --start-at T --serve 0.0.0.0:PORT`; the coordinator
+//! Job (`kubernetes::generators`), each `ingressbench generator --part
+//! $(JOB_COMPLETION_INDEX)/N --start-at T --serve 0.0.0.0:PORT --spec-json LOAD`; the coordinator
 //! measures their clocks before T, collects each full result after the window, and
 //! merges them with `results::merge` exactly as the local coordinator does. Every
 //! exchange goes through the API server's pod proxy.
 
-use super::{finish, now_unix_ns, PROBES};
-use crate::cli::load::{self, LoadArgs};
-use crate::cli::{duration, usage};
+use crate::local_runner::merge_parts;
+use crate::{for_runner, merge, now_unix_ns, serve, Error, Merged, PROBES};
 use engine::split;
 use engine::windows::Tally;
 use kubernetes::generators::{GeneratorJob, GeneratorPod, JobPlan, PORT};
@@ -15,7 +14,6 @@ use results::clock::Nanos;
 use results::clock::{estimate_offset, ClockProbe};
 use results::merge::Part;
 use results::{GeneratorPart, MarksReceived, RunResult};
-use scenario::plan::DEFAULT_POD_LEAD;
 use scenario::runner::{LoadRun, LoadRunner};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -30,85 +28,47 @@ const INTERRUPT_GRACE: Duration = Duration::from_secs(10);
 /// How often the pods are listed while waiting.
 const POLL: Duration = Duration::from_millis(200);
 
-/// The arguments of a part's `ingressbench` command: the load as the user gave it
-/// (each part takes its own share of it), then the part's internal flags. `$(` in the
-/// user's text is escaped as `$$(`: Kubernetes expands `$(VAR)` in a container's args.
-pub(super) fn part_args(a: &LoadArgs, count: usize, start_at: u128) -> Vec<String> {
-    let esc = |s: &str| s.replace("$(", "$$(");
-    let mut v: Vec<String> = vec!["load".into()];
-    let mut flag = |f: &str, val: String| {
-        v.push(f.into());
-        v.push(val);
-    };
-    if let Some(t) = a.threads {
-        flag("--threads", t.to_string());
-    }
-    flag("--connections", a.connections.to_string());
-    if let Some(d) = &a.duration {
-        flag("--duration", d.clone());
-    }
-    if let Some(r) = &a.rate {
-        flag("--rate", r.clone());
-    }
-    for h in &a.headers {
-        flag("--header", esc(h));
-    }
-    flag("--timeout", a.timeout.clone());
-    flag("--connect-timeout", a.connect_timeout.clone());
-    flag("--send-window", a.send_window.clone());
-    flag("--method", esc(&a.method));
-    if let Some(b) = &a.body {
-        flag("--body", esc(b));
-    }
-    flag("--warmup", a.warmup.clone());
-    flag("--schedule", a.schedule.clone());
-    if let Some(t) = &a.tls_version {
-        flag("--tls-version", t.clone());
-    }
-    flag("--backend-header", esc(&a.backend_header));
-    flag("--sample", a.sample.to_string());
-    internal_flags(&mut v, count, start_at);
-    for (on, f) in [
-        (a.max, "--max"),
-        (a.insecure, "--insecure"),
-        (a.new_connection, "--new-connection"),
-        (a.reuse_closed, "--reuse-closed"),
-        (a.tls_resume, "--tls-resume"),
-        (true, "--quiet"),
-    ] {
-        if on {
-            v.push(f.into());
-        }
-    }
-    v.push("--".into());
-    v.push(esc(&a.url));
-    v
-}
+/// The most a pod's arguments carry of the load as JSON: a Job object must stay well
+/// within what the API server stores (about 1.5 MiB).
+const MAX_SPEC_JSON: usize = 1 << 20;
 
-/// A pod's own flags: its part (the index Kubernetes sets), the shared start instant,
-/// and the endpoint the coordinator reaches it at.
-fn internal_flags(v: &mut Vec<String>, count: usize, start_at: u128) {
-    v.extend([
-        "--generators".into(),
-        count.to_string(),
+/// The arguments of each pod's `ingressbench`: the hidden `generator` command with
+/// its part (the index Kubernetes sets), the shared start instant, the endpoint the
+/// coordinator reaches it at, and the whole load as JSON (each part takes its own
+/// share of it). `$(` is escaped as `$$(`: Kubernetes expands `$(VAR)` in a
+/// container's args.
+///
+/// # Errors
+/// A load too large to travel in a pod's arguments.
+pub fn job_args(
+    spec: &engine::LoadSpec,
+    count: usize,
+    start_at: u128,
+    marks: bool,
+) -> Result<Vec<String>, String> {
+    let json = serde_json::to_string(spec).map_err(|e| format!("the load as JSON: {e}"))?;
+    if json.len() > MAX_SPEC_JSON {
+        return Err(format!(
+            "the load is {} KiB as JSON, more than generator pods take in their arguments ({} KiB): a body or a request mix this large runs with local generators",
+            json.len() >> 10,
+            MAX_SPEC_JSON >> 10
+        ));
+    }
+    let mut v: Vec<String> = vec![
+        "generator".into(),
         "--part".into(),
         format!("$(JOB_COMPLETION_INDEX)/{count}"),
         "--start-at".into(),
         start_at.to_string(),
         "--serve".into(),
         format!("0.0.0.0:{PORT}"),
-    ]);
-}
-
-/// `KEY=VALUE` flags as a map.
-fn node_selector(flags: &[String]) -> anyhow::Result<BTreeMap<String, String>> {
-    flags
-        .iter()
-        .map(|f| match f.split_once('=') {
-            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
-            _ => Err(usage(format!("--node-selector {f}: write it as KEY=VALUE"))),
-        })
-        .collect()
+    ];
+    if marks {
+        v.push("--marks".into());
+    }
+    v.push("--spec-json".into());
+    v.push(json.replace("$(", "$$("));
+    Ok(v)
 }
 
 /// A run id: lowercase hex from the clock, as a namespace name can hold.
@@ -203,7 +163,7 @@ fn run_job(
     start_at: u128,
     stop: &AtomicBool,
     scenario: Option<ForScenario>,
-) -> anyhow::Result<Option<JobOutcome>> {
+) -> Result<Option<JobOutcome>, Error> {
     let (mut marks, created) = match scenario {
         Some(s) => (Some(s.marks), Some(s.created)),
         None => (None, None),
@@ -223,13 +183,14 @@ fn run_job(
             + window
             + spec.timeout
             + FINISH_GRACE
-            + super::serve::COLLECT_LIMIT.min(Duration::from_secs(60)),
+            + serve::COLLECT_LIMIT.min(Duration::from_secs(60)),
     };
     let cluster = kubernetes::ClusterSpec {
         run,
         ..pods.cluster.clone()
     };
-    let mut job = GeneratorJob::start(&cluster, &job_plan).map_err(anyhow::Error::from)?;
+    let mut job =
+        GeneratorJob::start(&cluster, &job_plan).map_err(|e| Error::Cluster(Box::new(e)))?;
     if let Some(f) = created {
         f();
     }
@@ -383,66 +344,33 @@ fn forward_mark(job: &GeneratorJob, g: &mut Gen, seq: u64, unix: u128, listed: &
     m.missed += 1;
 }
 
-/// Runs the load as an indexed Job and prints and writes the merged result.
+/// Runs `spec` as `n` generator pods of an indexed Job (the load valid as one and
+/// split this many ways: the caller checks both first) until they end or `stop` is
+/// set, and merges their results; `None` when interrupted before the start, with
+/// nothing measured (the Job is removed).
 ///
 /// # Errors
-/// A usage error (exit 2) for settings that cannot be split or shipped to a pod,
-/// before anything is created; an error when the cluster refuses the Job.
-pub fn coordinate_kubernetes(args: &LoadArgs) -> anyhow::Result<i32> {
-    let n = args.generators;
-    let spec = load::spec(args)?;
-    spec.resolve().map_err(|e| usage(e.to_string()))?;
-    let plan = split::split(&spec, n, 0).map_err(|e| usage(e.to_string()))?;
-    load::check_outputs(args)?;
-    for (given, flag) in [
-        (args.body_file.is_some(), "--body-file"),
-        (args.cacert.is_some(), "--cacert"),
-    ] {
-        if given {
-            return Err(usage(format!(
-                "{flag} names a file on this machine, which the generator pods cannot read: give the body with --body (or trust with --insecure)"
-            )));
-        }
-    }
-    let pods = Pods {
-        cluster: kubernetes::ClusterSpec {
-            kubeconfig: args.kubeconfig.clone(),
-            context: args.context.clone(),
-            namespace: args.namespace.clone(),
-            ..kubernetes::ClusterSpec::default()
-        },
-        image: args.image.clone(),
-        node_selector: node_selector(&args.node_selector)?,
-        spread: args.spread,
-        host_network: args.host_network,
-        lead: lead(args.lead.as_deref(), &spec)?,
-        quiet: args.quiet,
-    };
-    let stop = load::stop_on_signals()?;
+/// [`Error::Input`] for a load that cannot travel to a pod; [`Error::Cluster`] when
+/// the cluster refuses the Job; [`Error::Merge`] when nothing can be merged.
+pub fn run_pods(
+    spec: &engine::LoadSpec,
+    n: usize,
+    pods: &Pods,
+    stop: &AtomicBool,
+) -> Result<Option<Merged>, Error> {
+    let plan = split::split(spec, n, 0).map_err(|e| Error::Input(e.to_string()))?;
     let start_at = split::start_instant(now_unix_ns(), pods.lead);
-    let job_args = part_args(args, n, start_at);
-    match run_job(&pods, &plan, job_args, &spec, start_at, &stop, None)? {
-        None => Ok(130),
-        Some(o) => finish(
-            args,
+    let job_args = job_args(spec, n, start_at, false).map_err(Error::Input)?;
+    match run_job(pods, &plan, job_args, spec, start_at, stop, None)? {
+        None => Ok(None),
+        Some(o) => merge(
             o.parts,
             start_at,
             spec.warmup,
             o.interrupted,
             o.left.into_iter().collect(),
-        ),
-    }
-}
-
-/// `--lead`, else the default for `spec` ([`DEFAULT_POD_LEAD`] beyond its connect
-/// timeout; a scenario's plan resolves its own the same way).
-///
-/// # Errors
-/// A usage error for a malformed duration.
-fn lead(flag: Option<&str>, spec: &engine::LoadSpec) -> anyhow::Result<Duration> {
-    match flag {
-        Some(l) => duration::parse(l).map_err(|e| usage(format!("--lead: {e}"))),
-        None => Ok(DEFAULT_POD_LEAD + spec.connect_timeout),
+        )
+        .map(Some),
     }
 }
 
@@ -461,18 +389,21 @@ pub struct KubernetesGenerators {
 
 impl LoadRunner for KubernetesGenerators {
     fn run(&self, load: LoadRun) -> Result<(RunResult, Tally), scenario::runner::LoadError> {
+        self.run_load(load).map_err(for_runner)
+    }
+
+    fn mark_lead(&self) -> Duration {
+        mark_lead(self.count)
+    }
+}
+
+impl KubernetesGenerators {
+    fn run_load(&self, load: LoadRun) -> Result<(RunResult, Tally), Error> {
         let n = self.count;
         let spec = &split::whole(&load.spec, n);
-        let plan = split::split(spec, n, 0).map_err(|e| e.to_string())?;
+        let plan = split::split(spec, n, 0).map_err(|e| Error::Input(e.to_string()))?;
         let start_at = split::start_instant(now_unix_ns(), self.pods.lead);
-        let mut args = vec!["load".to_string()];
-        args.extend(
-            super::scenario::load_flags(spec, None)?
-                .iter()
-                .map(|f| f.replace("$(", "$$(")),
-        );
-        internal_flags(&mut args, n, start_at);
-        args.push("--marks".into());
+        let args = job_args(spec, n, start_at, true).map_err(Error::Input)?;
         let clock = load.clock;
         let epoch = clock.wall_epoch_ns();
         let measured_at = start_at + spec.warmup.as_nanos();
@@ -497,16 +428,11 @@ impl LoadRunner for KubernetesGenerators {
                 marks: feed,
                 created,
             }),
-        )
-        .map_err(|e| results::with_causes(&*e))?
-        .ok_or_else(|| "interrupted before the generators started".to_string())?;
-        let (mut merged, tally) = super::scenario::merge_parts(outcome.parts, start_at, origin)?;
+        )?
+        .ok_or_else(|| Error::Generator("interrupted before the generators started".into()))?;
+        let (mut merged, tally) = merge_parts(outcome.parts, start_at, origin)?;
         merged.warnings.extend(outcome.left);
         Ok((merged, tally))
-    }
-
-    fn mark_lead(&self) -> Duration {
-        mark_lead(self.count)
     }
 }
 
@@ -582,78 +508,9 @@ fn probe_clock(job: &GeneratorJob, pod: &str) -> Result<results::clock::ClockOff
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct T {
-        #[command(flatten)]
-        a: LoadArgs,
-    }
-
-    fn parse(v: &[&str]) -> LoadArgs {
-        T::try_parse_from(std::iter::once("x").chain(v.iter().copied()))
-            .unwrap()
-            .a
-    }
 
     #[test]
-    fn a_pod_gets_the_same_load_and_its_part() {
-        let a = parse(&[
-            "-c",
-            "10",
-            "-R",
-            "300",
-            "-d",
-            "5s",
-            "--warmup",
-            "1s",
-            "-H",
-            "x-a: $(HOME)",
-            "-k",
-            "--sample",
-            "0.1",
-            "--json",
-            "/tmp/x.json",
-            "--kubeconfig",
-            "/k",
-            "--generators",
-            "3",
-            "http://h/$(x)",
-        ]);
-        let args = part_args(&a, 3, 42);
-        // Kubernetes' expansion of $(JOB_COMPLETION_INDEX) (and of $$ to $).
-        let expanded: Vec<String> = args
-            .iter()
-            .map(|s| s.replace("$(JOB_COMPLETION_INDEX)", "2").replace("$$", "$"))
-            .collect();
-        assert_eq!(expanded[0], "load");
-        let refs: Vec<&str> = expanded[1..].iter().map(String::as_str).collect();
-        let p = parse(&refs);
-        assert_eq!(p.url, "http://h/$(x)");
-        assert_eq!(p.headers, vec!["x-a: $(HOME)".to_string()]);
-        assert_eq!(
-            (p.connections, p.rate.clone(), p.insecure),
-            (10, Some("300".to_string()), true)
-        );
-        assert_eq!(
-            (p.duration.as_deref().unwrap(), p.warmup.as_str()),
-            ("5s", "1s")
-        );
-        assert_eq!(p.sample, 0.1);
-        assert_eq!(p.part.as_deref(), Some("2/3"));
-        assert_eq!(p.start_at.as_deref(), Some("42"));
-        assert_eq!(p.serve, Some(format!("0.0.0.0:{PORT}")));
-        // Nothing of this machine's: no output files, no kubeconfig.
-        assert!(p.json.is_none() && p.kubeconfig.is_none());
-        assert!(matches!(load::mode(&p), Ok(load::Mode::Part)));
-    }
-
-    #[test]
-    fn node_selectors_are_key_value() {
-        let m = node_selector(&["pool=load".into(), "zone=a=b".into()]).unwrap();
-        assert_eq!(m["pool"], "load");
-        assert_eq!(m["zone"], "a=b");
-        assert!(node_selector(&["pool".into()]).is_err());
+    fn run_ids_are_short_hex() {
         assert!(run_id().len() <= 11 && run_id().starts_with('g'));
     }
 }

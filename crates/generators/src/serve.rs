@@ -14,12 +14,11 @@
 //! The coordinator is the only client and sends a handful of requests (during the
 //! measured window only a `/clock` from a late probe, a `/stop`, and one `/mark` per
 //! change of a scenario run), each on a connection closed after its answer. They are
-//! served side by side ([`crate::cli::endpoint`]), so a stalled connection (a proxy's
+//! served side by side ([`crate::endpoint`]), so a stalled connection (a proxy's
 //! half-sent request) never holds up a `/stop`.
 
-use super::now_unix_ns;
-use crate::cli::endpoint::{Body, Endpoint, Limits};
-use anyhow::Context as _;
+use crate::endpoint::{Body, Endpoint, Limits};
+use crate::{now_unix_ns, Error};
 use hyper::body::{Bytes, Incoming};
 use hyper::header::{HeaderValue, CONTENT_TYPE};
 use hyper::{Method, Request, Response, StatusCode};
@@ -62,8 +61,8 @@ impl Served {
     ///
     /// # Errors
     /// When the address cannot be bound.
-    pub fn start(addr: &str, stop: Arc<AtomicBool>) -> anyhow::Result<Served> {
-        let listener = TcpListener::bind(addr).with_context(|| format!("--serve {addr}"))?;
+    pub fn start(addr: &str, stop: Arc<AtomicBool>) -> Result<Served, Error> {
+        let listener = TcpListener::bind(addr).map_err(Error::io(format!("--serve {addr}")))?;
         let state = Arc::new(State {
             result: Mutex::new(None),
             done: AtomicBool::new(false),
@@ -73,7 +72,7 @@ impl Served {
         });
         let s = state.clone();
         let endpoint = Endpoint::start(listener, "serve", LIMITS, move |req| s.answer(req))
-            .context("start the result endpoint")?;
+            .map_err(Error::io("start the result endpoint"))?;
         Ok(Served {
             state,
             _endpoint: endpoint,

@@ -1,5 +1,6 @@
-//! The small HTTP/1.1 server under the binary's own endpoints: a part's `--serve`
-//! (the coordinator's `/clock`, `/result`, `/stop`, ...) and `--metrics-listen`.
+//! The small HTTP/1.1 server under the program's own endpoints: a generator pod's
+//! `--serve` (the coordinator's `/clock`, `/result`, `/stop`, ...) and the binary's
+//! `--metrics-listen`.
 //!
 //! hyper on a current-thread tokio runtime of its own thread, one task per
 //! connection: a client that stalls halfway through its request holds only its own
