@@ -17,6 +17,8 @@
 //! due time and whether it has an idle connection.
 
 use crate::profile::RateProfile;
+// The error types alone, not the spec: the spec names a schedule's model.
+use crate::setting::{Setting, SpecError};
 use results::clock::Nanos;
 use std::sync::Arc;
 
@@ -230,12 +232,12 @@ impl Model {
     ///
     /// # Errors
     /// A message listing the accepted names.
-    pub fn parse(s: &str) -> Result<Model, crate::spec::SpecError> {
+    pub fn parse(s: &str) -> Result<Model, SpecError> {
         match s {
             "connection" | "per-connection" => Ok(Model::PerConnection),
             "shared" => Ok(Model::Shared),
-            _ => Err(crate::spec::SpecError::new(
-                crate::spec::Setting::Schedule,
+            _ => Err(SpecError::new(
+                Setting::Schedule,
                 " is not a schedule: use 'connection' (wrk2) or 'shared'",
             )
             .value(format!("'{s}'"))),

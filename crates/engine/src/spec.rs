@@ -5,9 +5,7 @@
 //! Resolving a spec into what the engine runs is [`crate::resolve`]; the spec itself
 //! holds plain values, so that it can travel as data to another generator.
 
-mod error;
-
-pub use error::{Setting, SpecError};
+pub use crate::setting::{Setting, SpecError};
 
 use crate::{profile, schedule, targets, tls};
 use serde::{Deserialize, Serialize};
