@@ -1,8 +1,9 @@
 //! Distributed load generators as an indexed Job (`completionMode: Indexed`,
 //! completions = parallelism = N): Kubernetes places and runs them, so there is no
-//! agent of ours on the nodes. Pod `i` runs `ingressbench load ... --part i/N
-//! --start-at T --serve :PORT` (the index from `$(JOB_COMPLETION_INDEX)`, which the Job
-//! controller sets), the same part mode as a local `--generators` child.
+//! agent of ours on the nodes. Pod `i` runs `ingressbench generator --part i/N
+//! --start-at T --serve :PORT --spec-json LOAD` (the index from
+//! `$(JOB_COMPLETION_INDEX)`, which the Job controller sets; the whole load as JSON),
+//! as a local `--generators` child runs with `--spec FILE`.
 //!
 //! The coordinator reaches each part only through the API server's pod proxy
 //! (`pods/proxy`, the verb `get`/`create` on `pods/proxy` in RBAC terms): `GET /clock`
@@ -48,8 +49,8 @@ pub struct JobPlan {
     pub count: usize,
     /// The image; `None`: [`DEFAULT_IMAGE`].
     pub image: Option<String>,
-    /// The arguments after `ingressbench` (`load URL ... --part
-    /// $(JOB_COMPLETION_INDEX)/N ...`).
+    /// The arguments after `ingressbench` (`generator --part
+    /// $(JOB_COMPLETION_INDEX)/N ... --spec-json LOAD`).
     pub args: Vec<String>,
     /// Only nodes with these labels (S3 gave the load its own node pool).
     pub node_selector: BTreeMap<String, String>,
