@@ -228,6 +228,7 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<RunOutput, RunError> {
     for case in &plan.cases {
         if opts.stop.load(Ordering::Relaxed) {
             done.partial = true;
+            done.cut_short(case).write(&folder)?;
             break;
         }
         let (output, stopped) = match &case.role {
@@ -242,9 +243,7 @@ pub fn run(plan: &Plan, mut opts: RunOptions) -> Result<RunOutput, RunError> {
             break;
         }
     }
-    let (output, out) = done.finish(&mut opts);
-    output.write(&folder)?;
-    Ok(out)
+    Ok(done.finish(&mut opts))
 }
 
 /// What a case leaves in the results folder, written as soon as it is measured.
@@ -403,16 +402,21 @@ impl Done {
         Ok((Output::Sizing(out.clone()), stopped))
     }
 
-    /// Every result, each run's repetitions combined, told to `system_done` if not
-    /// yet; and a scan cut short between its rows, written as such.
-    fn finish(mut self, opts: &mut RunOptions) -> (Output, RunOutput) {
-        let output = match self.scan.take() {
-            Some(mut scan) if self.partial && !scan.partial => {
+    /// The run stops before `next`: a sizing scan whose rows it would have
+    /// continued is written as cut short (one whose rows are all done is not).
+    fn cut_short(&mut self, next: &Case) -> Output {
+        match (&next.role, self.scan.as_mut()) {
+            (Role::SizingRow(_), Some(scan)) if scan.system == next.system && !scan.partial => {
                 scan.partial = true;
-                Output::Sizing(scan)
+                Output::Sizing(scan.clone())
             }
             _ => Output::Nothing,
-        };
+        }
+    }
+
+    /// Every result, each run's repetitions combined, told to `system_done` if not
+    /// yet.
+    fn finish(mut self, opts: &mut RunOptions) -> RunOutput {
         let mut results = Vec::new();
         for (_, _, all) in self.runs {
             let Some(all) = all else { continue };
@@ -423,11 +427,10 @@ impl Done {
             results.push(all);
         }
         results.extend(self.fractions);
-        let out = RunOutput {
+        RunOutput {
             results,
             partial: self.partial,
-        };
-        (output, out)
+        }
     }
 }
 
