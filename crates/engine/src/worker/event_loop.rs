@@ -487,9 +487,17 @@ impl Worker {
         let mut intended = 0;
         t.steps_intended = vec![0; self.shared.step_bounds.len()];
         for (l, (opening, answering)) in self.lanes.iter().zip(busy) {
-            intended += l.due_between(self.measure_start, at);
+            // A request due within the send window is sent early; an interrupt can
+            // fall between its send and its due time. It was sent and is counted, so
+            // it is intended too: the lane's count runs to its last request taken.
+            let end = if l.next_index() > l.first_at_or_after(at) {
+                l.due_at(l.next_index() - 1) + 1
+            } else {
+                at
+            };
+            intended += l.due_between(self.measure_start, end);
             for (n, (a, b)) in t.steps_intended.iter_mut().zip(&self.shared.step_bounds) {
-                let (a, b) = (self.measure_start + a, (self.measure_start + b).min(at));
+                let (a, b) = (self.measure_start + a, (self.measure_start + b).min(end));
                 if a < b {
                     *n += l.due_between(a, b);
                 }
