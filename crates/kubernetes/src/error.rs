@@ -47,6 +47,10 @@ pub enum ClusterError {
         #[source]
         source: kube::Error,
     },
+    /// An object the run made (or names) that the implementation refused or never
+    /// made ready: which object, and the condition it reports.
+    #[error("kubernetes: {object}: {condition}")]
+    Condition { object: String, condition: String },
     /// The route change cannot be expressed by the controller.
     #[error(transparent)]
     Unsupported(#[from] crate::controllers::Unsupported),

@@ -19,6 +19,7 @@ pub mod driver;
 pub mod error;
 #[cfg(test)]
 mod fake;
+pub mod gateway;
 pub mod generators;
 pub mod installed;
 pub mod objects;
@@ -80,6 +81,9 @@ pub struct ClusterSpec {
     pub image: Option<String>,
     /// The Gateway HTTPRoutes attach to: (namespace, name).
     pub gateway: Option<(String, String)>,
+    /// A Gateway of the run's own, of this class, in its namespace
+    /// ([`gateway`]); then `gateway` is not used.
+    pub own_gateway: Option<gateway::OwnGateway>,
     /// The host routes match (`None`: every host).
     pub host: Option<String>,
     /// The CA (PEM) of the controllers' serving certificates, for `https://` URLs
@@ -110,7 +114,17 @@ pub struct Kubernetes {
     /// The key type of the run's certificates and how many were issued, when the
     /// run made the controller's certificate (its TLS Secret).
     tls: Option<(sut::KeyType, u32)>,
+    /// The namespace of the Gateway the run created, until it is deleted.
+    own_gateway_in: Option<String>,
 }
+
+/// What a run's own Gateway serves: the URL to load, the CA to trust, and the
+/// certificate and key files it terminates TLS with (for a TLS load).
+type OwnGatewayServes = (
+    String,
+    Option<std::path::PathBuf>,
+    Option<(std::path::PathBuf, std::path::PathBuf)>,
+);
 
 /// The runtime the platform's and the generator Job's clients run on: one worker
 /// thread, as the blocking callers wait on it anyway.
@@ -144,6 +158,7 @@ impl Kubernetes {
             grpc: false,
             cordoned: Vec::new(),
             tls: None,
+            own_gateway_in: None,
         })
     }
 
@@ -547,13 +562,35 @@ impl Platform for Kubernetes {
         self.follow(t, StopMode::Graceful, &mut |_| {}, &|b: &Book| {
             b.endpoints().len() >= want
         })?;
-        let url = self
+        let mut url = self
             .spec
             .urls
             .iter()
             .find(|(s, _)| *s == spec.system)
             .map(|(_, u)| u.clone())
             .unwrap_or_default();
+        if let Some(own) = self.spec.own_gateway.clone() {
+            let tls = spec.tls.enabled && self.spec.cacert.is_none();
+            let (gw_url, cacert, files) = self.own_gateway(&own, &ns, spec.tls.key, tls, &work)?;
+            if url.is_empty() {
+                url = gw_url;
+            }
+            self.target = Some(Target {
+                url,
+                cacert,
+                reachable: Vec::new(),
+                netns: None,
+            });
+            let ctx = DriverContext::with_s1_tuning(
+                work.path().to_path_buf(),
+                spec.out_dir.clone(),
+                files
+                    .unwrap_or_else(|| (work.path().join("cert.pem"), work.path().join("key.pem"))),
+                (0, 0),
+            );
+            self.work = Some(work);
+            return Ok(ctx);
+        }
         // TLS at the controller with the run's own certificate, as the studies had
         // it: for an https:// URL, unless the controller's own is given (cacert).
         // Ingress profiles only: an Ingress names its Secret; a Gateway's HTTPS
@@ -758,7 +795,10 @@ impl Platform for Kubernetes {
         let place = controllers::Place {
             run: self.spec.run.clone(),
             namespace: self.namespace_name(),
-            gateway: self.spec.gateway.clone(),
+            gateway: match &self.spec.own_gateway {
+                Some(_) => Some((self.namespace_name(), gateway::NAME.to_string())),
+                None => self.spec.gateway.clone(),
+            },
             host: self.spec.host.clone(),
             grpc: self.grpc,
             // Known once the platform is prepared: see the driver's `prepare`.
@@ -826,10 +866,15 @@ impl Platform for Kubernetes {
         }
         let uncordoned = self.uncordon();
         self.events = None;
-        let mut res = Ok(());
+        // The Gateway first, whatever happens to its namespace: its implementation
+        // then removes the data plane it made for it, in its own namespace.
+        let mut res = match self.own_gateway_in.take() {
+            Some(ns) if !self.spec.keep => self.delete_gateway(&ns),
+            _ => Ok(()),
+        };
         if let Some(ns) = self.namespace.take() {
             if !self.spec.keep {
-                res = self.delete(&ns);
+                res = res.and(self.delete(&ns));
             }
         }
         *self.book() = Book::default();
@@ -841,6 +886,62 @@ impl Platform for Kubernetes {
 }
 
 impl Kubernetes {
+    /// Creates the run's own Gateway and waits until it serves: first its HTTP
+    /// listener, whose address the implementation gives; then, for a TLS load, a
+    /// certificate from the run's CA naming that address (and `kubernetes.host`),
+    /// its Secret, and the HTTPS listener. Returns the URL to load and the CA to
+    /// trust.
+    fn own_gateway(
+        &mut self,
+        own: &gateway::OwnGateway,
+        ns: &str,
+        key: sut::KeyType,
+        tls: bool,
+        work: &tempfile::TempDir,
+    ) -> Result<OwnGatewayServes, SutError> {
+        let client = self.client()?;
+        let run = self.spec.run.clone();
+        self.rt
+            .block_on(gateway::check_class(&client, &own.class))?;
+        self.rt
+            .block_on(gateway::apply(&client, ns, &run, own, None))?;
+        self.own_gateway_in = Some(ns.to_string());
+        let addr = self.rt.block_on(gateway::wait_programmed(
+            &client,
+            ns,
+            &[gateway::HTTP_LISTENER],
+        ))?;
+        let host = if addr.contains(':') {
+            format!("[{addr}]")
+        } else {
+            addr.clone()
+        };
+        if !tls {
+            return Ok((
+                format!("http://{host}:{}/", own.http_port),
+                self.spec.cacert.clone(),
+                None,
+            ));
+        }
+        let mut names = vec![addr.clone()];
+        names.extend(self.spec.host.clone());
+        let (cert, pkey) = sut::certs::generate_for(work.path(), key, &names)?;
+        self.put_tls_secret(&cert, &pkey)?;
+        self.tls = Some((key, 1));
+        self.rt
+            .block_on(gateway::apply(&client, ns, &run, own, Some(TLS_SECRET)))?;
+        self.rt.block_on(gateway::wait_programmed(
+            &client,
+            ns,
+            &[gateway::HTTP_LISTENER, gateway::HTTPS_LISTENER],
+        ))?;
+        Ok((
+            format!("https://{host}:{}/", own.https_port),
+            Some(sut::certs::trust(work.path())),
+            Some((cert, pkey)),
+        ))
+    }
+
     /// Creates the run's TLS Secret from PEM files.
     fn put_tls_secret(
         &mut self,
@@ -860,6 +961,15 @@ impl Kubernetes {
                 "create Secret {TLS_SECRET} in namespace {ns}"
             )))?;
         Ok(())
+    }
+
+    /// Deletes the run's own Gateway.
+    fn delete_gateway(&mut self, ns: &str) -> Result<(), ClusterError> {
+        let client = self.client()?;
+        let (run, owned) = (self.spec.run.clone(), self.created_namespace);
+        self.rt.block_on(gateway::delete(&client, ns)).map_err(|e| {
+            ClusterError::left_in(format!("Gateway {}", gateway::NAME), ns, &run, owned, e)
+        })
     }
 
     /// Makes the nodes a drain cordoned schedulable again.
@@ -949,6 +1059,9 @@ async fn delete_run_objects(
         .delete_collection(&dp, &lp)
         .await
         .map_err(|e| ("the run's TLS Secret", e))?;
+    crate::gateway::delete_labelled(client, ns, &lp)
+        .await
+        .map_err(|e| ("the run's Gateway", e))?;
     // Services have no delete-collection verb: one by one.
     let svcs = Api::<Service>::namespaced(client.clone(), ns);
     let listed = svcs

@@ -771,6 +771,7 @@ impl Scenario {
                     "kubernetes.gateway: write it as namespace/name",
                 ));
             }
+            self.check_gateway_classes(k)?;
             for (name, gw) in &k.gateways {
                 if !self.systems.iter().any(|p| p.name() == name) {
                     return Err(Bad::new(
@@ -931,6 +932,61 @@ fn any_step(steps: &[Step], f: &dyn Fn(&Step) -> bool) -> bool {
 }
 
 impl Scenario {
+    /// `kubernetes.gateway_class(es)`: each for a system of a Gateway API profile,
+    /// never beside a Gateway named for the same system, ports apart.
+    fn check_gateway_classes(&self, k: &KubernetesSection) -> Result<(), Bad> {
+        if k.gateway_class.is_some() && k.gateway.is_some() {
+            return Err(Bad::new(
+                "kubernetes.gateway_class",
+                "kubernetes.gateway_class and kubernetes.gateway both say where the routes attach: \
+                 keep gateway_class for a Gateway of the run's own, or gateway for one installed beforehand",
+            ));
+        }
+        for (name, class) in &k.gateway_classes {
+            if !self.systems.iter().any(|p| p.name() == name) {
+                return Err(Bad::new(
+                    "kubernetes.gateway_classes",
+                    format!("kubernetes.gateway_classes: {name} is not among the systems"),
+                ));
+            }
+            if k.gateways.contains_key(name) || class.is_empty() {
+                return Err(Bad::new(
+                    "kubernetes.gateway_classes",
+                    format!("kubernetes.gateway_classes: {name} also has a Gateway in kubernetes.gateways (or an empty class): give it one of the two"),
+                ));
+            }
+        }
+        if k.gateway_class.as_deref() == Some("") {
+            return Err(Bad::new(
+                "kubernetes.gateway_class",
+                "kubernetes.gateway_class: name a GatewayClass (kubectl get gatewayclass)",
+            ));
+        }
+        let p = k.gateway_ports;
+        if p.http == 0 || p.https == 0 || p.http == p.https {
+            return Err(Bad::new(
+                "kubernetes.gateway_ports",
+                format!("kubernetes.gateway_ports: http {} and https {} must be two different ports above 0", p.http, p.https),
+            ));
+        }
+        for sys in &self.systems {
+            if k.gateway_class_for(sys.name()).is_none() {
+                continue;
+            }
+            let routing = kubernetes::controllers::controller(sys.name()).map(|c| c.routing);
+            if !matches!(routing, Some(kubernetes::controllers::Routing::HttpRoute)) {
+                return Err(Bad::new(
+                    "kubernetes.gateway_class",
+                    format!(
+                        "kubernetes.gateway_class: {} is not routed through Gateway API: a Gateway of the run's own is for Gateway API profiles (envoy-gateway, nginx-gateway-fabric, contour, gateway-api); name its GatewayClass in kubernetes.gateway_classes for those systems only",
+                        sys.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
     /// Whether a step rotates the certificate.
     pub fn changes_certificate(&self) -> bool {
         any_step(&self.changes, &|s| matches!(s, Step::Rotate(_)))

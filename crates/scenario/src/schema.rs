@@ -690,6 +690,19 @@ pub struct KubernetesSection {
     /// a system not named here uses `gateway`.
     #[serde(default)]
     pub gateways: BTreeMap<String, String>,
+    /// The run creates a Gateway of its own, of this GatewayClass, in its namespace
+    /// (an HTTP listener, and an HTTPS one with the run's certificate when the load
+    /// is TLS), attaches its routes to it, loads the address the implementation
+    /// gives it, and deletes it at the end: for Envoy Gateway, a data plane of the
+    /// run's own, as each of its users gets one per Gateway.
+    #[serde(default)]
+    pub gateway_class: Option<String>,
+    /// A GatewayClass per system (`gateway_class` for the others).
+    #[serde(default)]
+    pub gateway_classes: BTreeMap<String, String>,
+    /// The ports of the run's own Gateway's listeners.
+    #[serde(default)]
+    pub gateway_ports: GatewayPorts,
     /// The CA certificate (PEM) that signed the controllers' serving certificates,
     /// for an `https://` URL whose certificate no public CA signed (a lab cluster's).
     #[serde(default)]
@@ -714,6 +727,33 @@ pub struct KubernetesSection {
     /// needs none.
     #[serde(default)]
     pub workloads: BTreeMap<String, Workloads>,
+}
+
+/// `kubernetes.gateway_ports`: the listener ports of a Gateway the run owns.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct GatewayPorts {
+    #[serde(default = "http_port")]
+    pub http: u16,
+    #[serde(default = "https_port")]
+    pub https: u16,
+}
+
+fn http_port() -> u16 {
+    80
+}
+
+fn https_port() -> u16 {
+    443
+}
+
+impl Default for GatewayPorts {
+    fn default() -> Self {
+        GatewayPorts {
+            http: http_port(),
+            https: https_port(),
+        }
+    }
 }
 
 /// `kubernetes.workloads.<system>`: the controller's namespace, the labels of its
@@ -778,6 +818,20 @@ impl KubernetesSection {
             Some(g) => split_gateway(g),
             None => self.gateway(),
         }
+    }
+}
+
+impl KubernetesSection {
+    /// The GatewayClass of the Gateway `system`'s run creates: its own in
+    /// `gateway_classes`, else `gateway_class`; none when a Gateway is named for it.
+    pub fn gateway_class_for(&self, system: &str) -> Option<String> {
+        if self.gateways.contains_key(system) {
+            return None;
+        }
+        self.gateway_classes
+            .get(system)
+            .or(self.gateway_class.as_ref())
+            .cloned()
     }
 }
 

@@ -130,8 +130,16 @@ impl PlatformSpec {
             }
             PlatformKind::Kubernetes => {
                 let k = scn.kubernetes.clone().unwrap_or_default();
+                let own_gateway =
+                    k.gateway_class_for(system)
+                        .map(|class| kubernetes::gateway::OwnGateway {
+                            class,
+                            http_port: k.gateway_ports.http,
+                            https_port: k.gateway_ports.https,
+                        });
                 PlatformSpec::Kubernetes(Box::new(kubernetes::ClusterSpec {
                     gateway: k.gateway_for(system),
+                    own_gateway,
                     cacert: k.cacert.clone(),
                     kubeconfig: k.kubeconfig,
                     context: k.context,
