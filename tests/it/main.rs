@@ -17,6 +17,7 @@ mod generators;
 mod http2;
 mod k8s_all;
 mod k8s_contour;
+mod k8s_envoy_gateway;
 mod k8s_generators;
 mod k8s_platform;
 mod k8s_pods;

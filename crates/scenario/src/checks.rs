@@ -357,13 +357,12 @@ impl Scenario {
         }
         self.check_platform().map_err(|b| b.msg)?;
         for p in &self.systems {
-            if !self
-                .kubernetes
-                .as_ref()
-                .is_some_and(|k| k.urls.contains_key(p.name()))
-            {
+            // A Gateway of the run's own gives its address once it is Programmed.
+            if !self.kubernetes.as_ref().is_some_and(|k| {
+                k.urls.contains_key(p.name()) || k.gateway_class_for(p.name()).is_some()
+            }) {
                 return Err(format!(
-                    "{}: no URL: give its data plane's address with --system {}=https://... or kubernetes.urls",
+                    "{}: no URL: give its data plane's address with --system {}=https://... or kubernetes.urls, or let the run make a Gateway of its own (kubernetes.gateway_class)",
                     p.name(),
                     p.name()
                 ));

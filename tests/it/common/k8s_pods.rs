@@ -76,6 +76,9 @@ pub const HOST_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 /// The cluster namespace's own address (API server advertise address, node IP), which
 /// pods can reach through [`HOST_IP`].
 pub const API_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+/// The node's pod range (up.sh): a pod reaches the others through the cluster's
+/// namespace, which forwards between their veths, as a node's CNI bridge would.
+pub const POD_CIDR: &str = "198.18.64.0/18";
 /// Pod annotation: extra flags for the backend (split on whitespace), for tests.
 pub const TEST_ARGS_ANNOTATION: &str = "ingressbench.dev/test-backend-args";
 
@@ -135,6 +138,10 @@ struct Cfg {
     /// The cluster's STATE_DIR/pids and STATE_DIR/logs.
     pids: PathBuf,
     logs: PathBuf,
+    /// STATE_DIR/pods: each pod's volumes and root folder.
+    pod_dirs: PathBuf,
+    /// STATE_DIR/kubectl.
+    kubectl: PathBuf,
     gated: bool,
     t0: Instant,
 }
@@ -190,12 +197,31 @@ impl<'c> PodRunner<'c> {
     /// Starts watching the cluster's pods; returns once the pods that already exist
     /// are set up (their backends started, not necessarily answering yet).
     pub fn start(cluster: &'c TestCluster, bin: &str) -> PodRunner<'c> {
+        // Pod to pod through the cluster's namespace (routes to each pod, a
+        // blackhole for the rest of the range, no default route).
+        let fwd = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                cluster.netns(),
+                "sysctl",
+                "-qw",
+                "net.ipv4.ip_forward=1",
+            ])
+            .status();
+        assert!(
+            fwd.is_ok_and(|s| s.success()),
+            "enable forwarding in {}",
+            cluster.netns()
+        );
         let cfg = Cfg {
             bin: PathBuf::from(bin),
             cluster_ns: cluster.netns().to_string(),
             kubeconfig: cluster.kubeconfig(),
             pids: cluster.state_dir().join("pids"),
             logs: cluster.state_dir().join("logs"),
+            pod_dirs: cluster.state_dir().join("pods"),
+            kubectl: cluster.state_dir().join("kubectl"),
             gated: cluster.pod_readiness() == PodReadiness::Harness,
             t0: Instant::now(),
         };
@@ -468,7 +494,7 @@ impl Shared {
             return; // removed when the pod goes
         }
         st.records[rec].netns_ready = Some(running.elapsed());
-        let (port, path) = port_and_probe(&pod);
+        let (port, probe_port, path) = port_and_probe(&pod);
         let child = match self.spawn_backend(&pod, &netns, ip, port) {
             Ok(c) => c,
             Err(e) => {
@@ -492,7 +518,7 @@ impl Shared {
             (self.cfg.cluster_ns.clone(), host_if),
             (netns, "eth0".to_string()),
         ];
-        probes.start(uid, links, SocketAddr::from((ip, port)), path, pod);
+        probes.start(uid, links, SocketAddr::from((ip, probe_port)), path, pod);
     }
 
     fn new_record(
@@ -546,12 +572,26 @@ impl Shared {
             .map_err(|e| format!("create {}: {e}", log_path.display()))?;
         let log2 = log.try_clone().map_err(|e| e.to_string())?;
         let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", netns]).arg(&self.cfg.bin);
-        if is_ours(pod) {
+        cmd.args(["netns", "exec", netns]);
+        if is_envoy_gateway_proxy(pod) {
+            // Envoy Gateway's data plane: the real Envoy, with the pod's volumes at
+            // their paths and the cluster's DNS, as its container would have them.
             let (args, env) = kubelet_command(pod, ip);
-            cmd.args(args).env_clear().envs(env);
+            let root = super::k8s_pod_root::PodRoot::make(
+                &self.cfg.pod_dirs.join(netns),
+                pod,
+                &self.cfg.kubectl,
+            )?;
+            cmd.args(root.command(&super::k8s_envoy_gateway::envoy_bin()))
+                .args(args)
+                .env_clear()
+                .envs(env);
+        } else if is_ours(pod) {
+            let (args, env) = kubelet_command(pod, ip);
+            cmd.arg(&self.cfg.bin).args(args).env_clear().envs(env);
         } else {
-            cmd.args(["backend", "--listen", &format!("{ip}:{port}")])
+            cmd.arg(&self.cfg.bin)
+                .args(["backend", "--listen", &format!("{ip}:{port}")])
                 .args(["--id", name, "--workers", "1"])
                 .args(&extra);
         }
@@ -694,6 +734,8 @@ impl Shared {
         if let Err(e) = teardown_network(&self.cfg.cluster_ns, &l.netns, &l.host_if) {
             self.problem(st, format!("{who}: teardown: {e}"));
         }
+        // Its volumes and root folder, if it had them (its mounts went with it).
+        let _ = std::fs::remove_dir_all(self.cfg.pod_dirs.join(&l.netns));
         st.records[l.rec].torn_down = Some(Instant::now());
         if st.by_ip.get(&l.ip).is_some_and(|u| u == uid) {
             st.by_ip.remove(&l.ip);
@@ -1002,21 +1044,43 @@ fn container_statuses(pod: &Pod, mut edit: impl FnMut(&ContainerStatus, &mut Val
         .collect()
 }
 
-/// The first container's first port (8080 if none) and its readiness probe's HTTP path
-/// (`/healthz` if none).
-fn port_and_probe(pod: &Pod) -> (u16, String) {
+/// The first container's first port (8080 if none), its readiness probe's port (a
+/// number; else that first port) and HTTP path (`/healthz` if none).
+fn port_and_probe(pod: &Pod) -> (u16, u16, String) {
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
     let c = pod.spec.as_ref().and_then(|s| s.containers.first());
     let port = c
         .and_then(|c| c.ports.as_ref())
         .and_then(|p| p.first())
         .and_then(|p| u16::try_from(p.container_port).ok())
         .unwrap_or(8080);
-    let path = c
+    let get = c
         .and_then(|c| c.readiness_probe.as_ref())
-        .and_then(|p| p.http_get.as_ref())
+        .and_then(|p| p.http_get.as_ref());
+    let probe_port = match get.map(|h| &h.port) {
+        Some(IntOrString::Int(n)) => u16::try_from(*n).unwrap_or(port),
+        _ => port,
+    };
+    let path = get
         .and_then(|h| h.path.clone())
         .unwrap_or_else(|| "/healthz".into());
-    (port, path)
+    (port, probe_port, path)
+}
+
+/// Whether the pod is a data plane pod Envoy Gateway made (its container `envoy`).
+fn is_envoy_gateway_proxy(pod: &Pod) -> bool {
+    let managed = pod
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("app.kubernetes.io/managed-by"))
+        .is_some_and(|v| v == "envoy-gateway");
+    let envoy = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .is_some_and(|c| c.name == "envoy");
+    managed && envoy
 }
 
 /// Whether the pod runs our own program as its command (a generator Job's pod).
@@ -1069,7 +1133,12 @@ fn kubelet_command(pod: &Pod, ip: Ipv4Addr) -> (Vec<String>, Vec<(String, String
     for e in c.and_then(|c| c.env.as_ref()).into_iter().flatten() {
         let value = match (&e.value, &e.value_from) {
             (Some(v), _) => Some(expand(v, &env)),
-            (None, Some(from)) => from.field_ref.as_ref().and_then(|f| field(&f.field_path)),
+            // A label or annotation the pod lacks is an empty value, as a kubelet
+            // gives it.
+            (None, Some(from)) => from
+                .field_ref
+                .as_ref()
+                .map(|f| field(&f.field_path).unwrap_or_default()),
             (None, None) => Some(String::new()),
         };
         if let Some(v) = value {
@@ -1165,7 +1234,7 @@ async fn set_finished(
 }
 
 /// `ibpod-<8 hex digits>`, from the cluster's namespace and the pod's uid.
-fn netns_name(cluster_ns: &str, uid: &str) -> String {
+pub(crate) fn netns_name(cluster_ns: &str, uid: &str) -> String {
     let mut h = std::collections::hash_map::DefaultHasher::new();
     (cluster_ns, uid).hash(&mut h);
     format!("ibpod-{:08x}", h.finish() as u32)
@@ -1243,7 +1312,8 @@ fn setup_network(
                  addr add {pod_ip}/32 dev eth0\n\
                  link set eth0 up\n\
                  route add {HOST_IP}/32 dev eth0 scope link src {pod_ip}\n\
-                 route add {API_IP}/32 via {HOST_IP} dev eth0 src {pod_ip}\n"
+                 route add {API_IP}/32 via {HOST_IP} dev eth0 src {pod_ip}\n\
+                 route add {POD_CIDR} via {HOST_IP} dev eth0 src {pod_ip}\n"
             )),
         )?;
         ip(

@@ -85,11 +85,29 @@ impl ProcessPods {
         start: Start,
         ready: Ready,
     ) -> ProcessPods {
+        ProcessPods::deployment_labelled(cluster, ns, name, replicas, &[], start, ready)
+    }
+
+    /// [`ProcessPods::deployment`], its pods labelled `labels` too (as the
+    /// controller's own install labels them, which its profile selects by).
+    pub fn deployment_labelled(
+        cluster: &TestCluster,
+        ns: &str,
+        name: &str,
+        replicas: u32,
+        labels: &[(&str, &str)],
+        start: Start,
+        ready: Ready,
+    ) -> ProcessPods {
+        let extra: String = labels
+            .iter()
+            .map(|(k, v)| format!("        {k}: \"{v}\"\n"))
+            .collect();
         let manifest = format!(
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n---\n\
              apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\n\
              spec:\n  replicas: {replicas}\n  selector:\n    matchLabels:\n      app.kubernetes.io/name: {name}\n\
-             \x20 template:\n    metadata:\n      labels:\n        app.kubernetes.io/name: {name}\n        {PROCESS_LABEL}: \"true\"\n\
+             \x20 template:\n    metadata:\n      labels:\n        app.kubernetes.io/name: {name}\n        {PROCESS_LABEL}: \"true\"\n{extra}\
              \x20   spec:\n      hostNetwork: true\n      terminationGracePeriodSeconds: 5\n\
              \x20     containers:\n      - name: {name}\n        image: {name}:test\n"
         );
