@@ -63,7 +63,10 @@ pub struct Install<S> {
     pub namespace: S,
     /// A label selector, `key=value,...`.
     pub controller: S,
-    /// `deployment/NAME` or `daemonset/NAME`.
+    /// `deployment/NAME` or `daemonset/NAME`; or `deployment?SELECTOR`, the one
+    /// Deployment of the namespace with these labels, `{gateway_namespace}` and
+    /// `{gateway_name}` in it standing for the run's Gateway's (an implementation
+    /// that makes a data plane per Gateway).
     pub data_plane: Option<S>,
 }
 
@@ -88,6 +91,11 @@ impl Install<String> {
         let Some(w) = self.data_plane.as_deref() else {
             return Ok(None);
         };
+        if let Some(sel) = w.strip_prefix("deployment?") {
+            if !sel.is_empty() {
+                return Ok(Some(("deployment", w)));
+            }
+        }
         match w.split_once('/') {
             Some((kind @ ("deployment" | "daemonset"), name)) if !name.is_empty() => {
                 Ok(Some((kind, name)))
@@ -184,7 +192,14 @@ pub const CONTROLLERS: &[Controller] = &[
         name: "envoy-gateway",
         stands_for: "Envoy Gateway through Gateway API",
         routing: Routing::HttpRoute,
-        install: install("envoy-gateway-system", "control-plane=envoy-gateway", None),
+        install: install(
+            "envoy-gateway-system",
+            "control-plane=envoy-gateway",
+            Some(
+                "deployment?gateway.envoyproxy.io/owning-gateway-namespace={gateway_namespace},\
+                 gateway.envoyproxy.io/owning-gateway-name={gateway_name}",
+            ),
+        ),
     },
     Controller {
         name: "nginx-gateway-fabric",

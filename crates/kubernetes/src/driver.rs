@@ -115,6 +115,7 @@ impl ControllerDriver {
             client: self.client.clone(),
             install,
             system: self.controller.name,
+            gateway: self.place.gateway.clone(),
         })
     }
 

@@ -35,6 +35,8 @@ pub(crate) struct Restarter<'a> {
     pub install: &'a Install<String>,
     /// The system's name, for messages that say which key to set.
     pub system: &'a str,
+    /// The Gateway the run's routes attach to, (namespace, name).
+    pub gateway: Option<(String, String)>,
 }
 
 impl Restarter<'_> {
@@ -105,7 +107,18 @@ impl Restarter<'_> {
     /// Rolls the data plane's workload as `kubectl rollout restart` does; returns
     /// once it has as many new pods ready as it wants and no old one running.
     pub fn restart_data_plane(&self, replaced: &mut dyn FnMut(String)) -> Result<(), SutError> {
-        let workload = self.install.workload().map_err(|why| SutError::Setting {
+        let found;
+        let install = match self.data_plane_of_gateway()? {
+            Some(name) => {
+                found = Install {
+                    data_plane: Some(format!("deployment/{name}")),
+                    ..self.install.clone()
+                };
+                &found
+            }
+            None => self.install,
+        };
+        let workload = install.workload().map_err(|why| SutError::Setting {
             what: format!("kubernetes.workloads.{}", self.system),
             why,
         })?;
@@ -172,6 +185,47 @@ impl Restarter<'_> {
         };
         asked.map_err(ClusterError::api(format!("restart {what}")))?;
         self.wait_replaced(&selector, &old, want, &what, replaced)
+    }
+
+    /// For a `deployment?SELECTOR` data plane: the name of the one Deployment the
+    /// selector finds, the run's Gateway put in it.
+    fn data_plane_of_gateway(&self) -> Result<Option<String>, SutError> {
+        let Some(sel) = self
+            .install
+            .data_plane
+            .as_deref()
+            .and_then(|w| w.strip_prefix("deployment?"))
+        else {
+            return Ok(None);
+        };
+        let (gw_ns, gw) = self.gateway.clone().unwrap_or_default();
+        let sel = sel
+            .replace("{gateway_namespace}", &gw_ns)
+            .replace("{gateway_name}", &gw);
+        let ns = &self.install.namespace;
+        let api: Api<Deployment> = Api::namespaced(self.client.clone(), ns);
+        let list = self
+            .rt
+            .block_on(api.list(&ListParams::default().labels(&sel)))
+            .map_err(ClusterError::api(format!(
+                "list deployments {sel} in namespace {ns}"
+            )))?;
+        let names: Vec<String> = list
+            .items
+            .into_iter()
+            .filter_map(|d| d.metadata.name)
+            .collect();
+        match names.as_slice() {
+            [one] => Ok(Some(one.clone())),
+            _ => Err(SutError::Setting {
+                what: format!("kubernetes.workloads.{}.data_plane", self.system),
+                why: format!(
+                    "{} Deployments labelled {sel} in namespace {ns} ({}): the data plane of Gateway {gw_ns}/{gw} is one",
+                    names.len(),
+                    names.join(", ")
+                ),
+            }),
+        }
     }
 
     /// Waits until `want` pods of `selector` that are not in `old` are ready and no

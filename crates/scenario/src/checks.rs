@@ -620,15 +620,22 @@ impl Scenario {
                 ));
             }
             if has(&|s| matches!(s, Step::Rotate(_))) {
+                // A Gateway of the run's own names the run's Secret in its listener.
+                let own_gateway = |name: &str| {
+                    self.kubernetes
+                        .as_ref()
+                        .is_some_and(|k| k.gateway_class_for(name).is_some())
+                };
                 if let Some(p) = self.systems.iter().find(|p| {
                     kubernetes::controllers::controller(p.name()).is_some_and(|c| {
                         !matches!(c.routing, kubernetes::controllers::Routing::Ingress { .. })
+                            && !own_gateway(p.name())
                     })
                 }) {
                     return Err(Bad::new(
                         "changes",
                         format!(
-                            "changes: rotate: certificate on a cluster rotates the TLS Secret of the run's Ingress, and {} is not routed by an Ingress (its Gateway's listener holds its certificate): remove the step or the system",
+                            "changes: rotate: certificate on a cluster rotates the TLS Secret of the run's Ingress, and {} is not routed by an Ingress and its Gateway is not the run's (that Gateway's listener holds its certificate): let the run make its own Gateway (kubernetes.gateway_class), or remove the step or the system",
                             p.name()
                         ),
                     ));

@@ -167,11 +167,15 @@ impl Route {
     /// a CORS header, the custom header, and the rewritten path in the backend's
     /// `uri:` line (both backends, the built-in one and the cluster's nginx, echo
     /// the path they received there). Bit `i` of [`Route::shows`] is marker `i`.
+    /// The rewrite's marker is the prefix without its slash: implementations read
+    /// "replace the prefix `/` with `/rewritten/`" differently (Envoy Gateway 1.9
+    /// sends `/rewrittenprobe` for `/probe`, Gateway API says `/rewritten/probe`),
+    /// and either way the rewrite is in force.
     pub fn markers() -> Vec<http1::Marker> {
         vec![
             http1::Marker::Header("access-control-allow-origin".into()),
             http1::Marker::Header("x-custom".into()),
-            http1::Marker::Body(b"uri: /rewritten/".to_vec()),
+            http1::Marker::Body(b"uri: /rewritten".to_vec()),
         ]
     }
 

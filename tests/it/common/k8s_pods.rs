@@ -183,6 +183,10 @@ struct Ended {
     pod: Pod,
     job: bool,
     status: ExitStatus,
+    /// It ended after SIGTERM: a kubelet then deletes the pod object at once,
+    /// done only for Envoy Gateway's pods (whose grace period is 360 s); the
+    /// backends' pods go when kwok's stage says (their grace period).
+    deleted: bool,
 }
 
 /// A probe's end, sent back to the watch loop.
@@ -660,11 +664,12 @@ impl Shared {
                     l.child = None;
                     remove_pid_file(&self.cfg.pids, &l.netns);
                     seen.push((l.rec, who, Seen::Exited(status, l.term_sent || l.job)));
-                    if !l.term_sent {
+                    if !l.term_sent || is_envoy_gateway_proxy(&l.pod) {
                         died.push(Ended {
                             pod: l.pod.clone(),
                             job: l.job,
                             status,
+                            deleted: l.term_sent,
                         });
                     }
                 }
@@ -886,7 +891,14 @@ async fn watch_loop(
                     shared.tick(&mut st)
                 };
                 for e in died {
-                    if e.job {
+                    if e.deleted {
+                        let api: Api<Pod> = Api::namespaced(
+                            client.clone(),
+                            e.pod.metadata.namespace.as_deref().unwrap_or_default(),
+                        );
+                        let dp = kube::api::DeleteParams { grace_period_seconds: Some(0), ..Default::default() };
+                        let _ = api.delete(e.pod.metadata.name.as_deref().unwrap_or_default(), &dp).await;
+                    } else if e.job {
                         let res = set_finished(&client, &e.pod, e.status).await;
                         let mut st = shared.lock();
                         let who = format!(
