@@ -204,3 +204,36 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
     drop(eg);
     drop(pods);
 }
+
+/// Issue 28's route set (200 HTTPRoutes over 10 hosts, one added, removed and
+/// changed under load, status writes counted) and issue 29's gRPC through a
+/// GRPCRoute, each at a Gateway of the run's own; the controller's and Envoy's
+/// memory and CPU read from their processes.
+#[test]
+fn a_route_set_of_200_and_grpc_at_a_gateway_the_run_owns() {
+    let _turn = shared();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    let eg = EnvoyGateway::start(&cluster);
+    // Both the controller and Envoy run from build-gateways.sh's folder.
+    let processes = format!(
+        "{{envoy-gateway: \"{}\"}}",
+        crate::common::k8s_envoy_gateway::eg_dir().join("bin").display()
+    );
+    let results = crate::common::k8s::run_route_set(
+        &cluster,
+        &["envoy-gateway"],
+        "{}",
+        &format!("class:{CLASS}"),
+        &processes,
+        crate::common::k8s::ROUTES,
+    );
+    let rs = &results[0]["lab"]["route_set"];
+    eprintln!("envoy-gateway: route set: {rs}");
+    let r = crate::common::k8s::run_grpc(&cluster, "envoy-gateway", "", &format!("class:{CLASS}"), true);
+    assert!(r.is_some(), "envoy-gateway: {}", eg.logs());
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    nothing_left_of_the_runs_gateway(&cluster);
+    drop(eg);
+    drop(pods);
+}

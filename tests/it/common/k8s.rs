@@ -241,6 +241,18 @@ impl Drop for TestCluster {
     }
 }
 
+/// Where the routes attach, as `kubernetes:` lines: `class:NAME` for a Gateway of
+/// the run's own of that GatewayClass (its listeners on 8080 and 8443), else the
+/// `namespace/name` of an installed Gateway.
+fn attach_to(gateway: &str) -> String {
+    match gateway.strip_prefix("class:") {
+        Some(class) => {
+            format!("gateway_class: {class}\n  gateway_ports: {{http: 8080, https: 8443}}")
+        }
+        None => format!("gateway: {gateway}"),
+    }
+}
+
 /// Issue 28 on a cluster: `systems` (each at its URL in `urls`, HTTPRoutes attached
 /// to `gateway`) given a route set of `routes` routes over 10 hosts before the
 /// load, a mix over every route, then one route added, removed, and one changed in
@@ -266,7 +278,7 @@ pub fn run_route_set(
         &scn,
         format!(
             "name: k8s-routes\nplatform: kubernetes\nsystems: [{}]\n\
-             kubernetes:\n  kubeconfig: {}\n  gateway: {gateway}\n  urls: {urls}\n  processes: {processes}\n\
+             kubernetes:\n  kubeconfig: {}\n  {}\n  urls: {urls}\n  processes: {processes}\n\
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
              tls:\n  enabled: false\n\
              routes:\n  count: {routes}\n  hosts: 10\n  bound: 90s\n\
@@ -276,6 +288,7 @@ pub fn run_route_set(
              \x20 - wait: 1s\n  - route_set: change\n",
             systems.join(", "),
             cluster.kubeconfig().display(),
+            attach_to(gateway),
         ),
     )
     .unwrap();
@@ -371,16 +384,23 @@ pub fn run_grpc(
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let scn = dir.path().join("grpc.yaml");
+    // A run's own Gateway gives the URL.
+    let urls = if url.is_empty() {
+        "{}".to_string()
+    } else {
+        format!("{{{system}: \"{url}\"}}")
+    };
     std::fs::write(
         &scn,
         format!(
             "name: k8s-grpc\nplatform: kubernetes\nsystems: [{system}]\nprotocol: grpc\n\
-             kubernetes:\n  kubeconfig: {}\n  gateway: {gateway}\n  urls: {{{system}: \"{url}\"}}\n  image: \"ingressbench:test\"\n\
+             kubernetes:\n  kubeconfig: {}\n  {}\n  urls: {urls}\n  image: \"ingressbench:test\"\n\
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
              tls:\n  enabled: false\n\
              load:\n  rate: 100\n  connections: 4\n  streams: 5\n  duration: 7s\n  warmup: 1s\n\
              changes:\n  - wait: 1s\n  - scale: 3\n  - wait: 3s\n  - route: header\n",
             cluster.kubeconfig().display(),
+            attach_to(gateway),
         ),
     )
     .unwrap();
