@@ -22,6 +22,7 @@ fn head(cluster: &TestCluster, name: &str, tls: bool) -> String {
 }
 
 fn run(cluster: &TestCluster, dir: &Path, scn: &str) -> (Output, PathBuf) {
+    std::fs::create_dir_all(dir).unwrap();
     let file = dir.join("s.yaml");
     std::fs::write(&file, scn).unwrap();
     let out = dir.join("out");
@@ -218,7 +219,9 @@ fn a_route_set_of_200_and_grpc_at_a_gateway_the_run_owns() {
     // Both the controller and Envoy run from build-gateways.sh's folder.
     let processes = format!(
         "{{envoy-gateway: \"{}\"}}",
-        crate::common::k8s_envoy_gateway::eg_dir().join("bin").display()
+        crate::common::k8s_envoy_gateway::eg_dir()
+            .join("bin")
+            .display()
     );
     let results = crate::common::k8s::run_route_set(
         &cluster,
@@ -230,9 +233,153 @@ fn a_route_set_of_200_and_grpc_at_a_gateway_the_run_owns() {
     );
     let rs = &results[0]["lab"]["route_set"];
     eprintln!("envoy-gateway: route set: {rs}");
-    let r = crate::common::k8s::run_grpc(&cluster, "envoy-gateway", "", &format!("class:{CLASS}"), true);
+    let r = crate::common::k8s::run_grpc(
+        &cluster,
+        "envoy-gateway",
+        "",
+        &format!("class:{CLASS}"),
+        true,
+    );
     assert!(r.is_some(), "envoy-gateway: {}", eg.logs());
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    nothing_left_of_the_runs_gateway(&cluster);
+    drop(eg);
+    drop(pods);
+}
+
+/// What goes wrong, said in one line naming the object and its condition: a
+/// GatewayClass that does not exist, a Gateway no controller programs, a
+/// controller that crashes mid-run. Each run's result is written (partial where it
+/// was cut), and nothing of it stays in the cluster.
+#[test]
+fn a_missing_class_an_unprogrammed_gateway_and_a_crashed_controller_are_said_in_one_line() {
+    let _turn = shared();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    let mut eg = EnvoyGateway::start(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let short = "load:\n  rate: 50\n  connections: 2\n  duration: 2s\n  warmup: 0s\n";
+
+    // No such GatewayClass.
+    let scn = head(&cluster, "k8s-eg-noclass", false)
+        .replace(&format!("gateway_class: {CLASS}"), "gateway_class: nope");
+    let (done, _) = run(&cluster, &dir.path().join("a"), &format!("{scn}{short}"));
+    assert!(!done.success());
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("GatewayClass nope"))
+        .unwrap_or_else(|| panic!("{}", done.stderr));
+    assert!(
+        line.contains("does not exist") && line.contains("kubernetes.gateway_class"),
+        "{line}"
+    );
+
+    // A GatewayClass whose controller does not run: its Gateway is never Programmed.
+    let class = dir.path().join("class.yaml");
+    std::fs::write(
+        &class,
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata:\n  name: orphan\n\
+         spec:\n  controllerName: example.invalid/nobody\n",
+    )
+    .unwrap();
+    let (ok, o) = cluster.kubectl(&["apply", "-f", class.to_str().unwrap()]);
+    assert!(ok, "{o}");
+    let scn = head(&cluster, "k8s-eg-orphan", false).replace(
+        &format!("gateway_class: {CLASS}"),
+        "gateway_class: orphan\n  gateway_timeout: 3s",
+    );
+    let (done, _) = run(&cluster, &dir.path().join("b"), &format!("{scn}{short}"));
+    assert!(!done.success());
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("Gateway ") && l.contains("/ib-gateway"))
+        .unwrap_or_else(|| panic!("{}", done.stderr));
+    assert!(
+        line.contains("not Programmed after 3s") && line.contains("Waiting for controller"),
+        "{line}"
+    );
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    let (_, gws) = cluster.kubectl(&["get", "gateways", "-A", "-o", "name"]);
+    assert!(gws.trim().is_empty(), "{gws}");
+
+    // The controller crashes a second into the run and stays down: Envoy serves on
+    // its last configuration, the route change asked for meanwhile is reported not
+    // accepted (naming the HTTPRoute), the result is written.
+    let scn = format!(
+        "{}backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+         load:\n  rate: 50\n  connections: 2\n  duration: 16s\n  warmup: 1s\n\
+         changes:\n  - wait: 3s\n  - route: header\n",
+        head(&cluster, "k8s-eg-crash", false)
+    );
+    let sub = dir.path().join("c");
+    std::fs::create_dir_all(&sub).unwrap();
+    let file = sub.join("s.yaml");
+    std::fs::write(&file, &scn).unwrap();
+    let out = sub.join("out");
+    let mut cmd = cluster.ingressbench();
+    cmd.arg("run").arg(&file).arg("--out").arg(&out);
+    let proc = Proc::spawn_group("run", &mut cmd, &sub);
+    // Killed once the load runs (the run says so when its Gateway served).
+    let t = Instant::now();
+    while !proc.stderr_so_far().contains("load running") {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "{}",
+            proc.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    eg.kill_controller();
+    let done = proc.finish(Duration::from_secs(120));
+    eprintln!("{}\n{}", done.stdout, done.stderr);
+    let r = read_json(&out.join("envoy-gateway/result.json"));
+    let events = r["lab"]["events"].as_array().unwrap();
+    let failed = events
+        .iter()
+        .find(|e| e["kind"] == "change_failed")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    let detail = failed["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("header: ") && detail.contains("HTTPRoute"),
+        "{detail}"
+    );
+    assert!(!detail.contains('\n'), "{detail}");
+    let q = &r["requests"];
+    assert!(
+        n(&q["completed"]) * 10 >= n(&q["intended"]) * 9,
+        "Envoy kept serving: {q}"
+    );
+    // The run waited for Envoy Gateway to remove the data plane it made for the
+    // run's Gateway, and says what stays and how to remove it.
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("has not removed it"))
+        .unwrap_or_else(|| panic!("{}", done.stderr));
+    assert!(
+        line.contains("Deployment envoy-ingressbench-") && line.contains("kubectl delete"),
+        "{line}"
+    );
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    eg.revive_controller();
+    // Envoy Gateway 1.9.1, back, does not remove the data plane of a Gateway
+    // deleted while it was down (measured: still there 10 s after it served
+    // again); the run's line says how, and that removes it.
+    let t = Instant::now();
+    while !eg.controller_log().iter().any(|l| l.ends_with(": ready")) {
+        assert!(t.elapsed() < Duration::from_secs(60), "{}", eg.logs());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(10));
+    let (_, left) = cluster.kubectl(&["get", "deployments", "-n", EG_NS, "-o", "name"]);
+    eprintln!("envoy-gateway: 10 s after it served again: {left}");
+    let remedy = line.split("remove it with kubectl ").nth(1).unwrap();
+    let args: Vec<&str> = remedy.split_whitespace().collect();
+    let (ok, o) = cluster.kubectl(&args);
+    assert!(ok, "{o}");
     nothing_left_of_the_runs_gateway(&cluster);
     drop(eg);
     drop(pods);

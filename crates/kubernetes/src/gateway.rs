@@ -20,7 +20,8 @@ pub const NAME: &str = "ib-gateway";
 pub const HTTP_LISTENER: &str = "http";
 pub const HTTPS_LISTENER: &str = "https";
 
-/// How long the Gateway (and then its HTTPS listener) may take to be Programmed.
+/// How long the Gateway (and then its HTTPS listener) may take to be Programmed,
+/// unless `kubernetes.gateway_timeout` says.
 pub const PROGRAMMED_WAIT: Duration = Duration::from_secs(90);
 
 /// `kubernetes.gateway_class` and `gateway_ports`, resolved for one system.
@@ -29,6 +30,8 @@ pub struct OwnGateway {
     pub class: String,
     pub http_port: u16,
     pub https_port: u16,
+    /// How long it may take to be Programmed.
+    pub timeout: Duration,
 }
 
 fn api(client: &kube::Client, kind: &str, ns: Option<&str>) -> Api<DynamicObject> {
@@ -124,14 +127,19 @@ pub async fn check_class(client: &kube::Client, class: &str) -> Result<(), Clust
         r => r.map_err(ClusterError::api(format!("get {object}")))?,
     };
     let gc = serde_json::to_value(gc).unwrap_or_default();
+    // Refused by its controller; `Unknown` (the API server's "Waiting for
+    // controller") is left to the Gateway's wait, which says more.
+    let refused = gc["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Accepted" && c["status"] == "False");
     match condition(&gc["status"]["conditions"], "Accepted") {
-        Some((true, _)) => Ok(()),
-        Some((false, text)) => Err(ClusterError::Condition {
+        Some((false, text)) if refused => Err(ClusterError::Condition {
             object,
             condition: format!("not accepted by its controller: {text}"),
         }),
-        // Not looked at by any controller yet: the Gateway's wait says more.
-        None => Ok(()),
+        _ => Ok(()),
     }
 }
 
@@ -180,6 +188,7 @@ pub async fn wait_programmed(
     client: &kube::Client,
     ns: &str,
     listeners: &[&str],
+    limit: Duration,
 ) -> Result<String, ClusterError> {
     let object = format!("Gateway {ns}/{NAME}");
     let gws = api(client, "Gateway", Some(ns));
@@ -225,12 +234,12 @@ pub async fn wait_programmed(
                 last = "Programmed=True but no address in its status yet".into();
             }
         }
-        if t.elapsed() > PROGRAMMED_WAIT {
+        if t.elapsed() > limit {
             return Err(ClusterError::Condition {
                 object,
                 condition: format!(
-                    "not Programmed after {} s: {last}",
-                    PROGRAMMED_WAIT.as_secs()
+                    "not Programmed after {:.0?}: {last} (kubernetes.gateway_timeout waits longer)",
+                    limit
                 ),
             });
         }
@@ -280,6 +289,7 @@ mod tests {
             class: "eg".into(),
             http_port: 8080,
             https_port: 8443,
+            timeout: PROGRAMMED_WAIT,
         }
     }
 

@@ -55,6 +55,10 @@ pub const CORDONED_BY: &str = "ingressbench.io/cordoned-by";
 /// The TLS Secret a run makes for the controller to terminate its TLS with.
 pub const TLS_SECRET: &str = "ib-tls";
 
+/// How long a run waits, at its end, for an implementation to remove the data
+/// plane it made for the run's own Gateway.
+const DATA_PLANE_GONE_WAIT: Duration = Duration::from_secs(30);
+
 /// How long a scale step waits for the cluster to report every change.
 const SCALE_WAIT: Duration = Duration::from_secs(120);
 
@@ -114,8 +118,9 @@ pub struct Kubernetes {
     /// The key type of the run's certificates and how many were issued, when the
     /// run made the controller's certificate (its TLS Secret).
     tls: Option<(sut::KeyType, u32)>,
-    /// The namespace of the Gateway the run created, until it is deleted.
-    own_gateway_in: Option<String>,
+    /// The namespace of the Gateway the run created, until it is deleted, and the
+    /// system it is for.
+    own_gateway_in: Option<(String, String)>,
 }
 
 /// What a run's own Gateway serves: the URL to load, the CA to trust, and the
@@ -571,7 +576,8 @@ impl Platform for Kubernetes {
             .unwrap_or_default();
         if let Some(own) = self.spec.own_gateway.clone() {
             let tls = spec.tls.enabled && self.spec.cacert.is_none();
-            let (gw_url, cacert, files) = self.own_gateway(&own, &ns, spec.tls.key, tls, &work)?;
+            let (gw_url, cacert, files) =
+                self.own_gateway(&spec.system, &own, &ns, spec.tls.key, tls, &work)?;
             if url.is_empty() {
                 url = gw_url;
             }
@@ -869,7 +875,9 @@ impl Platform for Kubernetes {
         // The Gateway first, whatever happens to its namespace: its implementation
         // then removes the data plane it made for it, in its own namespace.
         let mut res = match self.own_gateway_in.take() {
-            Some(ns) if !self.spec.keep => self.delete_gateway(&ns),
+            Some((ns, system)) if !self.spec.keep => self
+                .delete_gateway(&ns)
+                .and_then(|()| self.wait_data_plane_gone(&ns, &system)),
             _ => Ok(()),
         };
         if let Some(ns) = self.namespace.take() {
@@ -893,6 +901,7 @@ impl Kubernetes {
     /// trust.
     fn own_gateway(
         &mut self,
+        system: &str,
         own: &gateway::OwnGateway,
         ns: &str,
         key: sut::KeyType,
@@ -905,11 +914,12 @@ impl Kubernetes {
             .block_on(gateway::check_class(&client, &own.class))?;
         self.rt
             .block_on(gateway::apply(&client, ns, &run, own, None))?;
-        self.own_gateway_in = Some(ns.to_string());
+        self.own_gateway_in = Some((ns.to_string(), system.to_string()));
         let addr = self.rt.block_on(gateway::wait_programmed(
             &client,
             ns,
             &[gateway::HTTP_LISTENER],
+            own.timeout,
         ))?;
         let host = if addr.contains(':') {
             format!("[{addr}]")
@@ -934,6 +944,7 @@ impl Kubernetes {
             &client,
             ns,
             &[gateway::HTTP_LISTENER, gateway::HTTPS_LISTENER],
+            own.timeout,
         ))?;
         Ok((
             format!("https://{host}:{}/", own.https_port),
@@ -970,6 +981,70 @@ impl Kubernetes {
         self.rt.block_on(gateway::delete(&client, ns)).map_err(|e| {
             ClusterError::left_in(format!("Gateway {}", gateway::NAME), ns, &run, owned, e)
         })
+    }
+
+    /// For an implementation that makes a data plane per Gateway (its profile's
+    /// `deployment?SELECTOR`): waits until it has removed the one it made for the
+    /// run's Gateway in `ns`, which a run leaves behind otherwise.
+    ///
+    /// # Errors
+    /// [`ClusterError::Condition`] naming what stays and how to remove it.
+    fn wait_data_plane_gone(&mut self, ns: &str, system: &str) -> Result<(), ClusterError> {
+        let install = self
+            .spec
+            .installs
+            .iter()
+            .find(|(s, _)| s == system)
+            .map(|(_, i)| i.clone())
+            .or_else(|| {
+                controllers::controller(system)
+                    .and_then(|c| c.install.as_ref())
+                    .map(controllers::Install::owned)
+            });
+        let Some(install) = install else {
+            return Ok(());
+        };
+        let Some(sel) = install
+            .data_plane
+            .as_deref()
+            .and_then(|w| w.strip_prefix("deployment?"))
+        else {
+            return Ok(());
+        };
+        let sel = sel
+            .replace("{gateway_namespace}", ns)
+            .replace("{gateway_name}", gateway::NAME);
+        let client = self.client()?;
+        let api: Api<Deployment> = Api::namespaced(client, &install.namespace);
+        let lp = ListParams::default().labels(&sel);
+        let t = Instant::now();
+        loop {
+            let left: Vec<String> = self
+                .rt
+                .block_on(api.list(&lp))
+                .map_err(ClusterError::api(format!(
+                    "list deployments {sel} in namespace {}",
+                    install.namespace
+                )))?
+                .items
+                .into_iter()
+                .filter_map(|d| d.metadata.name)
+                .collect();
+            if left.is_empty() {
+                return Ok(());
+            }
+            if t.elapsed() > DATA_PLANE_GONE_WAIT {
+                return Err(ClusterError::Condition {
+                    object: format!("Deployment {} in namespace {}", left.join(", "), install.namespace),
+                    condition: format!(
+                        "{system}'s controller made it for the run's Gateway and has not removed it {} s after the Gateway was deleted (is the controller running?); remove it with kubectl delete deployments,services,configmaps,serviceaccounts -n {} -l {sel}",
+                        DATA_PLANE_GONE_WAIT.as_secs(),
+                        install.namespace
+                    ),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
     }
 
     /// Makes the nodes a drain cordoned schedulable again.

@@ -703,6 +703,10 @@ pub struct KubernetesSection {
     /// The ports of the run's own Gateway's listeners.
     #[serde(default)]
     pub gateway_ports: GatewayPorts,
+    /// How long the run's own Gateway may take to be Programmed with an address
+    /// (default 90 s; a cloud load balancer can take minutes).
+    #[serde(default)]
+    pub gateway_timeout: Option<Dur>,
     /// The CA certificate (PEM) that signed the controllers' serving certificates,
     /// for an `https://` URL whose certificate no public CA signed (a lab cluster's).
     #[serde(default)]

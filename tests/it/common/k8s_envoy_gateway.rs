@@ -156,39 +156,7 @@ impl<'c> EnvoyGateway<'c> {
             BTreeMap::from([(XDS_NAME.to_string(), Ipv4Addr::new(198, 18, 0, 1))]),
         );
 
-        let (netns, kubeconfig, logs) = (
-            cluster.netns().to_string(),
-            cluster.kubeconfig(),
-            dir.path().to_path_buf(),
-        );
-        let start = Box::new(move |pod: &str| {
-            // A root of the pod's own, so that a replacement never shares /certs.
-            let root = logs.join(format!("root-{pod}"));
-            let _ = std::fs::create_dir(&root);
-            let mut cmd = Command::new("ip");
-            cmd.args(["netns", "exec", &netns])
-                .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/pod-root.sh"))
-                .arg(&root)
-                .arg("--bind")
-                .arg(format!("{}:/certs", logs.join("certs").display()))
-                .arg("--")
-                .arg(eg.join("bin/envoy-gateway"))
-                .arg("server")
-                .arg(format!("--config-path={}", config.display()))
-                .env("KUBECONFIG", &kubeconfig)
-                .env("ENVOY_GATEWAY_NAMESPACE", EG_NS);
-            Proc::spawn_group(&format!("envoy-gateway-{pod}"), &mut cmd, &logs)
-        });
-        let ready = Box::new(|pid| super::k8s_process_pods::listens(pid, XDS_PORT));
-        let pods = ProcessPods::deployment_labelled(
-            cluster,
-            EG_NS,
-            "envoy-gateway",
-            1,
-            &[("control-plane", "envoy-gateway")],
-            start,
-            ready,
-        );
+        let pods = controller_pods(cluster, dir.path());
         let class = dir.path().join("class.yaml");
         std::fs::write(
             &class,
@@ -250,6 +218,23 @@ impl<'c> EnvoyGateway<'c> {
         out
     }
 
+    /// Kills the controller's process and stops running its pod (which stays
+    /// Running in the API, as on a node that lost its kubelet): a crash it does
+    /// not come back from until [`EnvoyGateway::revive_controller`].
+    pub fn kill_controller(&mut self) {
+        self.pods = None;
+    }
+
+    /// What happened to the controller's pods (`NAME: start`, `NAME: ready`, ...).
+    pub fn controller_log(&self) -> Vec<String> {
+        self.pods.as_ref().map(ProcessPods::log).unwrap_or_default()
+    }
+
+    /// Runs the controller's pod again.
+    pub fn revive_controller(&mut self) {
+        self.pods = Some(controller_pods(self.cluster, self.dir.path()));
+    }
+
     /// The load balancer's notes (addresses given, routes moved), in order.
     pub fn lb_log(&self) -> Vec<String> {
         self.lb.log()
@@ -263,6 +248,46 @@ impl Drop for EnvoyGateway<'_> {
             .cluster
             .kubectl(&["delete", "--ignore-not-found", "gatewayclass", CLASS]);
     }
+}
+
+/// The controller's Deployment, its pod run as a process on the cluster's network
+/// with `/certs` from `dir/certs` in a root of its own, ready once it serves xDS.
+fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
+    let eg = eg_dir();
+    let config = dir.join("envoy-gateway.yaml");
+    let (netns, kubeconfig, logs) = (
+        cluster.netns().to_string(),
+        cluster.kubeconfig(),
+        dir.to_path_buf(),
+    );
+    let start = Box::new(move |pod: &str| {
+        // A root of the pod's own, so that a replacement never shares /certs.
+        let root = logs.join(format!("root-{pod}"));
+        let _ = std::fs::create_dir(&root);
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &netns])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/pod-root.sh"))
+            .arg(&root)
+            .arg("--bind")
+            .arg(format!("{}:/certs", logs.join("certs").display()))
+            .arg("--")
+            .arg(eg.join("bin/envoy-gateway"))
+            .arg("server")
+            .arg(format!("--config-path={}", config.display()))
+            .env("KUBECONFIG", &kubeconfig)
+            .env("ENVOY_GATEWAY_NAMESPACE", EG_NS);
+        Proc::spawn_group(&format!("envoy-gateway-{pod}"), &mut cmd, &logs)
+    });
+    let ready = Box::new(|pid| super::k8s_process_pods::listens(pid, XDS_PORT));
+    ProcessPods::deployment_labelled(
+        cluster,
+        EG_NS,
+        "envoy-gateway",
+        1,
+        &[("control-plane", "envoy-gateway")],
+        start,
+        ready,
+    )
 }
 
 /// The load balancer of [`EG_NS`]'s LoadBalancer Services.

@@ -136,6 +136,9 @@ impl PlatformSpec {
                             class,
                             http_port: k.gateway_ports.http,
                             https_port: k.gateway_ports.https,
+                            timeout: k
+                                .gateway_timeout
+                                .map_or(kubernetes::gateway::PROGRAMMED_WAIT, |d| d.0),
                         });
                 PlatformSpec::Kubernetes(Box::new(kubernetes::ClusterSpec {
                     gateway: k.gateway_for(system),
@@ -175,9 +178,11 @@ impl PlatformSpec {
                 opts.clone(),
             )?)),
             PlatformSpec::Kubernetes(spec) => {
+                // Milliseconds: two runs started in one second (a run that failed
+                // at once, then the next) must not meet in one namespace.
                 let stamp = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_secs());
+                    .map_or(0, |d| d.as_millis());
                 let mut spec = (**spec).clone();
                 spec.run = format!("{stamp:x}-{system}").chars().take(40).collect();
                 Ok(Box::new(kubernetes::Kubernetes::new(spec)?))
