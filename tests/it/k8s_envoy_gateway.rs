@@ -309,9 +309,10 @@ fn a_missing_class_an_unprogrammed_gateway_and_a_crashed_controller_are_said_in_
     // accepted (naming the HTTPRoute), the result is written.
     let scn = format!(
         "{}backends:\n  replicas: 2\n  drain_timeout: 2s\n\
-         load:\n  rate: 50\n  connections: 2\n  duration: 16s\n  warmup: 1s\n\
-         changes:\n  - wait: 3s\n  - route: header\n",
+         load:\n  rate: 50\n  connections: 2\n  duration: 14s\n  warmup: 1s\n\
+         changes:\n  - wait: 2s\n  - route: header\n",
         head(&cluster, "k8s-eg-crash", false)
+            .replace("gateway_ports:", "gateway_timeout: 10s\n  gateway_ports:")
     );
     let sub = dir.path().join("c");
     std::fs::create_dir_all(&sub).unwrap();

@@ -116,6 +116,9 @@ fn address(gw: &Value) -> Option<String> {
 pub async fn check_class(client: &kube::Client, class: &str) -> Result<(), ClusterError> {
     let object = format!("GatewayClass {class}");
     let gc = match api(client, "GatewayClass", None).get(class).await {
+        // Rules that cannot read GatewayClasses (cluster-scoped): the Gateway's
+        // wait says what is wrong.
+        Err(kube::Error::Api(s)) if s.code == 403 => return Ok(()),
         Err(e) if crate::error::gone(&e) => {
             return Err(ClusterError::Condition {
                 object,

@@ -55,8 +55,9 @@ pub const CORDONED_BY: &str = "ingressbench.io/cordoned-by";
 /// The TLS Secret a run makes for the controller to terminate its TLS with.
 pub const TLS_SECRET: &str = "ib-tls";
 
-/// How long a run waits, at its end, for an implementation to remove the data
-/// plane it made for the run's own Gateway.
+/// How long a run waits at most, at its end, for an implementation to remove the
+/// data plane it made for the run's own Gateway (no longer than its
+/// `gateway_timeout`).
 const DATA_PLANE_GONE_WAIT: Duration = Duration::from_secs(30);
 
 /// How long a scale step waits for the cluster to report every change.
@@ -875,9 +876,18 @@ impl Platform for Kubernetes {
         // The Gateway first, whatever happens to its namespace: its implementation
         // then removes the data plane it made for it, in its own namespace.
         let mut res = match self.own_gateway_in.take() {
-            Some((ns, system)) if !self.spec.keep => self
-                .delete_gateway(&ns)
-                .and_then(|()| self.wait_data_plane_gone(&ns, &system)),
+            Some((ns, system)) if !self.spec.keep => {
+                // As long as the Gateway was given to be Programmed, 30 s at most.
+                let limit = self
+                    .spec
+                    .own_gateway
+                    .as_ref()
+                    .map_or(DATA_PLANE_GONE_WAIT, |o| {
+                        o.timeout.min(DATA_PLANE_GONE_WAIT)
+                    });
+                self.delete_gateway(&ns)
+                    .and_then(|()| self.wait_data_plane_gone(&ns, &system, limit))
+            }
             _ => Ok(()),
         };
         if let Some(ns) = self.namespace.take() {
@@ -989,7 +999,12 @@ impl Kubernetes {
     ///
     /// # Errors
     /// [`ClusterError::Condition`] naming what stays and how to remove it.
-    fn wait_data_plane_gone(&mut self, ns: &str, system: &str) -> Result<(), ClusterError> {
+    fn wait_data_plane_gone(
+        &mut self,
+        ns: &str,
+        system: &str,
+        limit: Duration,
+    ) -> Result<(), ClusterError> {
         let install = self
             .spec
             .installs
@@ -1019,9 +1034,12 @@ impl Kubernetes {
         let lp = ListParams::default().labels(&sel);
         let t = Instant::now();
         loop {
-            let left: Vec<String> = self
-                .rt
-                .block_on(api.list(&lp))
+            let listed = match self.rt.block_on(api.list(&lp)) {
+                // Rules that cannot see the controller's namespace: nothing to say.
+                Err(kube::Error::Api(s)) if s.code == 403 => return Ok(()),
+                r => r,
+            };
+            let left: Vec<String> = listed
                 .map_err(ClusterError::api(format!(
                     "list deployments {sel} in namespace {}",
                     install.namespace
@@ -1033,12 +1051,12 @@ impl Kubernetes {
             if left.is_empty() {
                 return Ok(());
             }
-            if t.elapsed() > DATA_PLANE_GONE_WAIT {
+            if t.elapsed() > limit {
                 return Err(ClusterError::Condition {
                     object: format!("Deployment {} in namespace {}", left.join(", "), install.namespace),
                     condition: format!(
                         "{system}'s controller made it for the run's Gateway and has not removed it {} s after the Gateway was deleted (is the controller running?); remove it with kubectl delete deployments,services,configmaps,serviceaccounts -n {} -l {sel}",
-                        DATA_PLANE_GONE_WAIT.as_secs(),
+                        limit.as_secs(),
                         install.namespace
                     ),
                 });

@@ -297,6 +297,65 @@ fn a_route_step_a_controller_cannot_express_is_refused_before_the_run() {
 }
 
 #[test]
+fn a_gateway_of_the_runs_own_is_for_gateway_api_systems_only_and_alone() {
+    let k8s = "name: k\nplatform: kubernetes\nsystems: [envoy-gateway, contour]\n\
+               load:\n  rate: 10\n  duration: 5s\n\
+               changes:\n  - wait: 1s\n  - rotate: certificate\n\
+               kubernetes:\n  gateway_class: eg\n  gateway_classes:\n    contour: contour\n\
+               \x20 gateway_ports: {http: 8080, https: 8443}\n";
+    // No URL needed: the Gateway gives its address; TLS at it, so a rotation too.
+    let s = Scenario::parse(k8s, "k.yaml").unwrap();
+    let k = s.kubernetes.as_ref().unwrap();
+    assert_eq!(k.gateway_class_for("envoy-gateway").as_deref(), Some("eg"));
+    assert_eq!(k.gateway_class_for("contour").as_deref(), Some("contour"));
+    let plan = crate::plan::Plan::build(s, k8s.to_string(), "k.yaml", Default::default()).unwrap();
+    let crate::plan::PlatformSpec::Kubernetes(spec) = &plan.cases[0].deploy.platform else {
+        panic!("not a cluster")
+    };
+    let own = spec.own_gateway.as_ref().unwrap();
+    assert_eq!(
+        (own.class.as_str(), own.http_port, own.https_port),
+        ("eg", 8080, 8443)
+    );
+    assert_eq!(own.timeout, kubernetes::gateway::PROGRAMMED_WAIT);
+    assert!(spec.gateway.is_none());
+
+    let e = err(&k8s
+        .replace(
+            "systems: [envoy-gateway, contour]",
+            "systems: [traefik, contour]",
+        )
+        .replace("  - rotate: certificate\n", ""));
+    assert!(
+        e.contains("traefik is not routed through Gateway API"),
+        "{e}"
+    );
+    let e = err(&k8s.replace(
+        "gateway_class: eg",
+        "gateway_class: eg\n  gateway: infra/gw",
+    ));
+    assert!(
+        e.contains("kubernetes.gateway_class and kubernetes.gateway both"),
+        "{e}"
+    );
+    let e = err(&k8s.replace("https: 8443", "https: 8080"));
+    assert!(e.contains("two different ports"), "{e}");
+    let e = err(&k8s.replace("    contour: contour", "    traefik: x"));
+    assert!(
+        e.contains("kubernetes.gateway_classes: traefik is not among the systems"),
+        "{e}"
+    );
+    // Without a class of its own, contour needs a URL and cannot rotate.
+    let e = err(&k8s
+        .replace("  gateway_classes:\n    contour: contour\n", "")
+        .replace(
+            "  gateway_class: eg\n",
+            "  gateway_classes: {envoy-gateway: eg}\n",
+        ));
+    assert!(e.contains("contour"), "{e}");
+}
+
+#[test]
 fn each_gateway_api_system_can_attach_to_its_own_gateway() {
     let k8s = "name: k\nplatform: kubernetes\nsystems: [contour, gateway-api]\n\
                tls:\n  enabled: false\n\
