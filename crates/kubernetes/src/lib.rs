@@ -575,49 +575,41 @@ impl Platform for Kubernetes {
             .find(|(s, _)| *s == spec.system)
             .map(|(_, u)| u.clone())
             .unwrap_or_default();
+        let mut cacert = self.spec.cacert.clone();
+        let (mut cert, mut key) = (work.path().join("cert.pem"), work.path().join("key.pem"));
+        self.tls = None;
         if let Some(own) = self.spec.own_gateway.clone() {
+            // The run's own Gateway: TLS at it with the run's certificate, its
+            // address the URL unless one is given.
             let tls = spec.tls.enabled && self.spec.cacert.is_none();
-            let (gw_url, cacert, files) =
+            let (gw_url, gw_cacert, files) =
                 self.own_gateway(&spec.system, &own, &ns, spec.tls.key, tls, &work)?;
             if url.is_empty() {
                 url = gw_url;
             }
-            self.target = Some(Target {
-                url,
-                cacert,
-                reachable: Vec::new(),
-                netns: None,
-            });
-            let ctx = DriverContext::with_s1_tuning(
-                work.path().to_path_buf(),
-                spec.out_dir.clone(),
-                files
-                    .unwrap_or_else(|| (work.path().join("cert.pem"), work.path().join("key.pem"))),
-                (0, 0),
-            );
-            self.work = Some(work);
-            return Ok(ctx);
-        }
-        // TLS at the controller with the run's own certificate, as the studies had
-        // it: for an https:// URL, unless the controller's own is given (cacert).
-        // Ingress profiles only: an Ingress names its Secret; a Gateway's HTTPS
-        // listener is the cluster's, not the run's, so it keeps its own.
-        let ingress = controllers::controller(&spec.system)
-            .is_some_and(|c| matches!(c.routing, controllers::Routing::Ingress { .. }));
-        let own_tls = spec.tls.enabled
-            && ingress
-            && url.starts_with("https://")
-            && self.spec.cacert.is_none();
-        let mut cacert = self.spec.cacert.clone();
-        let (mut cert, mut key) = (work.path().join("cert.pem"), work.path().join("key.pem"));
-        self.tls = None;
-        if own_tls {
-            let mut names: Vec<String> = url_host(&url).into_iter().collect();
-            names.extend(self.spec.host.clone());
-            (cert, key) = sut::certs::generate_for(work.path(), spec.tls.key, &names)?;
-            self.put_tls_secret(&cert, &key)?;
-            cacert = Some(sut::certs::trust(work.path()));
-            self.tls = Some((spec.tls.key, 1));
+            cacert = gw_cacert;
+            if let Some(files) = files {
+                (cert, key) = files;
+            }
+        } else {
+            // TLS at the controller with the run's own certificate, as the studies
+            // had it: for an https:// URL, unless the controller's own is given
+            // (cacert). Ingress profiles only: an Ingress names its Secret; a
+            // Gateway installed beforehand holds its own in its HTTPS listener.
+            let ingress = controllers::controller(&spec.system)
+                .is_some_and(|c| matches!(c.routing, controllers::Routing::Ingress { .. }));
+            let own_tls = spec.tls.enabled
+                && ingress
+                && url.starts_with("https://")
+                && self.spec.cacert.is_none();
+            if own_tls {
+                let mut names: Vec<String> = url_host(&url).into_iter().collect();
+                names.extend(self.spec.host.clone());
+                (cert, key) = sut::certs::generate_for(work.path(), spec.tls.key, &names)?;
+                self.put_tls_secret(&cert, &key)?;
+                cacert = Some(sut::certs::trust(work.path()));
+                self.tls = Some((spec.tls.key, 1));
+            }
         }
         self.target = Some(Target {
             url,

@@ -326,19 +326,7 @@ impl LoadBalancer {
         let thread = std::thread::Builder::new()
             .name("load-balancer".into())
             .spawn(move || {
-                let f = std::fs::File::open(&netns).expect("open the cluster's netns");
-                rustix::thread::move_into_link_name_space(
-                    std::os::fd::AsFd::as_fd(&f),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )
-                .expect("enter the cluster's netns");
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime");
-                let client = rt
-                    .block_on(super::k8s_pods::connect(&kubeconfig))
-                    .expect("a client");
+                let (rt, client) = super::k8s_pods::client_inside(&netns, &kubeconfig);
                 let svcs: Api<Service> = Api::namespaced(client.clone(), EG_NS);
                 let pods: Api<Pod> = Api::namespaced(client, EG_NS);
                 let note = |m: String| l.lock().unwrap().push(m);

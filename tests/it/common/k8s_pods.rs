@@ -919,6 +919,27 @@ async fn watch_loop(
     }
 }
 
+/// Moves the calling thread into the network namespace at `netns` (a
+/// `/var/run/netns` path) and gives it a runtime of its own and a client of the
+/// cluster there: for a harness thread that lives as long as the test.
+pub(crate) fn client_inside(
+    netns: &Path,
+    kubeconfig: &Path,
+) -> (tokio::runtime::Runtime, kube::Client) {
+    let f = std::fs::File::open(netns).expect("open the cluster's netns");
+    rustix::thread::move_into_link_name_space(
+        std::os::fd::AsFd::as_fd(&f),
+        Some(rustix::thread::LinkNameSpaceType::Network),
+    )
+    .expect("enter the cluster's netns");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let client = rt.block_on(connect(kubeconfig)).expect("a client");
+    (rt, client)
+}
+
 pub(crate) async fn connect(kubeconfig: &Path) -> Result<kube::Client, String> {
     let kc = kube::config::Kubeconfig::read_from(kubeconfig)
         .map_err(|e| format!("read {}: {e}", kubeconfig.display()))?;

@@ -124,19 +124,7 @@ impl ProcessPods {
         let thread = std::thread::Builder::new()
             .name(format!("pods-{name}"))
             .spawn(move || {
-                let f = std::fs::File::open(&netns).expect("open the cluster's netns");
-                rustix::thread::move_into_link_name_space(
-                    std::os::fd::AsFd::as_fd(&f),
-                    Some(rustix::thread::LinkNameSpaceType::Network),
-                )
-                .expect("enter the cluster's netns");
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .expect("tokio runtime");
-                let client = rt
-                    .block_on(super::k8s_pods::connect(&kubeconfig))
-                    .expect("a client");
+                let (rt, client) = super::k8s_pods::client_inside(&netns, &kubeconfig);
                 let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
                 let mut running: BTreeMap<String, Running> = BTreeMap::new();
                 let note = |m: String| l.lock().unwrap().push(m);
