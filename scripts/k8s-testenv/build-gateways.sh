@@ -42,8 +42,16 @@ for arg in "$@"; do
 done
 if [ "$mode" = print ]; then echo "$DIR"; exit 0; fi
 
-eg_ok() { [ -x "$BIN/envoy-gateway" ] && timeout 60 "$BIN/envoy-gateway" version 2>&1 | grep -qF "$EG_VERSION"; }
-envoy_ok() { [ -x "$BIN/envoy" ] && timeout 60 "$BIN/envoy" --version 2>&1 | grep -qF "/$ENVOY_VERSION/"; }
+# (Outputs taken whole before grep: `grep -q` leaving a pipe early fails it under
+# pipefail.)
+eg_ok() {
+  local out
+  [ -x "$BIN/envoy-gateway" ] && out=$(timeout 60 "$BIN/envoy-gateway" version 2>&1) && grep -qF "$EG_VERSION" <<<"$out"
+}
+envoy_ok() {
+  local out
+  [ -x "$BIN/envoy" ] && out=$(timeout 60 "$BIN/envoy" --version 2>&1) && grep -qF "/$ENVOY_VERSION/" <<<"$out"
+}
 crds_ok() {
   [ -f "$CRDS/envoy-gateway/gateway.envoyproxy.io_envoyproxies.yaml" ] &&
     [ -f "$CRDS/gateway-api/experimental.yaml" ]

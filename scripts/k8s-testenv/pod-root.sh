@@ -6,23 +6,40 @@
 # (/etc/hosts, /etc/resolv.conf). Nothing is created outside ROOT: the volume paths
 # exist only in the new root. Two pods never share these paths.
 #
-#   pod-root.sh ROOT [--bind SRC:DST]... [--file SRC:DST]... -- COMMAND [ARGS...]
+#   pod-root.sh ROOT [--bind SRC:DST]... [--file SRC:DST]... [--tmp [--keep PATH]...]
+#               [--pid] -- COMMAND [ARGS...]
+#
+# --tmp gives the pod a /tmp of its own (a tmpfs), holding only the machine's folders
+# named by --keep (at their paths: the cluster's state, the harness's folders), so
+# that what a controller writes at fixed /tmp paths stays the pod's. --pid runs the
+# command as process 1 of a PID namespace of its own, as a container's: when it ends,
+# every process it started (a daemon that forked away included) ends with it.
 #
 # ROOT is an empty folder (the caller's, removed by the caller); the mounts vanish
 # with the command's mount namespace. Needs root (unshare, mount, chroot).
 set -euo pipefail
 [ $# -ge 3 ] || { echo "usage: pod-root.sh ROOT [--bind SRC:DST]... [--file SRC:DST]... -- COMMAND [ARGS...]" >&2; exit 2; }
 if [ "${POD_ROOT_INSIDE:-}" != 1 ]; then
-  # A private mount namespace first; this script again inside it.
-  POD_ROOT_INSIDE=1 exec unshare --mount --propagation private -- "$0" "$@"
+  # A private mount namespace first (and a PID namespace, with --pid: this script
+  # is then its process 1, and so, after its execs, the command); this script again
+  # inside it.
+  pid=()
+  for a in "$@"; do
+    [ "$a" = -- ] && break
+    [ "$a" = --pid ] && pid=(--pid --fork --kill-child)
+  done
+  POD_ROOT_INSIDE=1 exec unshare --mount --propagation private "${pid[@]}" -- "$0" "$@"
 fi
 unset POD_ROOT_INSIDE
 root=$1; shift
-binds=(); files=()
+binds=(); files=(); keeps=(); tmp=0; newpid=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bind) binds+=("$2"); shift 2 ;;
     --file) files+=("$2"); shift 2 ;;
+    --tmp) tmp=1; shift ;;
+    --keep) keeps+=("$2"); shift 2 ;;
+    --pid) newpid=1; shift ;;
     --) shift; break ;;
     *) echo "pod-root.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -42,6 +59,20 @@ done
 # The pod's own /dev/shm: Envoy keys its shared memory by a base id every Envoy
 # shares, which containers keep apart this way.
 mount -t tmpfs -o mode=1777 podshm "$root/dev/shm"
+if [ $tmp = 1 ]; then
+  umount -l "$root/tmp"
+  mount -t tmpfs -o mode=1777 podtmp "$root/tmp"
+  for k in "${keeps[@]}"; do
+    case "$k" in /tmp/?*) ;; *) echo "pod-root.sh: --keep $k: only a path under /tmp" >&2; exit 2 ;; esac
+    mkdir -p "$root$k"
+    mount --rbind "$k" "$root$k"
+  done
+fi
+# A PID namespace's own /proc, so that its processes see one another by their pids.
+if [ $newpid = 1 ]; then
+  umount -l "$root/proc"
+  mount -t proc podproc "$root/proc"
+fi
 for b in "${binds[@]}"; do
   src=${b%%:*}; dst=${b#*:}
   case "$dst" in

@@ -34,6 +34,20 @@ fn run(cluster: &TestCluster, dir: &Path, scn: &str) -> (Output, PathBuf) {
     (done, out)
 }
 
+/// The resident memory of the processes whose command line holds `text`, summed.
+fn rss_mib(text: &str) -> f64 {
+    crate::common::processes_with(text)
+        .iter()
+        .filter_map(|(pid, _)| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .sum::<f64>()
+        / 1024.0
+}
+
 fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
@@ -223,13 +237,40 @@ fn a_route_set_of_200_and_grpc_at_a_gateway_the_run_owns() {
             .join("bin")
             .display()
     );
-    let results = crate::common::k8s::run_route_set(
-        &cluster,
-        &["envoy-gateway"],
-        "{}",
-        &format!("class:{CLASS}"),
-        &processes,
-        crate::common::k8s::ROUTES,
+    // Beside the run's own reading of both together: each one's memory, apart.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (results, (controller_mib, envoy_mib)) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let bin = crate::common::k8s_envoy_gateway::eg_dir().join("bin");
+            let (controller, envoy) = (
+                format!("{} server", bin.join("envoy-gateway").display()),
+                format!("{} --service-cluster", bin.join("envoy").display()),
+            );
+            let (mut c, mut e) = (0.0f64, 0.0f64);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                c = c.max(rss_mib(&controller));
+                e = e.max(rss_mib(&envoy));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            (c, e)
+        });
+        let r = crate::common::k8s::run_route_set(
+            &cluster,
+            &["envoy-gateway"],
+            "{}",
+            &format!("class:{CLASS}"),
+            &processes,
+            crate::common::k8s::ROUTES,
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (r, sampler.join().unwrap())
+    });
+    eprintln!(
+        "envoy-gateway: at 200 routes, RSS max: controller {controller_mib:.0} MiB, Envoy {envoy_mib:.0} MiB"
+    );
+    assert!(
+        controller_mib > 10.0 && envoy_mib > 10.0,
+        "{controller_mib} {envoy_mib}"
     );
     let rs = &results[0]["lab"]["route_set"];
     eprintln!("envoy-gateway: route set: {rs}");

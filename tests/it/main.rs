@@ -19,6 +19,7 @@ mod k8s_all;
 mod k8s_contour;
 mod k8s_envoy_gateway;
 mod k8s_generators;
+mod k8s_haproxy_ingress;
 mod k8s_platform;
 mod k8s_pods;
 mod k8s_run;

@@ -255,6 +255,10 @@ pub struct Place {
     /// it in its `tls`, and for Traefik a TLSStore `default` makes it the
     /// certificate of connections that send no server name (a load to an IP).
     pub tls_secret: Option<String>,
+    /// The host of the URL the load is sent to (an address, often): HAProxy
+    /// Technologies' controller loads an Ingress's TLS Secret only for the hosts its
+    /// `tls` names, so without `host` the Ingress names this one.
+    pub url_host: Option<String>,
 }
 
 /// The CORS response headers of S3's `cors` change, as the lab's proxies add them.
@@ -644,6 +648,10 @@ fn ingress(class: &str, style: Style, place: &Place, route: Route) -> Vec<Value>
         let mut tls = json!({"secretName": secret});
         if let Some(h) = &place.host {
             tls["hosts"] = json!([h]);
+        } else if let (Style::HaproxyOrg, Some(h)) = (style, &place.url_host) {
+            // Its certificate then serves clients that send no server name too:
+            // the only one in its frontend's folder.
+            tls["hosts"] = json!([h]);
         }
         spec["tls"] = json!([tls]);
         if style == Style::Traefik {
@@ -745,6 +753,33 @@ fn openshift_route(place: &Place, route: Route) -> Value {
 mod tests {
     use super::*;
 
+    #[test]
+    fn haproxy_org_names_the_urls_host_in_tls_when_the_routes_have_none() {
+        let c = controller("haproxy-ingress").unwrap();
+        let mut p = Place {
+            run: "r".into(),
+            namespace: "ns".into(),
+            gateway: None,
+            host: None,
+            grpc: false,
+            tls_secret: Some("ib-tls".into()),
+            url_host: Some("198.18.0.1".into()),
+        };
+        let objs = objects(c, &p, Route::Base).unwrap();
+        assert_eq!(objs[0]["spec"]["tls"][0]["hosts"], json!(["198.18.0.1"]));
+        assert!(objs[0]["spec"]["rules"][0]["host"].is_null());
+        p.host = Some("bench.example".into());
+        let objs = objects(c, &p, Route::Base).unwrap();
+        assert_eq!(objs[0]["spec"]["tls"][0]["hosts"], json!(["bench.example"]));
+        // Other controllers load the Secret without hosts: none added.
+        p.host = None;
+        let objs = objects(controller("traefik").unwrap(), &p, Route::Base).unwrap();
+        assert!(
+            objs.iter().all(|o| o["spec"]["tls"][0]["hosts"].is_null()),
+            "{objs:?}"
+        );
+    }
+
     fn place() -> Place {
         Place {
             run: "r1".into(),
@@ -753,6 +788,7 @@ mod tests {
             host: None,
             grpc: false,
             tls_secret: None,
+            url_host: None,
         }
     }
 
@@ -843,6 +879,7 @@ mod tests {
     fn with_the_runs_secret_an_ingress_terminates_tls_and_traefik_serves_it_to_every_client() {
         let tls = Place {
             tls_secret: Some("ib-tls".into()),
+            url_host: None,
             host: Some("bench.example".into()),
             ..place()
         };

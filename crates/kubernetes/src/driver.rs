@@ -830,6 +830,7 @@ mod tests {
             host: None,
             grpc: false,
             tls_secret: None,
+            url_host: None,
         };
         let c = controllers::controller("traefik").unwrap();
         (ControllerDriver::new(c, client, rt, place, false), seen)

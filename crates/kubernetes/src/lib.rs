@@ -802,6 +802,12 @@ impl Platform for Kubernetes {
             grpc: self.grpc,
             // Known once the platform is prepared: see the driver's `prepare`.
             tls_secret: None,
+            url_host: self
+                .spec
+                .urls
+                .iter()
+                .find(|(s, _)| s == system)
+                .and_then(|(_, u)| url_host(u)),
         };
         Some(
             self.client()

@@ -205,7 +205,7 @@ impl<'c> EnvoyGateway<'c> {
             .flatten()
         {
             let p = e.path();
-            if p.extension().is_some_and(|x| x == "log") {
+            if p.extension().is_some_and(|x| x == "out" || x == "err") {
                 let text = std::fs::read_to_string(&p).unwrap_or_default();
                 out += &format!("--- {}:\n{}\n", p.display(), super::proc::tail(&text, 20));
             }

