@@ -148,3 +148,58 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
     drop(hi);
     drop(pods);
 }
+
+/// Study S5's own file on the cluster (TLS 1.3, 2 <-> 4 backends every few seconds,
+/// `--quick`) through the real controller, then issue 28's route set of 200
+/// Ingresses over 10 hosts with one added, removed and changed under load.
+#[test]
+fn s5_and_a_route_set_of_200_through_haproxy_ingress() {
+    let _turn = shared();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    let hi = HaproxyIngress::start(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/scale-tls13.yaml");
+    let mut cmd = cluster.ingressbench();
+    cmd.arg("run")
+        .arg(&scn)
+        .arg("--quick")
+        .args(["--platform", "kubernetes", "--kubeconfig"])
+        .arg(cluster.kubeconfig())
+        .arg("--system")
+        .arg(format!("haproxy-ingress=https://{HTTPS_ADDR}/"))
+        .arg("--out")
+        .arg(&out);
+    let t = Instant::now();
+    let done = Proc::spawn_group("s5", &mut cmd, dir.path()).finish(Duration::from_secs(180));
+    eprintln!("S5 on the cluster took {:.1?}\n{}", t.elapsed(), done.stdout);
+    assert!(done.success(), "{}\n{}\n{}", done.stdout, done.stderr, hi.logs());
+    let r = read_json(&out.join("haproxy-ingress/result.json"));
+    assert_eq!(r["tls"]["version"], "TLSv1.3", "{}", r["tls"]);
+    let q = &r["requests"];
+    assert!(n(&q["completed"]) * 10 > n(&q["intended"]) * 9, "{q}: {}", r["errors"]);
+    // Every pod served, the scaled-up ones too, each within a second of being ready.
+    let prop = &r["lab"]["propagation"];
+    let added = prop["added"].as_array().unwrap();
+    assert!(!added.is_empty(), "{prop}");
+    for a in added {
+        let ms = a["propagation_ms"].as_f64().unwrap_or_else(|| panic!("never served: {a}"));
+        assert!(ms < 1000.0, "{a}");
+    }
+    eprintln!(
+        "haproxy-ingress S5: {} of {} completed, errors {}, added {}, removed {}",
+        q["completed"], q["intended"], r["errors"], prop["added_ms"], prop["removed_ms"]
+    );
+    crate::common::k8s::run_route_set(
+        &cluster,
+        &["haproxy-ingress"],
+        "{haproxy-ingress: \"http://198.18.0.1:8080/\"}",
+        "unused/unused",
+        &format!("{{haproxy-ingress: \"{}\"}}", hi.processes()),
+        crate::common::k8s::ROUTES,
+    );
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    drop(hi);
+    drop(pods);
+}
