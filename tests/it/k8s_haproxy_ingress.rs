@@ -173,18 +173,34 @@ fn s5_and_a_route_set_of_200_through_haproxy_ingress() {
         .arg(&out);
     let t = Instant::now();
     let done = Proc::spawn_group("s5", &mut cmd, dir.path()).finish(Duration::from_secs(180));
-    eprintln!("S5 on the cluster took {:.1?}\n{}", t.elapsed(), done.stdout);
-    assert!(done.success(), "{}\n{}\n{}", done.stdout, done.stderr, hi.logs());
+    eprintln!(
+        "S5 on the cluster took {:.1?}\n{}",
+        t.elapsed(),
+        done.stdout
+    );
+    assert!(
+        done.success(),
+        "{}\n{}\n{}",
+        done.stdout,
+        done.stderr,
+        hi.logs()
+    );
     let r = read_json(&out.join("haproxy-ingress/result.json"));
     assert_eq!(r["tls"]["version"], "TLSv1.3", "{}", r["tls"]);
     let q = &r["requests"];
-    assert!(n(&q["completed"]) * 10 > n(&q["intended"]) * 9, "{q}: {}", r["errors"]);
+    assert!(
+        n(&q["completed"]) * 10 > n(&q["intended"]) * 9,
+        "{q}: {}",
+        r["errors"]
+    );
     // Every pod served, the scaled-up ones too, each within a second of being ready.
     let prop = &r["lab"]["propagation"];
     let added = prop["added"].as_array().unwrap();
     assert!(!added.is_empty(), "{prop}");
     for a in added {
-        let ms = a["propagation_ms"].as_f64().unwrap_or_else(|| panic!("never served: {a}"));
+        let ms = a["propagation_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("never served: {a}"));
         assert!(ms < 1000.0, "{a}");
     }
     eprintln!(
