@@ -108,39 +108,7 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
         pods.log()
     );
     let r = read_json(&out.join("envoy-gateway/result.json"));
-    let q = &r["requests"];
-    assert_eq!(
-        n(&q["intended"]),
-        n(&q["completed"]) + n(&q["failed"]) + n(&q["not_sent"]) + n(&q["unfinished"]),
-        "{q}"
-    );
-    assert!(
-        n(&q["completed"]) * 10 > n(&q["intended"]) * 8,
-        "{q}: {}",
-        r["errors"]
-    );
-    let events = r["lab"]["events"].as_array().unwrap();
-    assert!(
-        !events.iter().any(|e| e["kind"] == "change_failed"),
-        "{events:?}"
-    );
-
-    // S1: the new pods served through Envoy; what each scale step cost.
-    let backends = r["backends"].as_object().unwrap();
-    assert_eq!(backends.len(), 4, "{backends:?}");
-    let prop = &r["lab"]["propagation"];
-    for a in prop["added"].as_array().unwrap() {
-        let ms = a["propagation_ms"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("a new pod never served: {a}"));
-        eprintln!("envoy-gateway: new pod first served {ms:.0} ms after it was ready");
-    }
-    for w in r["lab"]["windows"].as_array().unwrap() {
-        eprintln!(
-            "envoy-gateway: {}: {} completed, errors {}",
-            w["change"], w["completed"], w["errors"]
-        );
-    }
+    let events = crate::common::k8s::check_lifecycle_run(&r, "envoy-gateway", 8);
 
     // S3: each filter applied (the HTTPRoute Accepted for its generation) and seen
     // by the load.
@@ -162,37 +130,9 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
         );
     }
 
-    // The certificate rotated through the Secret the Gateway's listener names:
-    // handshakes with the old serial, then with the new.
-    let rot = &r["lab"]["rotations"][0];
-    let certs = &r["tls"]["certificates"];
-    let (old, new) = (
-        rot["serial_old"].as_str().unwrap(),
-        rot["serial_new"].as_str().unwrap(),
-    );
-    assert!(n(&certs[old]["handshakes"]) > 0, "{certs}");
-    assert!(
-        n(&certs[new]["handshakes"]) > 0,
-        "the new certificate was never served: {rot} {certs}"
-    );
-    eprintln!(
-        "envoy-gateway: Secret rotated: new certificate first served {} ms after, the old one last {} ms after; {} errors",
-        rot["new_seen_ms"], rot["last_old_ms"], rot["errors"]
-    );
-
-    // The controller's pod replaced, and then Envoy's Deployment rolled: both done,
-    // each new pod reported; the route asked for after the controller's restart
-    // showed too (checked above).
-    for what in ["controller", "proxy"] {
-        let done = events
-            .iter()
-            .find(|e| {
-                e["kind"] == "restart_done"
-                    && e["detail"].as_str().is_some_and(|d| d.starts_with(what))
-            })
-            .unwrap_or_else(|| panic!("no restart_done {what}: {events:?}"));
-        eprintln!("envoy-gateway: restart {what} took {} ms", done["took_ms"]);
-    }
+    // The certificate rotated through the Secret the Gateway's listener names
+    // (checked above); the controller's pod replaced, and Envoy's Deployment
+    // rolled, each new pod reported.
     let replaced: Vec<&str> = events
         .iter()
         .filter(|e| e["kind"] == "pod_replaced")

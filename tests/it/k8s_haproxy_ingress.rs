@@ -61,39 +61,30 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
         pods.log()
     );
     let r = read_json(&out.join("haproxy-ingress/result.json"));
+    // Both restarts take HAProxy down with the controller's pod (connections are
+    // refused until the new pod's HAProxy listens): 10-23 % of the 3,000 requests
+    // here, more on a busier machine.
+    crate::common::k8s::check_lifecycle_run(&r, "haproxy-ingress", 6);
+    // Outside the restarts' windows, next to nothing fails.
+    let in_restarts: u64 = r["lab"]["windows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| {
+            w["change"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("restart"))
+        })
+        .flat_map(|w| w["errors"].as_object().cloned().unwrap_or_default())
+        .map(|(_, v)| n(&v))
+        .sum();
     let q = &r["requests"];
-    assert_eq!(
-        n(&q["intended"]),
-        n(&q["completed"]) + n(&q["failed"]) + n(&q["not_sent"]) + n(&q["unfinished"]),
-        "{q}"
-    );
     assert!(
-        n(&q["completed"]) * 10 > n(&q["intended"]) * 8,
-        "{q}: {}\n{}",
-        r["errors"],
-        hi.logs()
+        (n(&q["failed"]) - in_restarts.min(n(&q["failed"]))) * 20 <= n(&q["intended"]),
+        "{} failed, {in_restarts} of them in the restarts' windows: {}",
+        q["failed"],
+        r["errors"]
     );
-    let events = r["lab"]["events"].as_array().unwrap();
-    assert!(
-        !events.iter().any(|e| e["kind"] == "change_failed"),
-        "{events:?}"
-    );
-    for w in r["lab"]["windows"].as_array().unwrap() {
-        eprintln!(
-            "haproxy-ingress: {}: {} completed, errors {}",
-            w["change"], w["completed"], w["errors"]
-        );
-    }
-
-    // S1: the new pods reached through the runtime API (no reload), each served.
-    let backends = r["backends"].as_object().unwrap();
-    assert_eq!(backends.len(), 4, "{backends:?}");
-    for a in r["lab"]["propagation"]["added"].as_array().unwrap() {
-        let ms = a["propagation_ms"]
-            .as_f64()
-            .unwrap_or_else(|| panic!("a new pod never served: {a}"));
-        eprintln!("haproxy-ingress: new pod first served {ms:.0} ms after it was ready");
-    }
 
     // S3 through its annotations: the header and the rewrite show, after a reload.
     // Its CORS answers only a request that carries an Origin, which the load does
@@ -112,35 +103,6 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
         }
     }
 
-    // The run's Secret, named in the Ingress, rotated: the new serial served.
-    let rot = &r["lab"]["rotations"][0];
-    let certs = &r["tls"]["certificates"];
-    let (old, new) = (
-        rot["serial_old"].as_str().unwrap(),
-        rot["serial_new"].as_str().unwrap(),
-    );
-    assert!(n(&certs[old]["handshakes"]) > 0, "{certs}");
-    assert!(n(&certs[new]["handshakes"]) > 0, "{rot} {certs}");
-    eprintln!(
-        "haproxy-ingress: Secret rotated: new certificate first served {} ms after, {} errors",
-        rot["new_seen_ms"], rot["errors"]
-    );
-
-    // Both restarts done, each new pod reported; HAProxy runs in the controller's
-    // pod, so both restart the data plane.
-    for what in ["controller", "proxy"] {
-        let done = events
-            .iter()
-            .find(|e| {
-                e["kind"] == "restart_done"
-                    && e["detail"].as_str().is_some_and(|d| d.starts_with(what))
-            })
-            .unwrap_or_else(|| panic!("no restart_done {what}: {events:?}"));
-        eprintln!(
-            "haproxy-ingress: restart {what} took {} ms",
-            done["took_ms"]
-        );
-    }
     let res = &r["lab"]["resources"];
     eprintln!("haproxy-ingress: controller and HAProxy: {res}");
     assert!(res["rss_max_mib"].as_f64().unwrap_or(0.0) > 10.0, "{res}");

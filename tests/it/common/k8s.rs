@@ -241,6 +241,76 @@ impl Drop for TestCluster {
     }
 }
 
+/// What one TLS run of S1's churn (2 -> 4 -> 2 pods), S3's routes, a certificate
+/// rotation and both restarts shows whatever the controller, checked: the requests
+/// add up and at least `tenths` in ten completed, no change failed, all four pods served (each
+/// new one first served after it was ready), handshakes with the old serial and
+/// then the new, both restarts done. Prints each change's window; returns the
+/// run's events for the checks of the controller's own.
+pub fn check_lifecycle_run<'r>(
+    r: &'r serde_json::Value,
+    system: &str,
+    tenths: u64,
+) -> &'r Vec<serde_json::Value> {
+    let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
+    let q = &r["requests"];
+    assert_eq!(
+        n(&q["intended"]),
+        n(&q["completed"]) + n(&q["failed"]) + n(&q["not_sent"]) + n(&q["unfinished"]),
+        "{system}: {q}"
+    );
+    assert!(
+        n(&q["completed"]) * 10 >= n(&q["intended"]) * tenths,
+        "{system}: {q}: {}",
+        r["errors"]
+    );
+    let events = r["lab"]["events"].as_array().unwrap();
+    assert!(
+        !events.iter().any(|e| e["kind"] == "change_failed"),
+        "{system}: {events:?}"
+    );
+    for w in r["lab"]["windows"].as_array().unwrap() {
+        eprintln!(
+            "{system}: {}: {} completed, errors {}",
+            w["change"], w["completed"], w["errors"]
+        );
+    }
+    let backends = r["backends"].as_object().unwrap();
+    assert_eq!(backends.len(), 4, "{system}: {backends:?}");
+    for a in r["lab"]["propagation"]["added"].as_array().unwrap() {
+        let ms = a["propagation_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{system}: a new pod never served: {a}"));
+        eprintln!("{system}: new pod first served {ms:.0} ms after it was ready");
+    }
+    let rot = &r["lab"]["rotations"][0];
+    let certs = &r["tls"]["certificates"];
+    let (old, new) = (
+        rot["serial_old"].as_str().unwrap(),
+        rot["serial_new"].as_str().unwrap(),
+    );
+    assert!(n(&certs[old]["handshakes"]) > 0, "{system}: {certs}");
+    assert!(
+        n(&certs[new]["handshakes"]) > 0,
+        "{system}: the new certificate was never served: {rot} {certs}"
+    );
+    eprintln!(
+        "{system}: Secret rotated: new certificate first served {} ms after, the old one last {} ms after; {} errors",
+        rot["new_seen_ms"], rot["last_old_ms"], rot["errors"]
+    );
+    for what in ["controller", "proxy"] {
+        let done = events
+            .iter()
+            .find(|e| {
+                e["kind"] == "restart_done"
+                    && e["detail"].as_str().is_some_and(|d| d.starts_with(what))
+            })
+            .unwrap_or_else(|| panic!("{system}: no restart_done {what}: {events:?}"));
+        eprintln!("{system}: restart {what} took {} ms", done["took_ms"]);
+    }
+    events
+}
+
 /// Where the routes attach, as `kubernetes:` lines: `class:NAME` for a Gateway of
 /// the run's own of that GatewayClass (its listeners on 8080 and 8443), else the
 /// `namespace/name` of an installed Gateway.
