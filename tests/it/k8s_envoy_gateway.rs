@@ -89,14 +89,9 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
     eprintln!("envoy gateway up in {:.1?}", eg.took);
     let dir = tempfile::tempdir().unwrap();
     let scn = format!(
-        "{}  key: ecdsa-p256\n\
-         backends:\n  replicas: 2\n  drain_timeout: 2s\n\
-         load:\n  rate: 100\n  connections: 10\n  new_connection: true\n  duration: 30s\n  warmup: 2s\n\
-         changes:\n  - wait: 1s\n  - scale: 4\n  - wait: 2s\n  - scale: 2\n  - wait: 1s\n\
-         \x20 - route: header\n  - wait: 2s\n  - route: cors\n  - wait: 2s\n  - route: rewrite\n  - wait: 2s\n  - route: base\n\
-         \x20 - wait: 1s\n  - rotate: certificate\n  - wait: 2s\n  - restart: controller\n  - wait: 1s\n\
-         \x20 - route: header\n  - wait: 2s\n  - restart: proxy\n  - wait: 2s\n",
-        head(&cluster, "k8s-eg", true)
+        "{}  key: ecdsa-p256\n{}",
+        head(&cluster, "k8s-eg", true),
+        crate::common::k8s::LIFECYCLE_RUN
     );
     let (done, out) = run(&cluster, dir.path(), &scn);
     assert!(

@@ -33,16 +33,11 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
             "name: k8s-haproxy\nplatform: kubernetes\nsystems: [haproxy-ingress]\n\
              kubernetes:\n  kubeconfig: {}\n  urls: {{haproxy-ingress: \"https://{HTTPS_ADDR}/\"}}\n\
              \x20 workloads: {}\n  processes: {{haproxy-ingress: \"{}\"}}\n\
-             tls:\n  key: ecdsa-p256\n\
-             backends:\n  replicas: 2\n  drain_timeout: 2s\n\
-             load:\n  rate: 100\n  connections: 10\n  new_connection: true\n  duration: 30s\n  warmup: 2s\n\
-             changes:\n  - wait: 1s\n  - scale: 4\n  - wait: 2s\n  - scale: 2\n  - wait: 1s\n\
-             \x20 - route: header\n  - wait: 2s\n  - route: cors\n  - wait: 2s\n  - route: rewrite\n  - wait: 2s\n  - route: base\n\
-             \x20 - wait: 1s\n  - rotate: certificate\n  - wait: 2s\n  - restart: controller\n  - wait: 1s\n\
-             \x20 - route: header\n  - wait: 2s\n  - restart: proxy\n  - wait: 2s\n",
+             tls:\n  key: ecdsa-p256\n{}",
             cluster.kubeconfig().display(),
             hi.workloads(),
             hi.processes(),
+            crate::common::k8s::LIFECYCLE_RUN,
         ),
     )
     .unwrap();

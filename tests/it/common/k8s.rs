@@ -27,7 +27,8 @@ pub enum PodReadiness {
     Harness,
 }
 
-fn script(name: &str) -> PathBuf {
+/// A script of `scripts/k8s-testenv/`.
+pub fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("scripts/k8s-testenv")
         .join(name)
@@ -36,11 +37,17 @@ fn script(name: &str) -> PathBuf {
 /// The test environment's cache folder (`build.sh --print-dir`): the binaries and
 /// manifests it built.
 pub fn testenv_dir() -> PathBuf {
-    let out = Command::new(script("build.sh"))
+    built_dir("build.sh")
+}
+
+/// The cache folder of one of the test environment's build scripts
+/// (`SCRIPT --print-dir`): `build.sh`, `build-gateways.sh`, ...
+pub fn built_dir(build_script: &str) -> PathBuf {
+    let out = Command::new(script(build_script))
         .arg("--print-dir")
         .output()
-        .expect("scripts/k8s-testenv/build.sh --print-dir");
-    assert!(out.status.success(), "build.sh --print-dir failed");
+        .unwrap_or_else(|e| panic!("scripts/k8s-testenv/{build_script} --print-dir: {e}"));
+    assert!(out.status.success(), "{build_script} --print-dir failed");
     PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
 }
 
@@ -240,6 +247,17 @@ impl Drop for TestCluster {
         let _ = Command::new(script("down.sh")).arg(&self.state).status();
     }
 }
+
+/// The run [`check_lifecycle_run`] checks, after a scenario's head (its system, how
+/// to reach it, `tls:`): S1's churn, S3's four routes, a rotation, the controller
+/// restarted, a route, the data plane restarted, at 100 req/s with a handshake per
+/// request.
+pub const LIFECYCLE_RUN: &str = "backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+    load:\n  rate: 100\n  connections: 10\n  new_connection: true\n  duration: 30s\n  warmup: 2s\n\
+    changes:\n  - wait: 1s\n  - scale: 4\n  - wait: 2s\n  - scale: 2\n  - wait: 1s\n\
+    \x20 - route: header\n  - wait: 2s\n  - route: cors\n  - wait: 2s\n  - route: rewrite\n  - wait: 2s\n  - route: base\n\
+    \x20 - wait: 1s\n  - rotate: certificate\n  - wait: 2s\n  - restart: controller\n  - wait: 1s\n\
+    \x20 - route: header\n  - wait: 2s\n  - restart: proxy\n  - wait: 2s\n";
 
 /// What one TLS run of S1's churn (2 -> 4 -> 2 pods), S3's routes, a certificate
 /// rotation and both restarts shows whatever the controller, checked: the requests

@@ -48,10 +48,7 @@ pub const VIP_BASE: Ipv4Addr = Ipv4Addr::new(198, 18, 32, 1);
 
 /// The folder of build-gateways.sh's binaries and CRDs.
 pub fn eg_dir() -> PathBuf {
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/build-gateways.sh");
-    let out = Command::new(&script).arg("--print-dir").output().unwrap();
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    super::k8s::built_dir("build-gateways.sh")
 }
 
 /// The Envoy of Envoy Gateway's release (its default image's version).
@@ -198,18 +195,7 @@ impl<'c> EnvoyGateway<'c> {
 
     /// The ends of the controller's log and the load balancer's notes.
     pub fn logs(&self) -> String {
-        let mut out = String::new();
-        for e in std::fs::read_dir(self.dir.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "out" || x == "err") {
-                let text = std::fs::read_to_string(&p).unwrap_or_default();
-                out += &format!("--- {}:\n{}\n", p.display(), super::proc::tail(&text, 20));
-            }
-        }
+        let mut out = super::proc::tails_in(self.dir.path(), 20);
         out += &format!(
             "--- controller pods: {:?}\n--- load balancer: {:?}\n",
             self.pods.as_ref().map(ProcessPods::log),
@@ -266,7 +252,7 @@ fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
         let _ = std::fs::create_dir(&root);
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &netns])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/pod-root.sh"))
+            .arg(super::k8s::script("pod-root.sh"))
             .arg(&root)
             .arg("--bind")
             .arg(format!("{}:/certs", logs.join("certs").display()))

@@ -34,10 +34,7 @@ const HEALTHZ_PORT: u16 = 1042;
 
 /// The folder of build-haproxy-ingress.sh's binaries and CRDs.
 pub fn hi_dir() -> PathBuf {
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/build-haproxy-ingress.sh");
-    let out = Command::new(&script).arg("--print-dir").output().unwrap();
-    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    super::k8s::built_dir("build-haproxy-ingress.sh")
 }
 
 /// Whether some socket of the cluster's namespace listens on TCP `port` (read
@@ -106,19 +103,8 @@ impl<'c> HaproxyIngress<'c> {
 
     /// The controller's and HAProxy's logs' ends and the pods' story.
     pub fn logs(&self) -> String {
-        let mut out = String::new();
-        for e in std::fs::read_dir(self.dir.path())
-            .into_iter()
-            .flatten()
-            .flatten()
-        {
-            let p = e.path();
-            if p.extension().is_some_and(|x| x == "out" || x == "err") {
-                let text = std::fs::read_to_string(&p).unwrap_or_default();
-                out += &format!("--- {}:\n{}\n", p.display(), super::proc::tail(&text, 30));
-            }
-        }
-        out + &format!("--- pods: {:?}\n", self.pods.as_ref().map(ProcessPods::log))
+        super::proc::tails_in(self.dir.path(), 30)
+            + &format!("--- pods: {:?}\n", self.pods.as_ref().map(ProcessPods::log))
     }
 
     /// `kubernetes.workloads.haproxy-ingress` for this install.
@@ -160,7 +146,7 @@ fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
         let _ = std::fs::create_dir(&root);
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &netns])
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/pod-root.sh"))
+            .arg(super::k8s::script("pod-root.sh"))
             .arg(&root)
             .arg("--tmp")
             .arg("--keep")

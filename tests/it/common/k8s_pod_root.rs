@@ -132,7 +132,7 @@ impl PodRoot {
 
     /// The command line that runs `bin` (its arguments follow) in the pod's root.
     pub fn command(&self, bin: &Path) -> Vec<OsString> {
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/k8s-testenv/pod-root.sh");
+        let script = super::k8s::script("pod-root.sh");
         let mut v: Vec<OsString> = vec![script.into(), self.dir.join("root").into()];
         for (src, dst) in &self.binds {
             v.push("--bind".into());

@@ -217,6 +217,20 @@ fn send(pid: u32, group: bool, sig: Signal) {
 }
 
 /// The last `n` lines of `s`, for failure messages.
+/// The last `n` lines of each process output (`NAME.out`, `NAME.err`) in `dir`,
+/// each under its path: for a harness's failure messages.
+pub fn tails_in(dir: &Path, n: usize) -> String {
+    let mut out = String::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.extension().is_some_and(|x| x == "out" || x == "err") {
+            let text = std::fs::read_to_string(&p).unwrap_or_default();
+            out += &format!("--- {}:\n{}\n", p.display(), tail(&text, n));
+        }
+    }
+    out
+}
+
 pub fn tail(s: &str, n: usize) -> String {
     let lines: Vec<&str> = s.lines().collect();
     lines[lines.len().saturating_sub(n)..].join("\n")
