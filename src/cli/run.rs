@@ -209,6 +209,15 @@ pub struct ValidateArgs {
 pub fn validate(a: ValidateArgs) -> anyhow::Result<i32> {
     let (plan, _) = a.plan.plan(&a.scenario)?;
     println!("{}: ok: {}", a.scenario.display(), plan.summary());
+    // Which profiles ever met their real controller: a user choosing one between
+    // a tested profile and one written from documentation should know which is which.
+    if plan.scenario.platform == PlatformKind::Kubernetes {
+        for name in &plan.only {
+            if kubernetes::controllers::controller(name).is_some() {
+                println!("  {name}: {}", kubernetes::controllers::tested(name));
+            }
+        }
+    }
     Ok(0)
 }
 

@@ -176,3 +176,152 @@ fn s5_and_a_route_set_of_200_through_haproxy_ingress() {
     drop(hi);
     drop(pods);
 }
+
+/// What goes wrong, said in one line: an IngressClass that does not exist, one no
+/// controller watches (the URL answers with another certificate than the run's, as
+/// when a controller refuses the run's TLS Secret), and the controller crashing
+/// mid-run. Each run ends with its result or its line, and nothing of it stays in
+/// the cluster.
+#[test]
+fn a_missing_class_a_class_nobody_serves_and_a_crash_are_said_in_one_line() {
+    let _turn = shared();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    let hi = HaproxyIngress::start(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let head = |name: &str, extra: &str| {
+        format!(
+            "name: {name}\nplatform: kubernetes\nsystems: [haproxy-ingress]\n\
+             kubernetes:\n  kubeconfig: {}\n  urls: {{haproxy-ingress: \"https://{HTTPS_ADDR}/\"}}\n\
+             \x20 workloads: {}\n  processes: {{haproxy-ingress: \"{}\"}}\n{extra}\
+             tls:\n  key: ecdsa-p256\nbackends:\n  replicas: 2\n  drain_timeout: 2s\n",
+            cluster.kubeconfig().display(),
+            hi.workloads(),
+            hi.processes(),
+        )
+    };
+    let run = |sub: &str, scn: String| {
+        let sub = dir.path().join(sub);
+        std::fs::create_dir_all(&sub).unwrap();
+        let file = sub.join("s.yaml");
+        std::fs::write(&file, scn).unwrap();
+        let out = sub.join("out");
+        let mut cmd = cluster.ingressbench();
+        cmd.arg("run").arg(&file).arg("--out").arg(&out);
+        (Proc::spawn_group("run", &mut cmd, &sub), out)
+    };
+    let short = "load:\n  rate: 50\n  connections: 2\n  duration: 2s\n  warmup: 0s\n";
+
+    // No such IngressClass: said before anything is made.
+    let (p, _) = run(
+        "a",
+        head("k8s-hi-noclass", "  ingress_class: nope\n") + short,
+    );
+    let done = p.finish(Duration::from_secs(120));
+    assert!(!done.success());
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("IngressClass nope"))
+        .unwrap_or_else(|| panic!("{}", done.stderr));
+    assert!(
+        line.contains(
+            "does not exist (installed: haproxy (haproxy.org/ingress-controller/haproxy))"
+        ) && line.contains("kubernetes.ingress_class"),
+        "{line}"
+    );
+
+    // A class of a controller that does not run: HAProxy never takes the Ingress,
+    // and answers the load's TLS with its own default certificate.
+    let class = dir.path().join("class.yaml");
+    std::fs::write(
+        &class,
+        "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: other\n\
+         spec:\n  controller: example.invalid/nobody\n",
+    )
+    .unwrap();
+    let (ok, o) = cluster.kubectl(&["apply", "-f", class.to_str().unwrap()]);
+    assert!(ok, "{o}");
+    let t = Instant::now();
+    let (p, _) = run(
+        "b",
+        head(
+            "k8s-hi-other",
+            "  ingress_class: other\n  serve_timeout: 3s\n",
+        ) + short,
+    );
+    let done = p.finish(Duration::from_secs(120));
+    assert!(!done.success());
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("Ingress ib-route of class other"))
+        .unwrap_or_else(|| panic!("{}", done.stderr));
+    assert!(
+        line.contains("got no answer from a backend in 3 s")
+            && line.contains("TLS")
+            && line.contains("did the controller refuse its TLS Secret, or not take the route"),
+        "{line}"
+    );
+    eprintln!("unserved class said in {:.1?}: {line}", t.elapsed());
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+
+    // The controller crashes mid-run: HAProxy goes with its pod's processes, the
+    // pod's container is started again; the run ends, its result says so.
+    let (p, out) = run(
+        "c",
+        head("k8s-hi-crash", "")
+            + "load:\n  rate: 50\n  connections: 2\n  duration: 12s\n  warmup: 1s\n",
+    );
+    let t = Instant::now();
+    while !p.stderr_so_far().contains("load running") {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "{}",
+            p.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    hi.crash_controller();
+    let done = p.finish(Duration::from_secs(120));
+    eprintln!("{}\n{}", done.stdout, done.stderr);
+    let r = read_json(&out.join("haproxy-ingress/result.json"));
+    let warnings: Vec<&str> = r["warnings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let crash = warnings
+        .iter()
+        .find(|w| w.contains("container restarted during the run"))
+        .unwrap_or_else(|| {
+            panic!(
+                "{warnings:?}\n{}\n{:?}",
+                hi.logs(),
+                cluster.kubectl(&["get", "pods", "-A", "-o", "wide"])
+            )
+        });
+    assert!(
+        crash.contains("haproxy-controller/")
+            && crash.contains("(0 -> 1)")
+            && !crash.contains('\n'),
+        "{crash}"
+    );
+    // HAProxy was down a while: refused connections, counted as errors.
+    assert!(n(&r["requests"]["failed"]) > 0, "{}", r["requests"]);
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    let (_, left) = cluster.kubectl(&[
+        "get",
+        "ingress,secret",
+        "-A",
+        "-l",
+        "app.kubernetes.io/managed-by=ingressbench",
+        "-o",
+        "name",
+    ]);
+    assert!(left.trim().is_empty(), "{left}");
+    drop(hi);
+    drop(pods);
+}

@@ -289,6 +289,28 @@ fn controllers_routes_are_applied_through_the_api_and_http_routes_wait_for_accep
 
         let mut d = p.driver_for("ingress-nginx").unwrap().unwrap();
         assert!(!d.capabilities().push_endpoints && !d.capabilities().reload);
+        // No IngressClass `nginx`: refused before anything is made, in one line.
+        let e = d
+            .deploy(&ctx, &[], Duration::from_secs(10))
+            .expect_err("no IngressClass nginx");
+        let e = results::Causes(&e).to_string();
+        assert!(
+            e.contains("IngressClass nginx: does not exist (none is installed)")
+                && e.contains("kubernetes.ingress_class")
+                && !e.contains('\n'),
+            "{e}"
+        );
+        let (gone, _) = ingress(c, "{.metadata.name}");
+        assert!(!gone, "nothing made before the class was checked");
+        let class = out.path().join("class.yaml");
+        std::fs::write(
+            &class,
+            "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata: {name: nginx}\n\
+             spec: {controller: k8s.io/ingress-nginx}\n",
+        )
+        .unwrap();
+        let (ok, o) = c.kubectl(&["apply", "-f", class.to_str().unwrap()]);
+        assert!(ok, "{o}");
         d.deploy(&ctx, &[], Duration::from_secs(10)).expect("deploy");
         let (ok, class) = ingress(c, "{.spec.ingressClassName}");
         assert!(ok && class == "nginx", "{class}");

@@ -53,6 +53,12 @@ pub struct Controller {
     /// `restart:` steps; `kubernetes.workloads` overrides it. `None`: no standard
     /// place (a Gateway API implementation in general), so it must be given.
     pub install: Option<Install<&'static str>>,
+    /// The real controller this profile ran against in ingressbench's own tests
+    /// (its version, its proxy's), or `None`: a profile written from the
+    /// controller's documentation that has never met it. Users choosing a profile
+    /// read it (`validate`, the result's `lab.versions`): an untested profile's
+    /// annotations or pod labels may be wrong for their controller.
+    pub tested: Option<&'static str>,
 }
 
 /// Where a controller's pods are: its namespace, the labels of its controller's
@@ -133,6 +139,7 @@ pub const CONTROLLERS: &[Controller] = &[
             "app.kubernetes.io/name=ingress-nginx,app.kubernetes.io/component=controller",
             Some("deployment/ingress-nginx-controller"),
         ),
+        tested: None,
     },
     Controller {
         name: "nginx-ingress",
@@ -146,6 +153,7 @@ pub const CONTROLLERS: &[Controller] = &[
             "app.kubernetes.io/name=nginx-ingress",
             Some("deployment/nginx-ingress-controller"),
         ),
+        tested: None,
     },
     Controller {
         name: "haproxy-ingress",
@@ -159,6 +167,7 @@ pub const CONTROLLERS: &[Controller] = &[
             "app.kubernetes.io/name=kubernetes-ingress",
             Some("deployment/haproxy-kubernetes-ingress"),
         ),
+        tested: Some("HAProxy Kubernetes Ingress v1.11.12 with HAProxy 2.8.25"),
     },
     Controller {
         name: "traefik",
@@ -172,12 +181,14 @@ pub const CONTROLLERS: &[Controller] = &[
             "app.kubernetes.io/name=traefik",
             Some("deployment/traefik"),
         ),
+        tested: Some("Traefik v3.6.12"),
     },
     Controller {
         name: "contour",
         stands_for: "Contour (Envoy) through Gateway API",
         routing: Routing::HttpRoute,
         install: install("projectcontour", "app=contour", Some("daemonset/envoy")),
+        tested: Some("Contour v1.33.8 with Envoy 1.40.0"),
     },
     Controller {
         name: "contour-ingress",
@@ -187,6 +198,7 @@ pub const CONTROLLERS: &[Controller] = &[
             style: Style::Contour,
         },
         install: install("projectcontour", "app=contour", Some("daemonset/envoy")),
+        tested: Some("Contour v1.33.8 with Envoy 1.40.0"),
     },
     Controller {
         name: "envoy-gateway",
@@ -200,6 +212,7 @@ pub const CONTROLLERS: &[Controller] = &[
                  gateway.envoyproxy.io/owning-gateway-name={gateway_name}",
             ),
         ),
+        tested: Some("Envoy Gateway v1.9.1 with Envoy 1.39.1"),
     },
     Controller {
         name: "nginx-gateway-fabric",
@@ -210,6 +223,7 @@ pub const CONTROLLERS: &[Controller] = &[
             "app.kubernetes.io/name=nginx-gateway-fabric",
             None,
         ),
+        tested: None,
     },
     Controller {
         name: "openshift-router",
@@ -220,18 +234,29 @@ pub const CONTROLLERS: &[Controller] = &[
             "ingresscontroller.operator.openshift.io/deployment-ingresscontroller=default",
             Some("deployment/router-default"),
         ),
+        tested: None,
     },
     Controller {
         name: "gateway-api",
         stands_for: "any conformant Gateway API implementation (HTTPRoute filters)",
         routing: Routing::HttpRoute,
         install: None,
+        tested: Some("Traefik v3.6.12's Gateway API provider (Gateway API v1.4.0)"),
     },
 ];
 
 /// The controller profile called `name`.
 pub fn controller(name: &str) -> Option<&'static Controller> {
     CONTROLLERS.iter().find(|c| c.name == name)
+}
+
+/// Whether profile `name` ran against its real controller in ingressbench's own
+/// tests, in words for a user choosing it.
+pub fn tested(name: &str) -> String {
+    match controller(name).and_then(|c| c.tested) {
+        Some(v) => format!("ran against {v} in ingressbench's tests"),
+        None => "never run against its controller in ingressbench's tests: written from the controller's documentation".to_string(),
+    }
 }
 
 /// Every controller profile name.
@@ -259,6 +284,16 @@ pub struct Place {
     /// Technologies' controller loads an Ingress's TLS Secret only for the hosts its
     /// `tls` names, so without `host` the Ingress names this one.
     pub url_host: Option<String>,
+    /// The IngressClass the run's Ingresses name, when the controller was installed
+    /// with another than its profile's (`kubernetes.ingress_class`).
+    pub ingress_class: Option<String>,
+}
+
+impl Place {
+    /// The IngressClass an Ingress of a controller of `profile_class` names here.
+    pub fn class<'a>(&'a self, profile_class: &'a str) -> &'a str {
+        self.ingress_class.as_deref().unwrap_or(profile_class)
+    }
 }
 
 /// The CORS response headers of S3's `cors` change, as the lab's proxies add them.
@@ -361,7 +396,7 @@ pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>
         check_grpc(c, route)?;
     }
     match c.routing {
-        Routing::Ingress { class, style } => Ok(ingress(class, style, place, route)),
+        Routing::Ingress { class, style } => Ok(ingress(place.class(class), style, place, route)),
         Routing::HttpRoute => {
             let Some((gw_ns, gw)) = &place.gateway else {
                 return Err(Unsupported {
@@ -512,7 +547,7 @@ pub fn route_set_objects(
                         "apiVersion": "networking.k8s.io/v1",
                         "kind": "Ingress",
                         "metadata": meta(Value::Object(annotations)),
-                        "spec": {"ingressClassName": class, "rules": [{
+                        "spec": {"ingressClassName": place.class(class), "rules": [{
                             "host": host,
                             "http": {"paths": [{
                                 "path": path,
@@ -764,6 +799,7 @@ mod tests {
             grpc: false,
             tls_secret: Some("ib-tls".into()),
             url_host: Some("198.18.0.1".into()),
+            ingress_class: None,
         };
         let objs = objects(c, &p, Route::Base).unwrap();
         assert_eq!(objs[0]["spec"]["tls"][0]["hosts"], json!(["198.18.0.1"]));
@@ -789,6 +825,7 @@ mod tests {
             grpc: false,
             tls_secret: None,
             url_host: None,
+            ingress_class: None,
         }
     }
 

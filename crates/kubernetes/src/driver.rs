@@ -61,6 +61,9 @@ pub struct ControllerDriver {
     /// Where the controller's pods and its data plane are, for the `restart:`
     /// steps (`kubernetes.workloads`, or the profile's standard install).
     pub install: Option<crate::controllers::Install<String>>,
+    /// The controller's pods' container restarts when its route was first applied
+    /// (see [`crate::restart::crashed`]).
+    restarts_at_start: Option<BTreeMap<String, i32>>,
 }
 
 /// Counts the status writes a controller makes to routing objects, from a watch:
@@ -141,6 +144,7 @@ impl ControllerDriver {
             status: None,
             processes: None,
             install: None,
+            restarts_at_start: None,
         }
     }
 
@@ -456,6 +460,48 @@ impl ControllerDriver {
     }
 }
 
+/// The IngressClass the run's Ingresses name exists: a controller installed with
+/// another class never serves them, and a run that went on would measure its 404s.
+/// Rules that cannot read IngressClasses (cluster-scoped) leave it to the wait for
+/// the route to serve.
+async fn check_ingress_class(client: &kube::Client, class: &str) -> Result<(), ClusterError> {
+    let api: Api<k8s_openapi::api::networking::v1::IngressClass> = Api::all(client.clone());
+    match api.get(class).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.code == 403 => Ok(()),
+        Err(e) if error::gone(&e) => {
+            let here: Vec<String> = api
+                .list(&ListParams::default())
+                .await
+                .map(|l| {
+                    l.items
+                        .into_iter()
+                        .map(|c| {
+                            let name = c.metadata.name.unwrap_or_default();
+                            match c.spec.and_then(|s| s.controller) {
+                                Some(ctl) => format!("{name} ({ctl})"),
+                                None => name,
+                            }
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            let here = if here.is_empty() {
+                "none is installed".to_string()
+            } else {
+                format!("installed: {}", here.join(", "))
+            };
+            Err(ClusterError::Condition {
+                object: format!("IngressClass {class}"),
+                condition: format!(
+                    "does not exist ({here}): name your controller's in kubernetes.ingress_class"
+                ),
+            })
+        }
+        Err(e) => Err(ClusterError::api(format!("get IngressClass {class}"))(e)),
+    }
+}
+
 impl Drop for ControllerDriver {
     /// The status watch runs on the platform's runtime, which outlives the driver.
     fn drop(&mut self) {
@@ -529,11 +575,23 @@ impl Driver for ControllerDriver {
         self.place.tls_secret = ctx.cert.is_file().then(|| crate::TLS_SECRET.to_string());
         // Refuse what cannot be expressed before anything is created.
         controllers::objects(self.controller, &self.place, Route::Base)
-            .map(|_| ())
-            .map_err(|e| SutError::from(ClusterError::from(e)))
+            .map_err(|e| SutError::from(ClusterError::from(e)))?;
+        // Contour serves an Ingress of its class with no IngressClass object.
+        if let Routing::Ingress { class, style } = self.controller.routing {
+            if style == controllers::Style::Contour {
+                return Ok(());
+            }
+            let class = self.place.class(class).to_string();
+            self.rt
+                .block_on(check_ingress_class(&self.client, &class))?;
+        }
+        Ok(())
     }
 
     fn start(&mut self) -> Result<(), SutError> {
+        // Best effort: rules that cannot list the controller's pods leave the crash
+        // unsaid, and the run goes on.
+        self.restarts_at_start = self.restarter().ok().and_then(|r| r.restarts().ok());
         self.apply(Route::Base)
     }
 
@@ -543,6 +601,17 @@ impl Driver for ControllerDriver {
 
     fn apply_route(&mut self, route: Route) -> Result<(), SutError> {
         self.apply(route)
+    }
+
+    fn routed_by(&self) -> String {
+        let name = controllers::ROUTE_NAME;
+        match self.controller.routing {
+            Routing::Ingress { class, .. } => {
+                format!("Ingress {name} of class {}", self.place.class(class))
+            }
+            Routing::HttpRoute => format!("{} {name}", self.gateway_route()),
+            Routing::OpenShiftRoute => format!("Route {name}"),
+        }
     }
 
     /// The run's TLS Secret updated with the new files, as cert-manager renews one:
@@ -738,6 +807,17 @@ impl Driver for ControllerDriver {
         if let Some((_, task)) = self.status.take() {
             task.abort();
         }
+        if let Some(before) = self.restarts_at_start.take() {
+            let after = self.restarter().ok().and_then(|r| r.restarts().ok());
+            if let (Some(after), Some(i)) = (after, self.install.as_ref()) {
+                if let Some(line) = crate::restart::crashed(&i.namespace, &before, &after) {
+                    self.warnings.push(SutError::Setting {
+                        what: self.controller.name.to_string(),
+                        why: line,
+                    });
+                }
+            }
+        }
         let set: Vec<Applied> = std::mem::take(&mut self.set_objects).into_keys().collect();
         let mut left = self.delete_set(set);
         let objects = std::mem::take(&mut self.applied);
@@ -831,6 +911,7 @@ mod tests {
             grpc: false,
             tls_secret: None,
             url_host: None,
+            ingress_class: None,
         };
         let c = controllers::controller("traefik").unwrap();
         (ControllerDriver::new(c, client, rt, place, false), seen)

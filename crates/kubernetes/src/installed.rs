@@ -83,14 +83,18 @@ pub fn pick_image<'a>(images: &[&'a str], hint: &str) -> Option<&'a str> {
 }
 
 /// What the cluster says of `profile`'s installation, as entries for the result's
-/// `versions`: `<profile>` (the version and where it was read, or why nothing was)
-/// and, for a Gateway, `gateway-controller` (its GatewayClass's controller name).
+/// `versions`: `profile-tested` (whether the profile ever ran against its real
+/// controller in this project's tests), `<profile>` (the version and where it was
+/// read, or why nothing was) and, for a Gateway, `gateway-controller` (its GatewayClass's controller name).
 pub async fn describe(
     client: &kube::Client,
     profile: &str,
     gateway: Option<&(String, String)>,
 ) -> Vec<(String, String)> {
-    let mut out = Vec::new();
+    let mut out = vec![(
+        "profile-tested".to_string(),
+        crate::controllers::tested(profile),
+    )];
     let (selectors, hint) = labels(profile);
     if !selectors.is_empty() {
         out.push((

@@ -91,6 +91,12 @@ pub struct ClusterSpec {
     pub own_gateway: Option<gateway::OwnGateway>,
     /// The host routes match (`None`: every host).
     pub host: Option<String>,
+    /// The IngressClass of the run's Ingresses, over the profile's own
+    /// (`kubernetes.ingress_class(es)`).
+    pub ingress_class: Option<String>,
+    /// How long the run's route may take to serve before the load
+    /// (`kubernetes.serve_timeout`; the runner's default when `None`).
+    pub serve_timeout: Option<std::time::Duration>,
     /// The CA (PEM) of the controllers' serving certificates, for `https://` URLs
     /// that no public CA signed.
     pub cacert: Option<std::path::PathBuf>,
@@ -808,6 +814,7 @@ impl Platform for Kubernetes {
                 .iter()
                 .find(|(s, _)| s == system)
                 .and_then(|(_, u)| url_host(u)),
+            ingress_class: self.spec.ingress_class.clone(),
         };
         Some(
             self.client()

@@ -14,7 +14,7 @@ use crate::error::{self, ClusterError};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use sut::SutError;
 
@@ -60,6 +60,36 @@ impl Restarter<'_> {
                     .as_ref()
                     .and_then(|s| s.conditions.as_ref())
                     .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True")),
+            })
+            .collect())
+    }
+
+    /// The container restarts of each of the controller's pods, by pod name: what
+    /// the kubelet counts when a container crashes and is started again. Read at
+    /// the run's start and end, a count that grew is a crash the run did not ask for
+    /// (a `restart:` step replaces pods; it never restarts a container).
+    pub(crate) fn restarts(&self) -> Result<BTreeMap<String, i32>, ClusterError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &self.install.namespace);
+        let sel = &self.install.controller;
+        let list = self
+            .rt
+            .block_on(api.list(&ListParams::default().labels(sel)))
+            .map_err(ClusterError::api(format!(
+                "list pods {sel} in namespace {}",
+                self.install.namespace
+            )))?;
+        Ok(list
+            .items
+            .into_iter()
+            .map(|p| {
+                let n = p
+                    .status
+                    .and_then(|s| s.container_statuses)
+                    .into_iter()
+                    .flatten()
+                    .map(|c| c.restart_count)
+                    .sum();
+                (p.metadata.name.unwrap_or_default(), n)
             })
             .collect())
     }
@@ -281,4 +311,53 @@ fn labels(m: Option<std::collections::BTreeMap<String, String>>) -> String {
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// The controller's pods whose containers restarted between two readings of
+/// [`Restarter::restarts`], in one line for the result's warnings; `None` when none
+/// did. A pod only in one reading was made or removed (a `restart:` step), not
+/// restarted.
+pub(crate) fn crashed(
+    namespace: &str,
+    before: &BTreeMap<String, i32>,
+    after: &BTreeMap<String, i32>,
+) -> Option<String> {
+    let grew: Vec<String> = after
+        .iter()
+        .filter_map(|(pod, n)| {
+            let was = *before.get(pod)?;
+            (*n > was).then(|| format!("{namespace}/{pod} ({was} -> {n})"))
+        })
+        .collect();
+    (!grew.is_empty()).then(|| {
+        format!(
+            "the controller's container restarted during the run, as after a crash: {} (kubectl logs --previous says why); the errors of that moment are the crash's",
+            grew.join(", ")
+        )
+    })
+}
+
+#[cfg(test)]
+mod crash_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_restart_count_that_grew_on_the_same_pod_is_a_crash() {
+        let m = |v: &[(&str, i32)]| -> BTreeMap<String, i32> {
+            v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
+        };
+        let before = m(&[("c-1", 0), ("c-2", 3)]);
+        assert_eq!(crashed("ns", &before, &before), None);
+        // Replaced by a restart step: new names, whatever their counts.
+        assert_eq!(crashed("ns", &before, &m(&[("c-3", 1)])), None);
+        let line = crashed("ns", &before, &m(&[("c-1", 1), ("c-2", 3)])).unwrap();
+        assert!(
+            line.starts_with("the controller's container restarted"),
+            "{line}"
+        );
+        assert!(
+            line.contains("ns/c-1 (0 -> 1)") && !line.contains("c-2"),
+            "{line}"
+        );
+    }
 }

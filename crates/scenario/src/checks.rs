@@ -778,6 +778,7 @@ impl Scenario {
                 ));
             }
             self.check_gateway_classes(k)?;
+            self.check_ingress_classes(k)?;
             for (name, gw) in &k.gateways {
                 if !self.systems.iter().any(|p| p.name() == name) {
                     return Err(Bad::new(
@@ -987,6 +988,39 @@ impl Scenario {
                         "kubernetes.gateway_class: {} is not routed through Gateway API: a Gateway of the run's own is for Gateway API profiles (envoy-gateway, nginx-gateway-fabric, contour, gateway-api); name its GatewayClass in kubernetes.gateway_classes for those systems only",
                         sys.name()
                     ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `kubernetes.ingress_class(es)`: a class named, and only for systems routed
+    /// by an Ingress.
+    fn check_ingress_classes(&self, k: &KubernetesSection) -> Result<(), Bad> {
+        let by_ingress = |name: &str| {
+            kubernetes::controllers::controller(name).is_some_and(|c| {
+                matches!(c.routing, kubernetes::controllers::Routing::Ingress { .. })
+            })
+        };
+        for (name, class) in &k.ingress_classes {
+            if !self.systems.iter().any(|p| p.name() == name) {
+                return Err(Bad::new(
+                    "kubernetes.ingress_classes",
+                    format!("kubernetes.ingress_classes: {name} is not among the systems"),
+                ));
+            }
+            if !by_ingress(name) || class.is_empty() {
+                return Err(Bad::new(
+                    "kubernetes.ingress_classes",
+                    format!("kubernetes.ingress_classes: {name}: name an IngressClass (kubectl get ingressclass), and only for a system routed by an Ingress (ingress-nginx, nginx-ingress, haproxy-ingress, traefik, contour-ingress)"),
+                ));
+            }
+        }
+        if let Some(class) = &k.ingress_class {
+            if class.is_empty() || !self.systems.iter().any(|p| by_ingress(p.name())) {
+                return Err(Bad::new(
+                    "kubernetes.ingress_class",
+                    "kubernetes.ingress_class: name an IngressClass (kubectl get ingressclass) for the systems routed by an Ingress (ingress-nginx, nginx-ingress, haproxy-ingress, traefik, contour-ingress); none of this scenario's is",
                 ));
             }
         }

@@ -700,6 +700,18 @@ pub struct KubernetesSection {
     /// A GatewayClass per system (`gateway_class` for the others).
     #[serde(default)]
     pub gateway_classes: BTreeMap<String, String>,
+    /// The IngressClass the run's Ingresses name, for a controller installed with
+    /// another than its profile's (`nginx`, `haproxy`, `traefik`, `contour`): a
+    /// second ingress-nginx beside the first is the usual case.
+    #[serde(default)]
+    pub ingress_class: Option<String>,
+    /// An IngressClass per system (`ingress_class` for the others).
+    #[serde(default)]
+    pub ingress_classes: BTreeMap<String, String>,
+    /// How long the run's route may take to answer from a backend, once its objects
+    /// are in, before the load (default 30 s).
+    #[serde(default)]
+    pub serve_timeout: Option<Dur>,
     /// The ports of the run's own Gateway's listeners.
     #[serde(default)]
     pub gateway_ports: GatewayPorts,
@@ -826,6 +838,14 @@ impl KubernetesSection {
 }
 
 impl KubernetesSection {
+    /// The IngressClass of `system`'s Ingresses, when not its profile's.
+    pub fn ingress_class_for(&self, system: &str) -> Option<String> {
+        self.ingress_classes
+            .get(system)
+            .or(self.ingress_class.as_ref())
+            .cloned()
+    }
+
     /// The GatewayClass of the Gateway `system`'s run creates: its own in
     /// `gateway_classes`, else `gateway_class`; none when a Gateway is named for it.
     pub fn gateway_class_for(&self, system: &str) -> Option<String> {

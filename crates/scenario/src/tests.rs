@@ -356,6 +356,50 @@ fn a_gateway_of_the_runs_own_is_for_gateway_api_systems_only_and_alone() {
 }
 
 #[test]
+fn an_ingress_class_of_the_users_install_reaches_the_cluster_spec_and_only_for_ingress_systems() {
+    let k8s = "name: k\nplatform: kubernetes\nsystems: [haproxy-ingress, traefik, contour]\n\
+               tls:\n  enabled: false\nload:\n  rate: 10\n  duration: 5s\n\
+               kubernetes:\n  urls: {haproxy-ingress: \"http://198.18.0.1/\", traefik: \"http://198.18.0.2/\", contour: \"http://198.18.0.3/\"}\n\
+               \x20 gateway: infra/gw\n  ingress_class: internal\n  ingress_classes: {traefik: traefik-2}\n";
+    let s = Scenario::parse(k8s, "k.yaml").unwrap();
+    let plan = crate::plan::Plan::build(s, k8s.to_string(), "k.yaml", Default::default()).unwrap();
+    let classes: Vec<Option<String>> = plan
+        .cases
+        .iter()
+        .map(|c| match &c.deploy.platform {
+            crate::plan::PlatformSpec::Kubernetes(spec) => spec.ingress_class.clone(),
+            _ => panic!("not a cluster"),
+        })
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            Some("internal".into()),
+            Some("traefik-2".into()),
+            Some("internal".into())
+        ]
+    );
+    let e = err(&k8s.replace("{traefik: traefik-2}", "{contour: x}"));
+    assert!(
+        e.contains("kubernetes.ingress_classes: contour: name an IngressClass"),
+        "{e}"
+    );
+    let e = err(&k8s.replace("{traefik: traefik-2}", "{nginx-ingress: x}"));
+    assert!(e.contains("nginx-ingress is not among the systems"), "{e}");
+    let e = err(&k8s
+        .replace(
+            "systems: [haproxy-ingress, traefik, contour]",
+            "systems: [contour]",
+        )
+        .replace("  ingress_classes: {traefik: traefik-2}\n", ""));
+    assert!(
+        e.contains("kubernetes.ingress_class: name an IngressClass"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+}
+
+#[test]
 fn each_gateway_api_system_can_attach_to_its_own_gateway() {
     let k8s = "name: k\nplatform: kubernetes\nsystems: [contour, gateway-api]\n\
                tls:\n  enabled: false\n\

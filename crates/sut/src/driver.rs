@@ -405,6 +405,11 @@ pub trait Driver: Send {
             what: "take endpoints pushed to it".into(),
         })
     }
+    /// What routes the load to the backends, in words for a message: a cluster's
+    /// routing object and its class.
+    fn routed_by(&self) -> String {
+        "its route".to_string()
+    }
     /// Asks for a route configuration.
     fn apply_route(&mut self, route: Route) -> Result<(), SutError>;
     /// How many times the controller wrote the status of the route set's routing

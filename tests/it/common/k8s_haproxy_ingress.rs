@@ -114,6 +114,21 @@ impl<'c> HaproxyIngress<'c> {
         )
     }
 
+    /// Kills the controller's process as a crash would: its pod's PID namespace,
+    /// HAProxy with it, ends; the pod's process is started again (restartPolicy
+    /// Always) and its restart counted in the pod's status, as a kubelet does.
+    pub fn crash_controller(&self) {
+        let pattern = format!(
+            "{} --external",
+            hi_dir().join("bin/kubernetes-ingress").display()
+        );
+        let ok = Command::new("pkill")
+            .args(["-KILL", "-f", &pattern])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "no controller process to kill");
+    }
+
     /// Text of the controller's and HAProxy's command lines (for
     /// `kubernetes.processes`).
     pub fn processes(&self) -> String {

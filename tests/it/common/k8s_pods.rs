@@ -1028,6 +1028,45 @@ pub(crate) async fn set_ready(
     .map_err(|e| e.to_string())
 }
 
+/// The pod's container counted restarted once more and not ready, as the kubelet
+/// writes it when a container exits and is started again (restartPolicy Always).
+pub(crate) async fn count_restart(client: &kube::Client, pod: &Pod) -> Result<i32, String> {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or("default");
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let now = api.get_status(name).await.map_err(|e| e.to_string())?;
+    let container = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .cloned()
+        .unwrap_or_default();
+    let count = now
+        .status
+        .and_then(|s| s.container_statuses)
+        .and_then(|cs| cs.first().map(|c| c.restart_count))
+        .unwrap_or(0)
+        + 1;
+    let at = k8s_openapi::jiff::Timestamp::now().to_string();
+    let patch = json!({"status": {"containerStatuses": [{
+        "name": container.name,
+        "image": container.image.unwrap_or_default(),
+        "imageID": "",
+        "ready": false,
+        "started": true,
+        "restartCount": count,
+        "state": {"running": {"startedAt": at}},
+        "lastState": {"terminated": {"exitCode": 137, "reason": "Error", "startedAt": at, "finishedAt": at}},
+    }]}});
+    // The pod as patched: a readiness patch sends its container statuses whole.
+    let fresh = api
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| e.to_string())?;
+    set_ready(client, &fresh, false).await?;
+    Ok(count)
+}
+
 fn ready_patch(pod: &Pod, ready: bool) -> Value {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
     let status = if ready { "True" } else { "False" };

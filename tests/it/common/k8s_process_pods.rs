@@ -185,9 +185,12 @@ impl ProcessPods {
                             // restartPolicy Always: a process that exited runs again
                             // (a port its predecessor still held, for one).
                             Some(r) if !deleting && alive == Some(false) => {
-                                note(format!("{pname}: exited, started again"));
+                                let counted =
+                                    rt.block_on(super::k8s_pods::count_restart(&client, pod));
+                                note(format!("{pname}: exited, started again ({counted:?})"));
                                 std::thread::sleep(Duration::from_millis(200));
                                 r.proc = start(&pname);
+                                r.ready = false;
                             }
                             Some(r) if !deleting && !r.ready && ready(r.proc.id()) => {
                                 match rt.block_on(super::k8s_pods::set_ready(&client, pod, true)) {

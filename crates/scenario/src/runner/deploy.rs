@@ -13,6 +13,10 @@ pub(crate) struct Deployed {
     pub(super) route_set: Option<results::RouteSetResult>,
 }
 
+/// How long a cluster's route may take to serve once its objects are in: a
+/// controller that reloads its proxy (HAProxy's, ingress-nginx) takes seconds.
+const SERVED_WAIT: Duration = Duration::from_secs(30);
+
 /// Sets up `case`'s system (its files in the case's folder): platform, backends,
 /// proxy, and its route set.
 pub(crate) fn deploy(case: &Case, opts: &RunOptions) -> Result<Deployed, RunError> {
@@ -48,6 +52,32 @@ pub(crate) fn deploy(case: &Case, opts: &RunOptions) -> Result<Deployed, RunErro
     sys.driver
         .deploy(&ctx, &endpoints, Duration::from_secs(15))
         .map_err(lab)?;
+    // On a cluster the route's objects say nothing of serving (an Ingress has no
+    // condition at all): the load's first request must reach a backend first.
+    if sys.platform.name() == "kubernetes" {
+        let target = sys.platform.target();
+        let mut spec = case.load.at(&target.url, target.cacert.clone());
+        if d.routes.is_some() {
+            // The set's routes are not given yet: its requests cannot serve.
+            spec.targets.clear();
+        }
+        if spec.http2.protocol == engine::Protocol::Http1 && spec.http2.grpc.is_none() {
+            let bound = match &d.platform {
+                crate::plan::PlatformSpec::Kubernetes(k) => k.serve_timeout,
+                _ => None,
+            };
+            served::wait_served(&spec, bound.unwrap_or(SERVED_WAIT)).map_err(|why| {
+                let hint = if why.contains("TLS") {
+                    " (the run's certificate was not served there: did the controller refuse its TLS Secret, or not take the route? Its log says why)"
+                } else if why.contains(" 404 ") {
+                    " (is a controller watching it?)"
+                } else {
+                    ""
+                };
+                RunError::Setup(format!("{name}: {}: {why}{hint}", sys.driver.routed_by()))
+            })?;
+        }
+    }
     if d.rotates_certificate {
         sys.serial = Some(certs::serial(&ctx.cert).map_err(lab)?);
     }

@@ -11,6 +11,7 @@ mod analysis;
 mod deploy;
 mod measure;
 mod scan;
+mod served;
 mod steps;
 mod system;
 #[cfg(test)]
