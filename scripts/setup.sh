@@ -19,6 +19,13 @@ need_apt=()
 command -v nginx >/dev/null || need_apt+=(nginx-light)
 [ -e /usr/lib/nginx/modules/ngx_http_lua_module.so ] || need_apt+=(libnginx-mod-http-lua)
 [ -e /usr/share/lua/5.1/resty/core.lua ] || need_apt+=(lua-resty-core)
+# What the real ingress-nginx controller's Lua needs, as Debian packages it (the tests;
+# docs/kubernetes.md lists what this project writes in place of the rest).
+[ -e /usr/share/lua/5.1/resty/lrucache.lua ] || need_apt+=(lua-resty-lrucache)
+[ -e /usr/lib/nginx/modules/ngx_http_headers_more_filter_module.so ] || need_apt+=(libnginx-mod-http-headers-more-filter)
+[ -e /usr/lib/x86_64-linux-gnu/lua/5.1/cjson.so ] || need_apt+=(lua-cjson)
+[ -e /usr/share/lua/5.1/nginx/dns/resolver.lua ] || need_apt+=(lua-nginx-dns)
+[ -e /usr/share/lua/5.1/nginx/cookie.lua ] || need_apt+=(lua-nginx-cookie)
 command -v haproxy >/dev/null || need_apt+=(haproxy)
 command -v caddy >/dev/null || need_apt+=(caddy)
 command -v curl >/dev/null || need_apt+=(curl)

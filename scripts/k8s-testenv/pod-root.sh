@@ -7,7 +7,12 @@
 # exist only in the new root. Two pods never share these paths.
 #
 #   pod-root.sh ROOT [--bind SRC:DST]... [--file SRC:DST]... [--tmp [--keep PATH]...]
-#               [--pid] -- COMMAND [ARGS...]
+#               [--private DIR]... [--pid] -- COMMAND [ARGS...]
+#
+# --private DIR (a top-level folder, /etc) gives the pod that folder as a tmpfs of
+# its own holding the machine's entries (bind mounts): what the command creates in
+# it (ingress-nginx's /etc/ingress-controller) is the pod's, and a --bind may name a
+# folder there that the machine does not have.
 #
 # --tmp gives the pod a /tmp of its own (a tmpfs), holding only the machine's folders
 # named by --keep (at their paths: the cluster's state, the harness's folders), so
@@ -32,13 +37,14 @@ if [ "${POD_ROOT_INSIDE:-}" != 1 ]; then
 fi
 unset POD_ROOT_INSIDE
 root=$1; shift
-binds=(); files=(); keeps=(); tmp=0; newpid=0
+binds=(); files=(); keeps=(); privates=(); tmp=0; newpid=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bind) binds+=("$2"); shift 2 ;;
     --file) files+=("$2"); shift 2 ;;
     --tmp) tmp=1; shift ;;
     --keep) keeps+=("$2"); shift 2 ;;
+    --private) privates+=("$2"); shift 2 ;;
     --pid) newpid=1; shift ;;
     --) shift; break ;;
     *) echo "pod-root.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -68,6 +74,25 @@ if [ $tmp = 1 ]; then
     mount --rbind "$k" "$root$k"
   done
 fi
+for p in "${privates[@]}"; do
+  case "$p" in /*/* | /) echo "pod-root.sh: --private $p: only a top-level folder" >&2; exit 2 ;; /*) ;; *) echo "pod-root.sh: --private $p is not an absolute path" >&2; exit 2 ;; esac
+  [ -d "$p" ] || { echo "pod-root.sh: --private $p: no such folder" >&2; exit 2; }
+  umount -l "$root$p"
+  mount -t tmpfs -o mode=0755 podprivate "$root$p"
+  for e in "$p"/* "$p"/.[!.]*; do
+    [ -e "$e" ] || [ -L "$e" ] || continue
+    name=${e##*/}
+    if [ -L "$e" ]; then
+      ln -s "$(readlink "$e")" "$root$p/$name"
+    elif [ -d "$e" ]; then
+      mkdir "$root$p/$name"
+      mount --rbind "$e" "$root$p/$name"
+    else
+      touch "$root$p/$name"
+      mount --bind "$e" "$root$p/$name"
+    fi
+  done
+done
 # A PID namespace's own /proc, so that its processes see one another by their pids.
 if [ $newpid = 1 ]; then
   umount -l "$root/proc"
@@ -76,7 +101,12 @@ fi
 for b in "${binds[@]}"; do
   src=${b%%:*}; dst=${b#*:}
   case "$dst" in
-    /*/*) [ -d "$root$dst" ] || { echo "pod-root.sh: $dst must be a top-level path or an existing folder" >&2; exit 2; } ;;
+    /*/*)
+      rest=${dst#/}; top=/${rest%%/*}
+      for p in "${privates[@]}"; do
+        if [ "$p" = "$top" ] && [ ! -d "$root$dst" ]; then mkdir -p "$root$dst"; fi
+      done
+      [ -d "$root$dst" ] || { echo "pod-root.sh: $dst must be a top-level path, an existing folder or one in a --private folder" >&2; exit 2; } ;;
     /*) mkdir -p "$root$dst" ;;
     *) echo "pod-root.sh: $dst is not an absolute path" >&2; exit 2 ;;
   esac

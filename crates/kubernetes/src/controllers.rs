@@ -250,6 +250,26 @@ pub fn controller(name: &str) -> Option<&'static Controller> {
     CONTROLLERS.iter().find(|c| c.name == name)
 }
 
+/// What `route` needs of `c`'s controller beyond the objects the run writes, as
+/// found against the real controllers: said when the change never shows.
+pub fn route_needs(c: &Controller, route: Route) -> Option<&'static str> {
+    let Routing::Ingress { style, .. } = c.routing else {
+        return None;
+    };
+    match (style, route) {
+        (Style::IngressNginx, Route::Header) => Some(
+            "ingress-nginx takes nginx.ingress.kubernetes.io/configuration-snippet only when its ConfigMap sets allow-snippet-annotations: \"true\" (off by default since v1.9), and drops it without a word otherwise",
+        ),
+        (Style::NginxOrg, Route::Cors | Route::Header) => Some(
+            "F5's controller takes nginx.org/location-snippets only with -enable-snippets",
+        ),
+        (Style::HaproxyOrg, Route::Cors) => Some(
+            "HAProxy's ingress answers CORS only to a request that carries an Origin header, which the load does not send",
+        ),
+        _ => None,
+    }
+}
+
 /// Whether profile `name` ran against its real controller in ingressbench's own
 /// tests, in words for a user choosing it.
 pub fn tested(name: &str) -> String {

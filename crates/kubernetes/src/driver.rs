@@ -603,6 +603,10 @@ impl Driver for ControllerDriver {
         self.apply(route)
     }
 
+    fn route_needs(&self, route: Route) -> Option<String> {
+        controllers::route_needs(self.controller, route).map(str::to_string)
+    }
+
     fn routed_by(&self) -> String {
         let name = controllers::ROUTE_NAME;
         match self.controller.routing {

@@ -405,6 +405,14 @@ pub trait Driver: Send {
             what: "take endpoints pushed to it".into(),
         })
     }
+    /// What a route change needs of the system beyond the change itself, in words
+    /// for a change that never showed in traffic: a controller's setting that
+    /// lets the annotation through, or when it answers with it. `None` when
+    /// nothing is known.
+    fn route_needs(&self, route: Route) -> Option<String> {
+        let _ = route;
+        None
+    }
     /// What routes the load to the backends, in words for a message: a cluster's
     /// routing object and its class.
     fn routed_by(&self) -> String {

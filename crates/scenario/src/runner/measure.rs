@@ -214,6 +214,19 @@ pub(crate) fn run_system(
     let route_propagation =
         route_propagation(&events, &sys.events.opened, &tally, sys.events.origin);
     let rotations = rotations(&events, &sys.rotated, &windows, &result.tls.certificates);
+    // A change no response ever showed is said, with what the system needs for it.
+    for c in route_propagation.iter().flat_map(|p| &p.changes) {
+        if c.seen_ms.is_none() {
+            let needs = lab::Route::parse(&c.route).and_then(|r| sys.driver.route_needs(r));
+            result.warnings.push(format!(
+                "{out_name}: route {} (at {:.1} s) never showed in traffic ({} responses after it){}",
+                c.route,
+                c.at_ms / 1000.0,
+                c.responses_old,
+                needs.map(|n| format!(": {n}")).unwrap_or_default()
+            ));
+        }
+    }
     let cluster = sys.platform.cluster_info();
     let network = sys.platform.network_info();
     result.lab = Some(LabInfo {

@@ -33,11 +33,14 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
     };
     let target = http1::Target::parse(url)?;
     let msg = http1::target::encode_request("GET", &target, headers, &[], true)?;
-    let addr = (target.host.as_str(), target.port)
+    // Every connection goes to the URL's address; a request's own host is its
+    // virtual host (Host, and the server name over TLS), as the engine sends it.
+    let to = http1::Target::parse(&spec.url)?;
+    let addr = (to.host.as_str(), to.port)
         .to_socket_addrs()
         .ok()
         .and_then(|mut a| a.next())
-        .ok_or_else(|| format!("{url}: no address for {}", target.host))?;
+        .ok_or_else(|| format!("{}: no address for {}", spec.url, to.host))?;
     let tls = if target.tls {
         let cfg = engine::tls::client_config(&spec.tls).map_err(|e| e.to_string())?;
         let name = engine::tls::server_name(&target.host).map_err(|e| e.to_string())?;
