@@ -19,7 +19,7 @@ fn n(v: &Value) -> u64 {
     v.as_u64().unwrap_or(0)
 }
 
-/// Runs `extra` (backends, load, changes) through the controller over TLS; returns
+/// Runs `extra` (tls, backends, load, changes) through the controller; returns
 /// the result, and nginx's worker processes as sampled every 100 ms from the load's
 /// start for `watch` (each sample's pids).
 fn run(
@@ -37,7 +37,7 @@ fn run(
             "name: {name}\nplatform: kubernetes\nsystems: [ingress-nginx]\n\
              kubernetes:\n  kubeconfig: {}\n  urls: {{ingress-nginx: \"https://{HTTPS_ADDR}/\"}}\n\
              \x20 workloads: {}\n  processes: {{ingress-nginx: \"{}\"}}\n  host: {HOST}\n\
-             tls:\n  key: ecdsa-p256\nrequests:\n  - {{host: {HOST}, path: /}}\n{extra}",
+             requests:\n  - {{host: {HOST}, path: /}}\n{extra}",
             cluster.kubeconfig().display(),
             inx.workloads(),
             inx.processes(),
@@ -95,7 +95,7 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
         &cluster,
         &inx,
         "k8s-inx-churn",
-        "backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+        "tls:\n  key: ecdsa-p256\nbackends:\n  replicas: 2\n  drain_timeout: 2s\n\
          load:\n  rate: 100\n  connections: 10\n  new_connection: true\n  duration: 13s\n  warmup: 2s\n\
          changes:\n  - wait: 1s\n  - scale: 4\n  - wait: 6s\n  - scale: 2\n  - wait: 3s\n",
         Duration::from_secs(11),
@@ -144,10 +144,13 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
         // Pods held 6 s, not 2, and changes 4 s apart: the controller syncs at most
         // every 3.3 s, so a pod gone sooner is never routed to, and a route changed
         // again sooner is never in force (both measured in the failures test).
-        &crate::common::k8s::LIFECYCLE_RUN
-            .replace("scale: 4\n  - wait: 2s", "scale: 4\n  - wait: 6s")
-            .replace("wait: 2s", "wait: 4s")
-            .replace("duration: 30s", "duration: 50s"),
+        &format!(
+            "tls:\n  key: ecdsa-p256\n{}",
+            crate::common::k8s::LIFECYCLE_RUN
+        )
+        .replace("scale: 4\n  - wait: 2s", "scale: 4\n  - wait: 6s")
+        .replace("wait: 2s", "wait: 4s")
+        .replace("duration: 30s", "duration: 50s"),
         Duration::ZERO,
     );
     for w in r2["lab"]["windows"].as_array().unwrap() {
@@ -171,6 +174,12 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
             assert!(c["seen_ms"].as_f64().is_some(), "{c}\n{}", inx.logs());
         }
     }
+    // What the controller made under /etc stayed in its pod's root (pod-root.sh
+    // --private /etc): nothing on this machine.
+    assert!(
+        !std::path::Path::new("/etc/ingress-controller").exists(),
+        "the controller wrote to this machine's /etc"
+    );
     let res = &r2["lab"]["resources"];
     eprintln!("ingress-nginx: controller and nginx: {res}");
     assert!(res["rss_max_mib"].as_f64().unwrap_or(0.0) > 10.0, "{res}");
@@ -204,7 +213,7 @@ fn a_dropped_snippet_and_a_crash_are_said_in_one_line() {
         &cluster,
         &inx,
         "k8s-inx-snippet",
-        "backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+        "tls:\n  key: ecdsa-p256\nbackends:\n  replicas: 2\n  drain_timeout: 2s\n\
          load:\n  rate: 50\n  connections: 4\n  duration: 12s\n  warmup: 1s\n\
          changes:\n  - wait: 1s\n  - route: header\n  - wait: 5s\n  - route: base\n  - wait: 4s\n",
         Duration::ZERO,
@@ -281,6 +290,60 @@ fn a_dropped_snippet_and_a_crash_are_said_in_one_line() {
         "name",
     ]);
     assert!(left.trim().is_empty(), "{left}");
+    drop(inx);
+    drop(pods);
+}
+
+/// Study S5's load on the cluster (TLS 1.3, RSA 2048, 500 req/s over 50
+/// connections, 2 <-> 4 backends every 10 s, as its file has it) through the real
+/// controller, then issue 28's route set of 200 Ingresses over 10 hosts with one
+/// added, removed and changed under load.
+#[test]
+fn s5_and_a_route_set_of_200_through_ingress_nginx() {
+    let _turn = shared();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    // The route set marks each route with a header: a configuration-snippet.
+    let inx = IngressNginx::start(&cluster, &[("allow-snippet-annotations", "true")]);
+    let (r, _) = run(
+        &cluster,
+        &inx,
+        "k8s-inx-s5",
+        "tls:\n  version: \"1.3\"\n  key: rsa2048\n\
+         backends:\n  replicas: 2\n  body_size: 1024\n  stop: graceful\n\
+         load:\n  rate: 500\n  connections: 50\n  threads: 1\n  duration: 24s\n\
+         changes:\n  - repeat:\n      steps:\n        - scale: 4\n        - wait: 10s\n        - scale: 2\n        - wait: 10s\n",
+        Duration::ZERO,
+    );
+    assert_eq!(r["tls"]["version"], "TLSv1.3", "{}", r["tls"]);
+    let q = &r["requests"];
+    assert!(
+        n(&q["completed"]) * 100 > n(&q["intended"]) * 98,
+        "{q}: {}",
+        r["errors"]
+    );
+    let prop = &r["lab"]["propagation"];
+    let added = prop["added"].as_array().unwrap();
+    assert!(!added.is_empty(), "{prop}");
+    for a in added {
+        let ms = a["propagation_ms"]
+            .as_f64()
+            .unwrap_or_else(|| panic!("never served: {a}"));
+        assert!(ms < 5000.0, "{a}");
+    }
+    eprintln!(
+        "ingress-nginx S5: {} of {} completed, errors {}, added {}, removed {}",
+        q["completed"], q["intended"], r["errors"], prop["added_ms"], prop["removed_ms"]
+    );
+    crate::common::k8s::run_route_set(
+        &cluster,
+        &["ingress-nginx"],
+        "{ingress-nginx: \"http://198.18.0.1:8080/\"}",
+        "unused/unused",
+        &format!("{{ingress-nginx: \"{}\"}}", inx.processes()),
+        crate::common::k8s::ROUTES,
+    );
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
     drop(inx);
     drop(pods);
 }

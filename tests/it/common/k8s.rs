@@ -401,8 +401,8 @@ pub fn run_route_set(
             assert!(bytes > u64::from(routes) * 100, "{system}: {rs}");
             let writes = rs["status_writes"].as_u64();
             // An HTTPRoute's status is written by its controller; an Ingress's
-            // (Traefik's, HAProxy's) is not, per route.
-            if !["traefik", "haproxy-ingress"].contains(&r["lab"]["system"].as_str().unwrap_or("")) {
+            // (Traefik's, HAProxy's, ingress-nginx's) is not, per route.
+            if !["traefik", "haproxy-ingress", "ingress-nginx"].contains(&r["lab"]["system"].as_str().unwrap_or("")) {
                 let w = writes.unwrap_or_else(|| panic!("{system}: no status writes: {rs}"));
                 assert!(w >= u64::from(routes), "{system}: {w} status writes: {rs}");
             }
