@@ -38,6 +38,7 @@ mod mix;
 mod network_lab;
 mod outputs;
 mod plans;
+mod probes;
 mod repeat;
 mod report;
 mod report_e2e;

@@ -16,6 +16,7 @@
 pub mod delay;
 pub mod flap;
 pub mod h2;
+pub mod probe;
 pub mod response;
 pub mod server;
 pub mod stall;

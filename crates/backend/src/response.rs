@@ -185,6 +185,40 @@ impl Responder {
     }
 }
 
+impl Responder {
+    /// Appends the answer to a behaviour probe: `status` with `body` (what was
+    /// received, [`crate::probe::body`]), this backend's `x-backend`.
+    pub fn write_probe(
+        &self,
+        out: &mut Vec<u8>,
+        date: &[u8; DATE_LEN],
+        status: u16,
+        body: &str,
+        a: &Answer,
+    ) {
+        out.extend_from_slice(
+            format!(
+                "HTTP/1.1 {status} {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nx-backend: {}\r\ndate: ",
+                reason(status),
+                body.len(),
+                self.id
+            )
+            .as_bytes(),
+        );
+        out.extend_from_slice(date);
+        out.extend_from_slice(b"\r\n");
+        if a.close {
+            out.extend_from_slice(b"connection: close\r\n");
+        } else if a.confirm_keep_alive {
+            out.extend_from_slice(b"connection: keep-alive\r\n");
+        }
+        out.extend_from_slice(b"\r\n");
+        if !a.head_method {
+            out.extend_from_slice(body.as_bytes());
+        }
+    }
+}
+
 /// Body of `/healthz`.
 const HEALTHY: &[u8] = b"healthy";
 

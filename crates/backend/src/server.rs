@@ -165,6 +165,8 @@ impl Server {
                 failing_responder,
                 start,
                 next_request: AtomicU64::new(1),
+                next_conn: AtomicU64::new(1),
+                probe_attempts: crate::probe::Attempts::default(),
                 open: AtomicUsize::new(0),
                 all_closed: Notify::new(),
             }),
@@ -375,16 +377,27 @@ where
     let mut peer_done = false;
     // Made at the first held answer: a connection never delayed pays for none.
     let mut timer: Option<Timer> = None;
+    // A behaviour probe being read, and its body's length so far.
+    let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+    let mut conn_requests = 0u64;
+    let mut probe: Option<crate::probe::Received> = None;
+    let mut body_len = 0u64;
     loop {
         // Answer every request complete in the buffer, in order.
         loop {
-            let feed = match reader.feed(&buf[start..end]) {
+            let head_next = reader.between_requests();
+            let feed = match reader.feed_with(&buf[start..end], |d| body_len += d.len() as u64) {
                 Ok(f) => f,
                 Err(_) => {
                     out.extend_from_slice(shared.responder.bad_request());
                     return close(&mut io, &out, &mut buf).await;
                 }
             };
+            if head_next && feed.consumed > 0 {
+                // The head was read in this call, from here (a body may follow).
+                probe = crate::probe::parse(&buf[start..start + feed.consumed]);
+                conn_requests += 1;
+            }
             start += feed.consumed;
             if reader.take_continue() {
                 out.extend_from_slice(CONTINUE);
@@ -392,6 +405,63 @@ where
             if !feed.complete {
                 break;
             }
+            if let Some(p) = probe.take() {
+                let n = std::mem::take(&mut body_len);
+                let attempt = shared.probe_attempts.arrive(&p.id);
+                use crate::probe::Behaviour;
+                let status = match p.behaviour {
+                    Behaviour::ResetOnce if attempt == 1 => {
+                        io.abort();
+                        return Ok(());
+                    }
+                    Behaviour::Status503Once if attempt == 1 => 503,
+                    Behaviour::Status503 => 503,
+                    _ => 200,
+                };
+                if let Behaviour::Delay(d) = p.behaviour {
+                    write_out(&mut io, &mut out).await?;
+                    let timer = match &mut timer {
+                        Some(t) => t,
+                        None => timer.insert(Timer::new()?),
+                    };
+                    hold(
+                        &mut io,
+                        &mut buf,
+                        &mut end,
+                        timer,
+                        Instant::now() + d,
+                        &mut peer_done,
+                    )
+                    .await?;
+                }
+                is_draining = is_draining || *drain.borrow();
+                let closing = is_draining || !reader.keep_alive();
+                let answer = Answer {
+                    uri: reader.uri(),
+                    head_method: reader.head_method(),
+                    close: closing,
+                    confirm_keep_alive: reader.http10() && !closing,
+                    request_id: shared.next_request.fetch_add(1, Ordering::Relaxed),
+                };
+                let body = crate::probe::body(
+                    &p,
+                    crate::probe::At {
+                        backend: shared.responder.id(),
+                        conn,
+                        conn_request: conn_requests,
+                        attempt,
+                        body_len: n,
+                    },
+                );
+                shared
+                    .responder
+                    .write_probe(&mut out, &now_date(), status, &body, &answer);
+                if closing {
+                    return close(&mut io, &out, &mut buf).await;
+                }
+                continue;
+            }
+            body_len = 0;
             let health = reader.path() == HEALTH_PATH;
             // A failing phase of a flapping backend decides the answer first.
             let mut answer_503 = false;

@@ -24,6 +24,10 @@ pub(crate) struct Shared {
     pub(crate) failing_responder: Option<Responder>,
     pub(crate) start: Instant,
     pub(crate) next_request: AtomicU64,
+    /// Connections accepted, numbered from 1 (a probe says which it came on).
+    pub(crate) next_conn: AtomicU64,
+    /// Each behaviour probe's attempts at this backend ([`crate::probe`]).
+    pub(crate) probe_attempts: crate::probe::Attempts,
     pub(crate) open: AtomicUsize,
     pub(crate) all_closed: Notify,
 }

@@ -139,7 +139,9 @@ pub const CONTROLLERS: &[Controller] = &[
             "app.kubernetes.io/name=ingress-nginx,app.kubernetes.io/component=controller",
             Some("deployment/ingress-nginx-controller"),
         ),
-        tested: None,
+        tested: Some(
+            "ingress-nginx controller-v1.11.0 on Debian's nginx 1.22 with lua-nginx-module 0.10.23 (docs/kubernetes.md lists what differs from its image)",
+        ),
     },
     Controller {
         name: "nginx-ingress",

@@ -63,6 +63,10 @@ pub struct LabInfo {
     pub scenario: String,
     /// Versions of the proxy and its parts, e.g. `{"nginx": "1.22.1"}`.
     pub versions: BTreeMap<String, String>,
+    /// The behaviour probes sent before the load (`probes:`), and where this
+    /// system answered otherwise than the baseline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<crate::probes::ProbeRun>,
     pub events: Vec<Event>,
     pub windows: Vec<EventWindow>,
     /// The same figures for the requests intended before the first change (the

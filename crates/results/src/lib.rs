@@ -34,6 +34,7 @@ pub mod lab;
 pub mod measures;
 pub mod mix;
 pub mod network;
+pub mod probes;
 pub mod propagation;
 pub mod run;
 

@@ -65,6 +65,41 @@ impl Scenario {
         Ok(s)
     }
 
+    /// `probes:`: a baseline among the systems, probes of the corpus, HTTP/1.1 loads
+    /// (a probe is an HTTP/1.1 request of its own).
+    fn check_probes(&self) -> Result<(), Bad> {
+        let Some(p) = &self.probes else {
+            return Ok(());
+        };
+        if let Some(b) = &p.baseline {
+            if !self.systems.iter().any(|s| s.name() == b) {
+                return Err(Bad::new(
+                    "probes.baseline",
+                    format!(
+                        "probes.baseline: {b} is not among the systems ({})",
+                        self.system_names()
+                    ),
+                ));
+            }
+        }
+        for id in &p.only {
+            if crate::probes::find(id).is_none() {
+                let known: Vec<&str> = crate::probes::CORPUS.iter().map(|p| p.id).collect();
+                return Err(Bad::new(
+                    "probes.only",
+                    format!("probes.only: no probe {id} (known: {})", known.join(", ")),
+                ));
+            }
+        }
+        if self.platform == PlatformKind::NetworkLab {
+            return Err(Bad::new(
+                "probes",
+                "probes: the network lab's server is not the backend that reports what it received: drop probes, or use platform: local",
+            ));
+        }
+        Ok(())
+    }
+
     /// `routes:` on the local lab, in range; `requests: {from: routes}` with it.
     fn check_routes(&self) -> Result<(), Bad> {
         if let Some(r) = &self.routes {
@@ -202,6 +237,7 @@ impl Scenario {
             }
         }
         self.check_platform()?;
+        self.check_probes()?;
         if self.protocol != Protocol::Http1 && self.platform == PlatformKind::NetworkLab {
             return Err(Bad::new(
                 "protocol",

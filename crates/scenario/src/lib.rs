@@ -7,6 +7,7 @@
 pub mod failover;
 pub mod plan;
 pub mod platform;
+pub mod probes;
 pub mod runner;
 pub mod sizing;
 pub mod testing;

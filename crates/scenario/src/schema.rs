@@ -978,6 +978,10 @@ pub struct Scenario {
     /// hosts, and how long until every one serves (docs/scenarios.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub routes: Option<RoutesSection>,
+    /// Behaviour probes: the built-in corpus sent to every system before its load,
+    /// each compared with the baseline system (docs/probes.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<ProbesSection>,
     /// `route_scale: [10, 100, 1000]`: every system runs once per size, its route set
     /// of `routes:` with that many routes (and its mix from them), each run named
     /// `<system>-<N>routes` (docs/scenarios.md).
@@ -1090,6 +1094,17 @@ impl<'de> Deserialize<'de> for Requests {
 }
 
 /// `routes: {count: 1000, hosts: 10}`: route `i` is `/r<i>` on host
+/// `probes:`: which system the others are compared with (default: the first), and
+/// which probes run (default: all of [`crate::probes::CORPUS`]).
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProbesSection {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
+}
+
 /// `h<i mod hosts>.routes.test` and answers `x-route: r<i>` (`lab::routes`).
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]

@@ -587,3 +587,35 @@ fn lifecycle_steps_parse_and_what_a_system_cannot_do_is_refused() {
         "{e}"
     );
 }
+
+#[test]
+fn probes_name_a_baseline_among_the_systems_and_probes_of_the_corpus() {
+    let base = "name: p\nsystems: [nginx-reload, envoy-xds]\nload:\n  rate: 10\n  duration: 1s\n";
+    let s = Scenario::parse(
+        &format!("{base}probes:\n  baseline: envoy-xds\n  only: [plain, underscore-header]\n"),
+        "p.yaml",
+    )
+    .unwrap();
+    let plan = crate::plan::Plan::build(s, String::new(), "p.yaml", Default::default()).unwrap();
+    // The baseline runs first, so that the others are compared with it as they run.
+    let systems: Vec<&str> = plan.cases.iter().map(|c| c.system.as_str()).collect();
+    assert_eq!(systems, ["envoy-xds", "nginx-reload"]);
+    let p = plan.cases[1].probes.as_ref().unwrap();
+    assert_eq!(
+        (p.baseline.as_str(), p.probes.as_slice()),
+        ("envoy-xds", &["plain", "underscore-header"][..])
+    );
+    let e = err(&format!("{base}probes:\n  baseline: caddy-api\n"));
+    assert!(
+        e.contains("probes.baseline: caddy-api is not among the systems"),
+        "{e}"
+    );
+    let e = err(&format!("{base}probes:\n  only: [plain, nope]\n"));
+    assert!(
+        e.contains("probes.only: no probe nope (known: plain, "),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+    let e = err(&format!("{base}probes:\n  baselne: x\n"));
+    assert!(e.contains("baselne"), "{e}");
+}

@@ -33,6 +33,36 @@ pub struct Case {
     /// The changes made while the load runs (none for a search or a sizing row).
     pub steps: Vec<Step>,
     pub role: Role,
+    /// The behaviour probes sent before its load (`probes:`).
+    pub probes: Option<ProbesPlan>,
+}
+
+/// `probes:` as a case runs them.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProbesPlan {
+    /// The system the others are compared with.
+    pub baseline: String,
+    /// Their ids, in the corpus's order.
+    pub probes: Vec<&'static str>,
+}
+
+impl ProbesPlan {
+    /// `scn`'s probes, if it has some.
+    pub fn of(scn: &Scenario) -> Option<ProbesPlan> {
+        let p = scn.probes.as_ref()?;
+        Some(ProbesPlan {
+            baseline: p
+                .baseline
+                .clone()
+                .or_else(|| scn.systems.first().map(|s| s.name().to_string()))
+                .unwrap_or_default(),
+            probes: crate::probes::CORPUS
+                .iter()
+                .filter(|c| p.only.is_empty() || p.only.iter().any(|id| id == c.id))
+                .map(|c| c.id)
+                .collect(),
+        })
+    }
 }
 
 /// What a case is for.
@@ -236,7 +266,12 @@ pub(crate) fn resolve(
 fn given(scn: &Scenario, only: &[String], repeat: usize) -> Vec<Case> {
     let sizes = scn.route_sizes();
     let mut once = Vec::new();
-    for system in only {
+    // The probes' baseline first: the others are compared with it as they run.
+    let mut order: Vec<&String> = only.iter().collect();
+    if let Some(b) = ProbesPlan::of(scn).map(|p| p.baseline) {
+        order.sort_by_key(|s| **s != b);
+    }
+    for system in order {
         for (label, passive) in crate::failover::variants(scn, system) {
             for &n in &sizes {
                 let (name, sized) = match n {
@@ -417,5 +452,6 @@ fn case(scn: &Scenario, system: &str, name: &str, role: Role) -> Case {
             Vec::new()
         },
         role,
+        probes: if measured { ProbesPlan::of(scn) } else { None },
     }
 }

@@ -11,7 +11,8 @@ mod cases;
 mod load;
 
 pub use cases::{
-    fraction_label, Case, Deployment, PlatformSpec, Role, RoutesPlan, RowSpec, SearchSpec,
+    fraction_label, Case, Deployment, PlatformSpec, ProbesPlan, Role, RoutesPlan, RowSpec,
+    SearchSpec,
 };
 pub use load::{load_spec, CaseLoad, RequestsPlan, GRPC_METHOD, GRPC_PAYLOAD};
 

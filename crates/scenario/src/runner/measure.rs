@@ -101,15 +101,32 @@ pub(crate) fn run_system(
     case: &Case,
     opts: &mut RunOptions,
     at: Option<Fraction>,
+    probe_baseline: Option<&[crate::probes::Observed]>,
 ) -> Result<RunResult, RunError> {
     let out_name = case.name.as_str();
+    let deployed = deploy(case, opts)?;
+    // The behaviour probes, before the load (`probes:`).
+    let probes = match &case.probes {
+        Some(p) => {
+            let run = probing::run(&deployed, case, p, probe_baseline)
+                .map_err(|why| RunError::Setup(format!("{out_name}: probes: {why}")))?;
+            (opts.progress)(&format!(
+                "{out_name}: {} probes, {} differences from {}",
+                run.observed.len(),
+                run.differences.len(),
+                run.baseline
+            ));
+            Some(run)
+        }
+        None => None,
+    };
     let Deployed {
         mut sys,
         ctx,
         placement,
         versions,
         route_set,
-    } = deploy(case, opts)?;
+    } = deployed;
     let clock = sys.events.clock;
     let target = sys.platform.target();
     let url = target.url.clone();
@@ -233,6 +250,7 @@ pub(crate) fn run_system(
         system: out_name.to_string(),
         scenario: case.scenario.clone(),
         versions,
+        probes,
         events,
         windows,
         before_changes: Some(before_changes),

@@ -10,6 +10,7 @@
 mod analysis;
 mod deploy;
 mod measure;
+mod probing;
 mod scan;
 mod served;
 mod steps;
@@ -291,6 +292,8 @@ struct Done {
     maxima: BTreeMap<String, Option<f64>>,
     /// The sizing scan in progress.
     scan: Option<SizingResult>,
+    /// What the probes' baseline system answered, once it ran.
+    probe_baseline: Option<Vec<crate::probes::Observed>>,
     partial: bool,
 }
 
@@ -311,7 +314,16 @@ impl Done {
             String::new()
         };
         (opts.progress)(&format!("{label}: starting{which}"));
-        let r = run_system(case, opts, None)?;
+        let r = run_system(case, opts, None, self.probe_baseline.as_deref())?;
+        if self.probe_baseline.is_none() {
+            if let (Some(p), Some(run)) =
+                (&case.probes, r.lab.as_ref().and_then(|l| l.probes.as_ref()))
+            {
+                if case.system == p.baseline {
+                    self.probe_baseline = Some(run.observed.clone());
+                }
+            }
+        }
         let stopped = r.partial;
         self.repeat = of;
         let i = match self.runs.iter().position(|(n, ..)| n == label) {
@@ -375,7 +387,7 @@ impl Done {
             fraction,
             max_rate: max,
         };
-        let r = run_system(case, opts, Some(at))?;
+        let r = run_system(case, opts, Some(at), None)?;
         self.partial |= r.partial;
         (opts.system_done)(&r);
         self.fractions.push(r.clone());

@@ -62,7 +62,7 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
     }
 }
 
-type Tls = (
+pub(crate) type Tls = (
     Arc<rustls::ClientConfig>,
     rustls::pki_types::ServerName<'static>,
 );
@@ -74,28 +74,10 @@ pub(crate) fn probe(
     tls: Option<&Tls>,
     backend_header: &str,
 ) -> Probe {
-    let mut raw = Vec::new();
-    let got = TcpStream::connect_timeout(&addr, PROBE_TIMEOUT)
-        .map_err(|e| format!("could not connect: {e}"))
-        .and_then(|s| {
-            s.set_read_timeout(Some(PROBE_TIMEOUT))
-                .and_then(|()| s.set_write_timeout(Some(PROBE_TIMEOUT)))
-                .map_err(|e| e.to_string())?;
-            match tls {
-                None => exchange(s, msg, &mut raw),
-                Some((cfg, name)) => {
-                    let conn = rustls::ClientConnection::new(cfg.clone(), name.clone())
-                        .map_err(|e| format!("TLS: {e}"))?;
-                    exchange(rustls::StreamOwned::new(conn, s), msg, &mut raw).map_err(|e| {
-                        // rustls says what was wrong with the certificate.
-                        format!("failed in TLS: {e}")
-                    })
-                }
-            }
-        });
-    if let Err(why) = got {
-        return Probe::Not(why);
-    }
+    let raw = match fetch(addr, msg, tls, PROBE_TIMEOUT) {
+        Ok(raw) => raw,
+        Err(why) => return Probe::Not(why),
+    };
     match http1::client::parse(&raw, false) {
         Ok(r) if r.header(backend_header).is_some() => Probe::Served,
         Ok(r) => Probe::Not(format!(
@@ -111,19 +93,56 @@ pub(crate) fn probe(
     }
 }
 
+/// Sends `msg` on a connection of its own (over TLS with `tls`) and reads until the
+/// server closes it, each step within `timeout`; the bytes read, or what failed.
+pub(crate) fn fetch(
+    addr: SocketAddr,
+    msg: &[u8],
+    tls: Option<&Tls>,
+    timeout: Duration,
+) -> Result<Vec<u8>, String> {
+    let mut raw = Vec::new();
+    let s = TcpStream::connect_timeout(&addr, timeout)
+        .map_err(|e| format!("could not connect: {e}"))?;
+    s.set_read_timeout(Some(timeout))
+        .and_then(|()| s.set_write_timeout(Some(timeout)))
+        .map_err(|e| e.to_string())?;
+    match tls {
+        None => exchange(s, msg, &mut raw)?,
+        Some((cfg, name)) => {
+            let conn = rustls::ClientConnection::new(cfg.clone(), name.clone())
+                .map_err(|e| format!("TLS: {e}"))?;
+            // rustls says what was wrong with the certificate.
+            exchange(rustls::StreamOwned::new(conn, s), msg, &mut raw)
+                .map_err(|e| format!("failed in TLS: {e}"))?;
+        }
+    }
+    Ok(raw)
+}
+
 /// Writes `msg`, reads until the other side closes (or a read times out with an
 /// answer in hand).
 fn exchange(mut s: impl Read + Write, msg: &[u8], raw: &mut Vec<u8>) -> Result<(), String> {
-    s.write_all(msg).map_err(|e| e.to_string())?;
-    s.flush().map_err(|e| e.to_string())?;
+    // A proxy may answer (413, 431) and close before the request is all sent: its
+    // answer is still read.
+    let sent = s.write_all(msg).and_then(|()| s.flush());
     let mut buf = [0u8; 4096];
     loop {
         match s.read(&mut buf) {
-            Ok(0) => return Ok(()),
+            Ok(0) => break,
             Ok(n) => raw.extend_from_slice(&buf[..n]),
-            Err(e) if !raw.is_empty() && is_end(&e) => return Ok(()),
-            Err(e) => return Err(e.to_string()),
+            Err(e) if !raw.is_empty() && is_end(&e) => break,
+            Err(e) => {
+                return Err(match sent {
+                    Err(w) => w.to_string(),
+                    Ok(()) => e.to_string(),
+                })
+            }
         }
+    }
+    match sent {
+        Err(w) if raw.is_empty() => Err(w.to_string()),
+        _ => Ok(()),
     }
 }
 

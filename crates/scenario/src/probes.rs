@@ -1,0 +1,406 @@
+//! Behaviour probes (issue 44): the same requests sent to every system of a run,
+//! what came back and what reached the backend compared with a baseline system.
+//! The corpus is built in ([`CORPUS`]), each probe one request with the pitfall it
+//! covers; the backend answers a probe with what it received
+//! ([`backend::probe`]), so a difference says which side of the proxy it is on.
+//!
+//! This module is pure: it builds each probe's bytes, reads an answer into an
+//! [`Observed`], and compares two observations field by field. Sending is the
+//! runner's.
+
+pub use results::probes::{Difference, Observed, Received};
+
+/// One built-in probe.
+#[derive(Debug, Clone, Copy)]
+pub struct Probe {
+    pub id: &'static str,
+    /// The pitfall it covers, in one line.
+    pub covers: &'static str,
+    pub method: &'static str,
+    /// The request target, as bytes on the wire.
+    pub target: &'static str,
+    /// `HTTP/1.1` unless the probe is about another version.
+    pub version: &'static str,
+    /// Extra header lines (`Name: value`).
+    pub headers: &'static [&'static str],
+    /// A body of this many bytes (`x` repeated), sent with a Content-Length, or
+    /// chunked.
+    pub body: usize,
+    pub chunked: bool,
+    /// What the backend does with it (`x-ib-probe-do`).
+    pub behaviour: &'static str,
+    /// Leave out the Host header (an HTTP/1.0 request).
+    pub no_host: bool,
+    /// Replace the Host with this one.
+    pub host: Option<&'static str>,
+}
+
+const fn probe(id: &'static str, covers: &'static str) -> Probe {
+    Probe {
+        id,
+        covers,
+        method: "GET",
+        target: "/probe",
+        version: "HTTP/1.1",
+        headers: &[],
+        body: 0,
+        chunked: false,
+        behaviour: "",
+        no_host: false,
+        host: None,
+    }
+}
+
+/// A mebibyte: ingress-nginx's default body limit (`proxy-body-size: 1m`).
+const MIB: usize = 1 << 20;
+
+/// The built-in probes, in the order they run.
+pub const CORPUS: &[Probe] = &[
+    probe("plain", "a plain GET: what every other probe is read against"),
+    Probe {
+        headers: &["x_ib_underscore: yes"],
+        ..probe("underscore-header", "a header with an underscore: nginx drops it by default, Envoy passes it")
+    },
+    Probe {
+        method: "POST",
+        body: MIB,
+        ..probe("body-1mib", "a body of exactly 1 MiB: at ingress-nginx's default limit")
+    },
+    Probe {
+        method: "POST",
+        body: MIB + 1,
+        ..probe("body-1mib-plus-1", "a body 1 byte over 1 MiB: 413 from ingress-nginx's default, passed by others")
+    },
+    Probe {
+        method: "POST",
+        body: 1000,
+        chunked: true,
+        ..probe("chunked-body", "a chunked request body: passed on chunked, or buffered and given a length")
+    },
+    Probe {
+        method: "POST",
+        body: 100,
+        headers: &["Expect: 100-continue"],
+        ..probe("expect-100", "Expect: 100-continue with a small body")
+    },
+    Probe {
+        behaviour: "503-once",
+        ..probe("upstream-503-once", "the backend answers 503 once: passed through, or retried elsewhere")
+    },
+    Probe {
+        behaviour: "reset-once",
+        ..probe("upstream-reset-once", "the backend resets the connection once: ingress-nginx retries (error timeout), a plain HTTPRoute answers 502/503")
+    },
+    Probe {
+        target: "/a/../probe",
+        ..probe("dot-segments", "`..` in the path: normalised by the proxy, or passed as sent")
+    },
+    Probe {
+        target: "//probe//x",
+        ..probe("double-slash", "`//` in the path: merged, or passed as sent")
+    },
+    Probe {
+        target: "/a%2Fprobe",
+        ..probe("encoded-slash", "a percent-encoded slash: decoded, rejected or passed")
+    },
+    Probe {
+        target: "/%2e%2e/probe",
+        ..probe("encoded-dots", "percent-encoded dots: decoded and normalised, or passed")
+    },
+    Probe {
+        target: "/PROBE",
+        ..probe("upper-case-path", "a path in capitals: matched case-insensitively by ingress-nginx's regex paths, exactly by Envoy")
+    },
+    Probe {
+        target: "/probe?q=%2F&empty=&a=1&a=2",
+        ..probe("query", "a query with encodings, an empty value and a repeated key")
+    },
+    Probe {
+        version: "HTTP/1.0",
+        no_host: true,
+        ..probe("http10-no-host", "an HTTP/1.0 request without Host")
+    },
+    Probe {
+        host: Some("unknown.invalid"),
+        ..probe("unknown-host", "a host no route names: the default server's status and body")
+    },
+    Probe {
+        headers: &["x-ib-dup: 1", "x-ib-dup: 2"],
+        ..probe("duplicate-header", "a header sent twice: both kept, joined or one dropped")
+    },
+    Probe {
+        headers: &["Connection: x-ib-hop", "x-ib-hop: 1", "TE: trailers"],
+        ..probe("hop-by-hop", "hop-by-hop headers (Connection-named, TE): removed before the backend")
+    },
+    Probe {
+        headers: &["x-ib-big: {8k}"],
+        ..probe("header-8k", "an 8 KB header: within every proxy's default")
+    },
+    Probe {
+        headers: &["x-ib-big: {16k}"],
+        ..probe("header-16k", "a 16 KB header: over nginx's default large buffer (8k), 431 or 400")
+    },
+    Probe {
+        headers: &["x-ib-big: {32k}"],
+        ..probe("header-32k", "a 32 KB header: over most defaults")
+    },
+    Probe {
+        behaviour: "delay-ms=2000",
+        ..probe("slow-backend-2s", "the backend answers after 2 s: within every default timeout")
+    },
+];
+
+/// The probe called `id`.
+pub fn find(id: &str) -> Option<&'static Probe> {
+    CORPUS.iter().find(|p| p.id == id)
+}
+
+/// A header line's value with its size placeholder filled (`{8k}`: 8,000 bytes).
+fn fill(line: &str) -> String {
+    for (tag, n) in [("{8k}", 8_000), ("{16k}", 16_000), ("{32k}", 32_000)] {
+        if line.contains(tag) {
+            return line.replace(tag, &"h".repeat(n));
+        }
+    }
+    line.to_string()
+}
+
+impl Probe {
+    /// The request's bytes, for `host` (the system's virtual host); it asks the
+    /// proxy to close the connection after answering.
+    pub fn bytes(&self, host: &str) -> Vec<u8> {
+        let mut head = format!("{} {} {}\r\n", self.method, self.target, self.version);
+        if !self.no_host {
+            head.push_str(&format!("Host: {}\r\n", self.host.unwrap_or(host)));
+        }
+        head.push_str(&format!(
+            "{}: {}\r\n",
+            backend::probe::PROBE_HEADER,
+            self.id
+        ));
+        if !self.behaviour.is_empty() {
+            head.push_str(&format!(
+                "{}: {}\r\n",
+                backend::probe::DO_HEADER,
+                self.behaviour
+            ));
+        }
+        for h in self.headers {
+            head.push_str(&fill(h));
+            head.push_str("\r\n");
+        }
+        let body = vec![b'x'; self.body];
+        if self.chunked {
+            head.push_str("Transfer-Encoding: chunked\r\n");
+        } else if self.body > 0 {
+            head.push_str(&format!("Content-Length: {}\r\n", self.body));
+        }
+        head.push_str("Connection: close\r\n\r\n");
+        let mut out = head.into_bytes();
+        if self.chunked {
+            for part in body.chunks(300) {
+                out.extend_from_slice(format!("{:x}\r\n", part.len()).as_bytes());
+                out.extend_from_slice(part);
+                out.extend_from_slice(b"\r\n");
+            }
+            out.extend_from_slice(b"0\r\n\r\n");
+        } else {
+            out.extend_from_slice(&body);
+        }
+        out
+    }
+}
+
+/// FNV-1a, 64 bits: enough to tell two error pages apart.
+fn hash(b: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for x in b {
+        h ^= u64::from(*x);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// Reads a whole answer (`raw`, the connection read to its end).
+pub fn observe(probe: &str, raw: &[u8], ms: f64) -> Observed {
+    let mut o = Observed {
+        probe: probe.to_string(),
+        ms,
+        ..Observed::default()
+    };
+    match http1::client::parse(raw, false) {
+        Ok(r) => {
+            o.status = Some(r.status);
+            o.location = r.header("location").map(str::to_string);
+            let echoed = serde_json::from_slice::<serde_json::Value>(&r.body)
+                .ok()
+                .filter(|v| v["probe"] == probe);
+            match echoed {
+                Some(v) => {
+                    o.received = Some(Received {
+                        method: v["method"].as_str().unwrap_or_default().to_string(),
+                        target: v["target"].as_str().unwrap_or_default().to_string(),
+                        version: v["version"].as_str().unwrap_or_default().to_string(),
+                        headers: v["headers"]
+                            .as_object()
+                            .into_iter()
+                            .flatten()
+                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                            .collect(),
+                        body_len: v["body_len"].as_u64().unwrap_or(0),
+                        attempt: v["attempt"].as_u64().unwrap_or(0) as u32,
+                    })
+                }
+                None => o.body_hash = Some(hash(&r.body)),
+            }
+        }
+        Err(e) => o.error = Some(e.to_string()),
+    }
+    o
+}
+
+/// Headers whose values differ between any two systems by nature (an address, a
+/// request id), compared only on whether they are there.
+const PRESENCE_ONLY: &[&str] = &[
+    "x-forwarded-for",
+    "x-real-ip",
+    "x-request-id",
+    "forwarded",
+    "via",
+    "x-forwarded-port",
+];
+
+fn show(o: &Option<impl ToString>) -> String {
+    o.as_ref()
+        .map_or_else(|| "-".to_string(), ToString::to_string)
+}
+
+/// The fields where `got` differs from `base` (the same probe).
+pub fn compare(base: &Observed, got: &Observed) -> Vec<Difference> {
+    let mut d = Vec::new();
+    let mut put = |field: &str, b: String, s: String| {
+        if b != s {
+            d.push(Difference {
+                probe: base.probe.clone(),
+                field: field.to_string(),
+                baseline: b,
+                system: s,
+            });
+        }
+    };
+    put("status", show(&base.status), show(&got.status));
+    put("location", show(&base.location), show(&got.location));
+    put(
+        "answered by",
+        if base.received.is_some() {
+            "backend"
+        } else {
+            "proxy"
+        }
+        .into(),
+        if got.received.is_some() {
+            "backend"
+        } else {
+            "proxy"
+        }
+        .into(),
+    );
+    if let (Some(b), Some(s)) = (&base.received, &got.received) {
+        put("received method", b.method.clone(), s.method.clone());
+        put("received target", b.target.clone(), s.target.clone());
+        put(
+            "received body length",
+            b.body_len.to_string(),
+            s.body_len.to_string(),
+        );
+        put("attempts", b.attempt.to_string(), s.attempt.to_string());
+        let names: std::collections::BTreeSet<&String> =
+            b.headers.keys().chain(s.headers.keys()).collect();
+        for n in names {
+            let (bv, sv) = (b.headers.get(n), s.headers.get(n));
+            if PRESENCE_ONLY.contains(&n.as_str()) {
+                let p =
+                    |v: Option<&String>| if v.is_some() { "present" } else { "absent" }.to_string();
+                put(&format!("received {n}"), p(bv), p(sv));
+            } else if n != "host" && n != "content-length" {
+                put(&format!("received {n}"), show(&bv), show(&sv));
+            }
+        }
+    } else if base.received.is_none() && got.received.is_none() {
+        put("proxy body", show(&base.body_hash), show(&got.body_hash));
+    }
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_probe_has_an_id_of_its_own_and_says_what_it_covers() {
+        let mut ids: Vec<&str> = CORPUS.iter().map(|p| p.id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), CORPUS.len());
+        assert!(CORPUS.iter().all(|p| !p.covers.is_empty()));
+    }
+
+    #[test]
+    fn a_probes_bytes_are_what_it_says() {
+        let b = find("chunked-body").unwrap().bytes("svc.test");
+        let text = String::from_utf8_lossy(&b);
+        assert!(
+            text.starts_with(
+                "POST /probe HTTP/1.1\r\nHost: svc.test\r\nx-ib-probe: chunked-body\r\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("Transfer-Encoding: chunked\r\n") && text.ends_with("0\r\n\r\n"));
+        let b = find("http10-no-host").unwrap().bytes("svc.test");
+        assert!(!String::from_utf8_lossy(&b).contains("Host:"));
+        let b = find("header-16k").unwrap().bytes("h");
+        assert!(b.len() > 16_000 && b.len() < 17_000);
+        assert_eq!(
+            find("body-1mib-plus-1").unwrap().bytes("h").len()
+                - find("body-1mib").unwrap().bytes("h").len(),
+            1 + "body-1mib-plus-1".len() - "body-1mib".len()
+        );
+    }
+
+    #[test]
+    fn answers_are_read_and_compared_field_by_field() {
+        let backend = |target: &str, under: bool| {
+            let body = format!(
+                "{{\"probe\":\"p\",\"backend\":\"b\",\"method\":\"GET\",\"target\":\"{target}\",\"version\":\"HTTP/1.1\",\"headers\":{{\"host\":\"h\",\"x-forwarded-for\":\"1.2.3.4\"{}}},\"body_len\":0,\"attempt\":1,\"conn\":1,\"conn_request\":1}}",
+                if under { ",\"x_ib_underscore\":\"yes\"" } else { "" }
+            );
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        let a = observe("p", backend("/a/../probe", true).as_bytes(), 1.0);
+        let b = observe("p", backend("/probe", false).as_bytes(), 1.0);
+        assert_eq!(compare(&a, &a), []);
+        let d = compare(&a, &b);
+        let fields: Vec<&str> = d.iter().map(|x| x.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["received target", "received x_ib_underscore"],
+            "{d:?}"
+        );
+        assert_eq!((d[1].baseline.as_str(), d[1].system.as_str()), ("yes", "-"));
+        let page = observe(
+            "p",
+            b"HTTP/1.1 413 Request Entity Too Large\r\ncontent-length: 4\r\n\r\nbig!",
+            1.0,
+        );
+        let d = compare(&a, &page);
+        assert_eq!(d[0].field, "status");
+        assert_eq!(
+            (d[0].baseline.as_str(), d[0].system.as_str()),
+            ("200", "413")
+        );
+        assert!(d.iter().any(|x| x.field == "answered by"));
+    }
+}
