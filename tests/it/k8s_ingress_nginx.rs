@@ -311,7 +311,7 @@ fn s5_and_a_route_set_of_200_through_ingress_nginx() {
         "k8s-inx-s5",
         "tls:\n  version: \"1.3\"\n  key: rsa2048\n\
          backends:\n  replicas: 2\n  body_size: 1024\n  stop: graceful\n\
-         load:\n  rate: 500\n  connections: 50\n  threads: 1\n  duration: 24s\n\
+         load:\n  rate: 500\n  connections: 50\n  threads: 1\n  duration: 28s\n\
          changes:\n  - repeat:\n      steps:\n        - scale: 4\n        - wait: 10s\n        - scale: 2\n        - wait: 10s\n",
         Duration::ZERO,
     );
@@ -322,6 +322,8 @@ fn s5_and_a_route_set_of_200_through_ingress_nginx() {
         "{q}: {}",
         r["errors"]
     );
+    // The last scale-up comes 8 s before the end: a sync (3.3 s) and the Lua
+    // balancer's second fit in that, on a busy machine too.
     let prop = &r["lab"]["propagation"];
     let added = prop["added"].as_array().unwrap();
     assert!(!added.is_empty(), "{prop}");

@@ -88,20 +88,28 @@ const RECORDED: &[&str] = &[
     UNDERSCORE_HEADER,
 ];
 
-fn contains(hay: &[u8], needle: &[u8]) -> bool {
-    hay.windows(needle.len()).any(|w| w == needle)
+/// The head `bytes` begins with, if one of its lines is the probe header: line
+/// starts only, and never past the head's blank line.
+fn marked_head(bytes: &[u8]) -> Option<&[u8]> {
+    let marker = b"x-ib-probe:";
+    let mut found = false;
+    let mut at = 0;
+    while let Some(nl) = bytes[at..].iter().position(|&b| b == b'\n') {
+        let line = at + nl + 1;
+        let rest = &bytes[line..];
+        if rest.starts_with(b"\r\n") {
+            return found.then_some(&bytes[..line + 2]);
+        }
+        found |= rest.starts_with(marker);
+        at = line;
+    }
+    None
 }
 
 /// The probe whose request begins `bytes` (its head, maybe some of its body), if
 /// it is one. One scan for the marker is all a request that is not pays.
 pub fn parse(bytes: &[u8]) -> Option<Received> {
-    if !contains(bytes, b"\nx-ib-probe:") {
-        return None;
-    }
-    let head = bytes
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map_or(bytes, |i| &bytes[..i + 4]);
+    let head = marked_head(bytes)?;
     let text = String::from_utf8_lossy(head);
     let mut lines = text.split("\r\n");
     let request_line = lines.next()?;

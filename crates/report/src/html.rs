@@ -124,6 +124,10 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
         section(&mut h, "routes", "Route propagation");
         table_html(&mut h, input, t);
     }
+    if let Some(t) = table("table-probes").filter(|t| !t.rows.is_empty()) {
+        section(&mut h, "probes", "Behaviour probes");
+        table_html(&mut h, input, t);
+    }
     // Only runs with a route set (`routes:`) or a request mix have these.
     if let Some(t) = table("table-route-sets") {
         section(&mut h, "route-sets", "Route sets");

@@ -92,6 +92,9 @@ pub fn comparison(scenario: &str, input: &ReportInput) -> String {
         if labs().any(|l| l.route_propagation.is_some()) {
             shown.push(tables::routes(input));
         }
+        if labs().any(|l| l.probes.is_some()) {
+            shown.push(tables::probes(input));
+        }
         if labs().any(|l| l.resources.is_some()) {
             shown.push(tables::resources(input));
         }

@@ -9,6 +9,7 @@
 //! runner's.
 
 pub use results::probes::{Difference, Observed, Received};
+use std::collections::BTreeMap;
 
 /// One built-in probe.
 #[derive(Debug, Clone, Copy)]
@@ -332,6 +333,40 @@ pub fn compare(base: &Observed, got: &Observed) -> Vec<Difference> {
     d
 }
 
+/// What [`collapse`] names a difference found on every probe that reached a
+/// backend on both sides.
+pub const EVERY_PROBE: &str = "(every probe that reached a backend)";
+
+/// One row for a difference every probe that reached a backend on both sides
+/// shows alike (a header one proxy adds to every request), instead of one per
+/// probe; `both` is how many such probes there were.
+pub fn collapse(d: Vec<Difference>, both: usize) -> Vec<Difference> {
+    if both < 2 {
+        return d;
+    }
+    let key = |x: &Difference| (x.field.clone(), x.baseline.clone(), x.system.clone());
+    let mut count: BTreeMap<(String, String, String), usize> = BTreeMap::new();
+    for x in d.iter().filter(|x| x.field.starts_with("received ")) {
+        *count.entry(key(x)).or_default() += 1;
+    }
+    let every: Vec<_> = count
+        .into_iter()
+        .filter(|(_, n)| *n == both)
+        .map(|(k, _)| k)
+        .collect();
+    let mut out: Vec<Difference> = every
+        .iter()
+        .map(|(f, b, s)| Difference {
+            probe: EVERY_PROBE.to_string(),
+            field: f.clone(),
+            baseline: b.clone(),
+            system: s.clone(),
+        })
+        .collect();
+    out.extend(d.into_iter().filter(|x| !every.contains(&key(x))));
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,5 +437,23 @@ mod tests {
             ("200", "413")
         );
         assert!(d.iter().any(|x| x.field == "answered by"));
+        // A header added to every request is said once.
+        let diff = |probe: &str, field: &str| Difference {
+            probe: probe.into(),
+            field: field.into(),
+            baseline: "-".into(),
+            system: "https".into(),
+        };
+        let c = collapse(
+            vec![
+                diff("a", "received x-forwarded-proto"),
+                diff("b", "received x-forwarded-proto"),
+                diff("b", "status"),
+            ],
+            2,
+        );
+        let probes: Vec<&str> = c.iter().map(|x| x.probe.as_str()).collect();
+        assert_eq!(probes, [EVERY_PROBE, "b"]);
+        assert_eq!(c[1].field, "status");
     }
 }

@@ -116,11 +116,14 @@ impl<'c> HaproxyIngress<'c> {
 
     /// Kills the controller's process as a crash would: its pod's PID namespace,
     /// HAProxy with it, ends; the pod's process is started again (restartPolicy
-    /// Always) and its restart counted in the pod's status, as a kubelet does.
+    /// Always) and its restart counted in the pod's status, as a kubelet does. Only
+    /// this cluster's controller: its command line names the cluster's kubeconfig
+    /// (another test's controller may run beside it).
     pub fn crash_controller(&self) {
         let pattern = format!(
-            "{} --external",
-            hi_dir().join("bin/kubernetes-ingress").display()
+            "{} --external --kubeconfig={}",
+            hi_dir().join("bin/kubernetes-ingress").display(),
+            self.cluster.kubeconfig().display()
         );
         let ok = Command::new("pkill")
             .args(["-KILL", "-f", &pattern])

@@ -166,11 +166,14 @@ impl<'c> IngressNginx<'c> {
     }
 
     /// Kills the controller's process as a crash would: its pod's PID namespace,
-    /// nginx with it, ends; the pod's process is started again and counted.
+    /// nginx with it, ends; the pod's process is started again and counted. Only
+    /// this cluster's controller: its command line names the cluster's kubeconfig
+    /// (another test's controller may run beside it).
     pub fn crash_controller(&self) {
         let pattern = format!(
-            "{} ",
-            in_dir().join("bin/nginx-ingress-controller").display()
+            "{} --kubeconfig={}",
+            in_dir().join("bin/nginx-ingress-controller").display(),
+            self.cluster.kubeconfig().display()
         );
         let ok = Command::new("pkill")
             .args(["-KILL", "-f", &pattern])

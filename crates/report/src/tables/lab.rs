@@ -231,6 +231,65 @@ pub fn routes(input: &ReportInput) -> Table {
     }
 }
 
+/// Behaviour probes (`probes:`): every field where a system answered otherwise
+/// than the baseline, with both values; a row per system that differs in nothing.
+/// No rows when no series sent probes.
+pub fn probes(input: &ReportInput) -> Table {
+    let mut rows = Vec::new();
+    for (i, s) in input.series.iter().enumerate() {
+        let Some(p) = s.result.lab.as_ref().and_then(|l| l.probes.as_ref()) else {
+            continue;
+        };
+        if p.differences.is_empty() {
+            let what = if s.name == p.baseline
+                || s.result
+                    .lab
+                    .as_ref()
+                    .is_some_and(|l| l.system == p.baseline)
+            {
+                "(the baseline)"
+            } else {
+                "(the same as the baseline)"
+            };
+            rows.push(Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    format!("all {}", p.observed.len()),
+                    what.into(),
+                    MISSING.into(),
+                    MISSING.into(),
+                ],
+            });
+        }
+        for d in &p.differences {
+            rows.push(Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    d.probe.clone(),
+                    d.field.clone(),
+                    d.baseline.clone(),
+                    d.system.clone(),
+                ],
+            });
+        }
+    }
+    Table {
+        id: "table-probes",
+        title: "Behaviour probes: where a system answered otherwise than the baseline",
+        note: "The same requests sent to every system before its load, each compared with the baseline system's answer: the status, the Location, who answered (a backend, or the proxy itself), and what reached the backend (method, target as bytes, forwarding and hop-by-hop headers, body length, attempts). X-Forwarded-For, X-Real-IP, X-Request-Id, Via and Forwarded are compared on whether they arrived. docs/probes.md says what each probe covers.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("probe", "probe"),
+            ("field", "field"),
+            ("baseline", "baseline"),
+            ("system", "this system"),
+        ]),
+        rows,
+    }
+}
+
 /// What each system under test spent in CPU and memory (its own processes, read
 /// every second); no rows when none ran on the measuring machine.
 pub fn resources(input: &ReportInput) -> Table {

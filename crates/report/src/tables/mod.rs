@@ -19,7 +19,7 @@ mod search;
 #[cfg(test)]
 mod tests;
 
-pub use lab::{changes, propagation, resources, route_sets, routes};
+pub use lab::{changes, probes, propagation, resources, route_sets, routes};
 pub use load::{
     errors, handshakes_per_s, mix, percentiles, repetitions, settings, steps, throughput,
 };
@@ -95,6 +95,7 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
             changes(input),
             propagation(input),
             routes(input),
+            probes(input),
             resources(input),
             crate::failover::table(input),
             throughput(input),

@@ -56,15 +56,23 @@ pub(crate) fn run(
         });
     }
     let differences = match baseline {
-        Some(base) if case.system != plan.baseline => observed
-            .iter()
-            .filter_map(|o| {
-                base.iter()
-                    .find(|b| b.probe == o.probe)
-                    .map(|b| probes::compare(b, o))
-            })
-            .flatten()
-            .collect(),
+        Some(base) if case.system != plan.baseline => {
+            let pairs: Vec<_> = observed
+                .iter()
+                .filter_map(|o| base.iter().find(|b| b.probe == o.probe).map(|b| (b, o)))
+                .collect();
+            let both = pairs
+                .iter()
+                .filter(|(b, o)| b.received.is_some() && o.received.is_some())
+                .count();
+            probes::collapse(
+                pairs
+                    .iter()
+                    .flat_map(|(b, o)| probes::compare(b, o))
+                    .collect(),
+                both,
+            )
+        }
         _ => Vec::new(),
     };
     Ok(results::probes::ProbeRun {
