@@ -125,11 +125,11 @@ impl<'c> HaproxyIngress<'c> {
             hi_dir().join("bin/kubernetes-ingress").display(),
             self.cluster.kubeconfig().display()
         );
-        let ok = Command::new("pkill")
-            .args(["-KILL", "-f", &pattern])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "no controller process to kill");
+        let killed = super::processes_with(&pattern)
+            .into_iter()
+            .filter(|(pid, _)| super::kill("-KILL", pid))
+            .count();
+        assert!(killed > 0, "no controller process to kill");
     }
 
     /// Text of the controller's and HAProxy's command lines (for

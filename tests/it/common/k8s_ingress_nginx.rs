@@ -175,11 +175,11 @@ impl<'c> IngressNginx<'c> {
             in_dir().join("bin/nginx-ingress-controller").display(),
             self.cluster.kubeconfig().display()
         );
-        let ok = Command::new("pkill")
-            .args(["-KILL", "-f", &pattern])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "no controller process to kill");
+        let killed = super::processes_with(&pattern)
+            .into_iter()
+            .filter(|(pid, _)| super::kill("-KILL", pid))
+            .count();
+        assert!(killed > 0, "no controller process to kill");
     }
 }
 
