@@ -70,6 +70,11 @@ pub struct BackendArgs {
     /// Worker threads [default: number of cores].
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
+    /// A folder shared with the other backends of a run: the attempts of each
+    /// behaviour probe are counted across them, so a `503-once` fails once in all
+    /// (docs/probes.md).
+    #[arg(long, value_name = "DIR")]
+    pub probe_dir: Option<PathBuf>,
 }
 
 /// The validated run: the server's config plus what only the binary handles.
@@ -263,6 +268,7 @@ fn resolve(args: BackendArgs) -> anyhow::Result<Plan> {
             status: args.status,
             tls,
             drain_timeout,
+            probe_dir: args.probe_dir,
         },
         workers,
         ready_file: args.ready_file,

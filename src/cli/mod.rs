@@ -10,6 +10,7 @@ pub use results::duration;
 mod load;
 mod machine;
 mod metrics;
+mod probe;
 mod report;
 mod request;
 mod run;
@@ -50,6 +51,9 @@ enum Command {
     Search(Box<search::SearchArgs>),
     /// Check a scenario file without running it.
     Validate(run::ValidateArgs),
+    /// Send a scenario's behaviour probes to each of its systems, without a load,
+    /// and say where each answers otherwise than the baseline.
+    Probe(probe::ProbeArgs),
     /// Remove what interrupted or killed runs left in a cluster (their namespaces).
     Cleanup(run::CleanupArgs),
     /// Compare saved runs: deltas per system; exit 1 when --max-regression is crossed.
@@ -90,6 +94,7 @@ pub fn main() -> i32 {
         Command::Search(args) => search::run(*args),
         Command::Generator(args) => generators::run_part(&args),
         Command::Validate(args) => run::validate(args),
+        Command::Probe(args) => probe::run(args),
         Command::Cleanup(args) => run::cleanup(args),
         Command::Compare(args) => compare::run(args),
         Command::Report(args) => report::run(args),

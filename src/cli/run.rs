@@ -84,7 +84,8 @@ pub struct PlanArgs {
     /// Exit 1 when a system crosses a limit, METRIC>LIMIT, comma-separated or
     /// repeated: `errors>0`, `errors.timeout>5`, `p99>50ms`, `max>1s`,
     /// `propagation>500ms`, `route_propagation>1s` (the metrics of compare
-    /// --max-regression, as absolute limits).
+    /// --max-regression, as absolute limits), and `probe_diffs>0` (the behaviour
+    /// probes' differences, changes and expectations not met: docs/probes.md).
     #[arg(long = "fail-on", value_name = "METRIC>LIMIT")]
     pub fail_on: Vec<String>,
     /// Serve live metrics (Prometheus or OpenMetrics text) at
@@ -96,7 +97,7 @@ pub struct PlanArgs {
 
 impl PlanArgs {
     /// The flags as the plan reads them; a flag that cannot be read is bad input.
-    fn flags(&self) -> anyhow::Result<plan::RunFlags> {
+    pub(super) fn flags(&self) -> anyhow::Result<plan::RunFlags> {
         let platform = match &self.platform {
             None => None,
             Some(p) => Some(p.parse::<PlatformKind>().map_err(|_| {

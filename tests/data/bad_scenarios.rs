@@ -347,4 +347,34 @@ const BAD: &[(&str, &str, &str)] = &[
         "systems: [traefik]\nplatform: kubernetes\nkubernetes:\n  urls: {traefik: \"https://198.18.0.1/\"}\n  generators:\n    count: 2\nbackends:\n  replicas: 2\nload:\n  rates: [0.5]\n  duration: 4s\nsearch:\n  p99: 5ms\n",
         "line 7: kubernetes.generators.count: 2 with load.rates: the search for each maximum runs in this process, so the runs at its fractions must too: drop kubernetes.generators.count, or give load.rate",
     ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprobes:\n  add:\n    - id: ok\n      path: /a\n    - id: spaced\n      path: /a b\n",
+        "line 7: probes.add: probe spaced: path \"/a b\" is not a request target: start it with / and percent-encode spaces and non-ASCII bytes (%20)",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprobes:\n  add:\n    - id: hdr\n      path: /a\n      headers: [\"X Team: a\"]\n",
+        "line 5: probes.add: probe hdr: header \"X Team: a\": \"X Team\" is not a header name (no spaces, no quotes)",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprobes:\n  add:\n    - id: slow\n      path: /a\n      backend: sleep-10\n",
+        "line 5: probes.add: probe slow: backend \"sleep-10\": use 503-once, reset-once, 503 or delay-ms=N",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprobes:\n  add:\n    - id: plain\n      path: /a\n",
+        "line 5: probes.add: probe plain: a built-in probe has this id: give yours another",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprobes:\n  expect:\n    plain: {status: 200}\n    nope: {status: 308}\n",
+        "line 6: probes.expect: nope: no probe nope (known: plain, underscore-header, body-1mib, body-1mib-plus-1, chunked-body, expect-100, upstream-503-once, upstream-reset-once, dot-segments, double-slash, encoded-slash, encoded-dots, upper-case-path, query, http10-no-host, unknown-host, duplicate-header, hop-by-hop, header-8k, header-16k, header-32k, slow-backend-2s)",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprobes:\n  add:\n    - id: x\n      path: /a\n      expect: {stauts: 308}\n",
+        "line 7: probes.add[0].expect: unknown field `stauts`, expected one of `status`, `location`, `answered_by`, `target`, `attempts`",
+    ),
 ];

@@ -1,88 +1,221 @@
-//! Behaviour probes (issue 44) against real proxies: the same requests to nginx,
-//! Envoy and HAProxy profiles, what came back and what reached the backend compared
-//! with nginx's; known and stable differences asserted.
+//! Behaviour probes (issue 44) against real proxies: the same requests to every
+//! local profile, what came back and what reached the backend compared with nginx's;
+//! known and stable differences asserted. Then the probes again during a run's
+//! changes, and expectations a CI gate holds a system to.
 
 use crate::common::{read_json, run, shared};
 use serde_json::Value;
 use std::time::Duration;
 
-fn observed<'a>(r: &'a Value, probe: &str) -> &'a Value {
-    r["lab"]["probes"]["observed"]
+/// What probe `probe` got, in a list of answers.
+fn answer<'a>(observed: &'a Value, probe: &str) -> &'a Value {
+    observed
         .as_array()
         .unwrap()
         .iter()
         .find(|o| o["probe"] == probe)
-        .unwrap_or_else(|| panic!("no {probe}: {}", r["lab"]["probes"]))
+        .unwrap_or_else(|| panic!("no {probe}: {observed}"))
 }
 
+const SEVEN: [&str; 7] = [
+    "nginx-reload",
+    "nginx-lua",
+    "haproxy-reload",
+    "haproxy-runtime",
+    "caddy-api",
+    "envoy-xds",
+    "envoy-hot-restart",
+];
+
 #[test]
-fn the_same_requests_through_nginx_envoy_and_haproxy_differ_where_their_defaults_do() {
+fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do() {
     let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
     let scn = dir.path().join("p.yaml");
     std::fs::write(
         &scn,
-        "name: probes\nsystems: [envoy-xds, nginx-reload, haproxy-runtime]\n\
-         probes:\n  baseline: nginx-reload\n  only: [plain, underscore-header, body-1mib-plus-1, encoded-dots, header-16k]\n\
-         backends:\n  replicas: 2\nload:\n  rate: 20\n  connections: 2\n  duration: 1s\n  warmup: 0s\n",
+        format!(
+            "name: probes\nsystems: [{}]\nprobes:\n  baseline: nginx-reload\n\
+             backends:\n  replicas: 2\nload:\n  rate: 20\n  connections: 2\n  duration: 1s\n",
+            SEVEN.join(", ")
+        ),
+    )
+    .unwrap();
+    let json = dir.path().join("probes.json");
+    let o = run(
+        &[
+            "probe",
+            scn.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            "--fail-on",
+            "probe_diffs>0",
+        ],
+        Duration::from_secs(240),
+    );
+    // Every system but the baseline and the other nginx profile (the same nginx,
+    // rendering the same ingress-nginx defaults, differs in nothing) differs from
+    // it: the gate fails, naming each.
+    assert_eq!(o.code, Some(1), "{}\n{}", o.stdout, o.stderr);
+    for s in &SEVEN[2..] {
+        assert!(
+            o.stderr.contains(&format!("FAIL: {s}: probe_diffs ")),
+            "{s}: {}",
+            o.stderr
+        );
+    }
+    assert!(!o.stderr.contains("FAIL: nginx-"), "{}", o.stderr);
+    assert!(
+        o.stdout
+            .starts_with("nginx-reload: 22 probes (the baseline)\n"),
+        "{}",
+        o.stdout
+    );
+    let all = read_json(&json);
+    let of = |s: &str| &all[s]["observed"];
+    for s in ["nginx-reload", "nginx-lua"] {
+        assert_eq!(all[s]["differences"], serde_json::json!([]), "{s}");
+    }
+    for s in SEVEN {
+        for a in of(s).as_array().unwrap() {
+            assert!(a["status"].as_u64().is_some(), "{s}: {a}");
+        }
+        // The backend reports what reached it.
+        let plain = &answer(of(s), "plain")["received"];
+        assert_eq!(
+            (plain["method"].as_str(), plain["target"].as_str()),
+            (Some("GET"), Some("/probe")),
+            "{s}"
+        );
+    }
+    let nginx = ["nginx-reload", "nginx-lua"];
+    for s in SEVEN {
+        let big = answer(of(s), "body-1mib-plus-1");
+        let under = &answer(of(s), "underscore-header")["received"]["headers"]["x_ib_underscore"];
+        if nginx.contains(&s) {
+            // ingress-nginx's 1m body limit, from nginx itself; its headers with
+            // underscores dropped.
+            assert_eq!(
+                (big["status"].as_u64(), big["received"].is_null()),
+                (Some(413), true),
+                "{s}: {big}"
+            );
+            assert!(under.is_null(), "{s}: {under}");
+        } else {
+            assert_eq!(
+                big["received"]["body_len"].as_u64(),
+                Some(1_048_577),
+                "{s}: {big}"
+            );
+            assert_eq!(under, "yes", "{s}");
+        }
+    }
+    // A reset on the first attempt: nginx retries on the next backend (`error
+    // timeout`), whose answer says it was the probe's second attempt across the
+    // backends; Envoy without a retry policy answers 503 itself.
+    for s in nginx {
+        let r = answer(of(s), "upstream-reset-once");
+        assert_eq!(
+            (r["status"].as_u64(), r["received"]["attempt"].as_u64()),
+            (Some(200), Some(2)),
+            "{s}: {r}"
+        );
+    }
+    let r = answer(of("envoy-xds"), "upstream-reset-once");
+    assert_eq!(
+        (r["status"].as_u64(), r["received"].is_null()),
+        (Some(503), true),
+        "{r}"
+    );
+    // And the comparison says so, field by field, with both values.
+    let diffs = all["envoy-xds"]["differences"].as_array().unwrap();
+    for (probe, field, base, got) in [
+        ("underscore-header", "received x_ib_underscore", "-", "yes"),
+        ("body-1mib-plus-1", "status", "413", "200"),
+        ("upstream-reset-once", "status", "200", "503"),
+    ] {
+        assert!(
+            diffs.iter().any(|d| d["probe"] == probe
+                && d["field"] == field
+                && d["baseline"] == base
+                && d["system"] == got),
+            "{probe} {field}: {diffs:?}"
+        );
+    }
+}
+
+#[test]
+fn the_probes_run_again_after_each_change_and_a_gate_holds_their_expectations() {
+    let _turn = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let scn = dir.path().join("p.yaml");
+    std::fs::write(
+        &scn,
+        "name: probes-during\nsystems: [nginx-reload]\n\
+         probes:\n  only: [plain, upstream-reset-once, legacy]\n  expect:\n    plain: {status: 201}\n  \
+         add:\n    - id: legacy\n      path: /old%2Fpath?x=1\n      headers: [\"X-Team: a\"]\n      \
+         expect: {status: 200, target: /old%2Fpath?x=1, attempts: 1}\n\
+         backends:\n  replicas: 2\nload:\n  rate: 50\n  connections: 2\n  duration: 4s\n\
+         changes:\n  - wait: 500ms\n  - scale: 3\n  - wait: 1s\n  - restart: proxy\n",
     )
     .unwrap();
     let out = dir.path().join("out");
     let o = run(
-        &["run", scn.to_str().unwrap(), "--out", out.to_str().unwrap()],
-        Duration::from_secs(240),
+        &[
+            "run",
+            scn.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--fail-on",
+            "probe_diffs>0",
+        ],
+        Duration::from_secs(120),
     );
-    assert!(o.success(), "{}", o.stderr);
-    let nginx = read_json(&out.join("nginx-reload/result.json"));
-    let envoy = read_json(&out.join("envoy-xds/result.json"));
-    let haproxy = read_json(&out.join("haproxy-runtime/result.json"));
-    // The baseline differs from nothing; every probe got an answer.
-    assert_eq!(nginx["lab"]["probes"]["differences"], serde_json::json!([]));
-    for r in [&nginx, &envoy, &haproxy] {
-        for o in r["lab"]["probes"]["observed"].as_array().unwrap() {
-            assert!(o["status"].as_u64().is_some(), "{o}");
-        }
-    }
-    // The backend reports what reached it.
-    let plain = &observed(&envoy, "plain")["received"];
-    assert_eq!(
-        (plain["method"].as_str(), plain["target"].as_str()),
-        (Some("GET"), Some("/probe"))
-    );
-    // nginx's 1m body limit: 413 from nginx itself; Envoy and HAProxy pass the body.
-    let big = observed(&nginx, "body-1mib-plus-1");
-    assert_eq!(
-        (big["status"].as_u64(), big["received"].is_null()),
-        (Some(413), true),
-        "{big}"
-    );
-    for r in [&envoy, &haproxy] {
-        let o = observed(r, "body-1mib-plus-1");
-        assert_eq!(o["received"]["body_len"].as_u64(), Some(1_048_577), "{o}");
-    }
-    // A header with an underscore: nginx drops it, Envoy and HAProxy pass it.
-    let u = |r: &Value| {
-        observed(r, "underscore-header")["received"]["headers"]["x_ib_underscore"].clone()
-    };
-    assert_eq!(
-        (u(&nginx), u(&envoy), u(&haproxy)),
-        (Value::Null, "yes".into(), "yes".into())
-    );
-    // And the comparison says so, field by field, with both values.
-    let diffs = envoy["lab"]["probes"]["differences"].as_array().unwrap();
-    let d = diffs
-        .iter()
-        .find(|d| d["probe"] == "underscore-header" && d["field"] == "received x_ib_underscore")
-        .unwrap_or_else(|| panic!("{diffs:?}"));
-    assert_eq!(
-        (d["baseline"].as_str(), d["system"].as_str()),
-        (Some("-"), Some("yes"))
-    );
+    // Only the expectation written to fail fails: once before the load, once after
+    // each change and once at the end.
+    assert_eq!(o.code, Some(1), "{}", o.stderr);
     assert!(
-        diffs.iter().any(|d| d["probe"] == "body-1mib-plus-1"
-            && d["field"] == "status"
-            && d["baseline"] == "413"
-            && d["system"] == "200"),
-        "{diffs:?}"
+        o.stderr.contains("probe_diffs 4 > 0 (0 from nginx-reload, 0 changed during the load, 4 expectations not met)"),
+        "{}",
+        o.stderr
     );
+    let r = read_json(&out.join("nginx-reload/result.json"));
+    let p = &r["lab"]["probes"];
+    let rounds = p["rounds"].as_array().unwrap();
+    let after: Vec<&str> = rounds
+        .iter()
+        .map(|x| x["after"].as_str().unwrap())
+        .collect();
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert_eq!(after[0], "scale 2 -> 3");
+    assert!(after[1].starts_with("restart proxy"), "{after:?}");
+    assert_eq!(after[2], "end");
+    for round in rounds {
+        // The same system, probed again: nothing changed under the changes.
+        assert_eq!(round["changed"], serde_json::json!([]), "{round}");
+        let legacy = answer(&round["observed"], "legacy");
+        assert_eq!(legacy["received"]["target"], "/old%2Fpath?x=1", "{legacy}");
+        // Each round's probes are counted apart at the backends: a reset once per
+        // round, retried.
+        let reset = answer(&round["observed"], "upstream-reset-once");
+        assert_eq!(reset["received"]["attempt"].as_u64(), Some(2), "{reset}");
+    }
+    let unmet = p["unmet"].as_array().unwrap();
+    let rounds_unmet: Vec<&str> = unmet.iter().map(|u| u["round"].as_str().unwrap()).collect();
+    assert_eq!(rounds_unmet.len(), 4, "{unmet:?}");
+    assert_eq!(rounds_unmet[0], "before");
+    for u in unmet {
+        assert_eq!(
+            (&u["probe"], &u["field"], &u["expected"], &u["got"]),
+            (
+                &Value::from("plain"),
+                &Value::from("status"),
+                &Value::from("201"),
+                &Value::from("200")
+            )
+        );
+    }
+    // The summary's table says it in a row per round.
+    assert!(o.stdout.contains("before (expected)"), "{}", o.stdout);
+    assert!(o.stdout.contains("end (expected)"), "{}", o.stdout);
 }

@@ -9,9 +9,8 @@
 //! attempt of the probe at this backend fails that way, the next succeeds: a proxy
 //! that retries shows two attempts), `503` (every attempt), `delay-ms=N`.
 //!
-//! Only a head that contains `x-ib-probe:` (lowercase, as the probes send it and as
-//! proxies forward it) is parsed again: every other request pays one scan of its
-//! head. What is remembered per probe id is bounded ([`MAX_PROBES`]).
+//! Only a head with a line that starts `x-ib-probe:` (in any case: Go proxies send
+//! `X-Ib-Probe`) is parsed again: every other request pays one scan of its head. What is remembered per probe id is bounded ([`MAX_PROBES`]).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -100,7 +99,8 @@ fn marked_head(bytes: &[u8]) -> Option<&[u8]> {
         if rest.starts_with(b"\r\n") {
             return found.then_some(&bytes[..line + 2]);
         }
-        found |= rest.starts_with(marker);
+        // Any case: Go proxies (Caddy, Traefik) send it as `X-Ib-Probe`.
+        found |= rest.len() >= marker.len() && rest[..marker.len()].eq_ignore_ascii_case(marker);
         at = line;
     }
     None
@@ -144,15 +144,33 @@ pub fn parse(bytes: &[u8]) -> Option<Received> {
     (!r.id.is_empty()).then_some(r)
 }
 
-/// The attempts of each probe at this backend.
+/// The attempts of each probe: at this backend, or, given a folder shared with the
+/// other backends of a run (`--probe-dir`), at any of them. Shared, a `*-once`
+/// behaviour fails the probe's first attempt at whichever backend it reaches, and a
+/// proxy that retries on another backend then gets an answer: the attempt count is
+/// the retries a user wants to see. Each probe id is a file of one byte per attempt.
 #[derive(Debug, Default)]
-pub struct Attempts(Mutex<HashMap<String, u32>>);
+pub struct Attempts {
+    here: Mutex<HashMap<String, u32>>,
+    shared: Option<std::path::PathBuf>,
+}
 
 impl Attempts {
+    /// Counted in `dir` with the other backends given it, or here alone.
+    pub fn new(dir: Option<std::path::PathBuf>) -> Attempts {
+        Attempts {
+            here: Mutex::default(),
+            shared: dir,
+        }
+    }
+
     /// Counts one more attempt of probe `id`; returns its number (1 for the first).
     pub fn arrive(&self, id: &str) -> u32 {
+        if let Some(n) = self.shared.as_deref().and_then(|d| arrive_in(d, id)) {
+            return n;
+        }
         let mut m = self
-            .0
+            .here
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if m.len() >= MAX_PROBES && !m.contains_key(id) {
@@ -162,6 +180,32 @@ impl Attempts {
         *n += 1;
         *n
     }
+}
+
+/// One more byte on `dir`'s file for `id` (appended: one write, whole, whichever
+/// backend makes it); the file's length after it. `None` when the folder cannot be
+/// written (then this backend counts alone).
+fn arrive_in(dir: &std::path::Path, id: &str) -> Option<u32> {
+    use std::io::Write as _;
+    let name: String = id
+        .chars()
+        .take(120)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let path = dir.join(format!("probe-{name}"));
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .ok()?;
+    f.write_all(b".").ok()?;
+    u32::try_from(f.metadata().ok()?.len()).ok()
 }
 
 /// Where a probe's request was received: this backend, the connection (numbered
@@ -229,6 +273,12 @@ mod tests {
     #[test]
     fn only_a_marked_head_is_a_probe_and_its_headers_are_kept_as_received() {
         assert_eq!(parse(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n"), None);
+        // As a Go proxy forwards it.
+        let go = parse(b"GET / HTTP/1.1\r\nHost: a\r\nX-Ib-Probe: g\r\nX-Ib-Probe-Do: 503\r\n\r\n");
+        assert_eq!(
+            go.map(|r| (r.id, r.behaviour)),
+            Some(("g".to_string(), Behaviour::Status503))
+        );
         // The marker in a body is not a probe.
         assert_eq!(
             parse(b"POST / HTTP/1.1\r\ncontent-length: 15\r\n\r\n\nx-ib-probe: x\r\n"),
@@ -280,5 +330,15 @@ mod tests {
         assert_eq!(Behaviour::parse("explode"), None);
         let a = Attempts::default();
         assert_eq!((a.arrive("x"), a.arrive("x"), a.arrive("y")), (1, 2, 1));
+        // Two backends sharing a folder count one probe's attempts together.
+        let dir = tempfile::tempdir().unwrap();
+        let (b1, b2) = (
+            Attempts::new(Some(dir.path().into())),
+            Attempts::new(Some(dir.path().into())),
+        );
+        assert_eq!(
+            (b1.arrive("p~s/0"), b2.arrive("p~s/0"), b1.arrive("q")),
+            (1, 2, 1)
+        );
     }
 }

@@ -69,6 +69,9 @@ pub struct Config {
     pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Longest drain after the stop signal.
     pub drain_timeout: Duration,
+    /// A folder the backends of one run share, where the attempts of each probe
+    /// are counted across them ([`crate::probe::Attempts`]).
+    pub probe_dir: Option<std::path::PathBuf>,
 }
 
 /// Whether `id` can be sent as a header value and printed on one line: 1 to 128
@@ -166,7 +169,7 @@ impl Server {
                 start,
                 next_request: AtomicU64::new(1),
                 next_conn: AtomicU64::new(1),
-                probe_attempts: crate::probe::Attempts::default(),
+                probe_attempts: crate::probe::Attempts::new(config.probe_dir.clone()),
                 open: AtomicUsize::new(0),
                 all_closed: Notify::new(),
             }),

@@ -143,7 +143,10 @@ impl Pool {
                 &format!("{}ms", self.spec.drain_timeout.as_millis()),
             ])
             .arg("--ready-file")
-            .arg(&ready);
+            .arg(&ready)
+            // Every backend of the pool counts a probe's attempts in one place.
+            .arg("--probe-dir")
+            .arg(&self.work_dir);
         if let Some(d) = &self.spec.delay {
             cmd.args(["--delay", d]);
         }

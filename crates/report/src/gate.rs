@@ -98,6 +98,10 @@ fn parse_gate(spec: &str) -> Result<Gate, GateError> {
     }
     let value = value.trim();
     let limit = match metric {
+        Metric::ProbeDiffs => value
+            .parse::<u64>()
+            .map(|n| n as f64)
+            .map_err(|_| err("probe_diffs takes a count, e.g. probe_diffs>0".into()))?,
         Metric::Errors(_) => value
             .parse::<u64>()
             .map(|n| n as f64)
@@ -252,6 +256,24 @@ fn crossed(r: &RunResult, g: &Gate) -> Option<String> {
                 }
             }
             (!worst.is_empty()).then(|| worst.join("; "))
+        }
+        Metric::ProbeDiffs => {
+            let Some(p) = r.lab.as_ref().and_then(|l| l.probes.as_ref()) else {
+                return Some(
+                    "probe_diffs: the run sent no probes (add probes: to the scenario)".into(),
+                );
+            };
+            let n = p.diffs();
+            (n as f64 > g.limit).then(|| {
+                format!(
+                    "probe_diffs {n} > {} ({} from {}, {} changed during the load, {} expectations not met)",
+                    g.limit,
+                    p.differences.len(),
+                    p.baseline,
+                    n - p.differences.len() - p.unmet.len(),
+                    p.unmet.len()
+                )
+            })
         }
         Metric::RoutePropagation => {
             let p = r.lab.as_ref()?.route_propagation.as_ref()?;

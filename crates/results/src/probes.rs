@@ -50,7 +50,51 @@ pub struct Difference {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeRun {
     pub baseline: String,
+    /// Before the load.
     pub observed: Vec<Observed>,
+    /// Where the answers before the load differ from the baseline system's.
     #[serde(default)]
     pub differences: Vec<Difference>,
+    /// The probes again after each change step and at the end of the load, each
+    /// round compared with this system's own answers before the load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<ProbeRound>,
+    /// Expectations (`expect:`) an answer did not meet, in any round.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmet: Vec<Unmet>,
+}
+
+impl ProbeRun {
+    /// What `--fail-on probe_diffs` counts: differences from the baseline, changes
+    /// under the load's changes, and expectations not met.
+    pub fn diffs(&self) -> usize {
+        self.differences.len()
+            + self.rounds.iter().map(|r| r.changed.len()).sum::<usize>()
+            + self.unmet.len()
+    }
+}
+
+/// One round of probes during the load.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRound {
+    /// The change it followed (`scale 2 -> 3`), or `end`.
+    pub after: String,
+    /// When the round started, from the start of the measured window.
+    pub at_ms: f64,
+    pub observed: Vec<Observed>,
+    /// Where this round differs from the system's answers before the load
+    /// (`baseline`: before, `system`: this round).
+    #[serde(default)]
+    pub changed: Vec<Difference>,
+}
+
+/// An answer that did not show what the scenario expected of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unmet {
+    pub probe: String,
+    /// `before` or the round's `after`.
+    pub round: String,
+    pub field: String,
+    pub expected: String,
+    pub got: String,
 }

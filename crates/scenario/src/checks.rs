@@ -82,13 +82,45 @@ impl Scenario {
                 ));
             }
         }
+        let mut ids: Vec<&str> = crate::probes::CORPUS.iter().map(|p| p.id).collect();
+        for u in &p.add {
+            let why = crate::probes::check_user(u);
+            let why = why.or_else(|| {
+                ids.contains(&u.id.as_str()).then(|| {
+                    if crate::probes::find(&u.id).is_some() {
+                        "a built-in probe has this id: give yours another".to_string()
+                    } else {
+                        "two probes have this id".to_string()
+                    }
+                })
+            });
+            if let Some(why) = why {
+                return Err(
+                    Bad::new("probes.add", format!("probes.add: probe {}: {why}", u.id))
+                        .near(format!("id: {}", u.id)),
+                );
+            }
+            ids.push(&u.id);
+        }
         for id in &p.only {
-            if crate::probes::find(id).is_none() {
-                let known: Vec<&str> = crate::probes::CORPUS.iter().map(|p| p.id).collect();
+            if !ids.contains(&id.as_str()) {
                 return Err(Bad::new(
                     "probes.only",
-                    format!("probes.only: no probe {id} (known: {})", known.join(", ")),
+                    format!("probes.only: no probe {id} (known: {})", ids.join(", ")),
                 ));
+            }
+        }
+        for (id, e) in &p.expect {
+            let why = if ids.contains(&id.as_str()) {
+                crate::probes::check_expect(e)
+            } else {
+                Some(format!("no probe {id} (known: {})", ids.join(", ")))
+            };
+            if let Some(why) = why {
+                return Err(
+                    Bad::new("probes.expect", format!("probes.expect: {id}: {why}"))
+                        .near(id.to_string()),
+                );
             }
         }
         if self.platform == PlatformKind::NetworkLab {

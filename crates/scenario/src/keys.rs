@@ -9,6 +9,9 @@ pub(crate) struct Bad {
     key: &'static str,
     /// Another key the message names, placed when `key` is not in the file.
     other: Option<&'static str>,
+    /// Text on the line the error is about, at or after the key's line (an entry
+    /// of a list: `id: mine`).
+    near: Option<String>,
     pub(crate) msg: String,
 }
 
@@ -17,8 +20,16 @@ impl Bad {
         Bad {
             key,
             other: None,
+            near: None,
             msg: msg.into(),
         }
+    }
+
+    /// The error placed at the first line from the key's on that holds `text` (an
+    /// entry of a list under the key).
+    pub(crate) fn near(mut self, text: impl Into<String>) -> Self {
+        self.near = Some(text.into());
+        self
     }
 
     /// The error naming `file` and, when the key (or a section of it) is written in
@@ -41,10 +52,18 @@ impl Bad {
     /// not written (a default), or of the nearest section present.
     pub(crate) fn line(&self, text: &str) -> Option<usize> {
         let exact = |k: &str| key_line(text, k).filter(|(_, exact)| *exact);
-        exact(self.key)
+        let line = exact(self.key)
             .or_else(|| self.other.and_then(exact))
             .or_else(|| key_line(text, self.key))
-            .map(|(line, _)| line)
+            .map(|(line, _)| line)?;
+        let near = self.near.as_deref().and_then(|n| {
+            text.lines()
+                .enumerate()
+                .skip(line - 1)
+                .find(|(_, l)| l.contains(n))
+                .map(|(i, _)| i + 1)
+        });
+        Some(near.unwrap_or(line))
     }
 
     /// The engine's verdict on a setting, with the key names `name` gives. When the
@@ -54,6 +73,7 @@ impl Bad {
         Bad {
             key: name(e.setting),
             other: e.other.as_ref().map(|(o, _)| name(*o)),
+            near: None,
             // The mix's messages name the entry themselves (`requests entry 2: ...`).
             msg: if e.setting == Setting::Targets {
                 e.scenario()

@@ -166,18 +166,148 @@ fn fill(line: &str) -> String {
     line.to_string()
 }
 
+/// A probe as a run sends it: a built-in one of [`CORPUS`], or one a scenario adds
+/// (`probes.add`), with what the scenario expects of its answer.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Spec {
+    pub id: String,
+    pub covers: String,
+    pub method: String,
+    pub target: String,
+    pub version: String,
+    pub headers: Vec<String>,
+    pub body: usize,
+    pub chunked: bool,
+    pub behaviour: String,
+    pub no_host: bool,
+    pub host: Option<String>,
+    /// What the answer must show (`expect:`); checked on every round.
+    pub expect: Option<Expect>,
+}
+
+/// What a probe's answer must show (`expect: {status: 308}`): each field given is
+/// checked, in every round of probes, on every system.
+#[derive(Debug, Clone, PartialEq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expect {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// `backend` or `proxy`: who answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+    /// The request target the backend received, as bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// How many attempts of the probe reached the backend that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+}
+
+impl Expect {
+    /// Each field `got` does not show as expected: (field, expected, got).
+    pub fn unmet(&self, got: &Observed) -> Vec<(String, String, String)> {
+        let mut out = Vec::new();
+        let mut want = |field: &str, expected: Option<String>, actual: String| {
+            if let Some(e) = expected {
+                if e != actual {
+                    out.push((field.to_string(), e, actual));
+                }
+            }
+        };
+        want(
+            "status",
+            self.status.map(|s| s.to_string()),
+            show(&got.status),
+        );
+        want("location", self.location.clone(), show(&got.location));
+        want(
+            "answered by",
+            self.answered_by.clone(),
+            answered_by(got).into(),
+        );
+        let r = got.received.as_ref();
+        want(
+            "received target",
+            self.target.clone(),
+            r.map_or_else(|| "-".into(), |r| r.target.clone()),
+        );
+        want(
+            "attempts",
+            self.attempts.map(|a| a.to_string()),
+            r.map_or_else(|| "-".into(), |r| r.attempt.to_string()),
+        );
+        out
+    }
+}
+
+impl From<&Probe> for Spec {
+    fn from(p: &Probe) -> Spec {
+        Spec {
+            id: p.id.into(),
+            covers: p.covers.into(),
+            method: p.method.into(),
+            target: p.target.into(),
+            version: p.version.into(),
+            headers: p.headers.iter().map(|h| fill(h)).collect(),
+            body: p.body,
+            chunked: p.chunked,
+            behaviour: p.behaviour.into(),
+            no_host: p.no_host,
+            host: p.host.map(str::to_string),
+            expect: None,
+        }
+    }
+}
+
+impl From<&crate::schema::UserProbe> for Spec {
+    fn from(u: &crate::schema::UserProbe) -> Spec {
+        let version = match u.http.as_deref() {
+            Some("1.0") => "HTTP/1.0",
+            _ => "HTTP/1.1",
+        };
+        Spec {
+            id: u.id.clone(),
+            covers: u.covers.clone(),
+            method: u.method.clone(),
+            target: u.path.clone(),
+            version: version.into(),
+            headers: u.headers.clone(),
+            body: u.body,
+            chunked: u.chunked,
+            behaviour: u.backend.clone(),
+            no_host: version == "HTTP/1.0" && u.host.is_none(),
+            host: u.host.clone(),
+            expect: u.expect.clone(),
+        }
+    }
+}
+
 impl Probe {
-    /// The request's bytes, for `host` (the system's virtual host); it asks the
-    /// proxy to close the connection after answering.
+    /// The request's bytes, for `host` (the system's virtual host).
     pub fn bytes(&self, host: &str) -> Vec<u8> {
+        Spec::from(self).bytes(host, self.id)
+    }
+}
+
+impl Spec {
+    /// The request's bytes, for `host` (the system's virtual host), marked with
+    /// `wire_id` (the probe's id and its round: the backend counts attempts per
+    /// id, so a round's `503-once` fails once again); it asks the proxy to close
+    /// the connection after answering.
+    pub fn bytes(&self, host: &str, wire_id: &str) -> Vec<u8> {
         let mut head = format!("{} {} {}\r\n", self.method, self.target, self.version);
         if !self.no_host {
-            head.push_str(&format!("Host: {}\r\n", self.host.unwrap_or(host)));
+            head.push_str(&format!(
+                "Host: {}\r\n",
+                self.host.as_deref().unwrap_or(host)
+            ));
         }
         head.push_str(&format!(
             "{}: {}\r\n",
             backend::probe::PROBE_HEADER,
-            self.id
+            wire_id
         ));
         if !self.behaviour.is_empty() {
             head.push_str(&format!(
@@ -186,8 +316,8 @@ impl Probe {
                 self.behaviour
             ));
         }
-        for h in self.headers {
-            head.push_str(&fill(h));
+        for h in &self.headers {
+            head.push_str(h);
             head.push_str("\r\n");
         }
         let body = vec![b'x'; self.body];
@@ -212,6 +342,104 @@ impl Probe {
     }
 }
 
+/// The largest body a probe of the user's may send.
+pub const MAX_BODY: usize = 64 << 20;
+
+/// Headers a probe of the user's may not set: the probe sets them itself from its
+/// other keys.
+const OWN_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    backend::probe::PROBE_HEADER,
+    backend::probe::DO_HEADER,
+];
+
+/// A header name's characters (RFC 9110's token).
+fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// What is wrong with a probe of the user's, in words that say how to fix it.
+pub fn check_user(u: &crate::schema::UserProbe) -> Option<String> {
+    if u.id.is_empty()
+        || u.id.len() > 64
+        || !u
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+    {
+        return Some("an id is 1 to 64 letters, digits, '.', '_' or '-'".into());
+    }
+    if !is_token(&u.method) {
+        return Some(format!(
+            "method {:?} is not a method token (GET, POST, PURGE)",
+            u.method
+        ));
+    }
+    let printable = |s: &str| s.bytes().all(|b| (0x21..0x7f).contains(&b));
+    if !(u.path.starts_with('/') || u.path == "*") || !printable(&u.path) {
+        return Some(format!(
+            "path {:?} is not a request target: start it with / and percent-encode spaces and non-ASCII bytes (%20)",
+            u.path
+        ));
+    }
+    if let Some(h) = &u.host {
+        if h.is_empty() || !printable(h) {
+            return Some(format!("host {h:?} is not a host name"));
+        }
+    }
+    for line in &u.headers {
+        let Some((name, value)) = line.split_once(':') else {
+            return Some(format!("header {line:?} is not `Name: value`"));
+        };
+        if !is_token(name) {
+            return Some(format!(
+                "header {line:?}: {name:?} is not a header name (no spaces, no quotes)"
+            ));
+        }
+        if value.bytes().any(|b| b < 0x20 && b != b'\t' || b == 0x7f) {
+            return Some(format!(
+                "header {name}: its value holds a control character (a line break?)"
+            ));
+        }
+        if OWN_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Some(format!(
+                "header {name} is the probe's own: use host, body or chunked instead"
+            ));
+        }
+    }
+    if u.body > MAX_BODY {
+        return Some(format!(
+            "body {} is over {MAX_BODY} bytes: a probe is a request, not a load",
+            u.body
+        ));
+    }
+    if let Some(v) = &u.http {
+        if v != "1.1" && v != "1.0" {
+            return Some(format!("http {v:?}: give 1.1 or 1.0"));
+        }
+    }
+    if backend::probe::Behaviour::parse(&u.backend).is_none() {
+        return Some(format!(
+            "backend {:?}: use 503-once, reset-once, 503 or delay-ms=N",
+            u.backend
+        ));
+    }
+    u.expect.as_ref().and_then(check_expect)
+}
+
+/// What is wrong with an expectation.
+pub fn check_expect(e: &Expect) -> Option<String> {
+    match e.answered_by.as_deref() {
+        None | Some("backend" | "proxy") => None,
+        Some(x) => Some(format!("expect.answered_by {x:?}: give backend or proxy")),
+    }
+}
+
 /// FNV-1a, 64 bits: enough to tell two error pages apart.
 fn hash(b: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -222,8 +450,9 @@ fn hash(b: &[u8]) -> String {
     format!("{h:016x}")
 }
 
-/// Reads a whole answer (`raw`, the connection read to its end).
-pub fn observe(probe: &str, raw: &[u8], ms: f64) -> Observed {
+/// Reads a whole answer (`raw`, the connection read to its end) to the probe
+/// `probe`, sent marked `wire_id`.
+pub fn observe(probe: &str, wire_id: &str, raw: &[u8], ms: f64) -> Observed {
     let mut o = Observed {
         probe: probe.to_string(),
         ms,
@@ -235,7 +464,7 @@ pub fn observe(probe: &str, raw: &[u8], ms: f64) -> Observed {
             o.location = r.header("location").map(str::to_string);
             let echoed = serde_json::from_slice::<serde_json::Value>(&r.body)
                 .ok()
-                .filter(|v| v["probe"] == probe);
+                .filter(|v| v["probe"] == wire_id);
             match echoed {
                 Some(v) => {
                     o.received = Some(Received {
@@ -269,11 +498,24 @@ const PRESENCE_ONLY: &[&str] = &[
     "forwarded",
     "via",
     "x-forwarded-port",
+    // The Host as the proxy saw it: with a local proxy's own port, or the probe's.
+    "x-forwarded-host",
 ];
 
 fn show(o: &Option<impl ToString>) -> String {
     o.as_ref()
         .map_or_else(|| "-".to_string(), ToString::to_string)
+}
+
+/// `backend` when a backend answered, else `proxy` (or `-` when nothing came).
+fn answered_by(o: &Observed) -> &'static str {
+    if o.received.is_some() {
+        "backend"
+    } else if o.status.is_some() {
+        "proxy"
+    } else {
+        "-"
+    }
 }
 
 /// The fields where `got` differs from `base` (the same probe).
@@ -293,18 +535,8 @@ pub fn compare(base: &Observed, got: &Observed) -> Vec<Difference> {
     put("location", show(&base.location), show(&got.location));
     put(
         "answered by",
-        if base.received.is_some() {
-            "backend"
-        } else {
-            "proxy"
-        }
-        .into(),
-        if got.received.is_some() {
-            "backend"
-        } else {
-            "proxy"
-        }
-        .into(),
+        answered_by(base).into(),
+        answered_by(got).into(),
     );
     if let (Some(b), Some(s)) = (&base.received, &got.received) {
         put("received method", b.method.clone(), s.method.clone());
@@ -414,8 +646,8 @@ mod tests {
                 body.len()
             )
         };
-        let a = observe("p", backend("/a/../probe", true).as_bytes(), 1.0);
-        let b = observe("p", backend("/probe", false).as_bytes(), 1.0);
+        let a = observe("p", "p", backend("/a/../probe", true).as_bytes(), 1.0);
+        let b = observe("p", "p", backend("/probe", false).as_bytes(), 1.0);
         assert_eq!(compare(&a, &a), []);
         let d = compare(&a, &b);
         let fields: Vec<&str> = d.iter().map(|x| x.field.as_str()).collect();
@@ -426,6 +658,7 @@ mod tests {
         );
         assert_eq!((d[1].baseline.as_str(), d[1].system.as_str()), ("yes", "-"));
         let page = observe(
+            "p",
             "p",
             b"HTTP/1.1 413 Request Entity Too Large\r\ncontent-length: 4\r\n\r\nbig!",
             1.0,

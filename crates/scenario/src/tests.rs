@@ -592,7 +592,10 @@ fn lifecycle_steps_parse_and_what_a_system_cannot_do_is_refused() {
 fn probes_name_a_baseline_among_the_systems_and_probes_of_the_corpus() {
     let base = "name: p\nsystems: [nginx-reload, envoy-xds]\nload:\n  rate: 10\n  duration: 1s\n";
     let s = Scenario::parse(
-        &format!("{base}probes:\n  baseline: envoy-xds\n  only: [plain, underscore-header]\n"),
+        &format!(
+            "{base}probes:\n  baseline: envoy-xds\n  only: [mine, plain, underscore-header]\n  \
+             expect:\n    plain: {{status: 200}}\n  add:\n    - {{id: mine, path: /x, backend: 503}}\n    - {{id: other, path: /y}}\n"
+        ),
         "p.yaml",
     )
     .unwrap();
@@ -601,9 +604,27 @@ fn probes_name_a_baseline_among_the_systems_and_probes_of_the_corpus() {
     let systems: Vec<&str> = plan.cases.iter().map(|c| c.system.as_str()).collect();
     assert_eq!(systems, ["envoy-xds", "nginx-reload"]);
     let p = plan.cases[1].probes.as_ref().unwrap();
+    // The built-in ones in the corpus's order, then the scenario's own; `only` picks.
+    let ids: Vec<&str> = p.probes.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(
-        (p.baseline.as_str(), p.probes.as_slice()),
-        ("envoy-xds", &["plain", "underscore-header"][..])
+        (p.baseline.as_str(), ids.as_slice(), p.during),
+        (
+            "envoy-xds",
+            &["plain", "underscore-header", "mine"][..],
+            true
+        )
+    );
+    assert_eq!(
+        p.probes[0].expect.as_ref().and_then(|e| e.status),
+        Some(200)
+    );
+    let mine = &p.probes[2];
+    let bytes = String::from_utf8(mine.bytes("h.test", "mine~s~0")).unwrap();
+    assert!(
+        bytes.starts_with(
+            "GET /x HTTP/1.1\r\nHost: h.test\r\nx-ib-probe: mine~s~0\r\nx-ib-probe-do: 503\r\n"
+        ),
+        "{bytes}"
     );
     let e = err(&format!("{base}probes:\n  baseline: caddy-api\n"));
     assert!(

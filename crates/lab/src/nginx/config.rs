@@ -66,6 +66,35 @@ fn q(p: &Path) -> String {
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
 }
 
+/// ingress-nginx's defaults where a behaviour probe sees them (its `nginx.tmpl`
+/// and ConfigMap defaults: `proxy-body-size: 1m`, `large-client-header-buffers:
+/// 4 8k`, `proxy-next-upstream-tries: 3`, `proxy-connect-timeout: 5`,
+/// `proxy-read-timeout`/`proxy-send-timeout: 60`; underscores in header names
+/// dropped), so that the lab's nginx answers a probe as the controller's would.
+const INGRESS_NGINX_HTTP: &str = concat!(
+    "    client_max_body_size 1m;\n",
+    "    client_header_buffer_size 1k;\n",
+    "    large_client_header_buffers 4 8k;\n",
+    "    underscores_in_headers off;\n",
+    "    proxy_next_upstream_tries 3;\n",
+    "    proxy_connect_timeout 5s;\n",
+    "    proxy_read_timeout 60s;\n",
+    "    proxy_send_timeout 60s;\n",
+);
+
+/// The request headers ingress-nginx sets on every proxied request (its template's
+/// `proxy_set_header` lines, with `use-forwarded-headers: false`).
+const INGRESS_NGINX_HEADERS: &str = concat!(
+    "            proxy_set_header X-Request-ID $request_id;\n",
+    "            proxy_set_header X-Real-IP $remote_addr;\n",
+    "            proxy_set_header X-Forwarded-For $remote_addr;\n",
+    "            proxy_set_header X-Forwarded-Host $host;\n",
+    "            proxy_set_header X-Forwarded-Port $server_port;\n",
+    "            proxy_set_header X-Forwarded-Proto $scheme;\n",
+    "            proxy_set_header X-Forwarded-Scheme $scheme;\n",
+    "            proxy_set_header X-Scheme $scheme;\n",
+);
+
 /// The directives a route adds inside `location /` (lab notes section 8).
 fn route_snippet(route: Route) -> &'static str {
     match route {
@@ -137,6 +166,7 @@ pub(super) fn render(
         c.push_str("    log_format tls '$connection_requests $ssl_session_reused';\n");
     }
     temp_paths(&mut c, &p.join("tmp"));
+    c.push_str(INGRESS_NGINX_HTTP);
     if s.mode == Mode::Lua {
         let lua_path = format!("{}/lua/?.lua;;", p.display());
         let _ = writeln!(c, "    lua_package_path {};", q(Path::new(&lua_path)));
@@ -215,6 +245,7 @@ pub(super) fn render(
             "            proxy_set_header Connection \"\";\n",
             "            proxy_set_header Host $host;\n",
         ));
+        c.push_str(INGRESS_NGINX_HEADERS);
     }
     c.push_str(&crate::health::nginx_location(s.passive.as_ref()));
     c.push_str("        }\n    }\n");

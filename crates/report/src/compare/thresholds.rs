@@ -22,6 +22,9 @@ pub enum Metric {
     Propagation(Option<Direction>),
     /// Route propagation: until the first response showing each route change.
     RoutePropagation,
+    /// Behaviour probes' differences (`run --fail-on` only: the count is of one
+    /// run's systems against its baseline).
+    ProbeDiffs,
 }
 
 /// Which way a backend's propagation went.
@@ -59,7 +62,7 @@ pub struct SpecError {
     pub reason: String,
 }
 
-const METRICS_HELP: &str = "use p50, p75, p90, p99, p99.9, p99.99, p99.999, p99.9999, max, errors, errors.KIND, propagation, propagation.added, propagation.removed or route_propagation";
+const METRICS_HELP: &str = "use p50, p75, p90, p99, p99.9, p99.99, p99.999, p99.9999, max, errors, errors.KIND, propagation, propagation.added, propagation.removed, route_propagation or probe_diffs (run --fail-on)";
 
 /// The metric a threshold names (`p99`, `errors.timeout`, `route_propagation`...), as
 /// `--max-regression` and `run --fail-on` both read it.
@@ -92,6 +95,8 @@ pub fn parse_metric(name: &str) -> Result<Metric, String> {
             Metric::Propagation(Some(Direction::Removed))
         } else if name == "route_propagation" {
             Metric::RoutePropagation
+        } else if name == "probe_diffs" {
+            Metric::ProbeDiffs
         } else {
             return Err(format!("unknown metric '{name}': {METRICS_HELP}"));
         },
@@ -133,6 +138,11 @@ pub fn parse_threshold(spec: &str) -> Result<Threshold, SpecError> {
     };
     let value = value.trim();
     let metric = parse_metric(name).map_err(|e| err(&e))?;
+    if metric == Metric::ProbeDiffs {
+        return Err(err(
+            "probe_diffs is a limit on one run (its systems against its baseline): use run --fail-on 'probe_diffs>0'",
+        ));
+    }
     let limit = if let Some(p) = value.strip_suffix('%') {
         match p.trim().parse::<f64>() {
             Ok(x) if x.is_finite() && x >= 0.0 => Limit::Percent(x),
@@ -360,6 +370,8 @@ pub fn evaluate_all_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> 
                         ),
                     }
                 }
+                // Refused by parse_threshold.
+                Metric::ProbeDiffs => {}
                 Metric::Propagation(dir) => {
                     let sides = [
                         (Direction::Added, "propagation.added", s.added_median),

@@ -232,13 +232,27 @@ pub fn routes(input: &ReportInput) -> Table {
 }
 
 /// Behaviour probes (`probes:`): every field where a system answered otherwise
-/// than the baseline, with both values; a row per system that differs in nothing.
-/// No rows when no series sent probes.
+/// than the baseline before its load, every answer a change during the load
+/// changed, and every expectation not met, with both values; a row per system that
+/// differs from the baseline in nothing. No rows when no series sent probes.
 pub fn probes(input: &ReportInput) -> Table {
     let mut rows = Vec::new();
     for (i, s) in input.series.iter().enumerate() {
         let Some(p) = s.result.lab.as_ref().and_then(|l| l.probes.as_ref()) else {
             continue;
+        };
+        let mut row = |when: String, probe: &str, field: &str, reference: &str, got: &str| {
+            rows.push(Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    when,
+                    probe.into(),
+                    field.into(),
+                    reference.into(),
+                    got.into(),
+                ],
+            });
         };
         if p.differences.is_empty() {
             let what = if s.name == p.baseline
@@ -251,39 +265,38 @@ pub fn probes(input: &ReportInput) -> Table {
             } else {
                 "(the same as the baseline)"
             };
-            rows.push(Row {
-                series: Some(i),
-                cells: vec![
-                    s.name.clone(),
-                    format!("all {}", p.observed.len()),
-                    what.into(),
-                    MISSING.into(),
-                    MISSING.into(),
-                ],
-            });
+            let all = format!("all {}", p.observed.len());
+            row("before the load".into(), &all, what, MISSING, MISSING);
         }
         for d in &p.differences {
-            rows.push(Row {
-                series: Some(i),
-                cells: vec![
-                    s.name.clone(),
-                    d.probe.clone(),
-                    d.field.clone(),
-                    d.baseline.clone(),
-                    d.system.clone(),
-                ],
-            });
+            let when = format!("before the load (vs {})", p.baseline);
+            row(when, &d.probe, &d.field, &d.baseline, &d.system);
+        }
+        for r in &p.rounds {
+            for d in &r.changed {
+                let when = format!(
+                    "after {} at {:.1} s (vs before the load)",
+                    r.after,
+                    r.at_ms / 1000.0
+                );
+                row(when, &d.probe, &d.field, &d.baseline, &d.system);
+            }
+        }
+        for u in &p.unmet {
+            let when = format!("{} (expected)", u.round);
+            row(when, &u.probe, &u.field, &u.expected, &u.got);
         }
     }
     Table {
         id: "table-probes",
-        title: "Behaviour probes: where a system answered otherwise than the baseline",
-        note: "The same requests sent to every system before its load, each compared with the baseline system's answer: the status, the Location, who answered (a backend, or the proxy itself), and what reached the backend (method, target as bytes, forwarding and hop-by-hop headers, body length, attempts). X-Forwarded-For, X-Real-IP, X-Request-Id, Via and Forwarded are compared on whether they arrived. docs/probes.md says what each probe covers.".into(),
+        title: "Behaviour probes: where a system answered otherwise than the baseline, than before, or than expected",
+        note: "The same requests sent to every system before its load, each compared with the baseline system's answer: the status, the Location, who answered (a backend, or the proxy itself), and what reached the backend (method, target as bytes, forwarding and hop-by-hop headers, body length, attempts). X-Forwarded-For, X-Real-IP, X-Request-Id, Via and Forwarded are compared on whether they arrived. The probes run again after each change and at the end of the load, each round compared with the system's own answers before the load; an expectation (expect:) is checked in every round. docs/probes.md says what each probe covers.".into(),
         cols: cols(&[
             ("series", "series"),
+            ("when", "when"),
             ("probe", "probe"),
             ("field", "field"),
-            ("baseline", "baseline"),
+            ("reference", "baseline, before or expected"),
             ("system", "this system"),
         ]),
         rows,

@@ -42,25 +42,42 @@ pub struct Case {
 pub struct ProbesPlan {
     /// The system the others are compared with.
     pub baseline: String,
-    /// Their ids, in the corpus's order.
-    pub probes: Vec<&'static str>,
+    /// The built-in ones in the corpus's order, then the scenario's own; each with
+    /// what the scenario expects of it.
+    pub probes: Vec<crate::probes::Spec>,
+    /// Again after each change step and at the end of the load.
+    pub during: bool,
 }
 
 impl ProbesPlan {
     /// `scn`'s probes, if it has some.
     pub fn of(scn: &Scenario) -> Option<ProbesPlan> {
         let p = scn.probes.as_ref()?;
+        let wanted = |id: &str| p.only.is_empty() || p.only.iter().any(|o| o == id);
+        let mut probes: Vec<crate::probes::Spec> = crate::probes::CORPUS
+            .iter()
+            .filter(|c| wanted(c.id))
+            .map(crate::probes::Spec::from)
+            .collect();
+        probes.extend(
+            p.add
+                .iter()
+                .filter(|u| wanted(&u.id))
+                .map(crate::probes::Spec::from),
+        );
+        for spec in &mut probes {
+            if let Some(e) = p.expect.get(&spec.id) {
+                spec.expect = Some(e.clone());
+            }
+        }
         Some(ProbesPlan {
             baseline: p
                 .baseline
                 .clone()
                 .or_else(|| scn.systems.first().map(|s| s.name().to_string()))
                 .unwrap_or_default(),
-            probes: crate::probes::CORPUS
-                .iter()
-                .filter(|c| p.only.is_empty() || p.only.iter().any(|id| id == c.id))
-                .map(|c| c.id)
-                .collect(),
+            probes,
+            during: p.during,
         })
     }
 }

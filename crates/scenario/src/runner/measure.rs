@@ -105,17 +105,26 @@ pub(crate) fn run_system(
 ) -> Result<RunResult, RunError> {
     let out_name = case.name.as_str();
     let deployed = deploy(case, opts)?;
-    // The behaviour probes, before the load (`probes:`).
+    // The behaviour probes, before the load (`probes:`), then during it.
+    let mut during = None;
     let probes = match &case.probes {
         Some(p) => {
-            let run = probing::run(&deployed, case, p, probe_baseline)
+            let mut prober = probing::Prober::new(&deployed, case, p)
                 .map_err(|why| RunError::Setup(format!("{out_name}: probes: {why}")))?;
+            let run = probing::before(&mut prober, case, p, probe_baseline);
             (opts.progress)(&format!(
-                "{out_name}: {} probes, {} differences from {}",
+                "{out_name}: {} probes, {} differences from {}{}",
                 run.observed.len(),
                 run.differences.len(),
-                run.baseline
+                run.baseline,
+                match run.unmet.len() {
+                    0 => String::new(),
+                    n => format!(", {n} expectations not met"),
+                }
             ));
+            if p.during {
+                during = Some(probing::During::start(prober, run.observed.clone())?);
+            }
             Some(run)
         }
         None => None,
@@ -127,6 +136,7 @@ pub(crate) fn run_system(
         versions,
         route_set,
     } = deployed;
+    sys.probes = during;
     let clock = sys.events.clock;
     let target = sys.platform.target();
     let url = target.url.clone();
@@ -220,6 +230,25 @@ pub(crate) fn run_system(
         Err(_) => return Err(LoadError::Panicked.into()),
     };
     result.partial |= interrupted;
+    // The last round, once the load is over (none when it was interrupted).
+    let mut probes = probes;
+    if let Some(during) = sys.probes.take() {
+        if !interrupted {
+            during.after("end".into(), sys.window_ms());
+        }
+        let (rounds, unmet) = during.finish();
+        if let Some(p) = probes.as_mut() {
+            let changed: usize = rounds.iter().map(|r| r.changed.len()).sum();
+            if changed > 0 || !unmet.is_empty() {
+                (opts.progress)(&format!(
+                    "{out_name}: probes during the load: {changed} answers changed, {} expectations not met",
+                    unmet.len()
+                ));
+            }
+            p.rounds = rounds;
+            p.unmet.extend(unmet);
+        }
+    }
     let events = sys.events.to_events();
     let (before_changes, windows) = windows(
         &events,

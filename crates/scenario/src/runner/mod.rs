@@ -461,3 +461,40 @@ pub fn default_out_dir(scenario: &str) -> PathBuf {
         .collect::<String>();
     Path::new("results").join(format!("{scenario}-{stamp}"))
 }
+
+/// What `probe` found for one system: its name as a run names its results folder,
+/// and its probes' answers and differences.
+pub type Probed = (String, results::probes::ProbeRun);
+
+/// The behaviour probes alone (`ingressbench probe`): each system of the plan
+/// deployed in turn, the baseline first, probed once, and stopped; no load. The
+/// plan's cases must carry probes ([`crate::plan::ProbesPlan`]).
+///
+/// # Errors
+/// [`RunError`] when a system cannot be set up; the systems probed before it are
+/// lost with it only in that they are not returned (nothing is written).
+pub fn probe(plan: &Plan, mut opts: RunOptions) -> Result<Vec<Probed>, RunError> {
+    let mut baseline: Option<Vec<crate::probes::Observed>> = None;
+    let mut out: Vec<Probed> = Vec::new();
+    for case in &plan.cases {
+        let Some(p) = &case.probes else { continue };
+        if out.iter().any(|(name, _)| *name == case.system) {
+            continue;
+        }
+        if opts.stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let name = case.system.as_str();
+        (opts.progress)(&format!("{name}: probing"));
+        let deployed = deploy(case, &opts)?;
+        let run = probing::Prober::new(&deployed, case, p)
+            .map(|mut prober| probing::before(&mut prober, case, p, baseline.as_deref()));
+        close(deployed, name, &mut opts.progress);
+        let run = run.map_err(|why| RunError::Setup(format!("{name}: probes: {why}")))?;
+        if case.system == p.baseline {
+            baseline = Some(run.observed.clone());
+        }
+        out.push((case.system.clone(), run));
+    }
+    Ok(out)
+}

@@ -1,83 +1,206 @@
-//! A deployed system's behaviour probes (`probes:`): each probe of the corpus sent
-//! once, on a connection of its own, through the URL the load uses, before the
-//! load; what came back compared with the baseline system's answers.
+//! A deployed system's behaviour probes (`probes:`): each probe sent once, on a
+//! connection of its own, through the URL the load uses: before the load (compared
+//! with the baseline system's answers), then after each change step and at the end
+//! (compared with the system's own answers before the load), so that a behaviour a
+//! reload, a restart or a rotation changes shows when it did.
 
 use super::*;
-use crate::probes::{self, Observed};
+use crate::plan::ProbesPlan;
+use crate::probes::{self, Observed, Spec};
+use results::probes::{Difference, ProbeRound, ProbeRun, Unmet};
 
 /// How long one probe may take: its slowest waits 2 s for the backend, and a
 /// mebibyte goes up through a proxy on a busy machine.
 const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Sends `plan`'s probes to the system deployed as `d`; compares each answer with
-/// `baseline`'s (when this system is not the baseline itself).
-pub(crate) fn run(
-    d: &Deployed,
-    case: &Case,
-    plan: &crate::plan::ProbesPlan,
-    baseline: Option<&[Observed]>,
-) -> Result<results::probes::ProbeRun, String> {
-    let target = d.sys.platform.target();
-    let spec = case.load.at(&target.url, target.cacert.clone());
-    let to = http1::Target::parse(&spec.url)?;
-    // The load's virtual host: its first request's, else the URL's.
-    let host_of = match spec.targets.first() {
-        Some(t) if case.deploy.routes.is_none() => http1::Target::parse(&t.url)?,
-        _ => to.clone(),
-    };
-    use std::net::ToSocketAddrs;
-    let addr = (to.host.as_str(), to.port)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| format!("{}: no address for {}", spec.url, to.host))?;
-    let tls = if to.tls {
-        let cfg = engine::tls::client_config(&spec.tls).map_err(|e| e.to_string())?;
-        let name = engine::tls::server_name(&host_of.host).map_err(|e| e.to_string())?;
-        Some((cfg, name))
-    } else {
-        None
-    };
-    let host = host_of.host_header();
-    let mut observed = Vec::with_capacity(plan.probes.len());
-    for id in &plan.probes {
-        let Some(p) = probes::find(id) else { continue };
-        let t = Instant::now();
-        let got = served::fetch(addr, &p.bytes(&host), tls.as_ref(), PROBE_TIMEOUT);
-        let ms = t.elapsed().as_secs_f64() * 1e3;
-        observed.push(match got {
-            Ok(raw) => probes::observe(id, &raw, ms),
-            Err(why) => Observed {
-                probe: id.to_string(),
-                error: Some(why),
-                ms,
-                ..Observed::default()
-            },
-        });
+/// Sends a system's probes, a round at a time.
+pub(crate) struct Prober {
+    addr: std::net::SocketAddr,
+    tls: Option<served::Tls>,
+    /// The load's virtual host.
+    host: String,
+    probes: Vec<Spec>,
+    /// Marks each probe's id on the wire, so that the backend counts the attempts
+    /// of each round (and each system) apart: `ID~SYSTEM~ROUND`.
+    system: String,
+    round: u32,
+}
+
+impl Prober {
+    /// A prober of `plan`'s probes for the system deployed as `d`.
+    pub(crate) fn new(d: &Deployed, case: &Case, plan: &ProbesPlan) -> Result<Prober, String> {
+        let target = d.sys.platform.target();
+        let spec = case.load.at(&target.url, target.cacert.clone());
+        let to = http1::Target::parse(&spec.url)?;
+        // The load's virtual host: its first request's, else the URL's.
+        let host_of = match spec.targets.first() {
+            Some(t) if case.deploy.routes.is_none() => http1::Target::parse(&t.url)?,
+            _ => to.clone(),
+        };
+        use std::net::ToSocketAddrs;
+        let addr = (to.host.as_str(), to.port)
+            .to_socket_addrs()
+            .ok()
+            .and_then(|mut a| a.next())
+            .ok_or_else(|| format!("{}: no address for {}", spec.url, to.host))?;
+        let tls = if to.tls {
+            let cfg = engine::tls::client_config(&spec.tls).map_err(|e| e.to_string())?;
+            let name = engine::tls::server_name(&host_of.host).map_err(|e| e.to_string())?;
+            Some((cfg, name))
+        } else {
+            None
+        };
+        Ok(Prober {
+            addr,
+            tls,
+            host: host_of.host_header(),
+            probes: plan.probes.clone(),
+            system: case.system.clone(),
+            round: 0,
+        })
     }
-    let differences = match baseline {
-        Some(base) if case.system != plan.baseline => {
-            let pairs: Vec<_> = observed
-                .iter()
-                .filter_map(|o| base.iter().find(|b| b.probe == o.probe).map(|b| (b, o)))
-                .collect();
-            let both = pairs
-                .iter()
-                .filter(|(b, o)| b.received.is_some() && o.received.is_some())
-                .count();
-            probes::collapse(
-                pairs
-                    .iter()
-                    .flat_map(|(b, o)| probes::compare(b, o))
-                    .collect(),
-                both,
-            )
+
+    /// Every probe once, in order.
+    pub(crate) fn round(&mut self) -> Vec<Observed> {
+        let mut observed = Vec::with_capacity(self.probes.len());
+        for p in &self.probes {
+            let wire = format!("{}~{}~{}", p.id, self.system, self.round);
+            let t = Instant::now();
+            let got = served::fetch(
+                self.addr,
+                &p.bytes(&self.host, &wire),
+                self.tls.as_ref(),
+                PROBE_TIMEOUT,
+            );
+            let ms = t.elapsed().as_secs_f64() * 1e3;
+            observed.push(match got {
+                Ok(raw) => probes::observe(&p.id, &wire, &raw, ms),
+                Err(why) => Observed {
+                    probe: p.id.clone(),
+                    error: Some(why),
+                    ms,
+                    ..Observed::default()
+                },
+            });
         }
+        self.round += 1;
+        observed
+    }
+
+    /// What `observed` (a round named `round`) did not show as expected.
+    fn unmet(&self, round: &str, observed: &[Observed]) -> Vec<Unmet> {
+        self.probes
+            .iter()
+            .filter_map(|p| Some((p, p.expect.as_ref()?)))
+            .filter_map(|(p, e)| Some((p, e, observed.iter().find(|o| o.probe == p.id)?)))
+            .flat_map(|(p, e, o)| {
+                e.unmet(o)
+                    .into_iter()
+                    .map(move |(field, expected, got)| Unmet {
+                        probe: p.id.clone(),
+                        round: round.to_string(),
+                        field,
+                        expected,
+                        got,
+                    })
+            })
+            .collect()
+    }
+}
+
+/// Where `got` differs from `base`, probe by probe, a difference every probe that
+/// reached a backend shows alike said once.
+fn differences(base: &[Observed], got: &[Observed]) -> Vec<Difference> {
+    let pairs: Vec<_> = got
+        .iter()
+        .filter_map(|o| base.iter().find(|b| b.probe == o.probe).map(|b| (b, o)))
+        .collect();
+    let both = pairs
+        .iter()
+        .filter(|(b, o)| b.received.is_some() && o.received.is_some())
+        .count();
+    probes::collapse(
+        pairs
+            .iter()
+            .flat_map(|(b, o)| probes::compare(b, o))
+            .collect(),
+        both,
+    )
+}
+
+/// The round before the load: compared with `baseline`'s (when this system is not
+/// the baseline itself).
+pub(crate) fn before(
+    prober: &mut Prober,
+    case: &Case,
+    plan: &ProbesPlan,
+    baseline: Option<&[Observed]>,
+) -> ProbeRun {
+    let observed = prober.round();
+    let differences = match baseline {
+        Some(base) if case.system != plan.baseline => differences(base, &observed),
         _ => Vec::new(),
     };
-    Ok(results::probes::ProbeRun {
+    ProbeRun {
         baseline: plan.baseline.clone(),
+        unmet: prober.unmet("before", &observed),
         observed,
         differences,
-    })
+        rounds: Vec::new(),
+    }
+}
+
+/// The rounds during the load, on a thread of their own: the steps go on while a
+/// round runs (its slowest probe waits 2 s), and a change made meanwhile is probed
+/// once the round in progress ends.
+pub(crate) struct During {
+    tx: Option<mpsc::Sender<(String, f64)>>,
+    handle: Option<std::thread::JoinHandle<(Vec<ProbeRound>, Vec<Unmet>)>>,
+}
+
+impl During {
+    /// Starts the thread; `before` is what each round is compared with.
+    pub(crate) fn start(mut prober: Prober, before: Vec<Observed>) -> Result<During, RunError> {
+        let (tx, rx) = mpsc::channel::<(String, f64)>();
+        let handle = std::thread::Builder::new()
+            .name("ib-probes".into())
+            .spawn(move || {
+                let (mut rounds, mut unmet) = (Vec::new(), Vec::new());
+                for (after, at_ms) in rx {
+                    let observed = prober.round();
+                    unmet.extend(prober.unmet(&after, &observed));
+                    rounds.push(ProbeRound {
+                        changed: differences(&before, &observed),
+                        after,
+                        at_ms,
+                        observed,
+                    });
+                }
+                (rounds, unmet)
+            })
+            .map_err(|source| RunError::Io {
+                what: "start the probes".into(),
+                source,
+            })?;
+        Ok(During {
+            tx: Some(tx),
+            handle: Some(handle),
+        })
+    }
+
+    /// A round after `after` (a change's name, or `end`), `at_ms` into the window.
+    pub(crate) fn after(&self, after: String, at_ms: f64) {
+        if let Some(tx) = &self.tx {
+            let _ = tx.send((after, at_ms));
+        }
+    }
+
+    /// Waits for the rounds asked for: what they saw.
+    pub(crate) fn finish(mut self) -> (Vec<ProbeRound>, Vec<Unmet>) {
+        self.tx = None;
+        self.handle
+            .take()
+            .and_then(|h| h.join().ok())
+            .unwrap_or_default()
+    }
 }

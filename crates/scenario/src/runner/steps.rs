@@ -337,6 +337,7 @@ pub(super) fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
             Step::Wait(d) => {
                 let until = sys.events.clock.now() + d.0.as_nanos() as Nanos;
                 sys.sleep_until(until.min(sys.end));
+                continue;
             }
             Step::Scale(s) => {
                 let mode = s.stop.map(StopMode::from).unwrap_or(sys.stop_mode);
@@ -383,7 +384,9 @@ pub(super) fn run_steps(sys: &mut System, steps: &[Step], depth: usize) {
                     run_steps(sys, &r.steps, depth + 1);
                     n += 1;
                 }
+                continue;
             }
         }
+        sys.probe_after_change();
     }
 }

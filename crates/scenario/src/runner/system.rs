@@ -101,6 +101,10 @@ pub(crate) struct System {
     pub(super) serial: Option<String>,
     /// Each rotation asked for, in order: the serial before and the new one.
     pub(super) rotated: Vec<(String, String)>,
+    /// The behaviour probes' rounds during the load (`probes.during`), and how many
+    /// change windows had opened at the last round asked for.
+    pub(super) probes: Option<super::probing::During>,
+    pub(super) probed_windows: usize,
 }
 
 /// A system's route set while the load runs (see [`System::change_route_set`]).
@@ -149,6 +153,8 @@ impl System {
             routes: None,
             serial: None,
             rotated: Vec::new(),
+            probes: None,
+            probed_windows: 0,
         }
     }
 
@@ -181,6 +187,27 @@ impl Drop for System {
 }
 
 impl System {
+    /// Milliseconds since the start of the measured window.
+    pub(super) fn window_ms(&self) -> f64 {
+        (self.events.clock.now() as f64 - self.events.origin as f64) / 1e6
+    }
+
+    /// After a step: a round of probes when the step opened a change window since
+    /// the last round, named after the change that opened it.
+    pub(super) fn probe_after_change(&mut self) {
+        let Some(during) = &self.probes else { return };
+        if self.events.opened.len() == self.probed_windows {
+            return;
+        }
+        self.probed_windows = self.events.opened.len();
+        let Some(&i) = self.events.opened.last() else {
+            return;
+        };
+        let (_, kind, detail, _) = &self.events.list[i];
+        let name = format!("{} {detail}", kind.change().unwrap_or_default());
+        during.after(name.trim().to_string(), self.window_ms());
+    }
+
     pub(super) fn done(&self) -> bool {
         self.stop.load(Ordering::Relaxed) || self.events.clock.now() >= self.end
     }
