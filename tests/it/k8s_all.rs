@@ -70,6 +70,47 @@ fn check_load(system: &str, r: &Value, min_completed: u64) {
     );
 }
 
+/// The behaviour probes S1 sends here: few, so that a round under churn is short.
+const PROBES: [&str; 5] = [
+    "plain",
+    "underscore-header",
+    "double-slash",
+    "upstream-reset-once",
+    "unknown-host",
+];
+
+/// Every probe answered before the load and in a round after each scale step and
+/// at the end, a plain GET by a pod of the run every time; the differences from
+/// Traefik's Ingress printed for docs/probes.md.
+fn check_probes(system: &str, r: &Value) {
+    let p = &r["lab"]["probes"];
+    assert_eq!(p["baseline"], "traefik", "{system}: {p}");
+    let rounds = p["rounds"].as_array().unwrap();
+    assert!(rounds.len() >= 3, "{system}: {} rounds", rounds.len());
+    assert_eq!(rounds.last().unwrap()["after"], "end", "{system}");
+    let before = std::iter::once(&p["observed"]);
+    for observed in before.chain(rounds.iter().map(|x| &x["observed"])) {
+        let all = observed.as_array().unwrap();
+        assert_eq!(all.len(), PROBES.len(), "{system}: {observed}");
+        assert!(
+            all.iter().all(|o| o["status"].is_u64()),
+            "{system}: {observed}"
+        );
+        let plain = all.iter().find(|o| o["probe"] == "plain").unwrap();
+        assert_eq!(plain["status"], 200, "{system}: {plain}");
+        let pod = plain["received"]["headers"]["host"].is_string();
+        assert!(pod, "{system}: {plain}");
+    }
+    eprintln!(
+        "k8s all: probes {system}: differences {} changed {}",
+        p["differences"],
+        rounds
+            .iter()
+            .map(|x| x["changed"].as_array().unwrap().len())
+            .sum::<usize>()
+    );
+}
+
 #[test]
 fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned_up() {
     let _turn = shared();
@@ -141,8 +182,15 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
         ("contour-ingress", contour.url()),
     ];
 
-    // S1: 5 <-> 7 backends, every controller.
+    // S1: 5 <-> 7 backends, every controller; behaviour probes before the load,
+    // after each scale step and at the end, Traefik's Ingress the baseline.
     let s1 = plain_http("dynamic-endpoints.yaml", dir.path());
+    let text = std::fs::read_to_string(&s1).unwrap();
+    std::fs::write(
+        &s1,
+        format!("{text}probes:\n  only: [{}]\n", PROBES.join(", ")),
+    )
+    .unwrap();
     let out1 = dir.path().join("s1");
     succeeded(&run(&s1, &out1, &all, 420));
     for (system, _) in &all {
@@ -188,6 +236,7 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
             !p["removed"].as_array().unwrap().is_empty(),
             "{system}: {p}"
         );
+        check_probes(system, &r);
         eprintln!(
             "k8s all: S1 {system}: new pod's first response median {} ms, removed pod's last {} ms, {} failed",
             p["added_ms"]["median"], p["removed_ms"]["median"], r["requests"]["failed"]

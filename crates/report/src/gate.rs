@@ -437,6 +437,55 @@ mod tests {
     }
 
     #[test]
+    fn probe_differences_changes_and_unmet_expectations_add_up_against_the_limit() {
+        use results::probes::{Difference, ProbeRound, ProbeRun, Unmet};
+        let mut r = ok_run();
+        let g = gates("probe_diffs>1");
+        let f = check(std::slice::from_ref(&r), &g);
+        assert_eq!(
+            f,
+            ["FAIL: envoy-xds: probe_diffs: the run sent no probes (add probes: to the scenario) (--fail-on probe_diffs>1)"]
+        );
+        let d = || Difference {
+            probe: "plain".into(),
+            field: "status".into(),
+            baseline: "200".into(),
+            system: "503".into(),
+        };
+        r.lab.as_mut().unwrap().probes = Some(ProbeRun {
+            baseline: "nginx-reload".into(),
+            differences: vec![d()],
+            ..ProbeRun::default()
+        });
+        assert!(check(std::slice::from_ref(&r), &g).is_empty());
+        let p = r.lab.as_mut().unwrap().probes.as_mut().unwrap();
+        p.rounds.push(ProbeRound {
+            after: "reload".into(),
+            changed: vec![d()],
+            ..ProbeRound::default()
+        });
+        p.unmet.push(Unmet {
+            probe: "plain".into(),
+            round: "end".into(),
+            field: "status".into(),
+            expected: "200".into(),
+            got: "503".into(),
+        });
+        let f = check(std::slice::from_ref(&r), &g);
+        assert_eq!(
+            f,
+            ["FAIL: envoy-xds: probe_diffs 3 > 1 (1 from nginx-reload, 1 changed during the load, 1 expectations not met) (--fail-on probe_diffs>1)"]
+        );
+        assert!(gates("probe_diffs>0").len() == 1);
+        let e = parse_gates(&["probe_diffs>1s"]).unwrap_err().to_string();
+        assert!(e.contains("probe_diffs takes a count"), "{e}");
+        let e = crate::compare::parse_thresholds(&["probe_diffs=0"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("use run --fail-on 'probe_diffs>0'"), "{e}");
+    }
+
+    #[test]
     fn bad_specs_are_one_line_naming_the_spec() {
         for (spec, want) in [
             ("p99", "not METRIC>LIMIT"),

@@ -46,7 +46,7 @@ use envoy_types::pb::envoy::extensions::upstreams::http::v3::{
     http_protocol_options::{explicit_http_config, ExplicitHttpConfig, UpstreamProtocolOptions},
     HttpProtocolOptions,
 };
-use envoy_types::pb::google::protobuf::{Any, Duration as PbDuration, UInt32Value};
+use envoy_types::pb::google::protobuf::{Any, BoolValue, Duration as PbDuration, UInt32Value};
 use prost::{Message, Name};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -266,6 +266,20 @@ fn http_manager(
             )),
             ..HttpFilter::default()
         }],
+        // Contour's defaults where a behaviour probe sees them (its
+        // internal/envoy/v3/listener.go): the client's address appended to
+        // X-Forwarded-For and X-Forwarded-Proto set by Envoy, paths normalised and
+        // `//` merged, a client's X-Request-Id kept, HTTP/1.0 accepted. Envoy
+        // Gateway differs: it rejects headers with underscores (400) and answers
+        // HTTP/1.0 with 426 (docs/probes.md).
+        use_remote_address: Some(BoolValue { value: true }),
+        normalize_path: Some(BoolValue { value: true }),
+        merge_slashes: true,
+        preserve_external_request_id: true,
+        http_protocol_options: Some(Http1ProtocolOptions {
+            accept_http_10: true,
+            ..Http1ProtocolOptions::default()
+        }),
         ..HttpConnectionManager::default()
     }
 }

@@ -99,6 +99,10 @@ pub(super) fn render(s: &Settings) -> String {
     // Like nginx's proxy_next_upstream: a refused connection is retried elsewhere.
     line("    retries 2");
     line("    option redispatch");
+    // As both HAProxy controllers render it (haproxytech's `forwarded-for: true`
+    // default, the OpenShift router's template): the client's address appended to
+    // X-Forwarded-For.
+    line("    option forwardfor");
     if runtime {
         line("    load-server-state-from-file global");
     }
@@ -110,6 +114,8 @@ pub(super) fn render(s: &Settings) -> String {
         if s.http2 { "h2,http/1.1" } else { "http/1.1" }
     ));
     line(&format!("    bind 127.0.0.1:{}", s.http_port));
+    // haproxytech's controller on its HTTPS frontend (its rules/setHdr.go).
+    line("    http-request set-header X-Forwarded-Proto https if { ssl_fc }");
     if s.route_set().is_some() {
         route_set_rules(&mut line, s.out_dir);
     }
