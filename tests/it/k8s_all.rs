@@ -80,34 +80,54 @@ const PROBES: [&str; 5] = [
 ];
 
 /// Every probe answered before the load and in a round after each scale step and
-/// at the end, a plain GET by a pod of the run every time; the differences from
-/// Traefik's Ingress printed for docs/probes.md.
+/// at the end; a plain GET served by a pod of the run before the load, and during
+/// it by a pod or failed as the load's requests failed (S1's finding: a controller
+/// that fails requests while endpoints churn fails a probe too). What differed from
+/// Traefik's Ingress and what changed under the churn are printed for
+/// docs/probes.md.
 fn check_probes(system: &str, r: &Value) {
     let p = &r["lab"]["probes"];
     assert_eq!(p["baseline"], "traefik", "{system}: {p}");
     let rounds = p["rounds"].as_array().unwrap();
     assert!(rounds.len() >= 3, "{system}: {} rounds", rounds.len());
     assert_eq!(rounds.last().unwrap()["after"], "end", "{system}");
-    let before = std::iter::once(&p["observed"]);
-    for observed in before.chain(rounds.iter().map(|x| &x["observed"])) {
+    let plain = |observed: &Value| {
         let all = observed.as_array().unwrap();
         assert_eq!(all.len(), PROBES.len(), "{system}: {observed}");
         assert!(
             all.iter().all(|o| o["status"].is_u64()),
             "{system}: {observed}"
         );
-        let plain = all.iter().find(|o| o["probe"] == "plain").unwrap();
-        assert_eq!(plain["status"], 200, "{system}: {plain}");
-        let pod = plain["received"]["headers"]["host"].is_string();
-        assert!(pod, "{system}: {plain}");
+        all.iter().find(|o| o["probe"] == "plain").unwrap().clone()
+    };
+    let before = plain(&p["observed"]);
+    assert_eq!(before["status"], 200, "{system}: {before}");
+    assert!(
+        before["received"]["headers"]["host"].is_string(),
+        "{system}: {before}"
+    );
+    let mut failed = 0;
+    for round in rounds {
+        let o = plain(&round["observed"]);
+        if o["status"] != 200 {
+            let status = o["status"].to_string();
+            assert!(
+                r["errors"]["status_codes"][status.as_str()].as_u64() > Some(0),
+                "{system}: a probe failed as no request of the load did: {o} {}",
+                r["errors"]
+            );
+            failed += 1;
+        }
     }
     eprintln!(
-        "k8s all: probes {system}: differences {} changed {}",
+        "k8s all: probes {system}: {} rounds, plain failed in {failed}; differences {}; changed {}",
+        rounds.len(),
         p["differences"],
         rounds
             .iter()
-            .map(|x| x["changed"].as_array().unwrap().len())
-            .sum::<usize>()
+            .map(|x| format!("{}: {}", x["after"], x["changed"]))
+            .collect::<Vec<_>>()
+            .join("; ")
     );
 }
 
