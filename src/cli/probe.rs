@@ -32,7 +32,7 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     if s.probes.is_none() {
         s.probes = Some(scenario::ProbesSection::default());
     }
-    let mut limit = None;
+    let mut limit: Option<f64> = None;
     for g in ::report::gate::parse_gates(&a.plan.fail_on).map_err(|e| usage(e.to_string()))? {
         if g.metric != ::report::compare::Metric::ProbeDiffs {
             return Err(usage(format!(
@@ -40,7 +40,21 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
                 g.spec
             )));
         }
-        limit = Some(g.limit);
+        // Several: the strictest holds.
+        limit = Some(limit.map_or(g.limit, |l| l.min(g.limit)));
+    }
+    // Flags that shape a load, which probe does not run: said, not ignored.
+    for (given, flag) in [
+        (a.plan.repeat != 1, "--repeat"),
+        (a.plan.generators.is_some(), "--generators"),
+        (a.plan.metrics_listen.is_some(), "--metrics-listen"),
+        (a.plan.lead.is_some(), "--lead"),
+    ] {
+        if given {
+            return Err(usage(format!(
+                "{flag}: probe sends each probe once and runs no load: leave {flag} out, or use run"
+            )));
+        }
     }
     let plan = Plan::build(s, text, &a.scenario.display().to_string(), a.plan.flags()?)
         .map_err(|e| usage(results::with_causes(&e)))?;
@@ -56,8 +70,11 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
     }
     let exe = std::env::current_exe()?;
     lab::watchdog::start(&exe).context("start the watchdog")?;
+    // The systems' logs: a folder of this command's own, removed when it ends.
+    let work = std::env::temp_dir().join(format!("ingressbench-probe-{}", std::process::id()));
+    let _gone = RemoveOnDrop(work.clone());
     let opts = runner::RunOptions {
-        out_dir: std::env::temp_dir(),
+        out_dir: work.clone(),
         exe,
         stop: stop.clone(),
         progress: Box::new(|line| eprintln!("ingressbench: {line}")),
@@ -67,7 +84,14 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
         warn: Arc::new(|w| eprintln!("ingressbench: warning: {w}")),
         platform: None,
     };
-    let probed = runner::probe(&plan, opts)?;
+    let probed = match runner::probe(&plan, opts) {
+        Ok(p) => p,
+        Err(e) if stop.load(std::sync::atomic::Ordering::Relaxed) => {
+            eprintln!("ingressbench: interrupted: {}", results::Causes(&e));
+            return Ok(130);
+        }
+        Err(e) => return Err(e.into()),
+    };
     if let Some(path) = &a.json {
         let all: serde_json::Map<String, serde_json::Value> = probed
             .iter()
@@ -128,4 +152,13 @@ fn text_of(name: &str, run: &results::probes::ProbeRun) -> String {
         ));
     }
     out
+}
+
+/// Removes a folder when dropped, however the command ends.
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -147,6 +147,15 @@ impl PlanArgs {
     fn plan(&self, file: &std::path::Path) -> anyhow::Result<(Plan, Vec<::report::gate::Gate>)> {
         let plan = Plan::load(file, self.flags()?).map_err(|e| usage(results::with_causes(&e)))?;
         let gates = ::report::gate::parse_gates(&self.fail_on).map_err(|e| usage(e.to_string()))?;
+        if plan.scenario.probes.is_none()
+            && gates
+                .iter()
+                .any(|g| g.metric == ::report::compare::Metric::ProbeDiffs)
+        {
+            return Err(usage(
+                "--fail-on probe_diffs: this scenario sends no probes: add a probes: section (docs/probes.md)",
+            ));
+        }
         Ok((plan, gates))
     }
 }

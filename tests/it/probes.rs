@@ -67,7 +67,7 @@ fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do()
     assert!(!o.stderr.contains("FAIL: nginx-"), "{}", o.stderr);
     assert!(
         o.stdout
-            .starts_with("nginx-reload: 22 probes (the baseline)\n"),
+            .starts_with("nginx-reload: 23 probes (the baseline)\n"),
         "{}",
         o.stdout
     );
@@ -80,6 +80,10 @@ fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do()
         for a in of(s).as_array().unwrap() {
             assert!(a["status"].as_u64().is_some(), "{s}: {a}");
         }
+        // Every profile keeps connections to its backends open: of five requests
+        // in a row, one reached a backend on a connection an earlier one used.
+        let reuse = answer(of(s), "upstream-reuse");
+        assert_eq!(reuse["reused"], true, "{s}: {reuse}");
         // The backend reports what reached it.
         let plain = &answer(of(s), "plain")["received"];
         assert_eq!(
@@ -218,4 +222,38 @@ fn the_probes_run_again_after_each_change_and_a_gate_holds_their_expectations() 
     // The summary's table says it in a row per round.
     assert!(o.stdout.contains("before (expected)"), "{}", o.stdout);
     assert!(o.stdout.contains("end (expected)"), "{}", o.stdout);
+}
+
+#[test]
+fn what_probes_cannot_do_is_refused_in_one_line_before_anything_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = dir.path().join("with.yaml");
+    let without = dir.path().join("without.yaml");
+    let base = "name: p\nsystems: [nginx-reload, envoy-xds]\nload:\n  rate: 10\n  duration: 1s\n";
+    std::fs::write(&with, format!("{base}probes: {{}}\n")).unwrap();
+    std::fs::write(&without, base).unwrap();
+    let (w, wo) = (with.to_str().unwrap(), without.to_str().unwrap());
+    for (args, says) in [
+        (
+            vec!["run", wo, "--fail-on", "probe_diffs>0"],
+            "--fail-on probe_diffs: this scenario sends no probes",
+        ),
+        (
+            vec!["probe", w, "--repeat", "2"],
+            "--repeat: probe sends each probe once",
+        ),
+        (
+            vec!["probe", w, "--fail-on", "p99>1s"],
+            "its one limit is probe_diffs",
+        ),
+        (
+            vec!["probe", w, "--only", "envoy-xds"],
+            "leaves out nginx-reload, the probes' baseline",
+        ),
+    ] {
+        let o = run(&args, Duration::from_secs(10));
+        assert_eq!(o.code, Some(2), "{args:?}: {}", o.stderr);
+        assert!(o.stderr.contains(says), "{args:?}: {}", o.stderr);
+        assert_eq!(o.stderr.trim().lines().count(), 1, "{args:?}: {}", o.stderr);
+    }
 }

@@ -10,7 +10,8 @@
 //! that retries shows two attempts), `503` (every attempt), `delay-ms=N`.
 //!
 //! Only a head with a line that starts `x-ib-probe:` (in any case: Go proxies send
-//! `X-Ib-Probe`) is parsed again: every other request pays one scan of its head. What is remembered per probe id is bounded ([`MAX_PROBES`]).
+//! `X-Ib-Probe`) is parsed again: every other request pays one scan of its head.
+//! What is remembered per probe id is bounded ([`MAX_PROBES`]).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;

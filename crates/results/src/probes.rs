@@ -23,6 +23,10 @@ pub struct Observed {
     pub received: Option<Received>,
     /// How long the answer took, in milliseconds.
     pub ms: f64,
+    /// For a probe sent several times in a row: whether one of them reached a
+    /// backend on an upstream connection an earlier one had used (keep-alive).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reused: Option<bool>,
 }
 
 /// What the backend said it received.
@@ -34,6 +38,16 @@ pub struct Received {
     pub headers: BTreeMap<String, String>,
     pub body_len: u64,
     pub attempt: u32,
+    /// Which backend answered, and which of its connections (numbered from 1 in
+    /// its life) the request came on.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub backend: String,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub conn: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// One field of a probe where a system differs from the baseline.

@@ -60,7 +60,17 @@ impl Bad {
             text.lines()
                 .enumerate()
                 .skip(line - 1)
-                .find(|(_, l)| l.contains(n))
+                .find(|(_, l)| {
+                    // The entry's own line: `- id: x`, `{id: x, ...}` or `x: ...`,
+                    // not one whose value only begins the same.
+                    let l = l
+                        .trim_start()
+                        .trim_start_matches("- ")
+                        .trim_start_matches('{');
+                    l.strip_prefix(n).is_some_and(|rest| {
+                        rest.is_empty() || rest.starts_with([',', '}', ' ', ':', '#'])
+                    })
+                })
                 .map(|(i, _)| i + 1)
         });
         Some(near.unwrap_or(line))

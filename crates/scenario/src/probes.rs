@@ -34,6 +34,9 @@ pub struct Probe {
     pub no_host: bool,
     /// Replace the Host with this one.
     pub host: Option<&'static str>,
+    /// Sent this many times in a row, each on a connection of its own: whether the
+    /// proxy reached the backends on upstream connections it kept open.
+    pub repeat: u32,
 }
 
 const fn probe(id: &'static str, covers: &'static str) -> Probe {
@@ -49,6 +52,7 @@ const fn probe(id: &'static str, covers: &'static str) -> Probe {
         behaviour: "",
         no_host: false,
         host: None,
+        repeat: 1,
     }
 }
 
@@ -149,6 +153,10 @@ pub const CORPUS: &[Probe] = &[
         behaviour: "delay-ms=2000",
         ..probe("slow-backend-2s", "the backend answers after 2 s: within every default timeout")
     },
+    Probe {
+        repeat: 5,
+        ..probe("upstream-reuse", "five requests in a row: reach the backends on upstream connections kept open, or each on a new one (ingress-nginx keeps 320 idle)")
+    },
 ];
 
 /// The probe called `id`.
@@ -181,6 +189,8 @@ pub struct Spec {
     pub behaviour: String,
     pub no_host: bool,
     pub host: Option<String>,
+    /// Sent this many times in a row ([`Probe::repeat`]).
+    pub repeat: u32,
     /// What the answer must show (`expect:`); checked on every round.
     pub expect: Option<Expect>,
 }
@@ -256,6 +266,7 @@ impl From<&Probe> for Spec {
             behaviour: p.behaviour.into(),
             no_host: p.no_host,
             host: p.host.map(str::to_string),
+            repeat: p.repeat,
             expect: None,
         }
     }
@@ -279,6 +290,7 @@ impl From<&crate::schema::UserProbe> for Spec {
             behaviour: u.backend.clone(),
             no_host: version == "HTTP/1.0" && u.host.is_none(),
             host: u.host.clone(),
+            repeat: 1,
             expect: u.expect.clone(),
         }
     }
@@ -423,14 +435,36 @@ pub fn check_user(u: &crate::schema::UserProbe) -> Option<String> {
             return Some(format!("http {v:?}: give 1.1 or 1.0"));
         }
     }
-    if backend::probe::Behaviour::parse(&u.backend).is_none() {
+    if u.backend != u.backend.trim()
+        || u.backend.bytes().any(|b| b < 0x20 || b == 0x7f)
+        || backend::probe::Behaviour::parse(&u.backend).is_none()
+    {
         return Some(format!(
             "backend {:?}: use 503-once, reset-once, 503 or delay-ms=N",
             u.backend
         ));
     }
+    if let Some(backend::probe::Behaviour::Delay(d)) = backend::probe::Behaviour::parse(&u.backend)
+    {
+        if d > MAX_DELAY {
+            return Some(format!(
+                "backend delay-ms={}: a probe waits at most {} s for its answer: give at most delay-ms={}",
+                d.as_millis(),
+                PROBE_TIMEOUT.as_secs(),
+                MAX_DELAY.as_millis()
+            ));
+        }
+    }
     u.expect.as_ref().and_then(check_expect)
 }
+
+/// How long one probe may take: the slowest built-in one waits 2 s for the
+/// backend, and a mebibyte goes up through a proxy on a busy machine.
+pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The longest a probe of the user's may ask the backend to wait: within
+/// [`PROBE_TIMEOUT`], with room for the proxy.
+pub const MAX_DELAY: std::time::Duration = std::time::Duration::from_secs(8);
 
 /// What is wrong with an expectation.
 pub fn check_expect(e: &Expect) -> Option<String> {
@@ -479,6 +513,8 @@ pub fn observe(probe: &str, wire_id: &str, raw: &[u8], ms: f64) -> Observed {
                             .collect(),
                         body_len: v["body_len"].as_u64().unwrap_or(0),
                         attempt: v["attempt"].as_u64().unwrap_or(0) as u32,
+                        backend: v["backend"].as_str().unwrap_or_default().to_string(),
+                        conn: v["conn"].as_u64().unwrap_or(0),
                     })
                 }
                 None => o.body_hash = Some(hash(&r.body)),
@@ -547,6 +583,11 @@ pub fn compare(base: &Observed, got: &Observed) -> Vec<Difference> {
             s.body_len.to_string(),
         );
         put("attempts", b.attempt.to_string(), s.attempt.to_string());
+        put(
+            "upstream connection reused",
+            show(&base.reused),
+            show(&got.reused),
+        );
         let names: std::collections::BTreeSet<&String> =
             b.headers.keys().chain(s.headers.keys()).collect();
         for n in names {

@@ -626,9 +626,28 @@ fn probes_name_a_baseline_among_the_systems_and_probes_of_the_corpus() {
         ),
         "{bytes}"
     );
-    let e = err(&format!("{base}probes:\n  baseline: caddy-api\n"));
+    let plan_err = |text: &str| {
+        let s = Scenario::parse(text, "p.yaml").unwrap();
+        crate::plan::Plan::build(s, text.to_string(), "p.yaml", Default::default())
+            .unwrap_err()
+            .to_string()
+    };
+    let e = plan_err(&format!("{base}probes:\n  baseline: caddy-api\n"));
     assert!(
-        e.contains("probes.baseline: caddy-api is not among the systems"),
+        e.contains("line 7: probes.baseline: caddy-api is not among the systems"),
+        "{e}"
+    );
+    // --only must keep the baseline: without it nothing would be compared.
+    let s = Scenario::parse(&format!("{base}probes: {{}}\n"), "p.yaml").unwrap();
+    let flags = crate::plan::RunFlags {
+        only: vec!["envoy-xds".into()],
+        ..Default::default()
+    };
+    let e = crate::plan::Plan::build(s, String::new(), "p.yaml", flags)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--only envoy-xds: leaves out nginx-reload, the probes' baseline"),
         "{e}"
     );
     let e = err(&format!("{base}probes:\n  only: [plain, nope]\n"));

@@ -187,6 +187,32 @@ impl Plan {
                 "--repeat 0: give at least 1 (the number of runs of each system)".into(),
             ));
         }
+        // The probes' baseline among the systems that run: the others are compared
+        // with it, and without it a gate on their differences could not fail.
+        if let Some(b) = s.probes.as_ref().and_then(|p| p.baseline.clone()) {
+            if !s.systems.iter().any(|p| p.name() == b) {
+                return Err(keyed(
+                    "probes.baseline",
+                    format!(
+                        "probes.baseline: {b} is not among the systems ({})",
+                        s.system_names()
+                    ),
+                ));
+            }
+        }
+        if let Some(p) = &s.probes {
+            let base = p
+                .baseline
+                .clone()
+                .or_else(|| s.systems.first().map(|x| x.name().to_string()))
+                .unwrap_or_default();
+            if !flags.only.is_empty() && !flags.only.contains(&base) {
+                return Err(flag(format!(
+                    "--only {}: leaves out {base}, the probes' baseline: add it, or name another in probes.baseline",
+                    flags.only.join(",")
+                )));
+            }
+        }
         let load = if s.sizing.is_some() {
             LoadMode::Sizing
         } else if !s.load.rates.is_empty() {

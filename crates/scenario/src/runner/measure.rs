@@ -123,7 +123,14 @@ pub(crate) fn run_system(
                 }
             ));
             if p.during {
-                during = Some(probing::During::start(prober, run.observed.clone())?);
+                let clock = deployed.sys.events.clock;
+                let stop = opts.stop.clone();
+                during = Some(probing::During::start(
+                    prober,
+                    run.observed.clone(),
+                    clock,
+                    stop,
+                )?);
             }
             Some(run)
         }
@@ -234,7 +241,7 @@ pub(crate) fn run_system(
     let mut probes = probes;
     if let Some(during) = sys.probes.take() {
         if !interrupted {
-            during.after("end".into(), sys.window_ms());
+            during.after("end".into(), sys.events.origin);
         }
         let (rounds, unmet) = during.finish();
         if let Some(p) = probes.as_mut() {

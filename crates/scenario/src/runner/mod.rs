@@ -462,8 +462,8 @@ pub fn default_out_dir(scenario: &str) -> PathBuf {
     Path::new("results").join(format!("{scenario}-{stamp}"))
 }
 
-/// What `probe` found for one system: its name as a run names its results folder,
-/// and its probes' answers and differences.
+/// What `probe` found for one system: the system's name, and its probes' answers
+/// and differences.
 pub type Probed = (String, results::probes::ProbeRun);
 
 /// The behaviour probes alone (`ingressbench probe`): each system of the plan
@@ -476,7 +476,14 @@ pub type Probed = (String, results::probes::ProbeRun);
 pub fn probe(plan: &Plan, mut opts: RunOptions) -> Result<Vec<Probed>, RunError> {
     let mut baseline: Option<Vec<crate::probes::Observed>> = None;
     let mut out: Vec<Probed> = Vec::new();
-    for case in &plan.cases {
+    // The baseline's case first, whatever order the plan runs its cases in.
+    let is_base = |c: &&Case| c.probes.as_ref().is_some_and(|p| p.baseline == c.system);
+    let cases = plan
+        .cases
+        .iter()
+        .filter(is_base)
+        .chain(plan.cases.iter().filter(|c| !is_base(c)));
+    for case in cases {
         let Some(p) = &case.probes else { continue };
         if out.iter().any(|(name, _)| *name == case.system) {
             continue;

@@ -9,9 +9,7 @@ use crate::plan::ProbesPlan;
 use crate::probes::{self, Observed, Spec};
 use results::probes::{Difference, ProbeRound, ProbeRun, Unmet};
 
-/// How long one probe may take: its slowest waits 2 s for the backend, and a
-/// mebibyte goes up through a proxy on a busy machine.
-const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+use crate::probes::PROBE_TIMEOUT;
 
 /// Sends a system's probes, a round at a time.
 pub(crate) struct Prober {
@@ -24,6 +22,9 @@ pub(crate) struct Prober {
     /// of each round (and each system) apart: `ID~SYSTEM~ROUND`.
     system: String,
     round: u32,
+    /// Set when the run is interrupted or the rounds are abandoned: a round in
+    /// progress ends at its next probe.
+    stop: Vec<Arc<AtomicBool>>,
 }
 
 impl Prober {
@@ -57,34 +58,67 @@ impl Prober {
             probes: plan.probes.clone(),
             system: case.system.clone(),
             round: 0,
+            stop: Vec::new(),
         })
     }
 
-    /// Every probe once, in order.
+    /// Every probe once (a repeated one its times in a row), in order.
     pub(crate) fn round(&mut self) -> Vec<Observed> {
         let mut observed = Vec::with_capacity(self.probes.len());
         for p in &self.probes {
-            let wire = format!("{}~{}~{}", p.id, self.system, self.round);
-            let t = Instant::now();
-            let got = served::fetch(
-                self.addr,
-                &p.bytes(&self.host, &wire),
-                self.tls.as_ref(),
-                PROBE_TIMEOUT,
-            );
-            let ms = t.elapsed().as_secs_f64() * 1e3;
-            observed.push(match got {
-                Ok(raw) => probes::observe(&p.id, &wire, &raw, ms),
-                Err(why) => Observed {
-                    probe: p.id.clone(),
-                    error: Some(why),
-                    ms,
-                    ..Observed::default()
-                },
+            if self.stop.iter().any(|s| s.load(Ordering::Relaxed)) {
+                break;
+            }
+            observed.push(if p.repeat > 1 {
+                self.repeated(p)
+            } else {
+                let wire = format!("{}~{}~{}", p.id, self.system, self.round);
+                self.send(p, &wire)
             });
         }
         self.round += 1;
         observed
+    }
+
+    /// `p` sent once, marked `wire`.
+    fn send(&self, p: &Spec, wire: &str) -> Observed {
+        let t = Instant::now();
+        let got = served::fetch(
+            self.addr,
+            &p.bytes(&self.host, wire),
+            self.tls.as_ref(),
+            PROBE_TIMEOUT,
+        );
+        let ms = t.elapsed().as_secs_f64() * 1e3;
+        match got {
+            Ok(raw) => probes::observe(&p.id, wire, &raw, ms),
+            Err(why) => Observed {
+                probe: p.id.clone(),
+                error: Some(why),
+                ms,
+                ..Observed::default()
+            },
+        }
+    }
+
+    /// `p` sent `p.repeat` times in a row, each on a client connection of its own:
+    /// the last answer, with whether a request reached a backend on an upstream
+    /// connection an earlier one had used (`None` when none reached a backend).
+    fn repeated(&self, p: &Spec) -> Observed {
+        let mut seen: Vec<(String, u64)> = Vec::new();
+        let mut reused = None;
+        let mut last = Observed::default();
+        for k in 0..p.repeat {
+            let wire = format!("{}~{}~{}~{k}", p.id, self.system, self.round);
+            last = self.send(p, &wire);
+            if let Some(r) = &last.received {
+                let at = (r.backend.clone(), r.conn);
+                reused = Some(reused.unwrap_or(false) || seen.contains(&at));
+                seen.push(at);
+            }
+        }
+        last.reused = reused;
+        last
     }
 
     /// What `observed` (a round named `round`) did not show as expected.
@@ -151,22 +185,40 @@ pub(crate) fn before(
 }
 
 /// The rounds during the load, on a thread of their own: the steps go on while a
-/// round runs (its slowest probe waits 2 s), and a change made meanwhile is probed
-/// once the round in progress ends.
+/// round runs (its slowest probe waits 2 s). Changes made while a round runs are
+/// probed together once it ends, in one round named after all of them, so rounds
+/// never queue up behind fast steps. Dropped (a run that failed), the thread stops
+/// at its next probe and is joined.
 pub(crate) struct During {
-    tx: Option<mpsc::Sender<(String, f64)>>,
+    tx: Option<mpsc::Sender<(String, Nanos)>>,
     handle: Option<std::thread::JoinHandle<(Vec<ProbeRound>, Vec<Unmet>)>>,
+    quit: Arc<AtomicBool>,
 }
 
 impl During {
-    /// Starts the thread; `before` is what each round is compared with.
-    pub(crate) fn start(mut prober: Prober, before: Vec<Observed>) -> Result<During, RunError> {
-        let (tx, rx) = mpsc::channel::<(String, f64)>();
+    /// Starts the thread; `before` is what each round is compared with, `clock`
+    /// what each round's start is read on, `stop` the run's interrupt.
+    pub(crate) fn start(
+        mut prober: Prober,
+        before: Vec<Observed>,
+        clock: Clock,
+        stop: Arc<AtomicBool>,
+    ) -> Result<During, RunError> {
+        let (tx, rx) = mpsc::channel::<(String, Nanos)>();
+        let quit = Arc::new(AtomicBool::new(false));
+        prober.stop = vec![stop.clone(), quit.clone()];
         let handle = std::thread::Builder::new()
             .name("ib-probes".into())
             .spawn(move || {
                 let (mut rounds, mut unmet) = (Vec::new(), Vec::new());
-                for (after, at_ms) in rx {
+                while let Ok((first, origin)) = rx.recv() {
+                    let mut after = vec![first];
+                    after.extend(rx.try_iter().map(|(a, _)| a));
+                    if prober.stop.iter().any(|s| s.load(Ordering::Relaxed)) {
+                        break;
+                    }
+                    let after = after.join(" + ");
+                    let at_ms = (clock.now() as f64 - origin as f64) / 1e6;
                     let observed = prober.round();
                     unmet.extend(prober.unmet(&after, &observed));
                     rounds.push(ProbeRound {
@@ -185,22 +237,35 @@ impl During {
         Ok(During {
             tx: Some(tx),
             handle: Some(handle),
+            quit,
         })
     }
 
-    /// A round after `after` (a change's name, or `end`), `at_ms` into the window.
-    pub(crate) fn after(&self, after: String, at_ms: f64) {
+    /// A round after `after` (a change's name, or `end`); `origin` is the clock
+    /// time the measured window starts at.
+    pub(crate) fn after(&self, after: String, origin: Nanos) {
         if let Some(tx) = &self.tx {
-            let _ = tx.send((after, at_ms));
+            let _ = tx.send((after, origin));
         }
     }
 
-    /// Waits for the rounds asked for: what they saw.
+    /// Waits for the rounds asked for (none more once the run is interrupted):
+    /// what they saw.
     pub(crate) fn finish(mut self) -> (Vec<ProbeRound>, Vec<Unmet>) {
         self.tx = None;
         self.handle
             .take()
             .and_then(|h| h.join().ok())
             .unwrap_or_default()
+    }
+}
+
+impl Drop for During {
+    fn drop(&mut self) {
+        self.quit.store(true, Ordering::Relaxed);
+        self.tx = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
     }
 }

@@ -187,11 +187,6 @@ impl Drop for System {
 }
 
 impl System {
-    /// Milliseconds since the start of the measured window.
-    pub(super) fn window_ms(&self) -> f64 {
-        (self.events.clock.now() as f64 - self.events.origin as f64) / 1e6
-    }
-
     /// After a step: a round of probes when the step opened a change window since
     /// the last round, named after the change that opened it.
     pub(super) fn probe_after_change(&mut self) {
@@ -205,7 +200,7 @@ impl System {
         };
         let (_, kind, detail, _) = &self.events.list[i];
         let name = format!("{} {detail}", kind.change().unwrap_or_default());
-        during.after(name.trim().to_string(), self.window_ms());
+        during.after(name.trim().to_string(), self.events.origin);
     }
 
     pub(super) fn done(&self) -> bool {
