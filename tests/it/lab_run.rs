@@ -105,7 +105,9 @@ fn every_profile_scales_up_and_down_and_changes_routes() {
     let scn = scenario(
         dir.path(),
         &all(),
-        "5s",
+        // The steps' own times add to the waits (one profile's changes took 0.5-0.7 s
+        // each in a rehearsal, and its last change fell after 5 s): 7 s leaves room.
+        "7s",
         "  - wait: 500ms\n  - scale: 3\n  - wait: 1500ms\n  - scale: 2\n  - wait: 700ms\n  - route: header\n  - wait: 700ms\n  - route: base\n",
     );
     let (code, text) = finish(start(&scn, &out), Duration::from_secs(180));

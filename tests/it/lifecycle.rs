@@ -68,7 +68,9 @@ fn every_profile_restarts_its_proxy_and_rotates_its_certificate_its_own_way() {
         dir.path(),
         &systems,
         500,
-        "3s",
+        // Room for both changes when a restart is slow: a rotation the run's end
+        // cuts off has no window to read.
+        "4s",
         "  - wait: 600ms\n  - restart: proxy\n  - wait: 900ms\n  - rotate: certificate\n",
     );
     let (code, text) = finish(start(&scn, &out), Duration::from_secs(180));
