@@ -38,19 +38,12 @@ impl Prober {
             Some(t) if case.deploy.routes.is_none() => http1::Target::parse(&t.url)?,
             _ => to.clone(),
         };
-        use std::net::ToSocketAddrs;
-        let addr = (to.host.as_str(), to.port)
-            .to_socket_addrs()
-            .ok()
-            .and_then(|mut a| a.next())
-            .ok_or_else(|| format!("{}: no address for {}", spec.url, to.host))?;
-        let tls = if to.tls {
-            let cfg = engine::tls::client_config(&spec.tls).map_err(|e| e.to_string())?;
-            let name = engine::tls::server_name(&host_of.host).map_err(|e| e.to_string())?;
-            Some((cfg, name))
-        } else {
-            None
+        // The URL's address; TLS when the URL speaks it, named for the virtual host.
+        let named = http1::Target {
+            tls: to.tls,
+            ..host_of.clone()
         };
+        let (addr, tls) = served::endpoint(&spec, &named)?;
         Ok(Prober {
             addr,
             tls,

@@ -35,19 +35,7 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
     let msg = http1::target::encode_request("GET", &target, headers, &[], true)?;
     // Every connection goes to the URL's address; a request's own host is its
     // virtual host (Host, and the server name over TLS), as the engine sends it.
-    let to = http1::Target::parse(&spec.url)?;
-    let addr = (to.host.as_str(), to.port)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut a| a.next())
-        .ok_or_else(|| format!("{}: no address for {}", spec.url, to.host))?;
-    let tls = if target.tls {
-        let cfg = engine::tls::client_config(&spec.tls).map_err(|e| e.to_string())?;
-        let name = engine::tls::server_name(&target.host).map_err(|e| e.to_string())?;
-        Some((cfg, name))
-    } else {
-        None
-    };
+    let (addr, tls) = endpoint(spec, &target)?;
     loop {
         match probe(addr, &msg, tls.as_ref(), &spec.backend_header) {
             Probe::Served => return Ok(t0.elapsed()),
@@ -60,6 +48,28 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
             Probe::Not(_) => std::thread::sleep(Duration::from_millis(200)),
         }
     }
+}
+
+/// Where every connection of `spec`'s load goes (its URL's address), and its TLS
+/// for `host`'s virtual host (the server name), when `host` speaks TLS.
+pub(crate) fn endpoint(
+    spec: &engine::LoadSpec,
+    host: &http1::Target,
+) -> Result<(SocketAddr, Option<Tls>), String> {
+    let to = http1::Target::parse(&spec.url)?;
+    let addr = (to.host.as_str(), to.port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut a| a.next())
+        .ok_or_else(|| format!("{}: no address for {}", spec.url, to.host))?;
+    let tls = if host.tls {
+        let cfg = engine::tls::client_config(&spec.tls).map_err(|e| e.to_string())?;
+        let name = engine::tls::server_name(&host.host).map_err(|e| e.to_string())?;
+        Some((cfg, name))
+    } else {
+        None
+    };
+    Ok((addr, tls))
 }
 
 pub(crate) type Tls = (
