@@ -63,6 +63,11 @@ pub struct PlanArgs {
     /// SYSTEM=NAMESPACE/NAME for one (repeatable; kubernetes.gateway and .gateways).
     #[arg(long = "gateway", value_name = "[SYSTEM=]NS/NAME")]
     pub gateway: Vec<String>,
+    /// The routes a user brings for a system, as SYSTEM=FILE: its own Ingress
+    /// objects or HTTPRoutes, applied in place of the generated route
+    /// (repeatable; kubernetes.manifests).
+    #[arg(long = "manifests", value_name = "SYSTEM=FILE")]
+    pub manifests: Vec<String>,
     /// The CA certificate (PEM) of the controllers' https:// addresses, when no
     /// public CA signed them (kubernetes.cacert).
     #[arg(long, value_name = "FILE")]
@@ -114,6 +119,15 @@ impl PlanArgs {
             };
             systems.push((name.to_string(), url.to_string()));
         }
+        let mut manifests = Vec::new();
+        for spec in &self.manifests {
+            let Some((name, file)) = spec.split_once('=') else {
+                return Err(usage(format!(
+                    "--manifests {spec}: write it as SYSTEM=FILE"
+                )));
+            };
+            manifests.push((name.to_string(), PathBuf::from(file)));
+        }
         Ok(plan::RunFlags {
             quick: self.quick,
             only: self.only.clone(),
@@ -134,6 +148,7 @@ impl PlanArgs {
                     })
                     .collect(),
                 cacert: self.cacert.clone(),
+                manifests,
             },
             generators: self.generators,
             generator_image: self.generator_image.clone(),

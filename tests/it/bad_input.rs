@@ -63,6 +63,17 @@ fn run_refuses_bad_cluster_flags() {
     std::fs::write(&file, BASE).unwrap();
     let out = dir.path().join("out");
     let path = file.to_str().unwrap();
+    let manifest = dir.path().join("shop.yaml");
+    std::fs::write(
+        &manifest,
+        "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: shop}\nspec:\n  defaultBackend:\n    service: {name: \"${IB_SERVICE}\", port: {number: 80}}\n",
+    )
+    .unwrap();
+    let brought = format!("traefik={}", manifest.display());
+    let unknown = format!(
+        "manifest {}: line 6: unknown placeholder ${{IB_SERVICE}} (known: ${{IB_BACKEND}},",
+        manifest.display()
+    );
     for (flags, want) in [
         (vec!["--platform", "k8s"], "--platform k8s: use one of local, kubernetes"),
         (
@@ -71,7 +82,19 @@ fn run_refuses_bad_cluster_flags() {
         ),
         (
             vec!["--context", "staging"],
-            "--system, --kubeconfig, --context, --namespace, --keep, --gateway and --cacert are for --platform kubernetes",
+            "--system, --kubeconfig, --context, --namespace, --keep, --gateway, --cacert and --manifests are for --platform kubernetes",
+        ),
+        (
+            vec!["--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--manifests", "traefik"],
+            "--manifests traefik: write it as SYSTEM=FILE",
+        ),
+        (
+            vec!["--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--manifests", brought.as_str()],
+            unknown.as_str(),
+        ),
+        (
+            vec!["--platform", "kubernetes", "--system", "traefik=https://198.18.0.1/", "--manifests", "traefik=/nonexistent/shop.yaml"],
+            "manifest /nonexistent/shop.yaml: cannot read it (kubernetes.manifests of traefik): No such file or directory",
         ),
         (
             vec!["--platform", "kubernetes", "--system", "contour=https://198.18.0.1/", "--gateway", "contour"],

@@ -154,8 +154,16 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
     );
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = cluster.kubeconfig();
-    let run = |file: &Path, out: &Path, systems: &[(&str, String)], limit: u64| {
+    let run = |file: &Path,
+               out: &Path,
+               systems: &[(&str, String)],
+               brought: &[(&str, PathBuf)],
+               limit: u64| {
         let mut cmd = cluster.ingressbench();
+        for (system, manifest) in brought {
+            cmd.arg("--manifests")
+                .arg(format!("{system}={}", manifest.display()));
+        }
         cmd.arg("run")
             .arg(file)
             .arg("--quick")
@@ -211,8 +219,17 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
         format!("{text}probes:\n  only: [{}]\n", PROBES.join(", ")),
     )
     .unwrap();
+    // The routes a user brings: Traefik's Ingress as a team runs it (an annotation
+    // naming a Middleware that adds a request header) and, for Contour, the same
+    // routing translated by hand to an HTTPRoute; the other two systems keep the
+    // run's generated routes.
+    let manifests = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/manifests");
+    let brought = [
+        ("traefik", manifests.join("shop-ingress-traefik.yaml")),
+        ("contour", manifests.join("shop-httproute.yaml")),
+    ];
     let out1 = dir.path().join("s1");
-    succeeded(&run(&s1, &out1, &all, 420));
+    succeeded(&run(&s1, &out1, &all, &brought, 420));
     for (system, _) in &all {
         let r = read_json(&out1.join(system).join("result.json"));
         check_load(system, &r, 4000);
@@ -257,6 +274,15 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
             "{system}: {p}"
         );
         check_probes(system, &r);
+        // The user's routing was in force for the load and the probes: its header
+        // reached the backend through the user's objects only.
+        let marked = brought.iter().any(|(b, _)| b == system);
+        for o in r["lab"]["probes"]["observed"].as_array().unwrap() {
+            let team = &o["received"]["headers"]["x-team"];
+            if o["received"].is_object() {
+                assert_eq!(team.as_str() == Some("shop"), marked, "{system}: {o}");
+            }
+        }
         eprintln!(
             "k8s all: S1 {system}: new pod's first response median {} ms, removed pod's last {} ms, {} failed",
             p["added_ms"]["median"], p["removed_ms"]["median"], r["requests"]["failed"]
@@ -280,6 +306,7 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
         &s3,
         &dir.path().join("refused"),
         &[("contour-ingress", contour.url())],
+        &[],
         30,
     );
     assert_eq!(
@@ -302,9 +329,42 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
         "a refused run created {left}"
     );
 
+    // A manifest the cluster cannot take, a kind no API of the cluster's serves:
+    // the dry run before the run writes any route refuses it in one line naming
+    // the file and the object's line; nothing of the run stays.
+    let widget = dir.path().join("widget.yaml");
+    let shop = std::fs::read_to_string(&brought[0].1).unwrap();
+    std::fs::write(
+        &widget,
+        format!("{shop}---\napiVersion: example.invalid/v1\nkind: Widget\nmetadata: {{name: w}}\n"),
+    )
+    .unwrap();
+    let done = run(
+        &s1,
+        &dir.path().join("widget"),
+        &all[..1],
+        &[("traefik", widget.clone())],
+        120,
+    );
+    assert!(!done.success(), "{}", done.stderr);
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("Widget w"))
+        .unwrap_or_else(|| panic!("{}", done.stderr));
+    let at = shop.lines().count() + 2;
+    assert!(
+        line.contains(&format!(
+            "{}:{at}: Widget w: the cluster serves no Widget of example.invalid/v1",
+            widget.display()
+        )),
+        "{line}"
+    );
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+
     let out3 = dir.path().join("s3");
     let routed = &all[..3];
-    succeeded(&run(&s3, &out3, routed, 420));
+    succeeded(&run(&s3, &out3, routed, &[], 420));
     for (system, _) in routed {
         let r = read_json(&out3.join(system).join("result.json"));
         check_load(system, &r, 2000);

@@ -40,8 +40,9 @@ pub struct ControllerDriver {
     route: Route,
     /// Every object applied and not yet deleted.
     applied: Vec<Applied>,
-    /// The HTTPRoute generation `settle()` waits to see accepted.
-    pending_generation: Option<i64>,
+    /// The Gateway API routes (kind, name, generation) `settle()` waits to see
+    /// accepted: the run's one route, or each of the user's.
+    pending: Vec<(String, String, i64)>,
     /// Objects of an old route that could not be deleted (they stay in `applied`,
     /// and `stop()` tries again), not yet reported.
     warnings: Vec<SutError>,
@@ -64,6 +65,29 @@ pub struct ControllerDriver {
     /// The controller's pods' container restarts when its route was first applied
     /// (see [`crate::restart::crashed`]).
     restarts_at_start: Option<BTreeMap<String, i32>>,
+    /// The routes the user brings (`kubernetes.manifests`), applied in place of the
+    /// generated route: its source until `prepare`, then its objects as applied.
+    pub brought: Option<Brought>,
+}
+
+/// A manifest file of the user's routing objects ([`crate::manifests`]).
+#[derive(Clone, Debug)]
+pub struct Brought {
+    /// The file, as its errors name it.
+    pub file: String,
+    pub text: String,
+    /// Its objects, rendered for this run and labelled as the run's (by `prepare`).
+    objects: Vec<Value>,
+}
+
+impl Brought {
+    pub fn new(file: String, text: String) -> Self {
+        Brought {
+            file,
+            text,
+            objects: Vec::new(),
+        }
+    }
 }
 
 /// Counts the status writes a controller makes to routing objects, from a watch:
@@ -136,7 +160,7 @@ impl ControllerDriver {
             place,
             route: Route::Base,
             applied: Vec::new(),
-            pending_generation: None,
+            pending: Vec::new(),
             warnings: Vec::new(),
             owned,
             set_objects: BTreeMap::new(),
@@ -145,6 +169,7 @@ impl ControllerDriver {
             processes: None,
             install: None,
             restarts_at_start: None,
+            brought: None,
         }
     }
 
@@ -380,10 +405,13 @@ impl ControllerDriver {
     /// deleted does not undo the route, which is in force: it is reported
     /// ([`Driver::take_warnings`]) and kept, for `stop()` to try again.
     fn apply(&mut self, route: Route) -> Result<(), SutError> {
-        let objs = controllers::objects(self.controller, &self.place, route)
-            .map_err(ClusterError::from)?;
+        let objs = match &self.brought {
+            Some(b) if route == Route::Base => b.objects.clone(),
+            _ => controllers::objects(self.controller, &self.place, route)
+                .map_err(ClusterError::from)?,
+        };
         let mut now = Vec::new();
-        let mut generation = None;
+        let mut pending = Vec::new();
         for o in &objs {
             let av = o["apiVersion"].as_str().unwrap_or_default().to_string();
             let kind = o["kind"].as_str().unwrap_or_default().to_string();
@@ -397,8 +425,12 @@ impl ControllerDriver {
                 .rt
                 .block_on(api.patch(&name, &pp, &Patch::Apply(o)))
                 .map_err(ClusterError::api(format!("apply {kind} {name}")))?;
-            if kind == self.gateway_route() {
-                generation = res.metadata.generation;
+            let gateway_api = av.starts_with("gateway.networking.k8s.io/")
+                && (kind == "HTTPRoute" || kind == "GRPCRoute");
+            if gateway_api {
+                if let Some(g) = res.metadata.generation {
+                    pending.push((kind.clone(), name.clone(), g));
+                }
             }
             now.push((av, kind, name));
         }
@@ -415,7 +447,58 @@ impl ControllerDriver {
             self.applied.push(o);
         }
         self.route = route;
-        self.pending_generation = generation;
+        self.pending = pending;
+        Ok(())
+    }
+
+    /// The user's manifest rendered for this run, checked by the API server with a
+    /// dry run of each object before the run writes any (a kind the run's rules
+    /// cannot write, one the cluster does not serve, an object the API refuses: one
+    /// line each, naming the file and the object's line).
+    fn prepare_brought(&mut self) -> Result<(), SutError> {
+        let Some(b) = &self.brought else {
+            return Ok(());
+        };
+        let class = match self.controller.routing {
+            Routing::Ingress { class, .. } => Some(self.place.class(class).to_string()),
+            _ => None,
+        };
+        let values = crate::manifests::Values {
+            backend: crate::BACKEND.into(),
+            backend_port: 80,
+            namespace: self.place.namespace.clone(),
+            gateway: self.place.gateway.clone(),
+            tls_secret: self.place.tls_secret.clone(),
+            host: self.place.host.clone(),
+            ingress_class: class,
+        };
+        let at = |e: crate::manifests::ManifestError| {
+            SutError::from(ClusterError::Manifest {
+                file: b.file.clone(),
+                line: e.line,
+                msg: e.msg,
+            })
+        };
+        let text = crate::manifests::render(&b.text, &values).map_err(at)?;
+        let docs = crate::manifests::parse(&text, &self.place.namespace).map_err(at)?;
+        for class in crate::manifests::ingress_classes(&docs) {
+            self.rt
+                .block_on(check_ingress_class(&self.client, &class))?;
+        }
+        let objects = crate::manifests::owned(&docs, &self.place.namespace, &self.place.run);
+        let pp = PatchParams::apply(MANAGER).force().dry_run();
+        for (d, o) in docs.iter().zip(&objects) {
+            let api = self.api(d.api_version(), d.kind());
+            if let Err(e) = self.rt.block_on(api.patch(d.name(), &pp, &Patch::Apply(o))) {
+                return Err(at(crate::manifests::ManifestError {
+                    line: d.line,
+                    msg: crate::manifests::refused(d, &self.place.namespace, &e),
+                }));
+            }
+        }
+        if let Some(b) = &mut self.brought {
+            b.objects = objects;
+        }
         Ok(())
     }
 
@@ -445,17 +528,19 @@ impl ControllerDriver {
         )
     }
 
-    /// Whether the HTTPRoute's every parent reports `Accepted` for `generation`.
-    fn accepted(&self, generation: i64) -> Result<Option<String>, SutError> {
-        let kind = self.gateway_route();
+    /// Whether route `kind` `name`'s every parent reports `Accepted` for
+    /// `generation`.
+    fn accepted(
+        &self,
+        kind: &str,
+        name: &str,
+        generation: i64,
+    ) -> Result<Option<String>, SutError> {
         let api = self.api("gateway.networking.k8s.io/v1", kind);
         let r = self
             .rt
-            .block_on(api.get(controllers::ROUTE_NAME))
-            .map_err(ClusterError::api(format!(
-                "read {kind} {}",
-                controllers::ROUTE_NAME
-            )))?;
+            .block_on(api.get(name))
+            .map_err(ClusterError::api(format!("read {kind} {name}")))?;
         Ok(route_verdict(&r.data, generation))
     }
 }
@@ -573,6 +658,10 @@ impl Driver for ControllerDriver {
     /// context's certificate file exists: then the Ingress terminates TLS with it.
     fn prepare(&mut self, ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.place.tls_secret = ctx.cert.is_file().then(|| crate::TLS_SECRET.to_string());
+        if self.brought.is_some() {
+            // The user's objects name their classes and Gateways themselves.
+            return self.prepare_brought();
+        }
         // Refuse what cannot be expressed before anything is created.
         controllers::objects(self.controller, &self.place, Route::Base)
             .map_err(|e| SutError::from(ClusterError::from(e)))?;
@@ -608,6 +697,20 @@ impl Driver for ControllerDriver {
     }
 
     fn routed_by(&self) -> String {
+        if let Some(b) = &self.brought {
+            let objects: Vec<String> = b
+                .objects
+                .iter()
+                .map(|o| {
+                    format!(
+                        "{} {}",
+                        o["kind"].as_str().unwrap_or_default(),
+                        o["metadata"]["name"].as_str().unwrap_or_default()
+                    )
+                })
+                .collect();
+            return format!("{} ({})", b.file, objects.join(", "));
+        }
         let name = controllers::ROUTE_NAME;
         match self.controller.routing {
             Routing::Ingress { class, .. } => {
@@ -772,26 +875,20 @@ impl Driver for ControllerDriver {
             return Ok(());
         }
         let deadline = Instant::now() + timeout;
-        let Some(generation) = self.pending_generation else {
-            return self.settle_set(deadline);
-        };
-        loop {
-            match self.accepted(generation)? {
+        while let Some((kind, name, generation)) = self.pending.first().cloned() {
+            match self.accepted(&kind, &name, generation)? {
                 Some(r) if r.is_empty() => {
-                    self.pending_generation = None;
-                    return self.settle_set(deadline);
+                    self.pending.remove(0);
                 }
                 Some(reason) => {
                     return Err(SutError::Rejected {
-                        what: format!("{} {}", self.gateway_route(), controllers::ROUTE_NAME),
+                        what: format!("{kind} {name}"),
                         detail: reason,
                     })
                 }
                 None if Instant::now() >= deadline => {
                     return Err(SutError::NotReady(format!(
-                        "{} {} generation {generation} (no Accepted condition from the Gateway's controller)",
-                        self.gateway_route(),
-                        controllers::ROUTE_NAME
+                        "{kind} {name} generation {generation} (no Accepted condition from the Gateway's controller)"
                     )))
                 }
                 // Often: the settle time is reported beside what traffic shows, which
@@ -799,6 +896,7 @@ impl Driver for ControllerDriver {
                 None => std::thread::sleep(Duration::from_millis(10)),
             }
         }
+        self.settle_set(deadline)
     }
 
     fn alive(&mut self) -> bool {
@@ -929,6 +1027,75 @@ mod tests {
             .filter(|r| r.starts_with("DELETE"))
             .cloned()
             .collect()
+    }
+
+    /// The user's routes for Traefik: an Ingress whose annotation names a
+    /// Middleware beside it.
+    const SHOP: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: shop\n  annotations: {traefik.ingress.kubernetes.io/router.middlewares: ${IB_NAMESPACE}-team@kubernetescrd}\nspec:\n  ingressClassName: ${IB_INGRESS_CLASS}\n  defaultBackend: {service: {name: \"${IB_BACKEND}\", port: {number: ${IB_BACKEND_PORT}}}}\n---\napiVersion: traefik.io/v1alpha1\nkind: Middleware\nmetadata: {name: team}\nspec: {headers: {customRequestHeaders: {x-team: a}}}\n";
+
+    #[test]
+    fn the_routes_a_user_brings_are_dry_run_then_applied_in_place_of_the_generated_ones_and_deleted() {
+        // Rules that cannot write Middlewares: refused at the object's line before
+        // anything is written.
+        let (mut d, seen) = traefik_answering(|method, path| match (method, path) {
+            (&http::Method::GET, p) if p.contains("ingressclasses") => {
+                fake::refused(403, "Forbidden", "ingressclasses is forbidden")
+            }
+            (&http::Method::PATCH, p) if p.contains("middlewares") => fake::refused(
+                403,
+                "Forbidden",
+                "middlewares.traefik.io \"team\" is forbidden: User \"ci\" cannot patch resource \"middlewares\"",
+            ),
+            _ => (200, json!({"metadata": {"name": "shop", "generation": 1}})),
+        });
+        d.brought = Some(Brought::new("shop.yaml".into(), SHOP.into()));
+        let e = d.prepare_brought().unwrap_err().to_string();
+        assert!(
+            e.starts_with("kubernetes: shop.yaml:10: Middleware team: the run's rules cannot write Middleware (traefik.io/v1alpha1) in namespace team-a: grant them"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'), "{e}");
+
+        // Taken: the user's two objects, labelled as the run's, are what the run
+        // applies (no ib-route), the route it reports, and what it deletes.
+        let (mut d, seen2) = traefik_answering(|method, path| match (method, path) {
+            (&http::Method::GET, p) if p.contains("ingressclasses") => {
+                fake::refused(403, "Forbidden", "ingressclasses is forbidden")
+            }
+            (&http::Method::DELETE, _) => fake::deleted(),
+            _ => (200, json!({"metadata": {"name": "shop", "generation": 1}})),
+        });
+        d.brought = Some(Brought::new("shop.yaml".into(), SHOP.into()));
+        d.prepare_brought().unwrap();
+        let objects = &d.brought.as_ref().unwrap().objects;
+        assert_eq!(objects[0]["metadata"]["labels"][crate::RUN_LABEL], "r1");
+        assert_eq!(
+            objects[0]["metadata"]["annotations"]["traefik.ingress.kubernetes.io/router.middlewares"],
+            "team-a-team@kubernetescrd"
+        );
+        assert_eq!(objects[0]["spec"]["ingressClassName"], "traefik");
+        d.apply(Route::Base).unwrap();
+        assert_eq!(d.routed_by(), "shop.yaml (Ingress shop, Middleware team)");
+        d.stop().unwrap();
+        let ingress = "/apis/networking.k8s.io/v1/namespaces/team-a/ingresses/shop";
+        let middleware = "/apis/traefik.io/v1alpha1/namespaces/team-a/middlewares/team";
+        let all = seen2.lock().unwrap().clone();
+        let count = |r: String| all.iter().filter(|x| **x == r).count();
+        // A dry run and the apply of each; one delete of each; nothing of ib-route.
+        assert_eq!(count(format!("PATCH {ingress}")), 2, "{all:?}");
+        assert_eq!(count(format!("PATCH {middleware}")), 2, "{all:?}");
+        assert_eq!(
+            deletes_in(&seen2),
+            [format!("DELETE {ingress}"), format!("DELETE {middleware}")]
+        );
+        assert!(!all.iter().any(|r| r.contains("ib-route")), "{all:?}");
+        // The refused run wrote nothing: the Ingress's only PATCH was its dry run.
+        let refused = seen.lock().unwrap().clone();
+        assert_eq!(
+            refused.iter().filter(|r| **r == format!("PATCH {ingress}")).count(),
+            1,
+            "{refused:?}"
+        );
     }
 
     const MIDDLEWARE: &str = "/apis/traefik.io/v1alpha1/namespaces/team-a/middlewares/ib-route";

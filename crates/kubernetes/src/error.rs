@@ -51,6 +51,14 @@ pub enum ClusterError {
     /// made ready: which object, and the condition it reports.
     #[error("kubernetes: {object}: {condition}")]
     Condition { object: String, condition: String },
+    /// A manifest of the user's (`kubernetes.manifests`) that cannot be applied:
+    /// the file, the line of the object, and why.
+    #[error("kubernetes: {file}:{line}: {msg}")]
+    Manifest {
+        file: String,
+        line: usize,
+        msg: String,
+    },
     /// The route change cannot be expressed by the controller.
     #[error(transparent)]
     Unsupported(#[from] crate::controllers::Unsupported),

@@ -22,6 +22,7 @@ mod fake;
 pub mod gateway;
 pub mod generators;
 pub mod installed;
+pub mod manifests;
 pub mod objects;
 pub mod processes;
 pub mod restart;
@@ -103,6 +104,10 @@ pub struct ClusterSpec {
     /// Where each system's controller and data plane run (`kubernetes.workloads`),
     /// by system name, over its profile's standard install.
     pub installs: Vec<(String, controllers::Install<String>)>,
+    /// The routes the user brings for this system (`kubernetes.manifests`): the
+    /// file as errors name it and its text, applied in place of the generated route
+    /// ([`manifests`]).
+    pub manifests: Option<(String, String)>,
 }
 
 /// The platform.
@@ -839,6 +844,11 @@ impl Platform for Kubernetes {
                         .iter()
                         .find(|(s, _)| s == system)
                         .map(|(_, text)| text.clone());
+                    d.brought = self
+                        .spec
+                        .manifests
+                        .clone()
+                        .map(|(file, text)| driver::Brought::new(file, text));
                     Box::new(d) as Box<dyn sut::Driver>
                 })
                 .map_err(SutError::from),

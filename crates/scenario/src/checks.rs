@@ -62,7 +62,52 @@ impl Scenario {
         let mut s: Scenario = serde_yaml_ng::from_str(text).map_err(located)?;
         s.plan_sets_duration();
         s.check().map_err(|bad| bad.located(text, file))?;
+        if let Some(k) = &mut s.kubernetes {
+            let dir = Path::new(file).parent().unwrap_or(Path::new(""));
+            for path in k.manifests.values_mut() {
+                *path = dir.join(&*path);
+            }
+        }
+        s.read_manifests()?;
         Ok(s)
+    }
+
+    /// `kubernetes.manifests`: each file read (a path in the file is taken beside
+    /// it, one of `--manifests` as given) and checked with stand-ins for the run's
+    /// values: an unknown placeholder, YAML that does not parse, a document that is
+    /// no object, another namespace or a cluster's kind is named at the manifest's
+    /// line before anything runs. What only the cluster can judge (its rules, its
+    /// kinds) is judged by a dry run when the run starts.
+    pub(crate) fn read_manifests(&mut self) -> Result<(), ScenarioError> {
+        let Some(k) = &mut self.kubernetes else {
+            return Ok(());
+        };
+        let namespace = k
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "ingressbench-run".to_string());
+        k.manifest_texts.clear();
+        for (system, path) in &k.manifests {
+            let shown = path.display().to_string();
+            let at = |line: usize, msg: String| ScenarioError::Manifest {
+                file: shown.clone(),
+                line,
+                msg,
+            };
+            let body = std::fs::read_to_string(path).map_err(|e| {
+                at(
+                    0,
+                    format!("cannot read it (kubernetes.manifests of {system}): {e}"),
+                )
+            })?;
+            let located = |e: kubernetes::manifests::ManifestError| at(e.line, e.msg);
+            let stand_ins = kubernetes::manifests::Values::stand_ins(&namespace);
+            let rendered = kubernetes::manifests::render(&body, &stand_ins).map_err(located)?;
+            kubernetes::manifests::parse(&rendered, &namespace).map_err(located)?;
+            k.manifest_texts
+                .insert(system.clone(), (shown.clone(), body));
+        }
+        Ok(())
     }
 
     /// `probes:`: a baseline among the systems, probes of the corpus, HTTP/1.1 loads
@@ -368,10 +413,11 @@ impl Scenario {
             || o.namespace.is_some()
             || o.keep
             || !o.gateways.is_empty()
-            || o.cacert.is_some();
+            || o.cacert.is_some()
+            || !o.manifests.is_empty();
         if cluster_flags && self.platform != PlatformKind::Kubernetes {
             return Err(
-                "--system, --kubeconfig, --context, --namespace, --keep, --gateway and --cacert are for --platform kubernetes"
+                "--system, --kubeconfig, --context, --namespace, --keep, --gateway, --cacert and --manifests are for --platform kubernetes"
                     .into(),
             );
         }
@@ -387,6 +433,7 @@ impl Scenario {
         k.namespace = o.namespace.or(k.namespace.take());
         k.keep |= o.keep;
         k.cacert = o.cacert.or(k.cacert.take());
+        k.manifests.extend(o.manifests);
         for (system, gw) in o.gateways {
             if split_gateway(&gw).is_none() {
                 return Err(format!(
@@ -427,7 +474,8 @@ impl Scenario {
                 ));
             }
         }
-        Ok(())
+        // Again: `--manifests` and `--namespace` may have changed what they are.
+        self.read_manifests().map_err(|e| e.to_string())
     }
 
     /// A load plan sets the measured window: `load.duration` may be left out (it is
@@ -838,6 +886,7 @@ impl Scenario {
             }
             self.check_gateway_classes(k)?;
             self.check_ingress_classes(k)?;
+            self.check_manifests(k)?;
             for (name, gw) in &k.gateways {
                 if !self.systems.iter().any(|p| p.name() == name) {
                     return Err(Bad::new(
@@ -1081,6 +1130,42 @@ impl Scenario {
                     "kubernetes.ingress_class",
                     "kubernetes.ingress_class: name an IngressClass (kubectl get ingressclass) for the systems routed by an Ingress (ingress-nginx, nginx-ingress, haproxy-ingress, traefik, contour-ingress); none of this scenario's is",
                 ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `kubernetes.manifests`: for systems of the run that a controller profile
+    /// routes, with no route change (a change rewrites the generated route, which a
+    /// system with its own routes does not have).
+    fn check_manifests(&self, k: &KubernetesSection) -> Result<(), Bad> {
+        let mut routes = Vec::new();
+        routes_in(&self.changes, &mut routes);
+        for name in k.manifests.keys() {
+            let near = format!("{name}:");
+            if !self.systems.iter().any(|p| p.name() == name) {
+                return Err(Bad::new(
+                    "kubernetes.manifests",
+                    format!("kubernetes.manifests: {name} is not among the systems"),
+                )
+                .near(near));
+            }
+            if kubernetes::controllers::controller(name).is_none() {
+                return Err(Bad::new(
+                    "kubernetes.manifests",
+                    format!("kubernetes.manifests: {name} is not a controller profile"),
+                )
+                .near(near));
+            }
+            if let Some(r) = routes.iter().find(|r| r.route() != lab::Route::Base) {
+                return Err(Bad::new(
+                    "kubernetes.manifests",
+                    format!(
+                        "kubernetes.manifests: {name} is routed by its own manifests, which the route change `{}` cannot rewrite: drop the route steps, or the system's manifests",
+                        r.route().name()
+                    ),
+                )
+                .near(near));
             }
         }
         Ok(())

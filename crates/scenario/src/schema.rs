@@ -27,6 +27,13 @@ pub enum ScenarioError {
     },
     #[error("scenario {file}: {msg}")]
     Other { file: String, msg: String },
+    /// A manifest of `kubernetes.manifests` at fault, at its own line.
+    #[error("manifest {file}: {}{msg}", if *line > 0 { format!("line {line}: ") } else { String::new() })]
+    Manifest {
+        file: String,
+        line: usize,
+        msg: String,
+    },
     /// A flag of `run` (or `validate`) at fault, or two flags together.
     #[error("{0}")]
     Flag(String),
@@ -743,6 +750,17 @@ pub struct KubernetesSection {
     /// needs none.
     #[serde(default)]
     pub workloads: BTreeMap<String, Workloads>,
+    /// The routes the user brings, by system name: a YAML file (beside the scenario,
+    /// or a path) of the team's own Ingress objects, HTTPRoutes and the controller's
+    /// own kinds, applied in the run's namespace in place of the generated route and
+    /// pointed at the run's backends by `${IB_BACKEND}` and `${IB_BACKEND_PORT}`
+    /// (docs/kubernetes.md, "The routes a user brings").
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub manifests: BTreeMap<String, PathBuf>,
+    /// Each system's manifest as read when the scenario was parsed: (the file as
+    /// errors name it, its text).
+    #[serde(skip)]
+    pub manifest_texts: BTreeMap<String, (String, String)>,
 }
 
 /// `kubernetes.gateway_ports`: the listener ports of a Gateway the run owns.
@@ -891,6 +909,8 @@ pub struct ClusterFlags {
     pub gateways: Vec<(Option<String>, String)>,
     /// `--cacert FILE`: the CA of the controllers' serving certificates.
     pub cacert: Option<PathBuf>,
+    /// `--manifests SYSTEM=FILE`: the routes a user brings for a system.
+    pub manifests: Vec<(String, PathBuf)>,
 }
 
 /// Longest scenario name (it names a folder, with a timestamp appended).

@@ -659,3 +659,129 @@ fn probes_name_a_baseline_among_the_systems_and_probes_of_the_corpus() {
     let e = err(&format!("{base}probes:\n  baselne: x\n"));
     assert!(e.contains("baselne"), "{e}");
 }
+
+/// A manifest of the user's for traefik: an Ingress whose annotation names a
+/// Middleware beside it, pointed at the run's Service by its placeholders.
+const BROUGHT: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: shop\n  annotations:\n    traefik.ingress.kubernetes.io/router.middlewares: ${IB_NAMESPACE}-team@kubernetescrd\nspec:\n  ingressClassName: ${IB_INGRESS_CLASS}\n  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: \"${IB_BACKEND}\", port: {number: ${IB_BACKEND_PORT}}}}}\n---\napiVersion: traefik.io/v1alpha1\nkind: Middleware\nmetadata: {name: team}\nspec:\n  headers:\n    customRequestHeaders: {x-team: shop}\n";
+
+#[test]
+fn the_routes_a_user_brings_are_read_beside_the_scenario_and_reach_the_cluster_spec() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("routes")).unwrap();
+    let manifest = dir.path().join("routes/shop.yaml");
+    std::fs::write(&manifest, BROUGHT).unwrap();
+    let k8s = "name: k\nplatform: kubernetes\nsystems: [traefik, contour]\n\
+               tls:\n  enabled: false\nload:\n  rate: 10\n  duration: 5s\n\
+               kubernetes:\n  urls: {traefik: \"http://198.18.0.2/\", contour: \"http://198.18.0.3/\"}\n\
+               \x20 gateway: infra/gw\n  manifests:\n    traefik: routes/shop.yaml\n";
+    let file = dir.path().join("k.yaml");
+    let name = file.display().to_string();
+    let s = Scenario::parse(k8s, &name).unwrap();
+    let plan = crate::plan::Plan::build(s, k8s.to_string(), &name, Default::default()).unwrap();
+    let brought: Vec<Option<(String, String)>> = plan
+        .cases
+        .iter()
+        .map(|c| match &c.deploy.platform {
+            crate::plan::PlatformSpec::Kubernetes(spec) => spec.manifests.clone(),
+            _ => panic!("not a cluster"),
+        })
+        .collect();
+    assert_eq!(
+        brought,
+        [
+            Some((manifest.display().to_string(), BROUGHT.to_string())),
+            None
+        ]
+    );
+
+    // Each refusal in one line, before anything runs: at the manifest's own line
+    // for what is in it, at the scenario's for the key.
+    let at = |text: &str| {
+        std::fs::write(&manifest, text).unwrap();
+        let e = Scenario::parse(k8s, &name).unwrap_err().to_string();
+        assert!(!e.contains('\n'), "{e}");
+        e
+    };
+    let e = at(&BROUGHT.replace("${IB_INGRESS_CLASS}", "${IB_CLAS}"));
+    assert!(
+        e.starts_with(&format!(
+            "manifest {}: line 8: unknown placeholder ${{IB_CLAS}}",
+            manifest.display()
+        )),
+        "{e}"
+    );
+    let e = at(&BROUGHT.replace(
+        "metadata: {name: team}",
+        "metadata: {name: team, namespace: prod}",
+    ));
+    assert!(
+        e.contains("line 14: Middleware team names namespace prod: a run applies objects in its own namespace only"),
+        "{e}"
+    );
+    let e = at(&BROUGHT.replace("spec:\n  headers:", "spec:\n  headers: [\n"));
+    assert!(
+        e.contains("while parsing a flow sequence at line 18 column 12"),
+        "{e}"
+    );
+    let e = at(&BROUGHT.replace("\"${IB_BACKEND}\"", "shop"));
+    assert!(e.contains("no object names ${IB_BACKEND}"), "{e}");
+    std::fs::remove_file(&manifest).unwrap();
+    let e = Scenario::parse(k8s, &name).unwrap_err().to_string();
+    assert!(
+        e.contains("cannot read it (kubernetes.manifests of traefik)"),
+        "{e}"
+    );
+    std::fs::write(&manifest, BROUGHT).unwrap();
+
+    let e = err(&k8s.replace(
+        "    traefik: routes/shop.yaml",
+        "    haproxy-ingress: routes/shop.yaml",
+    ));
+    assert!(
+        e.contains("kubernetes.manifests: haproxy-ingress is not among the systems"),
+        "{e}"
+    );
+    assert!(e.contains("line 13"), "{e}");
+    let routed = format!("{k8s}changes:\n  - wait: 1s\n  - route: header\n");
+    let e = Scenario::parse(&routed, &name).unwrap_err().to_string();
+    assert!(
+        e.contains("kubernetes.manifests: traefik is routed by its own manifests, which the route change `header` cannot rewrite"),
+        "{e}"
+    );
+}
+
+#[test]
+fn manifests_given_as_a_flag_replace_the_files_systems_and_are_read_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("shop.yaml");
+    std::fs::write(&manifest, BROUGHT).unwrap();
+    let k8s = "name: k\nplatform: kubernetes\nsystems: [contour]\n\
+               tls:\n  enabled: false\nload:\n  rate: 10\n  duration: 5s\n\
+               kubernetes:\n  urls: {contour: \"http://198.18.0.3/\"}\n  gateway: infra/gw\n";
+    let mut s = Scenario::parse(k8s, "s.yaml").unwrap();
+    s.override_cluster(ClusterFlags {
+        platform: Some(PlatformKind::Kubernetes),
+        systems: vec![
+            ("traefik".into(), "http://198.18.0.2/".into()),
+            ("contour".into(), "http://198.18.0.3/".into()),
+        ],
+        manifests: vec![("traefik".into(), manifest.clone())],
+        ..ClusterFlags::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let k = s.kubernetes.as_ref().unwrap();
+    assert_eq!(k.manifest_texts["traefik"].1, BROUGHT);
+    let e = Scenario::parse(k8s, "s.yaml")
+        .unwrap()
+        .override_cluster(ClusterFlags {
+            platform: Some(PlatformKind::Kubernetes),
+            systems: vec![("contour".into(), "http://198.18.0.3/".into())],
+            manifests: vec![("traefik".into(), manifest)],
+            ..ClusterFlags::default()
+        })
+        .unwrap_err();
+    assert!(
+        e.contains("kubernetes.manifests: traefik is not among the systems"),
+        "{e}"
+    );
+}

@@ -188,6 +188,7 @@ impl PlatformSpec {
                                 .map_or(kubernetes::gateway::PROGRAMMED_WAIT, |d| d.0),
                         });
                 PlatformSpec::Kubernetes(Box::new(kubernetes::ClusterSpec {
+                    manifests: k.manifest_texts.get(system).cloned(),
                     ingress_class: k.ingress_class_for(system),
                     serve_timeout: k.serve_timeout.map(|d| d.0),
                     gateway: k.gateway_for(system),
