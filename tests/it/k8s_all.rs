@@ -90,7 +90,14 @@ fn check_probes(system: &str, r: &Value) {
     assert_eq!(p["baseline"], "traefik", "{system}: {p}");
     let rounds = p["rounds"].as_array().unwrap();
     assert!(rounds.len() >= 3, "{system}: {} rounds", rounds.len());
-    assert_eq!(rounds.last().unwrap()["after"], "end", "{system}");
+    // The last round is the end's; changes that came while the round before it ran
+    // are probed with it, in one round named after all of them ("scale 5 -> 7 +
+    // end"), as a slow round on a busy machine makes them.
+    let last = rounds.last().unwrap()["after"].as_str().unwrap_or_default();
+    assert!(
+        last == "end" || last.ends_with(" + end"),
+        "{system}: the last round is after {last:?}"
+    );
     let plain = |observed: &Value| {
         let all = observed.as_array().unwrap();
         assert_eq!(all.len(), PROBES.len(), "{system}: {observed}");
