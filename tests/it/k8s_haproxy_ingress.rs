@@ -33,7 +33,8 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
             "name: k8s-haproxy\nplatform: kubernetes\nsystems: [haproxy-ingress]\n\
              kubernetes:\n  kubeconfig: {}\n  urls: {{haproxy-ingress: \"https://{HTTPS_ADDR}/\"}}\n\
              \x20 workloads: {}\n  processes: {{haproxy-ingress: \"{}\"}}\n\
-             tls:\n  key: ecdsa-p256\n{}",
+             tls:\n  key: ecdsa-p256\n{}\
+             probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once]\n  during: false\n",
             cluster.kubeconfig().display(),
             hi.workloads(),
             hi.processes(),
@@ -56,6 +57,31 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
         pods.log()
     );
     let r = read_json(&out.join("haproxy-ingress/result.json"));
+    // The behaviour probes through the real controller before the load: its
+    // defaults where they differ from ingress-nginx's (docs/probes.md).
+    let observed = r["lab"]["probes"]["observed"].as_array().unwrap().clone();
+    let probe = |id: &str| {
+        observed
+            .iter()
+            .find(|o| o["probe"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {observed:?}"))
+            .clone()
+    };
+    assert_eq!(probe("plain")["status"], 200, "{observed:?}");
+    // A header with an underscore passes, and so does a body over a mebibyte.
+    let under = probe("underscore-header");
+    assert_eq!(
+        under["received"]["headers"]["x_ib_underscore"], "yes",
+        "{under}"
+    );
+    let big = probe("body-1mib-plus-1");
+    assert_eq!(big["status"], 200, "{big}");
+    assert_eq!(big["received"]["body_len"], (1 << 20) + 1, "{big}");
+    eprintln!(
+        "haproxy-ingress: probes: reset once -> {} ({})",
+        probe("upstream-reset-once")["status"],
+        probe("upstream-reset-once")["received"]
+    );
     // Both restarts take HAProxy down with the controller's pod (connections are
     // refused until the new pod's HAProxy listens): 10-23 % of the 3,000 requests
     // here, more on a busier machine.

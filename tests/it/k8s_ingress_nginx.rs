@@ -97,9 +97,48 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
         "k8s-inx-churn",
         "tls:\n  key: ecdsa-p256\nbackends:\n  replicas: 2\n  drain_timeout: 2s\n\
          load:\n  rate: 100\n  connections: 10\n  new_connection: true\n  duration: 13s\n  warmup: 2s\n\
-         changes:\n  - wait: 1s\n  - scale: 4\n  - wait: 6s\n  - scale: 2\n  - wait: 3s\n",
+         changes:\n  - wait: 1s\n  - scale: 4\n  - wait: 6s\n  - scale: 2\n  - wait: 3s\n\
+         probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once]\n",
         Duration::from_secs(11),
     );
+    // The behaviour probes through the real controller, before the load and after
+    // each scale step: its defaults, as docs/probes.md lists them, in every round.
+    let p = &r["lab"]["probes"];
+    let rounds = p["rounds"].as_array().unwrap();
+    assert!(rounds.len() >= 2, "{p}");
+    for observed in std::iter::once(&p["observed"]).chain(rounds.iter().map(|x| &x["observed"])) {
+        let probe = |id: &str| {
+            observed
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["probe"] == id)
+                .unwrap_or_else(|| panic!("no {id}: {observed}"))
+                .clone()
+        };
+        let plain = probe("plain");
+        assert_eq!(plain["status"], 200, "{plain}");
+        assert!(
+            plain["received"]["headers"]["x-real-ip"].is_string(),
+            "{plain}"
+        );
+        // nginx drops a header with an underscore (enable-underscores-in-headers off).
+        let under = probe("underscore-header");
+        assert_eq!(under["status"], 200, "{under}");
+        assert!(
+            under["received"]["headers"]["x_ib_underscore"].is_null(),
+            "{under}"
+        );
+        // proxy-body-size 1m: a byte over it is the controller's 413.
+        let big = probe("body-1mib-plus-1");
+        assert_eq!(big["status"], 413, "{big}");
+        assert!(big["received"].is_null(), "{big}");
+        eprintln!(
+            "ingress-nginx: probes: reset once -> {} after {} attempt(s)",
+            probe("upstream-reset-once")["status"],
+            probe("upstream-reset-once")["received"]["attempt"]
+        );
+    }
     let q = &r["requests"];
     assert!(
         n(&q["completed"]) * 100 >= n(&q["intended"]) * 98,

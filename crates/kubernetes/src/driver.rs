@@ -1034,10 +1034,12 @@ mod tests {
     const SHOP: &str = "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: shop\n  annotations: {traefik.ingress.kubernetes.io/router.middlewares: ${IB_NAMESPACE}-team@kubernetescrd}\nspec:\n  ingressClassName: ${IB_INGRESS_CLASS}\n  defaultBackend: {service: {name: \"${IB_BACKEND}\", port: {number: ${IB_BACKEND_PORT}}}}\n---\napiVersion: traefik.io/v1alpha1\nkind: Middleware\nmetadata: {name: team}\nspec: {headers: {customRequestHeaders: {x-team: a}}}\n";
 
     #[test]
-    fn the_routes_a_user_brings_are_dry_run_then_applied_in_place_of_the_generated_ones_and_deleted() {
+    fn the_routes_a_user_brings_are_dry_run_then_applied_in_place_of_the_generated_ones_and_deleted(
+    ) {
         // Rules that cannot write Middlewares: refused at the object's line before
         // anything is written.
-        let (mut d, seen) = traefik_answering(|method, path| match (method, path) {
+        let (mut d, seen) = traefik_answering(|method, path| {
+            match (method, path) {
             (&http::Method::GET, p) if p.contains("ingressclasses") => {
                 fake::refused(403, "Forbidden", "ingressclasses is forbidden")
             }
@@ -1047,6 +1049,7 @@ mod tests {
                 "middlewares.traefik.io \"team\" is forbidden: User \"ci\" cannot patch resource \"middlewares\"",
             ),
             _ => (200, json!({"metadata": {"name": "shop", "generation": 1}})),
+        }
         });
         d.brought = Some(Brought::new("shop.yaml".into(), SHOP.into()));
         let e = d.prepare_brought().unwrap_err().to_string();
@@ -1070,7 +1073,8 @@ mod tests {
         let objects = &d.brought.as_ref().unwrap().objects;
         assert_eq!(objects[0]["metadata"]["labels"][crate::RUN_LABEL], "r1");
         assert_eq!(
-            objects[0]["metadata"]["annotations"]["traefik.ingress.kubernetes.io/router.middlewares"],
+            objects[0]["metadata"]["annotations"]
+                ["traefik.ingress.kubernetes.io/router.middlewares"],
             "team-a-team@kubernetescrd"
         );
         assert_eq!(objects[0]["spec"]["ingressClassName"], "traefik");
@@ -1092,7 +1096,10 @@ mod tests {
         // The refused run wrote nothing: the Ingress's only PATCH was its dry run.
         let refused = seen.lock().unwrap().clone();
         assert_eq!(
-            refused.iter().filter(|r| **r == format!("PATCH {ingress}")).count(),
+            refused
+                .iter()
+                .filter(|r| **r == format!("PATCH {ingress}"))
+                .count(),
             1,
             "{refused:?}"
         );
