@@ -167,10 +167,6 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
                brought: &[(&str, PathBuf)],
                limit: u64| {
         let mut cmd = cluster.ingressbench();
-        for (system, manifest) in brought {
-            cmd.arg("--manifests")
-                .arg(format!("{system}={}", manifest.display()));
-        }
         cmd.arg("run")
             .arg(file)
             .arg("--quick")
@@ -178,6 +174,10 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
             .arg(&kubeconfig)
             .arg("--out")
             .arg(out);
+        for (system, manifest) in brought {
+            cmd.arg("--manifests")
+                .arg(format!("{system}={}", manifest.display()));
+        }
         for (name, url) in systems {
             cmd.arg("--system").arg(format!("{name}={url}"));
             // Each Gateway API system on its own controller's Gateway.
@@ -223,7 +223,10 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
     let text = std::fs::read_to_string(&s1).unwrap();
     std::fs::write(
         &s1,
-        format!("{text}probes:\n  only: [{}]\n", PROBES.join(", ")),
+        format!(
+            "{text}probes:\n  only: [{}]\n  record: [x-team]\n",
+            PROBES.join(", ")
+        ),
     )
     .unwrap();
     // The routes a user brings: Traefik's Ingress as a team runs it (an annotation

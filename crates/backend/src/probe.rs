@@ -22,6 +22,9 @@ use std::time::Duration;
 pub const PROBE_HEADER: &str = "x-ib-probe";
 /// The header that asks for a behaviour.
 pub const DO_HEADER: &str = "x-ib-probe-do";
+/// The header of a probe naming headers to record besides [`RECORDED`]
+/// (comma-separated): those the user's own routes add (`probes.record`).
+pub const RECORD_HEADER: &str = "x-ib-record";
 /// The header with an underscore that probes send, to see whether it arrives.
 pub const UNDERSCORE_HEADER: &str = "x_ib_underscore";
 
@@ -122,17 +125,28 @@ pub fn parse(bytes: &[u8]) -> Option<Received> {
         version: version.to_string(),
         ..Received::default()
     };
+    let lines: Vec<&str> = lines.collect();
+    // The headers the probe asks to be recorded too, wherever its list stands.
+    let also: Vec<String> = lines
+        .iter()
+        .filter_map(|l| l.split_once(':'))
+        .filter(|(n, _)| n.trim().eq_ignore_ascii_case(RECORD_HEADER))
+        .flat_map(|(_, v)| v.split(','))
+        .map(|n| n.trim().to_ascii_lowercase())
+        .filter(|n| !n.is_empty())
+        .collect();
     for line in lines {
         let Some((name, value)) = line.split_once(':') else {
             continue;
         };
         let name = name.trim().to_ascii_lowercase();
         let value = value.trim();
+        let recorded = RECORDED.contains(&name.as_str()) || also.contains(&name);
         if name == PROBE_HEADER {
             r.id = value.to_string();
         } else if name == DO_HEADER {
             r.behaviour = Behaviour::parse(value).unwrap_or_default();
-        } else if RECORDED.contains(&name.as_str()) {
+        } else if recorded {
             match r.headers.iter_mut().find(|(n, _)| *n == name) {
                 Some((_, v)) => {
                     v.push_str(", ");
@@ -301,6 +315,17 @@ mod tests {
                 ("host".to_string(), "svc.test".to_string()),
                 ("x-forwarded-for".into(), "10.0.0.1, 10.0.0.2".into()),
                 (UNDERSCORE_HEADER.into(), "yes".into()),
+            ]
+        );
+        // Headers the probe names in x-ib-record are recorded too, wherever the
+        // list stands; the others still are not.
+        let asked = b"GET / HTTP/1.1\r\nX-Team: shop\r\nx-ib-probe: p8\r\nx-other: no\r\n\
+            X-Ib-Record: x-team, X-Zone\r\nx-zone: a\r\n\r\n";
+        assert_eq!(
+            parse(asked).unwrap().headers,
+            [
+                ("x-team".to_string(), "shop".to_string()),
+                ("x-zone".into(), "a".into()),
             ]
         );
         let b = body(

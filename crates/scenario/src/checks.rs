@@ -138,6 +138,17 @@ impl Scenario {
             }
             ids.push(&u.id);
         }
+        for h in &p.record {
+            let token = !h.is_empty()
+                && h.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+            if !token {
+                return Err(Bad::new(
+                    "probes.record",
+                    format!("probes.record: {h:?} is not a header name (letters, digits and -, no spaces)"),
+                ));
+            }
+        }
         for id in &p.only {
             if !ids.contains(&id.as_str()) {
                 return Err(Bad::new(

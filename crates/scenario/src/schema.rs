@@ -1133,6 +1133,11 @@ pub struct ProbesSection {
     /// or before the load only.
     #[serde(default = "yes", skip_serializing_if = "is_true")]
     pub during: bool,
+    /// Request headers the backend records and the probes compare besides its
+    /// own list (Host, the forwarding headers, ...): those a system's routes add,
+    /// such as a header a user's Middleware or HTTPRoute filter sets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub record: Vec<String>,
 }
 
 impl Default for ProbesSection {
@@ -1143,6 +1148,7 @@ impl Default for ProbesSection {
             add: Vec::new(),
             expect: BTreeMap::new(),
             during: true,
+            record: Vec::new(),
         }
     }
 }

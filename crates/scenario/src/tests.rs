@@ -785,3 +785,30 @@ fn manifests_given_as_a_flag_replace_the_files_systems_and_are_read_there() {
         "{e}"
     );
 }
+
+#[test]
+fn probes_record_asks_the_backend_for_the_headers_a_users_routes_add() {
+    let with = |record: &str| {
+        format!(
+            "name: p\nsystems: [nginx-reload, envoy-xds]\nload:\n  rate: 10\n  duration: 2s\n\
+             probes:\n  only: [plain, double-slash]\n  record: {record}\n"
+        )
+    };
+    let text = with("[x-team, X-Zone]");
+    let s = Scenario::parse(&text, "p.yaml").unwrap();
+    let plan = crate::plan::ProbesPlan::of(&s).unwrap();
+    assert_eq!(plan.probes.len(), 2);
+    for spec in &plan.probes {
+        assert!(
+            spec.headers
+                .contains(&"x-ib-record: x-team, X-Zone".to_string()),
+            "{:?}",
+            spec.headers
+        );
+    }
+    let e = err(&with("[\"x team\"]"));
+    assert!(
+        e.contains("line 8: probes.record: \"x team\" is not a header name"),
+        "{e}"
+    );
+}

@@ -69,6 +69,13 @@ impl ProbesPlan {
             if let Some(e) = p.expect.get(&spec.id) {
                 spec.expect = Some(e.clone());
             }
+            if !p.record.is_empty() {
+                spec.headers.push(format!(
+                    "{}: {}",
+                    backend::probe::RECORD_HEADER,
+                    p.record.join(", ")
+                ));
+            }
         }
         Some(ProbesPlan {
             baseline: p
