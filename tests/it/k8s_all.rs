@@ -287,6 +287,17 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
         // The user's routing was in force for the load and the probes: its header
         // reached the backend through the user's objects only.
         let marked = brought.iter().any(|(b, _)| b == system);
+        // The result says what routed it.
+        let routes = r["lab"]["versions"]["routes"].as_str();
+        assert_eq!(
+            routes.is_some(),
+            marked,
+            "{system}: {}",
+            r["lab"]["versions"]
+        );
+        if let Some(routes) = routes {
+            assert!(routes.contains("shop-"), "{routes}");
+        }
         for o in r["lab"]["probes"]["observed"].as_array().unwrap() {
             let team = &o["received"]["headers"]["x-team"];
             if o["received"].is_object() {

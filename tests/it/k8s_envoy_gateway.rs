@@ -89,7 +89,8 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
     eprintln!("envoy gateway up in {:.1?}", eg.took);
     let dir = tempfile::tempdir().unwrap();
     let scn = format!(
-        "{}  key: ecdsa-p256\n{}",
+        "{}  key: ecdsa-p256\n{}\
+         probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once]\n  during: false\n",
         head(&cluster, "k8s-eg", true),
         crate::common::k8s::LIFECYCLE_RUN
     );
@@ -103,6 +104,32 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
         pods.log()
     );
     let r = read_json(&out.join("envoy-gateway/result.json"));
+    // The behaviour probes through Envoy Gateway's own Envoy before the load: its
+    // defaults where ingress-nginx's differ (docs/probes.md).
+    let observed = r["lab"]["probes"]["observed"].as_array().unwrap().clone();
+    let probe = |id: &str| {
+        observed
+            .iter()
+            .find(|o| o["probe"] == id)
+            .unwrap_or_else(|| panic!("no {id}: {observed:?}"))
+            .clone()
+    };
+    assert_eq!(probe("plain")["status"], 200, "{observed:?}");
+    // A header with an underscore is refused with a 400 by Envoy Gateway's Envoy
+    // (its listeners' default, headers_with_underscores_action REJECT_REQUEST), where
+    // ingress-nginx drops the header and HAProxy's controller passes it.
+    let under = probe("underscore-header");
+    assert_eq!(under["status"], 400, "{under}");
+    assert!(under["received"].is_null(), "{under}");
+    let big = probe("body-1mib-plus-1");
+    assert_eq!(big["status"], 200, "{big}");
+    assert_eq!(big["received"]["body_len"], (1 << 20) + 1, "{big}");
+    eprintln!(
+        "envoy-gateway: probes: reset once -> {} ({}); plain received {}",
+        probe("upstream-reset-once")["status"],
+        probe("upstream-reset-once")["received"],
+        probe("plain")["received"]["headers"]
+    );
     let events = crate::common::k8s::check_lifecycle_run(&r, "envoy-gateway", 8);
 
     // S3: each filter applied (the HTTPRoute Accepted for its generation) and seen

@@ -292,6 +292,43 @@ fn a_missing_class_a_class_nobody_serves_and_a_crash_are_said_in_one_line() {
     eprintln!("unserved class said in {:.1?}: {line}", t.elapsed());
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
 
+    // A TLS Secret it rejects: the team's own Ingress (the routes a user brings)
+    // names a Secret of its own whose certificate is no PEM. HAProxy never gets a
+    // certificate for the host, the run's wait for its route to serve ends in one
+    // line, and nothing of the run stays.
+    let manifest = dir.path().join("broken-tls.yaml");
+    std::fs::write(
+        &manifest,
+        crate::common::k8s::broken_tls_manifest("haproxy", "ingress.test"),
+    )
+    .unwrap();
+    let (p, _) = run(
+        "t",
+        head(
+            "k8s-hi-badtls",
+            &format!(
+                "  host: ingress.test\n  serve_timeout: 4s\n  manifests: {{haproxy-ingress: {}}}\n",
+                manifest.display()
+            ),
+        ) + "requests:\n  - {host: ingress.test, path: /}\n"
+            + short,
+    );
+    let done = p.finish(Duration::from_secs(120));
+    assert!(!done.success(), "{}", done.stderr);
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("got no answer from a backend"))
+        .unwrap_or_else(|| panic!("{}\n{}", done.stderr, hi.logs()));
+    assert!(
+        line.contains("broken-tls.yaml (Secret broken, Ingress shop)")
+            && line.contains("failed in TLS")
+            && line.contains("did the controller refuse its TLS Secret"),
+        "{line}"
+    );
+    eprintln!("a rejected TLS Secret: {line}");
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+
     // The controller crashes mid-run: HAProxy goes with its pod's processes, the
     // pod's container is started again; the run ends, its result says so.
     let (p, out) = run(

@@ -8,7 +8,8 @@
 
 use crate::common::backend::Backend;
 use crate::common::load::{
-    decode_histogram, may_retry_overloaded, run_load, run_not_overloaded, Load, LoadOutput,
+    decode_histogram, may_retry_overloaded, run_load, run_load_alone, run_not_overloaded, Load,
+    LoadOutput,
 };
 use crate::common::nginx::{self, Nginx};
 use crate::common::proc::Proc;
@@ -503,9 +504,12 @@ fn error_framing_bytes_after_an_error_response_later() {
 /// Runs 40 req/s for 1 s against `s`, whose responses are each followed by stray
 /// bytes 10 ms later: all are `framing` errors but the last of each connection (the
 /// run may end before its bytes), which stays counted under `last` ("completed"
-/// or "status").
+/// or "status"). A timing test (group `alone`): on a machine busy enough to hold
+/// the server's stray bytes past the connection's next send (50 ms later), they
+/// arrive as the next request's answer, and one more request keeps its status (a
+/// clean clone's rehearsal beside three Kubernetes tests once saw it: `status 3`).
 fn framing_later(s: &servers::TestServer, last: &str) {
-    let out = run_load(&["-t1", "-c2", "-R40", "-d1s", &s.url("http")], limit(3));
+    let out = run_load_alone(&["-t1", "-c2", "-R40", "-d1s", &s.url("http")], limit(3));
     let ctx = out.context();
     let framing = out.u("/errors/framing");
     let left = match last {

@@ -956,7 +956,7 @@ impl Driver for ControllerDriver {
     }
 
     fn versions(&self) -> Vec<(String, String)> {
-        self.rt.block_on(async {
+        let mut versions = self.rt.block_on(async {
             let mut v: Vec<(String, String)> = match self.client.apiserver_version().await {
                 Ok(info) => vec![("kubernetes".to_string(), info.git_version)],
                 Err(_) => Vec::new(),
@@ -970,7 +970,13 @@ impl Driver for ControllerDriver {
                 .await,
             );
             v
-        })
+        });
+        // What routed the traffic, when the user brought it: a comparison with a
+        // generated route must say so.
+        if self.brought.is_some() {
+            versions.push(("routes".to_string(), self.routed_by()));
+        }
+        versions
     }
 }
 

@@ -569,3 +569,36 @@ pub const ROUTES: u32 = 200;
 /// docs/benchmarks.md), so half the set keeps the test inside the suite's budget
 /// and still measures the same thing.
 pub const TRAEFIK_ROUTES: u32 = 100;
+
+/// A team's Ingress of IngressClass `class` for `host`, terminating TLS
+/// with a Secret of its own whose certificate and key are no PEM: a Secret the API
+/// server takes (it checks only that both keys are there) and a controller
+/// refuses.
+pub fn broken_tls_manifest(class: &str, host: &str) -> String {
+    [
+        "apiVersion: v1",
+        "kind: Secret",
+        "metadata: {name: broken}",
+        "type: kubernetes.io/tls",
+        "data: {tls.crt: bm90IGEgY2VydGlmaWNhdGU=, tls.key: bm90IGEga2V5}",
+        "---",
+        "apiVersion: networking.k8s.io/v1",
+        "kind: Ingress",
+        "metadata: {name: shop}",
+        "spec:",
+        &format!("  ingressClassName: {class}"),
+        &format!("  tls: [{{hosts: [{host}], secretName: broken}}]"),
+        "  rules:",
+        &format!("  - host: {host}"),
+        "    http:",
+        "      paths:",
+        "      - path: /",
+        "        pathType: Prefix",
+        "        backend:",
+        "          service:",
+        "            name: ${IB_BACKEND}",
+        "            port: {number: ${IB_BACKEND_PORT}}",
+        "",
+    ]
+    .join("\n")
+}
