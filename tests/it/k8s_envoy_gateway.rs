@@ -106,15 +106,9 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
     let r = read_json(&out.join("envoy-gateway/result.json"));
     // The behaviour probes through Envoy Gateway's own Envoy before the load: its
     // defaults where ingress-nginx's differ (docs/probes.md).
-    let observed = r["lab"]["probes"]["observed"].as_array().unwrap().clone();
-    let probe = |id: &str| {
-        observed
-            .iter()
-            .find(|o| o["probe"] == id)
-            .unwrap_or_else(|| panic!("no {id}: {observed:?}"))
-            .clone()
-    };
-    assert_eq!(probe("plain")["status"], 200, "{observed:?}");
+    let observed = &r["lab"]["probes"]["observed"];
+    let probe = |id: &str| crate::common::k8s::probe_answer(observed, id);
+    assert_eq!(probe("plain")["status"], 200, "{observed}");
     // A header with an underscore is refused with a 400 by Envoy Gateway's Envoy
     // (its listeners' default, headers_with_underscores_action REJECT_REQUEST), where
     // ingress-nginx drops the header and HAProxy's controller passes it.

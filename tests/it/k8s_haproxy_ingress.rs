@@ -59,15 +59,9 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
     let r = read_json(&out.join("haproxy-ingress/result.json"));
     // The behaviour probes through the real controller before the load: its
     // defaults where they differ from ingress-nginx's (docs/probes.md).
-    let observed = r["lab"]["probes"]["observed"].as_array().unwrap().clone();
-    let probe = |id: &str| {
-        observed
-            .iter()
-            .find(|o| o["probe"] == id)
-            .unwrap_or_else(|| panic!("no {id}: {observed:?}"))
-            .clone()
-    };
-    assert_eq!(probe("plain")["status"], 200, "{observed:?}");
+    let observed = &r["lab"]["probes"]["observed"];
+    let probe = |id: &str| crate::common::k8s::probe_answer(observed, id);
+    assert_eq!(probe("plain")["status"], 200, "{observed}");
     // A header with an underscore passes, and so does a body over a mebibyte.
     let under = probe("underscore-header");
     assert_eq!(
@@ -315,18 +309,7 @@ fn a_missing_class_a_class_nobody_serves_and_a_crash_are_said_in_one_line() {
     );
     let done = p.finish(Duration::from_secs(120));
     assert!(!done.success(), "{}", done.stderr);
-    let line = done
-        .stderr
-        .lines()
-        .find(|l| l.contains("got no answer from a backend"))
-        .unwrap_or_else(|| panic!("{}\n{}", done.stderr, hi.logs()));
-    assert!(
-        line.contains("broken-tls.yaml (Secret broken, Ingress shop)")
-            && line.contains("failed in TLS")
-            && line.contains("did the controller refuse its TLS Secret"),
-        "{line}"
-    );
-    eprintln!("a rejected TLS Secret: {line}");
+    crate::common::k8s::refused_tls_secret_line(&done.stderr, &hi.logs());
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
 
     // The controller crashes mid-run: HAProxy goes with its pod's processes, the

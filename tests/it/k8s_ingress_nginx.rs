@@ -107,15 +107,7 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
     let rounds = p["rounds"].as_array().unwrap();
     assert!(rounds.len() >= 2, "{p}");
     for observed in std::iter::once(&p["observed"]).chain(rounds.iter().map(|x| &x["observed"])) {
-        let probe = |id: &str| {
-            observed
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|o| o["probe"] == id)
-                .unwrap_or_else(|| panic!("no {id}: {observed}"))
-                .clone()
-        };
+        let probe = |id: &str| crate::common::k8s::probe_answer(observed, id);
         let plain = probe("plain");
         assert_eq!(plain["status"], 200, "{plain}");
         assert!(
@@ -305,18 +297,7 @@ fn a_dropped_snippet_and_a_crash_are_said_in_one_line() {
         .arg(dir.path().join("tls-out"));
     let done = Proc::spawn_group("run", &mut cmd, dir.path()).finish(Duration::from_secs(120));
     assert!(!done.success(), "{}", done.stderr);
-    let line = done
-        .stderr
-        .lines()
-        .find(|l| l.contains("got no answer from a backend"))
-        .unwrap_or_else(|| panic!("{}\n{}", done.stderr, inx.logs()));
-    assert!(
-        line.contains("broken-tls.yaml (Secret broken, Ingress shop)")
-            && line.contains("failed in TLS")
-            && line.contains("did the controller refuse its TLS Secret"),
-        "{line}"
-    );
-    eprintln!("a rejected TLS Secret: {line}");
+    crate::common::k8s::refused_tls_secret_line(&done.stderr, &inx.logs());
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
 
     // The controller killed mid-run: nginx goes with its pod's processes, the

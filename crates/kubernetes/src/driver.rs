@@ -481,9 +481,19 @@ impl ControllerDriver {
         };
         let text = crate::manifests::render(&b.text, &values).map_err(at)?;
         let docs = crate::manifests::parse(&text, &self.place.namespace).map_err(at)?;
+        // Contour serves an Ingress of its class with no IngressClass object.
+        let contour = matches!(
+            self.controller.routing,
+            Routing::Ingress {
+                style: controllers::Style::Contour,
+                ..
+            }
+        );
         for class in crate::manifests::ingress_classes(&docs) {
-            self.rt
-                .block_on(check_ingress_class(&self.client, &class))?;
+            if !contour {
+                self.rt
+                    .block_on(check_ingress_class(&self.client, &class))?;
+            }
         }
         let objects = crate::manifests::owned(&docs, &self.place.namespace, &self.place.run);
         let pp = PatchParams::apply(MANAGER).force().dry_run();

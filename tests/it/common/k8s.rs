@@ -602,3 +602,33 @@ pub fn broken_tls_manifest(class: &str, host: &str) -> String {
     ]
     .join("\n")
 }
+
+/// The answer to probe `id` among a round's `observed` answers (a result's
+/// `lab.probes.observed`, or a round's).
+pub fn probe_answer(observed: &serde_json::Value, id: &str) -> serde_json::Value {
+    observed
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|o| o["probe"] == id)
+        .unwrap_or_else(|| panic!("no probe {id}: {observed}"))
+        .clone()
+}
+
+/// The one line a run through [`broken_tls_manifest`] ended with (its `stderr`):
+/// the wait for the route to serve failed in TLS, naming the user's objects and
+/// what to suspect; `logs` are the controller's, shown when there is no such line.
+pub fn refused_tls_secret_line(stderr: &str, logs: &str) -> String {
+    let line = stderr
+        .lines()
+        .find(|l| l.contains("got no answer from a backend"))
+        .unwrap_or_else(|| panic!("{stderr}\n{logs}"));
+    assert!(
+        line.contains("broken-tls.yaml (Secret broken, Ingress shop)")
+            && line.contains("failed in TLS")
+            && line.contains("did the controller refuse its TLS Secret"),
+        "{line}"
+    );
+    eprintln!("a rejected TLS Secret: {line}");
+    line.to_string()
+}
