@@ -7,6 +7,7 @@
 //! Every object is plain JSON applied with server-side apply, so CRDs (Gateway API,
 //! Traefik's Middleware, OpenShift's Route) need no generated types.
 
+use super::objects::SERVICE_PORT;
 use super::{BACKEND, MANAGED_BY, RUN_LABEL};
 use serde_json::{json, Value};
 use sut::routes::ROUTE_HEADER;
@@ -513,7 +514,7 @@ pub fn route_set_objects(
                                 "type": "ResponseHeaderModifier",
                                 "responseHeaderModifier": {"set": [{"name": ROUTE_HEADER, "value": marker}]},
                             }],
-                            "backendRefs": [{"name": BACKEND, "port": 80}],
+                            "backendRefs": [{"name": BACKEND, "port": SERVICE_PORT}],
                         }],
                     },
                 })],
@@ -574,7 +575,7 @@ pub fn route_set_objects(
                             "http": {"paths": [{
                                 "path": path,
                                 "pathType": "Prefix",
-                                "backend": {"service": {"name": BACKEND, "port": {"number": 80}}},
+                                "backend": {"service": {"name": BACKEND, "port": {"number": SERVICE_PORT}}},
                             }]},
                         }]},
                     }));
@@ -685,7 +686,7 @@ fn ingress(class: &str, style: Style, place: &Place, route: Route) -> Vec<Value>
         "http": {"paths": [{
             "path": path,
             "pathType": path_type,
-            "backend": {"service": {"name": BACKEND, "port": {"number": 80}}},
+            "backend": {"service": {"name": BACKEND, "port": {"number": SERVICE_PORT}}},
         }]}
     });
     if let Some(h) = &place.host {
@@ -756,7 +757,7 @@ fn gateway_route(place: &Place, gw_ns: &str, gw: &str, route: Route) -> Value {
     }
     let mut rule = json!({
         "filters": filters,
-        "backendRefs": [{"name": BACKEND, "port": 80}],
+        "backendRefs": [{"name": BACKEND, "port": SERVICE_PORT}],
     });
     if !place.grpc {
         rule["matches"] = json!([{"path": {"type": "PathPrefix", "value": "/"}}]);

@@ -464,8 +464,6 @@ impl ControllerDriver {
             _ => None,
         };
         let values = crate::manifests::Values {
-            backend: crate::BACKEND.into(),
-            backend_port: 80,
             namespace: self.place.namespace.clone(),
             gateway: self.place.gateway.clone(),
             tls_secret: self.place.tls_secret.clone(),
@@ -481,19 +479,8 @@ impl ControllerDriver {
         };
         let text = crate::manifests::render(&b.text, &values).map_err(at)?;
         let docs = crate::manifests::parse(&text, &self.place.namespace).map_err(at)?;
-        // Contour serves an Ingress of its class with no IngressClass object.
-        let contour = matches!(
-            self.controller.routing,
-            Routing::Ingress {
-                style: controllers::Style::Contour,
-                ..
-            }
-        );
         for class in crate::manifests::ingress_classes(&docs) {
-            if !contour {
-                self.rt
-                    .block_on(check_ingress_class(&self.client, &class))?;
-            }
+            self.check_class(&class)?;
         }
         let objects = crate::manifests::owned(&docs, &self.place.namespace, &self.place.run);
         let pp = PatchParams::apply(MANAGER).force().dry_run();
@@ -536,6 +523,21 @@ impl ControllerDriver {
             self.owned,
             source,
         )
+    }
+
+    /// Refuses an IngressClass `class` that does not exist ([`check_ingress_class`]),
+    /// except for Contour, which serves an Ingress of its class with no IngressClass
+    /// object.
+    fn check_class(&self, class: &str) -> Result<(), SutError> {
+        if let Routing::Ingress {
+            style: controllers::Style::Contour,
+            ..
+        } = self.controller.routing
+        {
+            return Ok(());
+        }
+        self.rt.block_on(check_ingress_class(&self.client, class))?;
+        Ok(())
     }
 
     /// Whether route `kind` `name`'s every parent reports `Accepted` for
@@ -675,14 +677,8 @@ impl Driver for ControllerDriver {
         // Refuse what cannot be expressed before anything is created.
         controllers::objects(self.controller, &self.place, Route::Base)
             .map_err(|e| SutError::from(ClusterError::from(e)))?;
-        // Contour serves an Ingress of its class with no IngressClass object.
-        if let Routing::Ingress { class, style } = self.controller.routing {
-            if style == controllers::Style::Contour {
-                return Ok(());
-            }
-            let class = self.place.class(class).to_string();
-            self.rt
-                .block_on(check_ingress_class(&self.client, &class))?;
+        if let Routing::Ingress { class, .. } = self.controller.routing {
+            self.check_class(self.place.class(class))?;
         }
         Ok(())
     }

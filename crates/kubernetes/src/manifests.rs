@@ -83,8 +83,6 @@ impl Doc {
 /// not (a Gateway for an Ingress profile, a TLS Secret for a plain-HTTP run).
 #[derive(Debug, Clone, Default)]
 pub struct Values {
-    pub backend: String,
-    pub backend_port: u16,
     pub namespace: String,
     pub gateway: Option<(String, String)>,
     pub tls_secret: Option<String>,
@@ -97,8 +95,6 @@ impl Values {
     /// has a value of the right shape.
     pub fn stand_ins(namespace: &str) -> Values {
         Values {
-            backend: crate::BACKEND.into(),
-            backend_port: 80,
             namespace: namespace.into(),
             gateway: Some(("gateway-ns".into(), "gateway".into())),
             tls_secret: Some(crate::TLS_SECRET.into()),
@@ -110,8 +106,8 @@ impl Values {
     fn get(&self, name: &str) -> Result<String, &'static str> {
         let need = |v: &Option<String>, why: &'static str| v.clone().ok_or(why);
         match name {
-            "IB_BACKEND" => Ok(self.backend.clone()),
-            "IB_BACKEND_PORT" => Ok(self.backend_port.to_string()),
+            "IB_BACKEND" => Ok(crate::BACKEND.to_string()),
+            "IB_BACKEND_PORT" => Ok(crate::objects::SERVICE_PORT.to_string()),
             "IB_NAMESPACE" => Ok(self.namespace.clone()),
             "IB_GATEWAY_NAME" | "IB_GATEWAY_NAMESPACE" => {
                 let (ns, gw) = self

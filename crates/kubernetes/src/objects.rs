@@ -18,6 +18,9 @@ use std::time::Duration;
 
 /// The port the backend pods listen on.
 pub const BACKEND_PORT: i32 = 8080;
+
+/// The port of the backends' Service, which every route of the run names.
+pub const SERVICE_PORT: i32 = 80;
 /// The stock image the default backend runs.
 pub const DEFAULT_IMAGE: &str = "nginx:1.27";
 
@@ -113,7 +116,7 @@ pub fn service(run: &str, h2c: bool) -> Service {
             selector: Some(pod_labels(run)),
             ports: Some(vec![ServicePort {
                 name: Some("http".into()),
-                port: 80,
+                port: SERVICE_PORT,
                 target_port: Some(IntOrString::Int(BACKEND_PORT)),
                 app_protocol: h2c.then(|| "kubernetes.io/h2c".to_string()),
                 ..ServicePort::default()

@@ -139,10 +139,7 @@ impl Scenario {
             ids.push(&u.id);
         }
         for h in &p.record {
-            let token = !h.is_empty()
-                && h.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-            if !token {
+            if !crate::probes::is_token(h) {
                 return Err(Bad::new(
                     "probes.record",
                     format!("probes.record: {h:?} is not a header name (letters, digits and -, no spaces)"),

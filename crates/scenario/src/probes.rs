@@ -369,7 +369,7 @@ const OWN_HEADERS: &[&str] = &[
 ];
 
 /// A header name's characters (RFC 9110's token).
-fn is_token(s: &str) -> bool {
+pub(crate) fn is_token(s: &str) -> bool {
     !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
