@@ -264,44 +264,9 @@ fn a_dropped_snippet_and_a_crash_are_said_in_one_line() {
         "{line}"
     );
 
-    // A TLS Secret it rejects: the team's own Ingress (the routes a user brings)
-    // names a Secret of its own whose certificate is no PEM. The controller keeps
-    // its default certificate for the host, the run's wait for its route to serve
-    // ends in one line, and nothing of the run stays.
-    let dir = tempfile::tempdir().unwrap();
-    let manifest = dir.path().join("broken-tls.yaml");
-    std::fs::write(
-        &manifest,
-        crate::common::k8s::broken_tls_manifest("nginx", HOST),
-    )
-    .unwrap();
-    let scn = dir.path().join("tls.yaml");
-    std::fs::write(
-        &scn,
-        format!(
-            "name: k8s-inx-badtls\nplatform: kubernetes\nsystems: [ingress-nginx]\n\
-             kubernetes:\n  kubeconfig: {}\n  urls: {{ingress-nginx: \"https://{HTTPS_ADDR}/\"}}\n\
-             \x20 host: {HOST}\n  serve_timeout: 6s\n  manifests: {{ingress-nginx: {}}}\n\
-             tls:\n  key: ecdsa-p256\nrequests:\n  - {{host: {HOST}, path: /}}\n\
-             backends:\n  replicas: 1\n\
-             load:\n  rate: 20\n  connections: 2\n  duration: 2s\n  warmup: 0s\n",
-            cluster.kubeconfig().display(),
-            manifest.display(),
-        ),
-    )
-    .unwrap();
-    let mut cmd = cluster.ingressbench();
-    cmd.arg("run")
-        .arg(&scn)
-        .arg("--out")
-        .arg(dir.path().join("tls-out"));
-    let done = Proc::spawn_group("run", &mut cmd, dir.path()).finish(Duration::from_secs(120));
-    assert!(!done.success(), "{}", done.stderr);
-    crate::common::k8s::refused_tls_secret_line(&done.stderr, &inx.logs());
-    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
-
     // The controller killed mid-run: nginx goes with its pod's processes, the
     // pod's container is started again and counted; the result says so.
+    let dir = tempfile::tempdir().unwrap();
     let scn = dir.path().join("s.yaml");
     std::fs::write(
         &scn,
@@ -356,6 +321,42 @@ fn a_dropped_snippet_and_a_crash_are_said_in_one_line() {
         "name",
     ]);
     assert!(left.trim().is_empty(), "{left}");
+
+    // Last, so that nothing after it meets what the controller made of it: a TLS Secret it rejects: the team's own Ingress (the routes a user brings)
+    // names a Secret of its own whose certificate is no PEM. The controller keeps
+    // its default certificate for the host, the run's wait for its route to serve
+    // ends in one line, and nothing of the run stays.
+    let manifest = dir.path().join("broken-tls.yaml");
+    std::fs::write(
+        &manifest,
+        crate::common::k8s::broken_tls_manifest("nginx", HOST),
+    )
+    .unwrap();
+    let scn = dir.path().join("tls.yaml");
+    std::fs::write(
+        &scn,
+        format!(
+            "name: k8s-inx-badtls\nplatform: kubernetes\nsystems: [ingress-nginx]\n\
+             kubernetes:\n  kubeconfig: {}\n  urls: {{ingress-nginx: \"https://{HTTPS_ADDR}/\"}}\n\
+             \x20 host: {HOST}\n  serve_timeout: 6s\n  manifests: {{ingress-nginx: {}}}\n\
+             tls:\n  key: ecdsa-p256\nrequests:\n  - {{host: {HOST}, path: /}}\n\
+             backends:\n  replicas: 1\n\
+             load:\n  rate: 20\n  connections: 2\n  duration: 2s\n  warmup: 0s\n",
+            cluster.kubeconfig().display(),
+            manifest.display(),
+        ),
+    )
+    .unwrap();
+    let mut cmd = cluster.ingressbench();
+    cmd.arg("run")
+        .arg(&scn)
+        .arg("--out")
+        .arg(dir.path().join("tls-out"));
+    let done = Proc::spawn_group("run", &mut cmd, dir.path()).finish(Duration::from_secs(120));
+    assert!(!done.success(), "{}", done.stderr);
+    crate::common::k8s::refused_tls_secret_line(&done.stderr, &inx.logs());
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+
     drop(inx);
     drop(pods);
 }
