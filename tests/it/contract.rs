@@ -47,6 +47,7 @@ fn contract(profile: &lab::profiles::Profile) {
                 http2: false,
             },
             grpc: false,
+            probe_fixture: false,
         })
         .expect("platform prepares");
     let target = platform.target();

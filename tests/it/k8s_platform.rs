@@ -34,6 +34,7 @@ fn site(out: &std::path::Path, replicas: u32) -> SiteSpec {
             http2: false,
         },
         grpc: false,
+        probe_fixture: false,
     }
 }
 

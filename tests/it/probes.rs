@@ -67,7 +67,7 @@ fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do()
     assert!(!o.stderr.contains("FAIL: nginx-"), "{}", o.stderr);
     assert!(
         o.stdout
-            .starts_with("nginx-reload: 23 probes (the baseline)\n"),
+            .starts_with("nginx-reload: 25 probes (the baseline)\n"),
         "{}",
         o.stdout
     );
@@ -112,6 +112,20 @@ fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do()
                 "{s}: {big}"
             );
             assert_eq!(under, "yes", "{s}");
+        }
+    }
+    // The fixture host: a route to backends with no endpoint, and a path no route
+    // names. Neither reaches a backend; each proxy answers itself, as its
+    // controller renders a Service with no endpoint (503) and a path of a known
+    // host that no rule names (404).
+    for s in SEVEN {
+        for (probe, status) in [("no-ready-endpoint", 503), ("unknown-path", 404)] {
+            let a = answer(of(s), probe);
+            assert_eq!(
+                (a["status"].as_u64(), a["received"].is_null()),
+                (Some(status), true),
+                "{s} {probe}: {a}"
+            );
         }
     }
     // A reset on the first attempt: nginx retries on the next backend (`error

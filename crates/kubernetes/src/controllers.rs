@@ -310,6 +310,10 @@ pub struct Place {
     /// The IngressClass the run's Ingresses name, when the controller was installed
     /// with another than its profile's (`kubernetes.ingress_class`).
     pub ingress_class: Option<String>,
+    /// The run has behaviour probes that ask their fixture host
+    /// ([`sut::routes::FIXTURE_HOST`]): [`fixture_objects`] are applied beside the
+    /// route.
+    pub fixture: bool,
 }
 
 impl Place {
@@ -433,6 +437,71 @@ pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>
         }
         Routing::OpenShiftRoute => Ok(vec![openshift_route(place, route)]),
     }
+}
+
+/// The name of the behaviour probes' fixture objects: the Service with no
+/// endpoint and the route to it.
+pub const FIXTURE_NAME: &str = "ib-empty";
+
+/// The behaviour probes' fixture ([`sut::routes::FIXTURE_HOST`]) as a team would
+/// write it for `c`: a Service whose selector matches no pod (so no endpoint, ever),
+/// then an Ingress or HTTPRoute routing the prefix [`sut::routes::FIXTURE_EMPTY_PATH`]
+/// of the fixture host to it, nothing else on that host. What the controller answers
+/// there, and on another path of the host, is what the probes `no-ready-endpoint`
+/// and `unknown-path` read. The Service first: the route names it. None for an
+/// OpenShift Route (not rendered), or an HTTPRoute with no Gateway.
+pub fn fixture_objects(c: &Controller, place: &Place) -> Vec<Value> {
+    let service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(FIXTURE_NAME, place, json!({})),
+        "spec": {
+            "selector": {"ingressbench.io/no-pod": "none"},
+            "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": SERVICE_PORT}],
+        },
+    });
+    let path = sut::routes::FIXTURE_EMPTY_PATH;
+    let host = sut::routes::FIXTURE_HOST;
+    let route = match (c.routing, &place.gateway) {
+        (Routing::Ingress { class, style }, _) => {
+            let mut annotations = serde_json::Map::new();
+            if place.tls_secret.is_some() && style == Style::Traefik {
+                // As the run's own Ingress: Traefik serves it over TLS only when told.
+                annotations.insert(
+                    "traefik.ingress.kubernetes.io/router.tls".into(),
+                    Value::String("true".into()),
+                );
+            }
+            json!({
+                "apiVersion": "networking.k8s.io/v1",
+                "kind": "Ingress",
+                "metadata": metadata(FIXTURE_NAME, place, Value::Object(annotations)),
+                "spec": {"ingressClassName": place.class(class), "rules": [{
+                    "host": host,
+                    "http": {"paths": [{
+                        "path": path,
+                        "pathType": "Prefix",
+                        "backend": {"service": {"name": FIXTURE_NAME, "port": {"number": SERVICE_PORT}}},
+                    }]},
+                }]},
+            })
+        }
+        (Routing::HttpRoute, Some((gw_ns, gw))) => json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "HTTPRoute",
+            "metadata": metadata(FIXTURE_NAME, place, json!({})),
+            "spec": {
+                "parentRefs": [{"name": gw, "namespace": gw_ns}],
+                "hostnames": [host],
+                "rules": [{
+                    "matches": [{"path": {"type": "PathPrefix", "value": path}}],
+                    "backendRefs": [{"name": FIXTURE_NAME, "port": SERVICE_PORT}],
+                }],
+            },
+        }),
+        (Routing::HttpRoute, None) | (Routing::OpenShiftRoute, _) => return Vec::new(),
+    };
+    vec![service, route]
 }
 
 /// The label naming the route of a route set an object belongs to (`r<i>`), so a
@@ -812,6 +881,73 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_probes_fixture_is_a_service_with_no_pod_and_a_route_of_its_own_host() {
+        for name in names() {
+            let c = controller(name).unwrap();
+            let tls = Place {
+                tls_secret: Some("ib-tls".into()),
+                ..place()
+            };
+            let objs = fixture_objects(c, &tls);
+            if c.routing == Routing::OpenShiftRoute {
+                assert!(objs.is_empty(), "{name}");
+                continue;
+            }
+            assert_eq!(objs.len(), 2, "{name}");
+            let (svc, route) = (&objs[0], &objs[1]);
+            assert_eq!(svc["kind"], "Service");
+            assert_eq!(svc["metadata"]["name"], FIXTURE_NAME);
+            // Its selector is a label no pod of the run has: the backends' is not it.
+            assert_eq!(
+                svc["spec"]["selector"],
+                json!({"ingressbench.io/no-pod": "none"})
+            );
+            assert_eq!(
+                svc["metadata"]["labels"][RUN_LABEL], "r1",
+                "{name}: the run's own"
+            );
+            assert_eq!(route["metadata"]["labels"][RUN_LABEL], "r1");
+            let text = route.to_string();
+            assert!(text.contains(sut::routes::FIXTURE_HOST), "{name}: {text}");
+            assert!(
+                text.contains(sut::routes::FIXTURE_EMPTY_PATH),
+                "{name}: {text}"
+            );
+            assert!(
+                !text.contains(BACKEND),
+                "{name}: the fixture never reaches the backends: {text}"
+            );
+            match c.routing {
+                Routing::HttpRoute => {
+                    assert_eq!(route["kind"], "HTTPRoute");
+                    assert_eq!(route["spec"]["parentRefs"][0]["name"], "gw");
+                    assert_eq!(
+                        route["spec"]["rules"][0]["backendRefs"][0]["name"],
+                        FIXTURE_NAME
+                    );
+                }
+                _ => {
+                    assert_eq!(route["kind"], "Ingress");
+                    let rule = &route["spec"]["rules"][0];
+                    assert_eq!(rule["host"], sut::routes::FIXTURE_HOST);
+                    assert_eq!(rule["http"]["paths"][0]["pathType"], "Prefix");
+                    let traefik = route["metadata"]["annotations"]
+                        ["traefik.ingress.kubernetes.io/router.tls"]
+                        == "true";
+                    assert_eq!(traefik, name.starts_with("traefik"), "{name}");
+                }
+            }
+        }
+        // An HTTPRoute with no Gateway has nothing to attach to: no fixture.
+        let gw = controller("contour").unwrap();
+        let none = Place {
+            gateway: None,
+            ..place()
+        };
+        assert!(fixture_objects(gw, &none).is_empty());
+    }
+
+    #[test]
     fn haproxy_org_names_the_urls_host_in_tls_when_the_routes_have_none() {
         let c = controller("haproxy-ingress").unwrap();
         let mut p = Place {
@@ -823,6 +959,7 @@ mod tests {
             tls_secret: Some("ib-tls".into()),
             url_host: Some("198.18.0.1".into()),
             ingress_class: None,
+            fixture: false,
         };
         let objs = objects(c, &p, Route::Base).unwrap();
         assert_eq!(objs[0]["spec"]["tls"][0]["hosts"], json!(["198.18.0.1"]));
@@ -849,6 +986,7 @@ mod tests {
             tls_secret: None,
             url_host: None,
             ingress_class: None,
+            fixture: false,
         }
     }
 

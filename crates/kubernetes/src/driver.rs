@@ -405,11 +405,18 @@ impl ControllerDriver {
     /// deleted does not undo the route, which is in force: it is reported
     /// ([`Driver::take_warnings`]) and kept, for `stop()` to try again.
     fn apply(&mut self, route: Route) -> Result<(), SutError> {
-        let objs = match &self.brought {
+        // The probes' fixture first: applied before the route the run waits for,
+        // it is most likely in force once that one serves.
+        let mut objs = if self.place.fixture {
+            controllers::fixture_objects(self.controller, &self.place)
+        } else {
+            Vec::new()
+        };
+        objs.extend(match &self.brought {
             Some(b) if route == Route::Base => b.objects.clone(),
             _ => controllers::objects(self.controller, &self.place, route)
                 .map_err(ClusterError::from)?,
-        };
+        });
         let mut now = Vec::new();
         let mut pending = Vec::new();
         for o in &objs {
@@ -1026,6 +1033,7 @@ mod tests {
             tls_secret: None,
             url_host: None,
             ingress_class: None,
+            fixture: false,
         };
         let c = controllers::controller("traefik").unwrap();
         (ControllerDriver::new(c, client, rt, place, false), seen)

@@ -124,6 +124,8 @@ pub struct Kubernetes {
     work: Option<tempfile::TempDir>,
     /// The load is gRPC: the systems are routed with GRPCRoutes.
     grpc: bool,
+    /// The run's probes ask their fixture host: each system gets its objects.
+    probe_fixture: bool,
     /// Nodes a `drain: node` step cordoned, made schedulable again when the run
     /// ends: the only objects outside its namespace a run changes.
     cordoned: Vec<String>,
@@ -173,6 +175,7 @@ impl Kubernetes {
             target: None,
             work: None,
             grpc: false,
+            probe_fixture: false,
             cordoned: Vec::new(),
             tls: None,
             own_gateway_in: None,
@@ -568,6 +571,7 @@ impl Platform for Kubernetes {
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, SutError> {
         self.teardown()?;
         self.grpc = spec.grpc;
+        self.probe_fixture = spec.probe_fixture;
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(SutError::io(format!("create {}", spec.out_dir.display())))?;
         let work = sut::scratch::scratch_dir()?;
@@ -820,6 +824,7 @@ impl Platform for Kubernetes {
                 .find(|(s, _)| s == system)
                 .and_then(|(_, u)| url_host(u)),
             ingress_class: self.spec.ingress_class.clone(),
+            fixture: self.probe_fixture,
         };
         Some(
             self.client()

@@ -70,6 +70,7 @@ impl Platform for LocalProcesses {
         ctx.cpus = spec.proxy_cpus.clone();
         ctx.http2 = spec.tls.enabled && spec.tls.http2;
         ctx.upstream_h2c = spec.grpc;
+        ctx.probe_fixture = spec.probe_fixture;
         let (scheme, port) = if spec.tls.enabled {
             ("https", ctx.https_port)
         } else {

@@ -130,6 +130,16 @@ pub const CORPUS: &[Probe] = &[
         ..probe("unknown-host", "a host no route names: the default server's status and body")
     },
     Probe {
+        host: Some(lab::routes::FIXTURE_HOST),
+        target: "/ib-unknown",
+        ..probe("unknown-path", "a path no route of a known host names: the default backend's status and body, or a catch-all route of another host")
+    },
+    Probe {
+        host: Some(lab::routes::FIXTURE_HOST),
+        target: "/ib-empty/probe",
+        ..probe("no-ready-endpoint", "a route whose Service has no ready endpoint: 503, 502, or 404 from a controller that drops such a route")
+    },
+    Probe {
         headers: &["x-ib-dup: 1", "x-ib-dup: 2"],
         ..probe("duplicate-header", "a header sent twice: both kept, joined or one dropped")
     },

@@ -228,6 +228,10 @@ pub struct DriverContext {
     /// Speak HTTP/2 without TLS (h2c) to the backends: gRPC's requirement
     /// (`protocol: grpc`). Off, every profile speaks HTTP/1.1 to them.
     pub upstream_h2c: bool,
+    /// Route the behaviour probes' fixture host beside the run's route
+    /// ([`crate::routes::FIXTURE_HOST`]): a run with probes. Off, a profile
+    /// renders nothing of it.
+    pub probe_fixture: bool,
 }
 
 impl DriverContext {
@@ -254,6 +258,7 @@ impl DriverContext {
             passive_health: None,
             http2: false,
             upstream_h2c: false,
+            probe_fixture: false,
         }
     }
 

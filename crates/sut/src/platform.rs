@@ -180,6 +180,9 @@ pub struct SiteSpec {
     /// The load is gRPC (a scenario's `protocol: grpc`): the system carries it to
     /// the backends over HTTP/2 (h2c), as gRPC needs.
     pub grpc: bool,
+    /// The run has behaviour probes: the system routes their fixture host too
+    /// ([`crate::routes::FIXTURE_HOST`]).
+    pub probe_fixture: bool,
 }
 
 /// Where the load goes (empty until a platform is prepared).

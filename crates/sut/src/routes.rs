@@ -81,6 +81,16 @@ impl RouteSet {
     }
 }
 
+/// The behaviour probes' fixture host (issue 44): when a run has probes, each
+/// system also routes this host, as its controller renders an Ingress or HTTPRoute
+/// of its own: the path [`FIXTURE_EMPTY_PATH`] to a backend set with no endpoint
+/// (a Service with no ready pod), and nothing else. The probe `no-ready-endpoint`
+/// asks that path, `unknown-path` another on the same host: two answers the run's
+/// own route, which takes every path, cannot give.
+pub const FIXTURE_HOST: &str = "fixture.probes.test";
+/// The fixture's one path (a prefix), to backends with no endpoint.
+pub const FIXTURE_EMPTY_PATH: &str = "/ib-empty";
+
 fn host_name(h: u32) -> String {
     format!("h{h}.routes.test")
 }

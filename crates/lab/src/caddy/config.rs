@@ -34,10 +34,13 @@ pub fn config(
     set: Option<&RouteSet>,
 ) -> Value {
     let mut c = base_config(ctx, admin_port, endpoints, route);
-    if let Some(rs) = route_set(ctx, endpoints, set) {
+    if let Some(routes) = c["apps"]["http"]["servers"]["srv0"]["routes"].as_array_mut() {
         // First: the middleware route and the catch-all proxy stay last, unchanged.
-        if let Some(routes) = c["apps"]["http"]["servers"]["srv0"]["routes"].as_array_mut() {
+        if let Some(rs) = route_set(ctx, endpoints, set) {
             routes.insert(0, rs);
+        }
+        if ctx.probe_fixture {
+            routes.insert(0, fixture(ctx));
         }
     }
     if ctx.count_handshakes {
@@ -202,6 +205,32 @@ pub(super) fn route_set(
         "handle": [{"handler": "subroute", "routes": routes}],
         "terminal": true
     }))
+}
+
+/// The behaviour probes' fixture host ([`sut::routes::FIXTURE_HOST`]) as a route
+/// of its own: its one prefix to a reverse proxy with no upstream (a Service with
+/// no endpoint; Caddy answers 503), any other path 404. The PATCHes of the
+/// backends' upstreams address the main proxy by its `@id` and leave this one be.
+fn fixture(ctx: &DriverContext) -> Value {
+    let mut empty = proxy_handler(ctx, &[]);
+    if let Some(o) = empty.as_object_mut() {
+        o.remove("@id");
+    }
+    json!({
+        "match": [{"host": [sut::routes::FIXTURE_HOST]}],
+        "handle": [{"handler": "subroute", "routes": [
+            {
+                "match": [{"path": [
+                    sut::routes::FIXTURE_EMPTY_PATH,
+                    format!("{}/*", sut::routes::FIXTURE_EMPTY_PATH)
+                ]}],
+                "handle": [empty],
+                "terminal": true
+            },
+            {"handle": [{"handler": "static_response", "status_code": 404}]}
+        ]}],
+        "terminal": true
+    })
 }
 
 /// The upstream list for `endpoints` (what `PATCH /id/proxy/upstreams` sends).
@@ -434,6 +463,40 @@ mod tests {
         let rw = &middleware(Route::Rewrite)[0];
         assert_eq!(rw["handler"], "rewrite");
         assert_eq!(rw["uri"], "/rewritten{http.request.uri.path}");
+    }
+
+    #[test]
+    fn the_probes_fixture_is_a_host_route_first_with_a_proxy_of_no_upstream() {
+        let mut c = ctx();
+        let off = config(&c, 2019, &[ep("b1", 5001)], Route::Base, None);
+        assert!(!off.to_string().contains("fixture.probes.test"));
+        c.probe_fixture = true;
+        let on = config(&c, 2019, &[ep("b1", 5001)], Route::Base, None);
+        let r = routes(&on);
+        assert_eq!(
+            r.len(),
+            3,
+            "the fixture, then the middleware and the proxy: {on}"
+        );
+        assert_eq!(r[0]["match"], json!([{"host": ["fixture.probes.test"]}]));
+        let inner = r[0]["handle"][0]["routes"].as_array().unwrap();
+        assert_eq!(
+            inner[0]["match"],
+            json!([{"path": ["/ib-empty", "/ib-empty/*"]}])
+        );
+        let empty = &inner[0]["handle"][0];
+        assert_eq!(empty["handler"], "reverse_proxy");
+        assert_eq!(empty["upstreams"], json!([]));
+        assert!(
+            empty.get("@id").is_none(),
+            "the upstreams' PATCH leaves it be"
+        );
+        assert_eq!(inner[1]["handle"][0]["status_code"], 404);
+        assert_eq!(r[2]["handle"][0]["@id"], PROXY_ID);
+        assert_eq!(
+            r[2]["handle"][0]["upstreams"],
+            json!([{"dial": "127.0.0.1:5001"}])
+        );
     }
 
     #[test]

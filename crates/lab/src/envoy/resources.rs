@@ -55,6 +55,8 @@ use std::path::Path;
 pub const ROUTES: &str = "ingress";
 /// The cluster of the backends.
 pub const CLUSTER: &str = "backends";
+/// The behaviour probes' fixture cluster ([`fixture_cluster`]).
+pub const FIXTURE_CLUSTER: &str = "ib-empty";
 /// The serving certificate's name over SDS.
 pub const SECRET: &str = "ingress-cert";
 /// The cluster of the control plane (the ADS server) in an xDS bootstrap.
@@ -206,6 +208,64 @@ pub fn route_configuration_with(route: Route, set: Option<&RouteSet>) -> RouteCo
     }
 }
 
+/// [`route_configuration_with`], and with `fixture` the behaviour probes' fixture
+/// host ([`sut::routes::FIXTURE_HOST`]) as Envoy Gateway and Contour render an
+/// HTTPRoute of its own: a virtual host whose one route, the prefix
+/// [`sut::routes::FIXTURE_EMPTY_PATH`], goes to a cluster with no endpoint
+/// ([`FIXTURE_CLUSTER`]; Envoy answers 503, "no healthy upstream"); any other path
+/// matches no route (404).
+pub fn routes(route: Route, set: Option<&RouteSet>, fixture: bool) -> RouteConfiguration {
+    let mut rc = route_configuration_with(route, set);
+    if fixture {
+        rc.virtual_hosts.push(VirtualHost {
+            name: "fixture".into(),
+            domains: vec![sut::routes::FIXTURE_HOST.into()],
+            routes: vec![EnvoyRoute {
+                r#match: Some(RouteMatch {
+                    path_specifier: Some(route_match::PathSpecifier::PathSeparatedPrefix(
+                        sut::routes::FIXTURE_EMPTY_PATH.into(),
+                    )),
+                    ..RouteMatch::default()
+                }),
+                action: Some(route::Action::Route(RouteAction {
+                    cluster_specifier: Some(route_action::ClusterSpecifier::Cluster(
+                        FIXTURE_CLUSTER.into(),
+                    )),
+                    ..RouteAction::default()
+                })),
+                ..EnvoyRoute::default()
+            }],
+            ..VirtualHost::default()
+        });
+    }
+    rc
+}
+
+/// The probes' fixture cluster: static, no endpoint (a Service with no ready pod).
+pub fn fixture_cluster() -> Cluster {
+    Cluster {
+        name: FIXTURE_CLUSTER.into(),
+        connect_timeout: seconds(2),
+        cluster_discovery_type: Some(cluster::ClusterDiscoveryType::Type(
+            cluster::DiscoveryType::Static as i32,
+        )),
+        load_assignment: Some(ClusterLoadAssignment {
+            cluster_name: FIXTURE_CLUSTER.into(),
+            ..ClusterLoadAssignment::default()
+        }),
+        ..Cluster::default()
+    }
+}
+
+/// The clusters of a run: the backends, and the fixture's when it has one.
+pub fn clusters(ctx: &DriverContext, source: Source, endpoints: &[Endpoint]) -> Vec<Cluster> {
+    let mut c = vec![cluster(ctx, source, endpoints)];
+    if ctx.probe_fixture {
+        c.push(fixture_cluster());
+    }
+    c
+}
+
 /// The virtual hosts of a route set, one per host, its routes in order.
 fn route_set_hosts(set: &RouteSet) -> impl Iterator<Item = VirtualHost> + '_ {
     set.host_names()
@@ -240,15 +300,16 @@ fn http_manager(
     route: Route,
     set: Option<&RouteSet>,
     http2: bool,
+    fixture: bool,
 ) -> HttpConnectionManager {
     let route_specifier = match source {
         Source::Ads => http_connection_manager::RouteSpecifier::Rds(Rds {
             config_source: ads(),
             route_config_name: ROUTES.into(),
         }),
-        Source::Static => http_connection_manager::RouteSpecifier::RouteConfig(
-            route_configuration_with(route, set),
-        ),
+        Source::Static => {
+            http_connection_manager::RouteSpecifier::RouteConfig(routes(route, set, fixture))
+        }
     };
     HttpConnectionManager {
         stat_prefix: prefix.into(),
@@ -365,6 +426,7 @@ pub fn listeners_with(
                     route,
                     set,
                     ctx.http2 && tls.is_some(),
+                    ctx.probe_fixture,
                 )))),
             }],
             transport_socket: tls.map(|t| TransportSocket {
@@ -594,7 +656,7 @@ pub fn static_bootstrap(
         admin: admin(admin_port),
         static_resources: Some(bootstrap::StaticResources {
             listeners: listeners_with(ctx, Source::Static, route, set),
-            clusters: vec![cluster(ctx, Source::Static, endpoints)],
+            clusters: clusters(ctx, Source::Static, endpoints),
             ..bootstrap::StaticResources::default()
         }),
         ..Bootstrap::default()
@@ -763,6 +825,43 @@ mod tests {
             Some(http_connection_manager::RouteSpecifier::RouteConfig(rc)) => rc,
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn the_probes_fixture_is_a_virtual_host_to_a_cluster_with_no_endpoint() {
+        assert_eq!(
+            routes(Route::Header, None, false),
+            route_configuration(Route::Header)
+        );
+        let rc = routes(Route::Header, None, true);
+        assert_eq!(rc.virtual_hosts.len(), 2);
+        assert_eq!(
+            rc.virtual_hosts[0],
+            route_configuration(Route::Header).virtual_hosts[0]
+        );
+        let vh = &rc.virtual_hosts[1];
+        assert_eq!(vh.domains, vec!["fixture.probes.test".to_string()]);
+        assert_eq!(vh.routes.len(), 1, "any other path matches none: 404");
+        let Some(route::Action::Route(a)) = &vh.routes[0].action else {
+            panic!("{vh:?}");
+        };
+        assert_eq!(
+            a.cluster_specifier,
+            Some(route_action::ClusterSpecifier::Cluster(
+                FIXTURE_CLUSTER.into()
+            ))
+        );
+        let mut c = ctx();
+        assert_eq!(clusters(&c, Source::Ads, &[ep("b1", 1)]).len(), 1);
+        c.probe_fixture = true;
+        let both = clusters(&c, Source::Ads, &[ep("b1", 1)]);
+        assert_eq!(both.len(), 2);
+        let empty = both[1].load_assignment.as_ref().unwrap();
+        assert!(empty.endpoints.is_empty(), "{empty:?}");
+        assert_eq!(empty.cluster_name, FIXTURE_CLUSTER);
+        // Written into the listeners of a static bootstrap too.
+        let b = static_bootstrap(&c, 9901, &[ep("b1", 1)], Route::Base, None);
+        assert_eq!(b.static_resources.unwrap().clusters.len(), 2);
     }
 
     #[test]

@@ -111,7 +111,8 @@ impl EnvoyXds {
     }
 
     fn push_route(&mut self) -> Result<(), SutError> {
-        let rc = resources::route_configuration_with(self.s.route, self.s.route_set.as_ref());
+        let fixture = self.ctx()?.probe_fixture;
+        let rc = resources::routes(self.s.route, self.s.route_set.as_ref(), fixture);
         self.push(TYPE_ROUTE, vec![any(&rc)])
     }
 
@@ -129,8 +130,8 @@ impl EnvoyXds {
     /// keeps the order on its one stream).
     fn push_everything(&mut self) -> Result<(), SutError> {
         let ctx = self.ctx()?.clone();
-        let cluster = resources::cluster(&ctx, Source::Ads, &self.s.endpoints);
-        self.push(TYPE_CLUSTER, vec![any(&cluster)])?;
+        let clusters = resources::clusters(&ctx, Source::Ads, &self.s.endpoints);
+        self.push(TYPE_CLUSTER, clusters.iter().map(any).collect())?;
         self.push_endpoints()?;
         self.push_secret()?;
         let listeners = resources::listeners(&ctx, Source::Ads, self.s.route);
@@ -301,7 +302,8 @@ impl Driver for EnvoyXds {
     /// (protobuf, encoded). Settled by Envoy's ACK of the version; a NACK leaves the
     /// set before in force (`settle()` reports it).
     fn apply_route_set(&mut self, set: &RouteSet) -> Result<Option<u64>, SutError> {
-        let rc = resources::route_configuration_with(self.s.route, Some(set));
+        let fixture = self.ctx()?.probe_fixture;
+        let rc = resources::routes(self.s.route, Some(set), fixture);
         let bytes = rc.encoded_len() as u64;
         let before = self.s.route_set.replace(*set);
         if self.server.is_none() {

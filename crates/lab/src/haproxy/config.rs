@@ -16,6 +16,8 @@ use sut::RouteSet;
 
 /// The one backend every frontend uses.
 pub(super) const BACKEND: &str = "be";
+/// The probes' fixture backend: no server, as for a Service with no endpoint.
+const FIXTURE_BACKEND: &str = "be_empty";
 /// A route set's map, in the results folder: `<host><path> <name>` per route.
 pub(super) const ROUTES_MAP: &str = "routes.map";
 /// A route set's hosts, in the results folder: one per line, an ACL pattern file.
@@ -47,6 +49,8 @@ pub(super) struct Settings<'a> {
     pub(super) http2: bool,
     /// h2c to the servers (`proto h2`): gRPC.
     pub(super) grpc: bool,
+    /// Route the behaviour probes' fixture host ([`sut::routes::FIXTURE_HOST`]).
+    pub(super) fixture: bool,
 }
 
 impl Settings<'_> {
@@ -119,6 +123,20 @@ pub(super) fn render(s: &Settings) -> String {
     if s.route_set().is_some() {
         route_set_rules(&mut line, s.out_dir);
     }
+    if s.fixture {
+        // The probes' fixture host, as an Ingress of its own: its one prefix to a
+        // backend with no server (a Service with no endpoint: 503 from haproxy),
+        // any other path 404 (the controller's default backend).
+        line(&format!(
+            "    acl ib_fixture req.hdr(host),field(1,:),lower -m str {}",
+            sut::routes::FIXTURE_HOST
+        ));
+        line(&format!(
+            "    http-request return status 404 if ib_fixture !{{ path_beg {} }}",
+            sut::routes::FIXTURE_EMPTY_PATH
+        ));
+        line(&format!("    use_backend {FIXTURE_BACKEND} if ib_fixture"));
+    }
     line(&format!("    default_backend {BACKEND}"));
     line(&format!("backend {BACKEND}"));
     line("    balance roundrobin");
@@ -171,6 +189,9 @@ pub(super) fn render(s: &Settings) -> String {
                 comment_safe(&e.id)
             ));
         }
+    }
+    if s.fixture {
+        line(&format!("backend {FIXTURE_BACKEND}"));
     }
     c
 }
@@ -272,6 +293,7 @@ mod tests {
             out_dir: Path::new("/tmp/o"),
             http2: false,
             grpc: false,
+            fixture: false,
         }
     }
 
@@ -359,6 +381,8 @@ mod tests {
                 s.work_dir = Path::new("/nonexistent-dir");
                 s.route_set = set;
                 s.out_dir = dir.path();
+                // The probes' fixture beside a route set and beside a rewrite.
+                s.fixture = set.is_some() || route == Route::Rewrite;
                 let mut text = render(&s);
                 // `-c` loads the certificate: point it at none rather than a real one.
                 text = text.replace(" ssl crt '/nonexistent-dir/combined.pem' alpn http/1.1", "");
@@ -374,6 +398,31 @@ mod tests {
                 assert_eq!(warnings.count(), 0, "{mode:?} {route:?} {set:?}: {out}");
             }
         }
+    }
+
+    #[test]
+    fn the_probes_fixture_is_a_host_acl_before_the_default_backend_and_a_backend_without_server() {
+        let eps = [ep("b1", 5001)];
+        let mut s = settings(Mode::Reload, Route::Rewrite, &eps);
+        assert!(!render(&s).contains("fixture"), "off unless asked");
+        s.fixture = true;
+        let c = render(&s);
+        let frontend = &c[c.find("frontend fe").unwrap()..c.find("\nbackend ").unwrap()];
+        let rules = [
+            "    acl ib_fixture req.hdr(host),field(1,:),lower -m str fixture.probes.test\n",
+            "    http-request return status 404 if ib_fixture !{ path_beg /ib-empty }\n",
+            "    use_backend be_empty if ib_fixture\n",
+            "    default_backend be",
+        ];
+        let at: Vec<usize> = rules
+            .iter()
+            .map(|r| frontend.find(r).unwrap_or_else(|| panic!("{r}: {c}")))
+            .collect();
+        assert!(at.windows(2).all(|w| w[0] < w[1]), "in order: {c}");
+        // The empty backend is last and has no server; the main one keeps its own.
+        let empty = &c[c.find("\nbackend be_empty").unwrap()..];
+        assert_eq!(empty.trim(), "backend be_empty", "{c}");
+        assert!(c.contains("    server s1 127.0.0.1:5001"), "{c}");
     }
 
     #[test]

@@ -174,6 +174,7 @@ impl Haproxy {
             out_dir: &run.ctx.out_dir,
             http2: run.ctx.http2,
             grpc: run.ctx.upstream_h2c,
+            fixture: run.ctx.probe_fixture,
         })
     }
 

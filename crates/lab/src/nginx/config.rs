@@ -49,6 +49,8 @@ pub(super) struct Settings {
     /// gRPC to the backends over h2c (`grpc_pass`), as ingress-nginx does for a
     /// `backend-protocol: GRPC` Ingress.
     pub(super) grpc: bool,
+    /// Route the behaviour probes' fixture host ([`sut::routes::FIXTURE_HOST`]).
+    pub(super) fixture: bool,
 }
 
 /// The HTTPS `listen` line's parameters.
@@ -252,8 +254,28 @@ pub(super) fn render(
     if let Some(set) = set.filter(|r| r.count > 0) {
         route_set(&mut c, s, set);
     }
+    if s.fixture {
+        fixture(&mut c, s);
+    }
     c.push_str("}\n");
     c
+}
+
+/// The behaviour probes' fixture host ([`sut::routes::FIXTURE_HOST`]) as
+/// ingress-nginx renders an Ingress of its own: a server block, the prefix
+/// [`sut::routes::FIXTURE_EMPTY_PATH`] to a Service with no endpoint, any other path
+/// 404 (its default backend's answer). ingress-nginx answers a backend with no
+/// endpoint from its Lua balancer's rewrite phase, 503, before any upstream is
+/// tried; both profiles answer so (nginx-reload would otherwise give 502 from a
+/// server marked down, a lab artefact no controller shows).
+fn fixture(c: &mut String, s: &Settings) {
+    server_head(c, s, Some(sut::routes::FIXTURE_HOST));
+    let _ = writeln!(
+        c,
+        "        location {} {{ return 503; }}",
+        sut::routes::FIXTURE_EMPTY_PATH
+    );
+    c.push_str("        location / { return 404; }\n    }\n");
 }
 
 /// Opens a server block: its listeners (TLS and plain), its name when it has one,
@@ -346,6 +368,7 @@ mod tests {
             passive: None,
             http2: false,
             grpc: false,
+            fixture: false,
         }
     }
 
@@ -438,6 +461,36 @@ mod tests {
         );
         let base = render(&s, &[], Route::Base, None);
         assert!(!base.contains("add_header") && !base.contains("rewrite "));
+    }
+
+    #[test]
+    fn the_probes_fixture_is_a_server_of_its_own_answering_503_and_404() {
+        for mode in [Mode::Reload, Mode::Lua] {
+            let mut s = settings(mode);
+            let off = render(&s, &[ep("b1", 5001)], Route::Base, None);
+            assert!(!off.contains("fixture.probes.test"), "{off}");
+            s.fixture = true;
+            let c = render(&s, &[ep("b1", 5001)], Route::Base, None);
+            let at = c
+                .find("        server_name fixture.probes.test;\n")
+                .expect(&c);
+            let server = &c[at..];
+            let server = &server[..server.find("\n    }\n").unwrap()];
+            assert!(
+                server.contains("        location /ib-empty { return 503; }\n"),
+                "{c}"
+            );
+            assert!(
+                server.ends_with("        location / { return 404; }"),
+                "{server}"
+            );
+            assert!(
+                !server.contains("proxy_pass"),
+                "never the backends: {server}"
+            );
+            // The run's own server stays the default (first) one.
+            assert!(c.find("location / {\n").unwrap() < at, "{c}");
+        }
     }
 
     #[test]

@@ -277,6 +277,7 @@ impl Driver for Nginx {
             passive: ctx.passive_health.clone(),
             http2: ctx.http2,
             grpc: ctx.upstream_h2c,
+            fixture: ctx.probe_fixture,
         });
         self.route = Route::Base;
         self.install_config(endpoints, Route::Base)?;

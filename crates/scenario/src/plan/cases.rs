@@ -448,6 +448,12 @@ fn case(scn: &Scenario, system: &str, name: &str, role: Role) -> Case {
             http2: scn.protocol != crate::Protocol::Http1,
         },
         grpc: scn.protocol == crate::Protocol::Grpc,
+        // Only a run that asks the fixture's host renders it.
+        probe_fixture: ProbesPlan::of(scn).is_some_and(|p| {
+            p.probes
+                .iter()
+                .any(|s| s.host.as_deref() == Some(lab::routes::FIXTURE_HOST))
+        }),
     };
     let mut load = CaseLoad::of(scn);
     load.spec.cpus = placement.generator.clone();
