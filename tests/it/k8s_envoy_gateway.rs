@@ -90,7 +90,7 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
     let dir = tempfile::tempdir().unwrap();
     let scn = format!(
         "{}  key: ecdsa-p256\n{}\
-         probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once]\n  during: false\n",
+         probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once, unknown-path, no-ready-endpoint, slow-backend-16s]\n  during: false\n",
         head(&cluster, "k8s-eg", true),
         crate::common::k8s::LIFECYCLE_RUN
     );
@@ -118,6 +118,21 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
     let big = probe("body-1mib-plus-1");
     assert_eq!(big["status"], 200, "{big}");
     assert_eq!(big["received"]["body_len"], (1 << 20) + 1, "{big}");
+    // Envoy's 15 s route timeout, which Envoy Gateway leaves in force: a backend
+    // answering after 16 s is a 504 from Envoy, after 15 s.
+    let slow = probe("slow-backend-16s");
+    eprintln!(
+        "envoy-gateway: probes: slow-backend-16s -> {} in {} ms",
+        slow["status"], slow["ms"]
+    );
+    assert_eq!(slow["status"], 504, "{slow}");
+    assert!(slow["received"].is_null(), "{slow}");
+    let ms = slow["ms"].as_f64().unwrap();
+    assert!((15_000.0..16_000.0).contains(&ms), "{slow}");
+    assert_eq!(
+        crate::common::k8s::fixture_answers(observed, "envoy-gateway"),
+        [(503, false), (404, false)]
+    );
     eprintln!(
         "envoy-gateway: probes: reset once -> {} ({}); plain received {}",
         probe("upstream-reset-once")["status"],

@@ -34,7 +34,7 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
              kubernetes:\n  kubeconfig: {}\n  urls: {{haproxy-ingress: \"https://{HTTPS_ADDR}/\"}}\n\
              \x20 workloads: {}\n  processes: {{haproxy-ingress: \"{}\"}}\n\
              tls:\n  key: ecdsa-p256\n{}\
-             probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once]\n  during: false\n",
+             probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once, unknown-path, no-ready-endpoint]\n  during: false\n",
             cluster.kubeconfig().display(),
             hi.workloads(),
             hi.processes(),
@@ -71,6 +71,12 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
     let big = probe("body-1mib-plus-1");
     assert_eq!(big["status"], 200, "{big}");
     assert_eq!(big["received"]["body_len"], (1 << 20) + 1, "{big}");
+    // A Service with no endpoint: 503 from HAProxy (a backend with no server); a
+    // path no rule of the fixture host names: 404, neither from a backend.
+    assert_eq!(
+        crate::common::k8s::fixture_answers(observed, "haproxy-ingress"),
+        [(503, false), (404, false)]
+    );
     eprintln!(
         "haproxy-ingress: probes: reset once -> {} ({})",
         probe("upstream-reset-once")["status"],

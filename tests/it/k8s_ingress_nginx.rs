@@ -98,7 +98,7 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
         "tls:\n  key: ecdsa-p256\nbackends:\n  replicas: 2\n  drain_timeout: 2s\n\
          load:\n  rate: 100\n  connections: 10\n  new_connection: true\n  duration: 13s\n  warmup: 2s\n\
          changes:\n  - wait: 1s\n  - scale: 4\n  - wait: 6s\n  - scale: 2\n  - wait: 3s\n\
-         probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once]\n",
+         probes:\n  only: [plain, underscore-header, body-1mib-plus-1, upstream-reset-once, unknown-path, no-ready-endpoint]\n",
         Duration::from_secs(11),
     );
     // The behaviour probes through the real controller, before the load and after
@@ -125,6 +125,12 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
         let big = probe("body-1mib-plus-1");
         assert_eq!(big["status"], 413, "{big}");
         assert!(big["received"].is_null(), "{big}");
+        // A Service with no endpoint: 503 from the controller (its balancer); a
+        // path no rule of the fixture host names: its default backend's 404.
+        assert_eq!(
+            crate::common::k8s::fixture_answers(observed, "ingress-nginx"),
+            [(503, false), (404, false)]
+        );
         eprintln!(
             "ingress-nginx: probes: reset once -> {} after {} attempt(s)",
             probe("upstream-reset-once")["status"],

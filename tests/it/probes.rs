@@ -163,6 +163,55 @@ fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do()
 }
 
 #[test]
+fn a_backend_slower_than_envoys_route_timeout_is_504_from_envoy_and_waited_for_by_nginx() {
+    let _turn = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let scn = dir.path().join("p.yaml");
+    std::fs::write(
+        &scn,
+        "name: slow\nsystems: [nginx-reload, envoy-xds]\n\
+         probes:\n  only: [plain, slow-backend-16s]\n\
+         load:\n  rate: 20\n  connections: 2\n  duration: 1s\n",
+    )
+    .unwrap();
+    let json = dir.path().join("probes.json");
+    let o = run(
+        &[
+            "probe",
+            scn.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ],
+        Duration::from_secs(180),
+    );
+    assert_eq!(o.code, Some(0), "{}\n{}", o.stdout, o.stderr);
+    let all = read_json(&json);
+    // nginx waits (ingress-nginx's 60 s proxy-read-timeout): the backend's answer.
+    let nginx = answer(&all["nginx-reload"]["observed"], "slow-backend-16s");
+    assert_eq!(nginx["status"], 200, "{nginx}");
+    assert!(nginx["received"].is_object(), "{nginx}");
+    assert!(nginx["ms"].as_f64().unwrap() >= 16_000.0, "{nginx}");
+    // Envoy's route keeps its 15 s default (Contour's and Envoy Gateway's): Envoy
+    // answers 504 itself, after 15 s and before the backend's 16.
+    let envoy = answer(&all["envoy-xds"]["observed"], "slow-backend-16s");
+    assert_eq!(
+        (envoy["status"].as_u64(), envoy["received"].is_null()),
+        (Some(504), true),
+        "{envoy}"
+    );
+    let ms = envoy["ms"].as_f64().unwrap();
+    assert!((15_000.0..16_000.0).contains(&ms), "{envoy}");
+    let diffs = all["envoy-xds"]["differences"].as_array().unwrap();
+    assert!(
+        diffs.iter().any(|d| d["probe"] == "slow-backend-16s"
+            && d["field"] == "status"
+            && d["baseline"] == "200"
+            && d["system"] == "504"),
+        "{diffs:?}"
+    );
+}
+
+#[test]
 fn the_probes_run_again_after_each_change_and_a_gate_holds_their_expectations() {
     let _turn = shared();
     let dir = tempfile::tempdir().unwrap();

@@ -677,6 +677,7 @@ impl Driver for ControllerDriver {
     /// context's certificate file exists: then the Ingress terminates TLS with it.
     fn prepare(&mut self, ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.place.tls_secret = ctx.cert.is_file().then(|| crate::TLS_SECRET.to_string());
+        self.place.fixture = ctx.probe_fixture;
         if self.brought.is_some() {
             // The user's objects name their classes and Gateways themselves.
             return self.prepare_brought();

@@ -124,8 +124,6 @@ pub struct Kubernetes {
     work: Option<tempfile::TempDir>,
     /// The load is gRPC: the systems are routed with GRPCRoutes.
     grpc: bool,
-    /// The run's probes ask their fixture host: each system gets its objects.
-    probe_fixture: bool,
     /// Nodes a `drain: node` step cordoned, made schedulable again when the run
     /// ends: the only objects outside its namespace a run changes.
     cordoned: Vec<String>,
@@ -175,7 +173,6 @@ impl Kubernetes {
             target: None,
             work: None,
             grpc: false,
-            probe_fixture: false,
             cordoned: Vec::new(),
             tls: None,
             own_gateway_in: None,
@@ -571,7 +568,6 @@ impl Platform for Kubernetes {
     fn prepare(&mut self, spec: &SiteSpec) -> Result<DriverContext, SutError> {
         self.teardown()?;
         self.grpc = spec.grpc;
-        self.probe_fixture = spec.probe_fixture;
         std::fs::create_dir_all(&spec.out_dir)
             .map_err(SutError::io(format!("create {}", spec.out_dir.display())))?;
         let work = sut::scratch::scratch_dir()?;
@@ -632,12 +628,13 @@ impl Platform for Kubernetes {
             reachable: Vec::new(),
             netns: None,
         });
-        let ctx = DriverContext::with_s1_tuning(
+        let mut ctx = DriverContext::with_s1_tuning(
             work.path().to_path_buf(),
             spec.out_dir.clone(),
             (cert, key),
             (0, 0),
         );
+        ctx.probe_fixture = spec.probe_fixture;
         self.work = Some(work);
         Ok(ctx)
     }
@@ -824,7 +821,8 @@ impl Platform for Kubernetes {
                 .find(|(s, _)| s == system)
                 .and_then(|(_, u)| url_host(u)),
             ingress_class: self.spec.ingress_class.clone(),
-            fixture: self.probe_fixture,
+            // Known once the platform is prepared: see the driver's `prepare`.
+            fixture: false,
         };
         Some(
             self.client()

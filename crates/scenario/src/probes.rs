@@ -37,6 +37,9 @@ pub struct Probe {
     /// Sent this many times in a row, each on a connection of its own: whether the
     /// proxy reached the backends on upstream connections it kept open.
     pub repeat: u32,
+    /// Run only when `probes.only` names it: a probe too slow for every round of
+    /// every run.
+    pub named_only: bool,
 }
 
 const fn probe(id: &'static str, covers: &'static str) -> Probe {
@@ -53,6 +56,7 @@ const fn probe(id: &'static str, covers: &'static str) -> Probe {
         no_host: false,
         host: None,
         repeat: 1,
+        named_only: false,
     }
 }
 
@@ -164,6 +168,11 @@ pub const CORPUS: &[Probe] = &[
         ..probe("slow-backend-2s", "the backend answers after 2 s: within every default timeout")
     },
     Probe {
+        behaviour: "delay-ms=16000",
+        named_only: true,
+        ..probe("slow-backend-16s", "the backend answers after 16 s: past Envoy's 15 s route timeout (504 from Contour's and Envoy Gateway's defaults), within ingress-nginx's 60 s; run only when probes.only names it")
+    },
+    Probe {
         repeat: 5,
         ..probe("upstream-reuse", "five requests in a row: reach the backends on upstream connections kept open, or each on a new one (ingress-nginx keeps 320 idle)")
     },
@@ -223,6 +232,17 @@ pub struct Expect {
     /// How many attempts of the probe reached the backend that answered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempts: Option<u32>,
+}
+
+impl Spec {
+    /// How long to wait for its answer: [`PROBE_TIMEOUT`] beyond the delay it
+    /// asks of the backend.
+    pub fn timeout(&self) -> std::time::Duration {
+        match backend::probe::Behaviour::parse(&self.behaviour) {
+            Some(backend::probe::Behaviour::Delay(d)) => PROBE_TIMEOUT + d,
+            _ => PROBE_TIMEOUT,
+        }
+    }
 }
 
 impl Expect {
@@ -468,8 +488,8 @@ pub fn check_user(u: &crate::schema::UserProbe) -> Option<String> {
     u.expect.as_ref().and_then(check_expect)
 }
 
-/// How long one probe may take: the slowest built-in one waits 2 s for the
-/// backend, and a mebibyte goes up through a proxy on a busy machine.
+/// How long one probe may take beyond the delay it asks of the backend
+/// ([`Spec::timeout`]): a mebibyte goes up through a proxy on a busy machine.
 pub const PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The longest a probe of the user's may ask the backend to wait: within

@@ -787,6 +787,27 @@ fn manifests_given_as_a_flag_replace_the_files_systems_and_are_read_there() {
 }
 
 #[test]
+fn a_slow_built_in_probe_runs_only_when_named_and_waits_past_its_delay() {
+    let with = |probes: &str| {
+        let text = format!(
+            "name: p\nsystems: [nginx-reload, envoy-xds]\nload:\n  rate: 10\n  duration: 2s\n\
+             probes:{probes}\n"
+        );
+        let s = Scenario::parse(&text, "p.yaml").unwrap();
+        crate::plan::ProbesPlan::of(&s).unwrap().probes
+    };
+    let all = with(" {}");
+    let ids: Vec<&str> = all.iter().map(|p| p.id.as_str()).collect();
+    assert!(!ids.contains(&"slow-backend-16s"), "{ids:?}");
+    assert_eq!(all.len(), crate::probes::CORPUS.len() - 1);
+    let named = with("\n  only: [plain, slow-backend-16s]");
+    assert_eq!(named.len(), 2);
+    assert_eq!(named[1].id, "slow-backend-16s");
+    assert_eq!(named[1].timeout(), std::time::Duration::from_secs(26));
+    assert_eq!(named[0].timeout(), crate::probes::PROBE_TIMEOUT);
+}
+
+#[test]
 fn probes_record_asks_the_backend_for_the_headers_a_users_routes_add() {
     let with = |record: &str| {
         format!(

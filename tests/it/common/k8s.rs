@@ -615,6 +615,25 @@ pub fn probe_answer(observed: &serde_json::Value, id: &str) -> serde_json::Value
         .clone()
 }
 
+/// What the probes of the fixture host got in one round (`observed`), said on
+/// stderr under `system`: for `no-ready-endpoint` then `unknown-path`, the status
+/// and whether a backend answered (a controller that drops a route with no
+/// endpoint, or serves a host's unknown path from another host's catch-all).
+pub fn fixture_answers(observed: &serde_json::Value, system: &str) -> [(u64, bool); 2] {
+    let got = ["no-ready-endpoint", "unknown-path"].map(|id| {
+        let a = probe_answer(observed, id);
+        let status = a["status"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{system}: {id} got no answer: {a}"));
+        (status, !a["received"].is_null())
+    });
+    eprintln!(
+        "{system}: probes: no-ready-endpoint -> {} (backend: {}), unknown-path -> {} (backend: {})",
+        got[0].0, got[0].1, got[1].0, got[1].1
+    );
+    got
+}
+
 /// The one line a run through [`broken_tls_manifest`] ended with (its `stderr`):
 /// the wait for the route to serve failed in TLS, naming the user's objects and
 /// what to suspect; `logs` are the controller's, shown when there is no such line.

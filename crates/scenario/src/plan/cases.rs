@@ -56,7 +56,7 @@ impl ProbesPlan {
         let wanted = |id: &str| p.only.is_empty() || p.only.iter().any(|o| o == id);
         let mut probes: Vec<crate::probes::Spec> = crate::probes::CORPUS
             .iter()
-            .filter(|c| wanted(c.id))
+            .filter(|c| wanted(c.id) && (!c.named_only || p.only.iter().any(|o| o == c.id)))
             .map(crate::probes::Spec::from)
             .collect();
         probes.extend(

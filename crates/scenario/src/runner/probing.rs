@@ -9,8 +9,6 @@ use crate::plan::ProbesPlan;
 use crate::probes::{self, Observed, Spec};
 use results::probes::{Difference, ProbeRound, ProbeRun, Unmet};
 
-use crate::probes::PROBE_TIMEOUT;
-
 /// Sends a system's probes, a round at a time.
 pub(crate) struct Prober {
     addr: std::net::SocketAddr,
@@ -80,7 +78,7 @@ impl Prober {
             self.addr,
             &p.bytes(&self.host, wire),
             self.tls.as_ref(),
-            PROBE_TIMEOUT,
+            p.timeout(),
         );
         let ms = t.elapsed().as_secs_f64() * 1e3;
         match got {
