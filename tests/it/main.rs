@@ -44,3 +44,4 @@ mod report;
 mod report_e2e;
 mod search;
 mod sizing;
+mod websocket;

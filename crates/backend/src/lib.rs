@@ -23,6 +23,7 @@ pub mod stall;
 mod state;
 pub mod timer;
 pub mod tls;
+pub mod ws;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

@@ -384,6 +384,8 @@ where
     let conn = shared.next_conn.fetch_add(1, Ordering::Relaxed);
     let mut conn_requests = 0u64;
     let mut probe: Option<crate::probe::Received> = None;
+    // A WebSocket upgrade being read: the client's key.
+    let mut ws_key: Option<Vec<u8>> = None;
     let mut body_len = 0u64;
     loop {
         // Answer every request complete in the buffer, in order.
@@ -399,6 +401,7 @@ where
             if head_next && feed.consumed > 0 {
                 // The head was read in this call, from here (a body may follow).
                 probe = crate::probe::parse(&buf[start..start + feed.consumed]);
+                ws_key = crate::ws::upgrade_key(&buf[start..start + feed.consumed]);
                 conn_requests += 1;
             }
             start += feed.consumed;
@@ -407,6 +410,13 @@ where
             }
             if !feed.complete {
                 break;
+            }
+            if let Some(key) = ws_key.take() {
+                // The connection is the session's from here; what followed the
+                // request in the buffer is its first frames.
+                out.extend_from_slice(&crate::ws::switching(&key, shared.responder.id()));
+                write_out(&mut io, &mut out).await?;
+                return crate::ws::session(&mut io, buf, start, end, &mut drain).await;
             }
             if let Some(p) = probe.take() {
                 let n = std::mem::take(&mut body_len);

@@ -341,6 +341,12 @@ fn http_manager(
             accept_http_10: true,
             ..Http1ProtocolOptions::default()
         }),
+        // WebSocket upgrades carried on every route, as Envoy Gateway renders its
+        // listeners (Contour asks for it per route: `enableWebsockets`).
+        upgrade_configs: vec![http_connection_manager::UpgradeConfig {
+            upgrade_type: "websocket".into(),
+            ..http_connection_manager::UpgradeConfig::default()
+        }],
         ..HttpConnectionManager::default()
     }
 }

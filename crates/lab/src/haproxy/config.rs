@@ -100,6 +100,9 @@ pub(super) fn render(s: &Settings) -> String {
     line("    timeout client 60s");
     line("    timeout server 60s");
     line("    timeout http-keep-alive 60s");
+    // An upgraded connection (WebSocket) once both sides are idle: HAProxy
+    // Technologies' controller's default (`timeout-tunnel: 1h`).
+    line("    timeout tunnel 1h");
     // Like nginx's proxy_next_upstream: a refused connection is retried elsewhere.
     line("    retries 2");
     line("    option redispatch");

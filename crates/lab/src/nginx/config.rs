@@ -169,6 +169,18 @@ pub(super) fn render(
     }
     temp_paths(&mut c, &p.join("tmp"));
     c.push_str(INGRESS_NGINX_HTTP);
+    // ingress-nginx's: a WebSocket upgrade passed on as one; any other request with
+    // no Connection header at all when upstream keep-alive is on, so the upstream
+    // connection stays open (its template's `$connection_upgrade`).
+    let plain = if s.upstream_keepalive > 0 {
+        "''"
+    } else {
+        "close"
+    };
+    let _ = writeln!(
+        c,
+        "    map $http_upgrade $connection_upgrade {{\n        default upgrade;\n        '' {plain};\n    }}"
+    );
     if s.mode == Mode::Lua {
         let lua_path = format!("{}/lua/?.lua;;", p.display());
         let _ = writeln!(c, "    lua_package_path {};", q(Path::new(&lua_path)));
@@ -244,7 +256,8 @@ pub(super) fn render(
         c.push_str(concat!(
             "            proxy_pass http://backends;\n",
             "            proxy_http_version 1.1;\n",
-            "            proxy_set_header Connection \"\";\n",
+            "            proxy_set_header Upgrade $http_upgrade;\n",
+            "            proxy_set_header Connection $connection_upgrade;\n",
             "            proxy_set_header Host $host;\n",
         ));
         c.push_str(INGRESS_NGINX_HEADERS);
@@ -411,7 +424,20 @@ mod tests {
         assert!(c.contains("keepalive 100;"), "{c}");
         assert!(c.contains("keepalive_requests 100000000;"), "{c}");
         assert!(c.contains("proxy_http_version 1.1;"), "{c}");
-        assert!(c.contains("proxy_set_header Connection \"\";"), "{c}");
+        // ingress-nginx's upgrade map: keep-alive intact for every other request.
+        assert!(c.contains("proxy_set_header Upgrade $http_upgrade;"), "{c}");
+        assert!(
+            c.contains("proxy_set_header Connection $connection_upgrade;"),
+            "{c}"
+        );
+        assert!(
+            c.contains("    map $http_upgrade $connection_upgrade {\n        default upgrade;\n        '' '';\n    }\n"),
+            "{c}"
+        );
+        let mut no_keepalive = settings(Mode::Reload);
+        no_keepalive.upstream_keepalive = 0;
+        let c0 = render(&no_keepalive, &[ep("b1", 5001)], Route::Base, None);
+        assert!(c0.contains("        '' close;\n"), "{c0}");
         assert!(c.contains("worker_processes 1;"), "{c}");
         assert!(c.contains("events { worker_connections 10000; }"), "{c}");
         assert!(c.contains("listen 127.0.0.1:8443 ssl;"), "{c}");

@@ -1,0 +1,237 @@
+//! WebSocket sessions at the built-in backend (issue 45): the built binary, spoken
+//! to over plain TCP and TLS by a client written here from RFC 6455, so that what is
+//! tested is what a proxy in front of it sees: the 101, echoes, pings, the close
+//! handshake either side starts, the drain's `1001 going away`, and refusals.
+
+use crate::common::backend::Backend;
+use crate::common::{kill, tls};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
+
+/// Sends the upgrade request and reads the answer's head (to its blank line).
+fn upgrade<S: Read + Write>(s: &mut S, extra: &str) -> String {
+    write!(
+        s,
+        "GET /chat HTTP/1.1\r\nHost: ws.test\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {KEY}\r\n{extra}\r\n"
+    )
+    .unwrap();
+    let mut head = Vec::new();
+    let mut b = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        s.read_exact(&mut b).unwrap();
+        head.push(b[0]);
+    }
+    String::from_utf8(head).unwrap()
+}
+
+/// A client's frame: masked, as RFC 6455 requires.
+fn send<S: Write>(s: &mut S, fin: bool, opcode: u8, payload: &[u8]) {
+    let mask = [0x11, 0x22, 0x33, 0x44];
+    let mut f = vec![if fin { 0x80 } else { 0 } | opcode];
+    match payload.len() {
+        n @ 0..=125 => f.push(0x80 | n as u8),
+        n @ 126..=0xFFFF => {
+            f.push(0x80 | 126);
+            f.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            f.push(0x80 | 127);
+            f.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    f.extend_from_slice(&mask);
+    f.extend(payload.iter().enumerate().map(|(i, b)| b ^ mask[i & 3]));
+    s.write_all(&f).unwrap();
+}
+
+/// The server's next frame: (fin, opcode, payload); it must come unmasked.
+fn recv<S: Read>(s: &mut S) -> (bool, u8, Vec<u8>) {
+    let mut h = [0u8; 2];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(h[1] & 0x80, 0, "a server's frame is not masked");
+    let n = match h[1] & 0x7F {
+        126 => {
+            let mut b = [0u8; 2];
+            s.read_exact(&mut b).unwrap();
+            u16::from_be_bytes(b) as usize
+        }
+        127 => {
+            let mut b = [0u8; 8];
+            s.read_exact(&mut b).unwrap();
+            u64::from_be_bytes(b) as usize
+        }
+        n => n as usize,
+    };
+    let mut p = vec![0u8; n];
+    s.read_exact(&mut p).unwrap();
+    (h[0] & 0x80 != 0, h[0] & 0x0F, p)
+}
+
+/// Whether the server closed the connection (EOF) after what was read.
+fn eof<S: Read>(s: &mut S) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0))
+}
+
+/// One session: the 101, an echo of each kind of data frame (fragments as sent),
+/// a ping answered, then the close handshake the client starts.
+fn session<S: Read + Write>(s: &mut S) {
+    let head = upgrade(s, "");
+    assert!(head.starts_with("HTTP/1.1 101 "), "{head}");
+    let lower = head.to_ascii_lowercase();
+    assert!(
+        lower.contains("sec-websocket-accept: s3pplmbitxaq9kygzzhzrbk+xoo=\r\n"),
+        "the accept of RFC 6455's example key: {head}"
+    );
+    assert!(lower.contains("x-backend: ws-1\r\n"), "{head}");
+    send(s, true, 0x1, b"hello");
+    assert_eq!(recv(s), (true, 0x1, b"hello".to_vec()));
+    let big = vec![0xABu8; 70_000];
+    send(s, true, 0x2, &big);
+    assert_eq!(recv(s), (true, 0x2, big));
+    send(s, false, 0x1, b"frag");
+    send(s, true, 0x0, b"ment");
+    assert_eq!(recv(s), (false, 0x1, b"frag".to_vec()));
+    assert_eq!(recv(s), (true, 0x0, b"ment".to_vec()));
+    send(s, true, 0x9, b"are you there");
+    assert_eq!(recv(s), (true, 0xA, b"are you there".to_vec()));
+    send(s, true, 0x8, &1000u16.to_be_bytes());
+    assert_eq!(recv(s), (true, 0x8, 1000u16.to_be_bytes().to_vec()));
+    assert!(eof(s), "the server closes after the close handshake");
+}
+
+fn tcp(b: &Backend) -> TcpStream {
+    let s = TcpStream::connect(b.addr).unwrap();
+    s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+    s
+}
+
+#[test]
+fn sessions_echo_over_plain_tcp_and_tls_and_end_with_a_close_handshake() {
+    let b = Backend::start("ws-1", &[]);
+    session(&mut tcp(&b));
+    // Plain HTTP on the same port still answers as before.
+    let mut s = tcp(&b);
+    s.write_all(b"GET /x HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    assert!(all.starts_with("HTTP/1.1 200 "), "{all}");
+
+    let cert = tls::self_signed();
+    let b = Backend::start(
+        "ws-1",
+        &[
+            "--tls-cert",
+            cert.cert.to_str().unwrap(),
+            "--tls-key",
+            cert.key.to_str().unwrap(),
+        ],
+    );
+    let config = tls::client_config(&cert.cert, &rustls::version::TLS13).unwrap();
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut s = rustls::StreamOwned::new(conn, tcp(&b));
+    session(&mut s);
+}
+
+#[test]
+fn the_drain_says_going_away_to_every_session_and_waits_for_their_close() {
+    let mut b = Backend::start("ws-1", &["--drain-timeout", "4s"]);
+    let mut sessions: Vec<TcpStream> = (0..3)
+        .map(|_| {
+            let mut s = tcp(&b);
+            assert!(upgrade(&mut s, "").starts_with("HTTP/1.1 101 "));
+            send(&mut s, true, 0x1, b"x");
+            assert_eq!(recv(&mut s).2, b"x");
+            s
+        })
+        .collect();
+    let signalled = Instant::now();
+    assert!(kill("-TERM", b.proc.id()));
+    for s in &mut sessions {
+        let (fin, op, p) = recv(s);
+        assert_eq!((fin, op, p), (true, 0x8, 1001u16.to_be_bytes().to_vec()));
+    }
+    assert!(signalled.elapsed() < Duration::from_secs(2), "said at once");
+    // Data after the server's close is not echoed; the client's close ends it.
+    send(&mut sessions[0], true, 0x1, b"late");
+    for s in &mut sessions {
+        send(s, true, 0x8, &1001u16.to_be_bytes());
+        assert!(eof(s), "closed once the client's close came");
+    }
+    // Every session closed by handshake: the drain ends clean, well before 4 s.
+    let status = b
+        .proc
+        .wait_timeout(Duration::from_secs(6))
+        .expect("the backend did not end its drain");
+    assert!(status.success(), "{status}");
+    assert!(
+        signalled.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        signalled.elapsed()
+    );
+    assert!(
+        b.stderr().contains("drained 3 connections"),
+        "{}",
+        b.stderr()
+    );
+}
+
+#[test]
+fn a_frame_a_server_must_refuse_is_closed_with_its_code() {
+    let b = Backend::start("ws-1", &[]);
+    // Unmasked from a client: a protocol error, 1002.
+    let mut s = tcp(&b);
+    assert!(upgrade(&mut s, "").starts_with("HTTP/1.1 101 "));
+    s.write_all(&[0x81, 0x02, b'h', b'i']).unwrap();
+    assert_eq!(recv(&mut s), (true, 0x8, 1002u16.to_be_bytes().to_vec()));
+    assert!(eof(&mut s));
+    // A frame over a mebibyte announced: 1009, before its payload is read.
+    let mut s = tcp(&b);
+    assert!(upgrade(&mut s, "").starts_with("HTTP/1.1 101 "));
+    let mut f = vec![0x82, 0x80 | 127];
+    f.extend_from_slice(&((1u64 << 20) + 1).to_be_bytes());
+    f.extend_from_slice(&[1, 2, 3, 4]);
+    s.write_all(&f).unwrap();
+    assert_eq!(recv(&mut s), (true, 0x8, 1009u16.to_be_bytes().to_vec()));
+    // A request that is not a whole upgrade is answered as any request is.
+    let mut s = tcp(&b);
+    s.write_all(
+        b"GET /chat HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Version: 8\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
+          Connection: close\r\n\r\n",
+    )
+    .unwrap();
+    let mut all = String::new();
+    s.read_to_string(&mut all).unwrap();
+    assert!(all.starts_with("HTTP/1.1 200 "), "{all}");
+}
+
+#[test]
+fn sessions_pass_through_every_local_profile() {
+    use crate::common::lab as labsupport;
+    let _turn = crate::common::shared();
+    for profile in lab::profiles::names() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = labsupport::backend("ws-1");
+        let ctx = labsupport::context(dir.path());
+        let mut d = lab::driver_for(profile).unwrap();
+        d.prepare(&ctx, &[b.endpoint.clone()]).unwrap();
+        d.start().unwrap();
+        d.wait_ready(Duration::from_secs(20)).unwrap();
+        let mut s = TcpStream::connect(("127.0.0.1", ctx.http_port)).unwrap();
+        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        // The upgrade, the echoes, the ping and the close handshake, through the
+        // proxy: each profile carries a session as its controller does.
+        session(&mut s);
+        d.stop().unwrap();
+        eprintln!("{profile}: a WebSocket session carried");
+    }
+}
