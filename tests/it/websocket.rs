@@ -223,7 +223,7 @@ fn sessions_pass_through_every_local_profile() {
         let b = labsupport::backend("ws-1");
         let ctx = labsupport::context(dir.path());
         let mut d = lab::driver_for(profile).unwrap();
-        d.prepare(&ctx, &[b.endpoint.clone()]).unwrap();
+        d.prepare(&ctx, std::slice::from_ref(&b.endpoint)).unwrap();
         d.start().unwrap();
         d.wait_ready(Duration::from_secs(20)).unwrap();
         let mut s = TcpStream::connect(("127.0.0.1", ctx.http_port)).unwrap();
