@@ -370,7 +370,7 @@ const BAD: &[(&str, &str, &str)] = &[
     (
         "systems: [caddy-api]\n",
         "systems: [caddy-api]\nprobes:\n  expect:\n    plain: {status: 200}\n    nope: {status: 308}\n",
-        "line 6: probes.expect: nope: no probe nope (known: plain, underscore-header, body-1mib, body-1mib-plus-1, chunked-body, expect-100, upstream-503-once, upstream-reset-once, dot-segments, double-slash, encoded-slash, encoded-dots, upper-case-path, query, http10-no-host, unknown-host, duplicate-header, hop-by-hop, header-8k, header-16k, header-32k, slow-backend-2s, upstream-reuse)",
+        "line 6: probes.expect: nope: no probe nope (known: plain, underscore-header, body-1mib, body-1mib-plus-1, chunked-body, expect-100, upstream-503-once, upstream-reset-once, dot-segments, double-slash, encoded-slash, encoded-dots, upper-case-path, query, http10-no-host, unknown-host, unknown-path, no-ready-endpoint, duplicate-header, hop-by-hop, header-8k, header-16k, header-32k, slow-backend-2s, slow-backend-16s, upstream-reuse)",
     ),
     (
         "systems: [caddy-api]\n",

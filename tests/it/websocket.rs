@@ -235,3 +235,104 @@ fn sessions_pass_through_every_local_profile() {
         eprintln!("{profile}: a WebSocket session carried");
     }
 }
+
+/// How a session answered a message sent to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Fate {
+    /// Echoed: the session is alive.
+    Echoed,
+    /// A close frame came, with its code.
+    Closed(u16),
+    /// The connection ended with no close frame.
+    Eof,
+    /// Reset, or another I/O error.
+    Broken(std::io::ErrorKind),
+}
+
+/// Sends `text` on an open session and reads what comes back, without panicking.
+fn try_echo(s: &mut TcpStream, text: &[u8]) -> Fate {
+    let mut f = vec![0x81, 0x80 | text.len() as u8, 1, 2, 3, 4];
+    f.extend(
+        text.iter()
+            .enumerate()
+            .map(|(i, b)| b ^ [1, 2, 3, 4][i & 3]),
+    );
+    if let Err(e) = s.write_all(&f) {
+        return Fate::Broken(e.kind());
+    }
+    let mut h = [0u8; 2];
+    match s.read_exact(&mut h) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Fate::Eof,
+        Err(e) => return Fate::Broken(e.kind()),
+    }
+    let mut p = vec![0u8; (h[1] & 0x7F) as usize];
+    if s.read_exact(&mut p).is_err() {
+        return Fate::Eof;
+    }
+    match h[0] & 0x0F {
+        0x8 => Fate::Closed(
+            p.get(..2)
+                .map_or(1005, |c| u16::from_be_bytes([c[0], c[1]])),
+        ),
+        _ if p == text => Fate::Echoed,
+        op => panic!("opcode {op}, payload {p:?}"),
+    }
+}
+
+/// Sessions through each local profile across its reload (what a route change
+/// costs it: nginx and HAProxy start new workers, Caddy loads its config again,
+/// Envoy is sent its configuration again or hot-restarts): measured right after the
+/// reload and again once nginx's `worker_shutdown_timeout` and Envoy's parent
+/// shutdown (10 s each here) have passed. Every profile runs at once, each in a
+/// thread with its own backend and proxy.
+#[test]
+fn sessions_across_each_profiles_reload_end_as_its_mechanism_implies() {
+    use crate::common::lab as labsupport;
+    let _turn = crate::common::shared();
+    let threads: Vec<_> = lab::profiles::names()
+        .into_iter()
+        .map(|profile| {
+            std::thread::spawn(move || {
+                let dir = tempfile::tempdir().unwrap();
+                let b = labsupport::backend("ws-1");
+                let ctx = labsupport::context(dir.path());
+                let mut d = lab::driver_for(profile).unwrap();
+                d.prepare(&ctx, std::slice::from_ref(&b.endpoint)).unwrap();
+                d.start().unwrap();
+                d.wait_ready(Duration::from_secs(30)).unwrap();
+                let mut sessions: Vec<TcpStream> = (0..5)
+                    .map(|_| {
+                        let mut s = TcpStream::connect(("127.0.0.1", ctx.http_port)).unwrap();
+                        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                        assert!(upgrade(&mut s, "").starts_with("HTTP/1.1 101 "), "{profile}");
+                        assert_eq!(try_echo(&mut s, b"before"), Fate::Echoed, "{profile}");
+                        s
+                    })
+                    .collect();
+                let t = Instant::now();
+                d.reload().unwrap();
+                d.settle(&lab::Expect::Reloaded, Duration::from_secs(30))
+                    .unwrap();
+                let settled = t.elapsed();
+                std::thread::sleep(Duration::from_millis(500));
+                let after: Vec<Fate> = sessions.iter_mut().map(|s| try_echo(s, b"after")).collect();
+                // Past every old worker's and parent's bound (10 s), HAProxy's
+                // hard-stop-after (30 s) aside.
+                std::thread::sleep(Duration::from_secs(12).saturating_sub(t.elapsed()));
+                let later: Vec<Fate> = sessions.iter_mut().map(|s| try_echo(s, b"later")).collect();
+                d.stop().unwrap();
+                eprintln!(
+                    "{profile}: reload settled in {settled:.2?}; right after: {after:?}; at 12 s: {later:?}"
+                );
+                (profile, after, later)
+            })
+        })
+        .collect();
+    let fates: Vec<(&str, Vec<Fate>, Vec<Fate>)> =
+        threads.into_iter().map(|t| t.join().unwrap()).collect();
+    for (profile, after, later) in &fates {
+        assert_eq!(after.len(), 5, "{profile}");
+        assert_eq!(later.len(), 5, "{profile}");
+    }
+}
