@@ -5,8 +5,9 @@
 //! connection a proxy's reload, restart or rollout may cut; what this side does at
 //! the end is what tells a graceful end from a cut:
 //!
-//! - the backend's drain (SIGTERM) sends a close frame `1001 going away` to every
-//!   open session and waits for the peer's close, as a well-behaved server does;
+//! - the backend's drain (SIGTERM) sends a close frame `1001 going away`, with the
+//!   reason [`DRAIN_REASON`], to every open session and waits for the peer's close,
+//!   as a well-behaved server does;
 //! - anything else the client sees (a reset, an EOF without a close frame, a close
 //!   frame from the proxy) came from something between them.
 //!
@@ -202,6 +203,10 @@ pub fn close_frame(out: &mut Vec<u8>, code: u16) {
     frame(out, true, CLOSE, &code.to_be_bytes());
 }
 
+/// The reason of the drain's close frame: a proxy that closes its sessions with
+/// 1001 too (Caddy on a config reload) is told from the backend by it.
+pub const DRAIN_REASON: &[u8] = b"ingressbench backend draining";
+
 /// Serves a session on `io` until it ends; `buf[start..end]` holds what the client
 /// sent after its upgrade request. Returns once the close handshake is done, the
 /// peer went away, or a frame was refused.
@@ -284,7 +289,9 @@ where
                 biased;
                 r = io.read(&mut buf[end..]) => r?,
                 _ = draining(drain) => {
-                    close_frame(&mut out, GOING_AWAY);
+                    let mut payload = GOING_AWAY.to_be_bytes().to_vec();
+                    payload.extend_from_slice(DRAIN_REASON);
+                    frame(&mut out, true, CLOSE, &payload);
                     closing_since = Some(tokio::time::Instant::now());
                     continue;
                 }
