@@ -3,9 +3,41 @@
 //! known and stable differences asserted. Then the probes again during a run's
 //! changes, and expectations a CI gate holds a system to.
 
+use crate::common::proc::Output;
 use crate::common::{read_json, run, shared};
 use serde_json::Value;
 use std::time::Duration;
+
+/// `ingressbench probe` on the scenario `text` (written in `dir`), its answers
+/// written as JSON, with `extra` flags: the run's output and that JSON (`Null`
+/// when none was written).
+fn probe_json(
+    dir: &std::path::Path,
+    text: &str,
+    extra: &[&str],
+    limit: Duration,
+) -> (Output, Value) {
+    let scn = dir.join("p.yaml");
+    std::fs::write(&scn, text).unwrap();
+    let json = dir.join("probes.json");
+    let args = [
+        &[
+            "probe",
+            scn.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ][..],
+        extra,
+    ]
+    .concat();
+    let o = run(&args, limit);
+    let v = if json.is_file() {
+        read_json(&json)
+    } else {
+        Value::Null
+    };
+    (o, v)
+}
 
 /// What probe `probe` got, in a list of answers.
 fn answer<'a>(observed: &'a Value, probe: &str) -> &'a Value {
@@ -31,26 +63,14 @@ const SEVEN: [&str; 7] = [
 fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do() {
     let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
-    let scn = dir.path().join("p.yaml");
-    std::fs::write(
-        &scn,
-        format!(
+    let (o, all) = probe_json(
+        dir.path(),
+        &format!(
             "name: probes\nsystems: [{}]\nprobes:\n  baseline: nginx-reload\n\
              backends:\n  replicas: 2\nload:\n  rate: 20\n  connections: 2\n  duration: 1s\n",
             SEVEN.join(", ")
         ),
-    )
-    .unwrap();
-    let json = dir.path().join("probes.json");
-    let o = run(
-        &[
-            "probe",
-            scn.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-            "--fail-on",
-            "probe_diffs>0",
-        ],
+        &["--fail-on", "probe_diffs>0"],
         Duration::from_secs(240),
     );
     // Every system but the baseline and the other nginx profile (the same nginx,
@@ -71,7 +91,6 @@ fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do()
         "{}",
         o.stdout
     );
-    let all = read_json(&json);
     let of = |s: &str| &all[s]["observed"];
     for s in ["nginx-reload", "nginx-lua"] {
         assert_eq!(all[s]["differences"], serde_json::json!([]), "{s}");
@@ -166,26 +185,15 @@ fn the_corpus_through_the_seven_local_profiles_differs_where_their_defaults_do()
 fn a_backend_slower_than_envoys_route_timeout_is_504_from_envoy_and_waited_for_by_nginx() {
     let _turn = shared();
     let dir = tempfile::tempdir().unwrap();
-    let scn = dir.path().join("p.yaml");
-    std::fs::write(
-        &scn,
+    let (o, all) = probe_json(
+        dir.path(),
         "name: slow\nsystems: [nginx-reload, envoy-xds]\n\
          probes:\n  only: [plain, slow-backend-16s]\n\
          load:\n  rate: 20\n  connections: 2\n  duration: 1s\n",
-    )
-    .unwrap();
-    let json = dir.path().join("probes.json");
-    let o = run(
-        &[
-            "probe",
-            scn.to_str().unwrap(),
-            "--json",
-            json.to_str().unwrap(),
-        ],
+        &[],
         Duration::from_secs(180),
     );
     assert_eq!(o.code, Some(0), "{}\n{}", o.stdout, o.stderr);
-    let all = read_json(&json);
     // nginx waits (ingress-nginx's 60 s proxy-read-timeout): the backend's answer.
     let nginx = answer(&all["nginx-reload"]["observed"], "slow-backend-16s");
     assert_eq!(nginx["status"], 200, "{nginx}");

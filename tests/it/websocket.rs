@@ -220,24 +220,51 @@ fn a_frame_a_server_must_refuse_is_closed_with_its_code() {
     assert!(all.starts_with("HTTP/1.1 200 "), "{all}");
 }
 
-#[test]
-fn sessions_pass_through_every_local_profile() {
-    use crate::common::lab as labsupport;
-    let _turn = crate::common::shared();
-    for profile in lab::profiles::names() {
+/// A local profile up in front of one backend named `ws-1`: the folder, backend
+/// and driver live as long as the tuple.
+struct Up {
+    _dir: tempfile::TempDir,
+    _backend: crate::common::lab::Backend,
+    ctx: lab::DriverContext,
+    driver: Box<dyn lab::Driver>,
+}
+
+impl Up {
+    fn new(profile: &str) -> Up {
+        use crate::common::lab as labsupport;
         let dir = tempfile::tempdir().unwrap();
         let b = labsupport::backend("ws-1");
         let ctx = labsupport::context(dir.path());
         let mut d = lab::driver_for(profile).unwrap();
         d.prepare(&ctx, std::slice::from_ref(&b.endpoint)).unwrap();
         d.start().unwrap();
-        d.wait_ready(Duration::from_secs(20)).unwrap();
-        let mut s = TcpStream::connect(("127.0.0.1", ctx.http_port)).unwrap();
+        d.wait_ready(Duration::from_secs(30)).unwrap();
+        Up {
+            _dir: dir,
+            _backend: b,
+            ctx,
+            driver: d,
+        }
+    }
+
+    /// A connection to its plain HTTP port.
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(("127.0.0.1", self.ctx.http_port)).unwrap();
         s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+        s
+    }
+}
+
+#[test]
+fn sessions_pass_through_every_local_profile() {
+    let _turn = crate::common::shared();
+    for profile in lab::profiles::names() {
+        let mut up = Up::new(profile);
+        let mut s = up.connect();
         // The upgrade, the echoes, the ping and the close handshake, through the
         // proxy: each profile carries a session as its controller does.
         session(&mut s);
-        d.stop().unwrap();
+        up.driver.stop().unwrap();
         eprintln!("{profile}: a WebSocket session carried");
     }
 }
@@ -295,29 +322,22 @@ fn try_echo(s: &mut TcpStream, text: &[u8]) -> Fate {
 /// thread with its own backend and proxy.
 #[test]
 fn sessions_across_each_profiles_reload_end_as_its_mechanism_implies() {
-    use crate::common::lab as labsupport;
     let _turn = crate::common::shared();
     let threads: Vec<_> = lab::profiles::names()
         .into_iter()
         .map(|profile| {
             std::thread::spawn(move || {
-                let dir = tempfile::tempdir().unwrap();
-                let b = labsupport::backend("ws-1");
-                let ctx = labsupport::context(dir.path());
-                let mut d = lab::driver_for(profile).unwrap();
-                d.prepare(&ctx, std::slice::from_ref(&b.endpoint)).unwrap();
-                d.start().unwrap();
-                d.wait_ready(Duration::from_secs(30)).unwrap();
+                let mut up = Up::new(profile);
                 let mut sessions: Vec<TcpStream> = (0..5)
                     .map(|_| {
-                        let mut s = TcpStream::connect(("127.0.0.1", ctx.http_port)).unwrap();
-                        s.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
+                        let mut s = up.connect();
                         assert!(upgrade(&mut s, "").starts_with("HTTP/1.1 101 "), "{profile}");
                         assert_eq!(try_echo(&mut s, b"before"), Fate::Echoed, "{profile}");
                         s
                     })
                     .collect();
                 let t = Instant::now();
+                let d = &mut up.driver;
                 d.reload().unwrap();
                 d.settle(&lab::Expect::Reloaded, Duration::from_secs(30))
                     .unwrap();
