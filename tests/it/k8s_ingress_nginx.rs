@@ -106,21 +106,42 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
     let p = &r["lab"]["probes"];
     let rounds = p["rounds"].as_array().unwrap();
     assert!(rounds.len() >= 2, "{p}");
-    for observed in std::iter::once(&p["observed"]).chain(rounds.iter().map(|x| &x["observed"])) {
+    // During the churn a probe may meet a pod on its way out, as the load's own
+    // requests do (2 % allowed below): a probe answered by the controller instead of
+    // a backend, in a round after a scale step, is that loss (a 502 in a rehearsal,
+    // with one of the load's requests lost in the same window; once a 404), said
+    // and counted, not a behaviour. Before the load every probe must answer.
+    let mut lost = 0;
+    for (k, observed) in std::iter::once(&p["observed"])
+        .chain(rounds.iter().map(|x| &x["observed"]))
+        .enumerate()
+    {
         let probe = |id: &str| crate::common::k8s::probe_answer(observed, id);
+        let mut churned = |a: &Value| {
+            let gone = k > 0 && a["status"] != 200 && a["received"].is_null();
+            if gone {
+                eprintln!("ingress-nginx: probes: round {k}: lost to the churn: {a}");
+                lost += 1;
+            }
+            gone
+        };
         let plain = probe("plain");
-        assert_eq!(plain["status"], 200, "{plain}");
-        assert!(
-            plain["received"]["headers"]["x-real-ip"].is_string(),
-            "{plain}"
-        );
+        if !churned(&plain) {
+            assert_eq!(plain["status"], 200, "round {k}: {plain}");
+            assert!(
+                plain["received"]["headers"]["x-real-ip"].is_string(),
+                "{plain}"
+            );
+        }
         // nginx drops a header with an underscore (enable-underscores-in-headers off).
         let under = probe("underscore-header");
-        assert_eq!(under["status"], 200, "{under}");
-        assert!(
-            under["received"]["headers"]["x_ib_underscore"].is_null(),
-            "{under}"
-        );
+        if !churned(&under) {
+            assert_eq!(under["status"], 200, "round {k}: {under}");
+            assert!(
+                under["received"]["headers"]["x_ib_underscore"].is_null(),
+                "{under}"
+            );
+        }
         // proxy-body-size 1m: a byte over it is the controller's 413.
         let big = probe("body-1mib-plus-1");
         assert_eq!(big["status"], 413, "{big}");
@@ -137,6 +158,8 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
             probe("upstream-reset-once")["received"]["attempt"]
         );
     }
+    // Of the rounds' probes that go to a pod, a few at most met one going away.
+    assert!(lost <= 2, "{lost} probes lost to the churn: {p}");
     let q = &r["requests"];
     assert!(
         n(&q["completed"]) * 100 >= n(&q["intended"]) * 98,
