@@ -412,6 +412,10 @@ impl ControllerDriver {
         } else {
             Vec::new()
         };
+        // Its HTTPRoute is not waited for: it names a Service made a moment before,
+        // which a controller may not have seen yet (Contour then reports
+        // BackendNotFound until it does), and the run's own route is what it needs.
+        let fixture = objs.len();
         objs.extend(match &self.brought {
             Some(b) if route == Route::Base => b.objects.clone(),
             _ => controllers::objects(self.controller, &self.place, route)
@@ -419,7 +423,7 @@ impl ControllerDriver {
         });
         let mut now = Vec::new();
         let mut pending = Vec::new();
-        for o in &objs {
+        for (i, o) in objs.iter().enumerate() {
             let av = o["apiVersion"].as_str().unwrap_or_default().to_string();
             let kind = o["kind"].as_str().unwrap_or_default().to_string();
             let name = o["metadata"]["name"]
@@ -434,7 +438,7 @@ impl ControllerDriver {
                 .map_err(ClusterError::api(format!("apply {kind} {name}")))?;
             let gateway_api = av.starts_with("gateway.networking.k8s.io/")
                 && (kind == "HTTPRoute" || kind == "GRPCRoute");
-            if gateway_api {
+            if gateway_api && i >= fixture {
                 if let Some(g) = res.metadata.generation {
                     pending.push((kind.clone(), name.clone(), g));
                 }
