@@ -439,6 +439,22 @@ pub fn objects(c: &Controller, place: &Place, route: Route) -> Result<Vec<Value>
     }
 }
 
+/// An Ingress rule: `path` of `path_type` on `host` (`None`: every host) to port
+/// [`SERVICE_PORT`] of the Service `service`.
+fn ingress_rule(host: Option<&str>, path: &str, path_type: &str, service: &str) -> Value {
+    let mut rule = json!({
+        "http": {"paths": [{
+            "path": path,
+            "pathType": path_type,
+            "backend": {"service": {"name": service, "port": {"number": SERVICE_PORT}}},
+        }]}
+    });
+    if let Some(h) = host {
+        rule["host"] = Value::String(h.to_string());
+    }
+    rule
+}
+
 /// The name of the behaviour probes' fixture objects: the Service with no
 /// endpoint and the route to it.
 pub const FIXTURE_NAME: &str = "ib-empty";
@@ -476,14 +492,8 @@ pub fn fixture_objects(c: &Controller, place: &Place) -> Vec<Value> {
                 "apiVersion": "networking.k8s.io/v1",
                 "kind": "Ingress",
                 "metadata": metadata(FIXTURE_NAME, place, Value::Object(annotations)),
-                "spec": {"ingressClassName": place.class(class), "rules": [{
-                    "host": host,
-                    "http": {"paths": [{
-                        "path": path,
-                        "pathType": "Prefix",
-                        "backend": {"service": {"name": FIXTURE_NAME, "port": {"number": SERVICE_PORT}}},
-                    }]},
-                }]},
+                "spec": {"ingressClassName": place.class(class),
+                    "rules": [ingress_rule(Some(host), path, "Prefix", FIXTURE_NAME)]},
             })
         }
         (Routing::HttpRoute, Some((gw_ns, gw))) => json!({
@@ -639,14 +649,8 @@ pub fn route_set_objects(
                         "apiVersion": "networking.k8s.io/v1",
                         "kind": "Ingress",
                         "metadata": meta(Value::Object(annotations)),
-                        "spec": {"ingressClassName": place.class(class), "rules": [{
-                            "host": host,
-                            "http": {"paths": [{
-                                "path": path,
-                                "pathType": "Prefix",
-                                "backend": {"service": {"name": BACKEND, "port": {"number": SERVICE_PORT}}},
-                            }]},
-                        }]},
+                        "spec": {"ingressClassName": place.class(class),
+                            "rules": [ingress_rule(Some(&host), &path, "Prefix", BACKEND)]},
                     }));
                     out
                 }
@@ -751,16 +755,7 @@ fn ingress(class: &str, style: Style, place: &Place, route: Route) -> Vec<Value>
             }
         }
     }
-    let mut rule = json!({
-        "http": {"paths": [{
-            "path": path,
-            "pathType": path_type,
-            "backend": {"service": {"name": BACKEND, "port": {"number": SERVICE_PORT}}},
-        }]}
-    });
-    if let Some(h) = &place.host {
-        rule["host"] = Value::String(h.clone());
-    }
+    let rule = ingress_rule(place.host.as_deref(), &path, path_type, BACKEND);
     if place.tls_secret.is_some() && style == Style::Traefik {
         // Traefik's Ingress provider loads the certificate of `tls`, but serves the
         // router over TLS only when told (measured: 404 to every TLS request
