@@ -181,10 +181,7 @@ pub(super) fn route_set(
     set: Option<&RouteSet>,
 ) -> Option<Value> {
     let set = set.filter(|s| s.count > 0)?;
-    let mut proxy = proxy_handler(ctx, endpoints);
-    if let Some(o) = proxy.as_object_mut() {
-        o.remove("@id");
-    }
+    let proxy = unnamed_proxy(ctx, endpoints);
     let mut routes: Vec<Value> = (0..set.count)
         .map(|i| {
             json!({
@@ -212,10 +209,7 @@ pub(super) fn route_set(
 /// no endpoint; Caddy answers 503), any other path 404. The PATCHes of the
 /// backends' upstreams address the main proxy by its `@id` and leave this one be.
 fn fixture(ctx: &DriverContext) -> Value {
-    let mut empty = proxy_handler(ctx, &[]);
-    if let Some(o) = empty.as_object_mut() {
-        o.remove("@id");
-    }
+    let empty = unnamed_proxy(ctx, &[]);
     json!({
         "match": [{"host": [sut::routes::FIXTURE_HOST]}],
         "handle": [{"handler": "subroute", "routes": [
@@ -231,6 +225,16 @@ fn fixture(ctx: &DriverContext) -> Value {
         ]}],
         "terminal": true
     })
+}
+
+/// [`proxy_handler`] without its `@id`: a copy the upstreams' PATCH leaves be
+/// (a route set's, the probes' fixture's).
+fn unnamed_proxy(ctx: &DriverContext, endpoints: &[Endpoint]) -> Value {
+    let mut proxy = proxy_handler(ctx, endpoints);
+    if let Some(o) = proxy.as_object_mut() {
+        o.remove("@id");
+    }
+    proxy
 }
 
 /// The upstream list for `endpoints` (what `PATCH /id/proxy/upstreams` sends).
