@@ -66,6 +66,7 @@ pub mod marker;
 pub mod request;
 pub mod response;
 pub mod target;
+pub mod ws;
 
 pub use chunked::{BodyDecoder, ChunkedDecoder, Progress};
 pub use error::Error;
