@@ -173,6 +173,9 @@ async fn serve(plan: Plan) -> anyhow::Result<i32> {
         task.abort();
         write()?;
     }
+    if let Some(line) = &d.websocket {
+        eprintln!("ingressbench backend: {line}");
+    }
     match d.end {
         DrainEnd::Clean => eprintln!(
             "ingressbench backend: drained {} connections in {:.2?}",

@@ -188,6 +188,14 @@ fn the_drain_says_going_away_to_every_session_and_waits_for_their_close() {
         "{}",
         b.stderr()
     );
+    assert!(
+        b.stderr().contains(
+            "websocket sessions: 3 opened; 0 closed by the peer, 3 closed at the drain, \
+             0 ended without a close, 0 refused"
+        ),
+        "{}",
+        b.stderr()
+    );
 }
 
 #[test]

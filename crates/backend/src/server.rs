@@ -92,7 +92,7 @@ pub enum DrainEnd {
 }
 
 /// What happened during the drain, for the operator's log.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Drained {
     /// Connections open when the listeners had closed.
     pub open_at_stop: usize,
@@ -102,6 +102,8 @@ pub struct Drained {
     pub took: Duration,
     /// Why the drain ended.
     pub end: DrainEnd,
+    /// WebSocket sessions by how they ended ([`crate::ws::Tally::summary`]).
+    pub websocket: Option<String>,
 }
 
 /// Bound listeners, ready to [`run`](Server::run).
@@ -172,6 +174,7 @@ impl Server {
                 probe_attempts: crate::probe::Attempts::new(config.probe_dir.clone()),
                 open: AtomicUsize::new(0),
                 all_closed: Notify::new(),
+                ws: Default::default(),
             }),
             tls: config.tls.map(TlsAcceptor::from),
             drain_timeout: config.drain_timeout,
@@ -241,6 +244,7 @@ impl Server {
             still_open: self.shared.open.load(Ordering::Acquire),
             took: began.elapsed(),
             end,
+            websocket: self.shared.ws.summary(),
         }
     }
 }
@@ -416,7 +420,7 @@ where
                 // request in the buffer is its first frames.
                 out.extend_from_slice(&crate::ws::switching(&key, shared.responder.id()));
                 write_out(&mut io, &mut out).await?;
-                return crate::ws::session(&mut io, buf, start, end, &mut drain).await;
+                return crate::ws::session(&mut io, buf, start, end, &mut drain, &shared.ws).await;
             }
             if let Some(p) = probe.take() {
                 let n = std::mem::take(&mut body_len);

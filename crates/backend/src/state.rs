@@ -30,6 +30,8 @@ pub(crate) struct Shared {
     pub(crate) probe_attempts: crate::probe::Attempts,
     pub(crate) open: AtomicUsize,
     pub(crate) all_closed: Notify,
+    /// WebSocket sessions by how they ended.
+    pub(crate) ws: crate::ws::Tally,
 }
 
 impl Shared {

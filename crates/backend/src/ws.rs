@@ -16,6 +16,7 @@
 //! `1002`, a frame over [`MAX_PAYLOAD`] with `1009`.
 
 use std::io;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -73,16 +74,88 @@ pub fn switching(key: &[u8], id: &str) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Serves a session on `io` until it ends; `buf[start..end]` holds what the client
-/// sent after its upgrade request. Returns once the close handshake is done, the
-/// peer went away, or a frame was refused.
+/// How a session ended, as this side saw it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum End {
+    /// The peer's close frame came first (answered with its code).
+    PeerClose,
+    /// The drain's close frame went first, and the peer's close, its EOF or the
+    /// wait for it ended the session.
+    Drained,
+    /// The peer went away (EOF, reset, a write that failed) with no close frame:
+    /// what a proxy that cuts a session leaves at the backend.
+    Gone,
+    /// A frame this side refused (1002, 1009).
+    Refused,
+}
+
+/// Sessions by how they ended, over the backend's life: printed when it exits, so
+/// a test compares what a client counted as cut with what the backend saw.
+#[derive(Debug, Default)]
+pub struct Tally {
+    pub opened: AtomicU64,
+    pub peer_close: AtomicU64,
+    pub drained: AtomicU64,
+    pub gone: AtomicU64,
+    pub refused: AtomicU64,
+}
+
+impl Tally {
+    fn count(&self, end: End) {
+        let c = match end {
+            End::PeerClose => &self.peer_close,
+            End::Drained => &self.drained,
+            End::Gone => &self.gone,
+            End::Refused => &self.refused,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One line for the backend's exit, `None` when no session was opened.
+    pub fn summary(&self) -> Option<String> {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let opened = n(&self.opened);
+        (opened > 0).then(|| {
+            format!(
+                "websocket sessions: {opened} opened; {} closed by the peer, {} closed at the \
+                 drain, {} ended without a close, {} refused",
+                n(&self.peer_close),
+                n(&self.drained),
+                n(&self.gone),
+                n(&self.refused)
+            )
+        })
+    }
+}
+
+/// Serves a session on `io` until it ends, counting it in `tally`; `buf[start..end]`
+/// holds what the client sent after its upgrade request.
 pub async fn session<S>(
+    io: &mut S,
+    buf: Vec<u8>,
+    start: usize,
+    end: usize,
+    drain: &mut watch::Receiver<bool>,
+    tally: &Tally,
+) -> io::Result<()>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    tally.opened.fetch_add(1, Ordering::Relaxed);
+    let ended = serve(io, buf, start, end, drain).await;
+    tally.count(*ended.as_ref().unwrap_or(&End::Gone));
+    ended.map(|_| ())
+}
+
+/// [`session`]'s frames: returns once the close handshake is done, the peer went
+/// away, or a frame was refused.
+async fn serve<S>(
     io: &mut S,
     mut buf: Vec<u8>,
     mut start: usize,
     mut end: usize,
     drain: &mut watch::Receiver<bool>,
-) -> io::Result<()>
+) -> io::Result<End>
 where
     S: AsyncRead + AsyncWrite + Unpin,
 {
@@ -97,7 +170,8 @@ where
                 Parsed::Refused(code) => {
                     close_frame(&mut out, code);
                     io.write_all(&out).await?;
-                    return io.shutdown().await;
+                    let _ = io.shutdown().await;
+                    return Ok(End::Refused);
                 }
                 Parsed::Frame(h) => h,
             };
@@ -120,7 +194,12 @@ where
                         frame(&mut out, true, CLOSE, code);
                         io.write_all(&out).await?;
                     }
-                    return io.shutdown().await;
+                    let _ = io.shutdown().await;
+                    return Ok(if closing_since.is_some() {
+                        End::Drained
+                    } else {
+                        End::PeerClose
+                    });
                 }
                 PING => frame(&mut out, true, PONG, payload),
                 PONG => {}
@@ -148,7 +227,10 @@ where
                 match tokio::time::timeout_at(since + CLOSE_WAIT, io.read(&mut buf[end..])).await {
                     Ok(r) => r?,
                     // No close frame came back: the TCP close ends it.
-                    Err(_) => return io.shutdown().await,
+                    Err(_) => {
+                        let _ = io.shutdown().await;
+                        return Ok(End::Drained);
+                    }
                 }
             }
             None => tokio::select! {
@@ -164,7 +246,11 @@ where
             },
         };
         if n == 0 {
-            return Ok(());
+            return Ok(if closing_since.is_some() {
+                End::Drained
+            } else {
+                End::Gone
+            });
         }
         end += n;
     }
