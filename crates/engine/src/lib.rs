@@ -17,6 +17,7 @@ mod run;
 pub mod rx;
 pub mod schedule;
 pub mod search;
+pub mod sessions;
 mod setting;
 pub mod spec;
 pub mod split;

@@ -134,6 +134,7 @@ impl Outcome {
                 Vec::new()
             },
             samples: self.samples(),
+            sessions: None,
             machine: Some(crate::sysinfo::machine()),
             ingressbench_version: env!("CARGO_PKG_VERSION").to_string(),
             steps: self.steps(),

@@ -37,6 +37,7 @@ pub mod network;
 pub mod probes;
 pub mod propagation;
 pub mod run;
+pub mod sessions;
 
 pub use errors::*;
 pub use events::*;

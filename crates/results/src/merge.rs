@@ -251,6 +251,9 @@ pub fn merge(mut parts: Vec<Part>, start_at_unix_ns: u128) -> Result<RunResult, 
         mix,
         windows_part: Vec::new(),
         samples: merge_samples(&results),
+        // Sessions run on one generator only (`load --websocket` refuses
+        // `--generators`), so no part carries them.
+        sessions: None,
         machine: first.machine.clone(),
         ingressbench_version: first.ingressbench_version.clone(),
         // Plans and repetitions are refused with --generators (the CLI says so).

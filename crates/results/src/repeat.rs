@@ -108,6 +108,8 @@ pub fn combine(mut reps: Vec<RunResult>, asked: usize) -> Result<RunResult, Stri
         mix,
         windows_part: Vec::new(),
         samples: samples_end_to_end(&reps),
+        // A repeated run is of requests; sessions are not repeated.
+        sessions: None,
         machine: first.machine.clone(),
         ingressbench_version: first.ingressbench_version.clone(),
         steps: steps_pooled(&reps),

@@ -111,6 +111,9 @@ pub struct RunResult {
     /// coordinator to add up (never in a merged or single result).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub windows_part: Vec<WindowPart>,
+    /// Long-lived sessions held beside (or instead of) the requests (issue 45).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<crate::sessions::Sessions>,
     /// A sample of individual requests (`--sample FRACTION`), for scatter charts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub samples: Option<Samples>,
