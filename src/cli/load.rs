@@ -89,6 +89,21 @@ pub struct LoadArgs {
     /// which the built-in backend's Echo method takes.
     #[arg(long, value_name = "SIZE", requires = "grpc")]
     pub grpc_payload: Option<String>,
+    /// WebSocket sessions in place of requests: -c sessions opened on the URL (ws://
+    /// or wss://) and held for the run, -R messages per second over all of them (0:
+    /// only held), each echo timed from its intended send; every session that ends
+    /// before the run does is counted by how it ended (docs/load.md, "WebSocket
+    /// sessions").
+    #[arg(long, conflicts_with_all = ["max", "http2", "h2c", "grpc", "targets", "hdr_log", "report", "metrics_listen", "sample", "body", "body_file"])]
+    pub websocket: bool,
+    /// With --websocket: each message's payload (`32B`, `4KiB`; at least 8 bytes,
+    /// its sequence number) [default: 32B].
+    #[arg(long, value_name = "SIZE", requires = "websocket")]
+    pub message_size: Option<String>,
+    /// With --websocket: when a session that ended opens again: `at-once` (the
+    /// reopen counted and timed), `after DURATION` or `never` [default: at-once].
+    #[arg(long, value_name = "WHEN", requires = "websocket")]
+    pub reopen: Option<String>,
     /// Write the result as JSON (schema ingressbench/result/v1) to this file.
     #[arg(long)]
     pub json: Option<std::path::PathBuf>,
@@ -214,6 +229,11 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
             args.repeat
         )));
     }
+    if args.websocket && (kubernetes || args.generators != 1 || args.repeat != 1) {
+        return Err(usage(
+            "--websocket runs on one generator, once: drop --generators, --platform kubernetes and --repeat",
+        ));
+    }
     if args.metrics_listen.is_some() && (kubernetes || args.generators != 1) {
         return Err(usage(
             "--metrics-listen needs a single generator: the generators' seconds reach this process only at the end",
@@ -230,6 +250,9 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
 
 /// Runs a load with one generator and prints the summary.
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
+    if args.websocket {
+        return websocket(&args);
+    }
     let (plan, config, target) = resolve(&args)?;
     check_outputs(&args)?;
     // Bound before the load: a port in use is bad input, not a failed run. Closed
@@ -298,6 +321,100 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
         return Ok(1);
     }
     Ok(exit_code(&result))
+}
+
+/// The sessions `--websocket` asks for.
+///
+/// # Errors
+/// A usage error naming the flag that is wrong.
+pub(super) fn session_spec(a: &LoadArgs) -> anyhow::Result<engine::sessions::SessionSpec> {
+    use engine::sessions::{Reopen, SessionSettings, SessionSpec};
+    let mut load = a.request.spec()?;
+    load.duration = match &a.duration {
+        Some(d) => duration::parse(d).map_err(|e| usage(format!("-d/--duration: {e}")))?,
+        None => std::time::Duration::from_secs(10),
+    };
+    load.backend_header = a.backend_header.clone();
+    let rate = a.rate.as_deref().ok_or_else(|| {
+        usage("--websocket needs -R/--rate: messages per second over all sessions (0: hold them open only)")
+    })?;
+    if RateProfile::looks_like_plan(rate) {
+        return Err(usage(format!(
+            "-R/--rate {rate} with --websocket: a plan of steps is for requests; give messages per second"
+        )));
+    }
+    let message_rate = rate.trim().parse::<f64>().map_err(|_| {
+        usage(format!(
+            "-R/--rate '{rate}' is not a rate: give messages per second over all sessions (-R 100)"
+        ))
+    })?;
+    let message_bytes = match &a.message_size {
+        Some(m) => parse_size(m).map_err(|e| usage(format!("--message-size '{m}' {e}")))?,
+        None => 32,
+    };
+    let reopen = match &a.reopen {
+        Some(r) => Reopen::parse(r).map_err(|e| usage(format!("--reopen: {e}")))?,
+        None => Reopen::AtOnce,
+    };
+    let settings = SessionSettings {
+        sessions: a.request.connections,
+        message_rate,
+        message_bytes,
+        reopen,
+    };
+    SessionSpec::resolve(&load, settings).map_err(|e| usage(format!("--websocket: {e}")))
+}
+
+/// `load --websocket`: sessions alone, their summary and result.
+fn websocket(args: &LoadArgs) -> anyhow::Result<i32> {
+    let spec = session_spec(args)?;
+    check_outputs(args)?;
+    let stop = stop_on_signals()?;
+    let clock = results::clock::Clock::start();
+    let mut started = 0;
+    let sessions = engine::sessions::run(&spec, &clock, &stop, None, |t| started = t)?;
+    let partial = stop.load(std::sync::atomic::Ordering::Relaxed);
+    let started_unix_ns = clock.wall_epoch_ns() + u128::from(started);
+    let result = results::RunResult {
+        schema: results::RESULT_SCHEMA.into(),
+        partial,
+        target: spec.url.clone(),
+        config: LoadConfig {
+            url: spec.url.clone(),
+            connections: spec.sessions,
+            duration_s: spec.duration.as_secs_f64(),
+            rate: Some(spec.message_rate),
+            timeout_s: spec.timeout.as_secs_f64(),
+            connect_timeout_s: spec.connect_timeout.as_secs_f64(),
+            method: "GET".into(),
+            threads: 1,
+            protocol: "websocket".into(),
+            headers: args.request.headers.clone(),
+            backend_header: spec.backend_header.clone(),
+            ..LoadConfig::default()
+        },
+        started_at: results::time::rfc3339(started_unix_ns),
+        // An interrupted run measured its seconds so far.
+        duration_s: if partial {
+            sessions.timeline.len() as f64
+        } else {
+            spec.duration.as_secs_f64()
+        },
+        sessions: Some(sessions),
+        ingressbench_version: env!("CARGO_PKG_VERSION").into(),
+        ..results::RunResult::default()
+    };
+    if !emit(args, &result, &[], started_unix_ns) {
+        return Ok(1);
+    }
+    let s = result.sessions.as_ref().expect("set above");
+    Ok(if partial {
+        130
+    } else if s.opened == 0 {
+        1
+    } else {
+        0
+    })
 }
 
 /// Checks every output before the load: a run must not measure for an hour and then

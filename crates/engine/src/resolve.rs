@@ -372,7 +372,7 @@ impl LoadSpec {
 }
 
 /// The address every connection goes to: the URL's host, resolved once.
-fn address(target: &http1::Target) -> Result<SocketAddr, SpecError> {
+pub(crate) fn address(target: &http1::Target) -> Result<SocketAddr, SpecError> {
     use std::net::ToSocketAddrs;
     (target.host.as_str(), target.port)
         .to_socket_addrs()

@@ -139,6 +139,76 @@ impl SessionSpec {
     }
 }
 
+/// What a session run sets beyond a load's URL, headers, timeouts and TLS.
+#[derive(Clone, Debug)]
+pub struct SessionSettings {
+    pub sessions: usize,
+    pub message_rate: f64,
+    pub message_bytes: usize,
+    pub reopen: Reopen,
+}
+
+impl SessionSpec {
+    /// The sessions of `load`'s URL (`ws://`, `wss://`, or `http(s)://` for the same
+    /// upgrade), its headers, timeouts, TLS and backend header, with `settings`.
+    ///
+    /// # Errors
+    /// One line naming what is wrong: the URL, its address, TLS, a header.
+    pub fn resolve(load: &crate::LoadSpec, settings: SessionSettings) -> Result<Self, String> {
+        let url = &load.url;
+        let (scheme, rest) = url
+            .split_once("://")
+            .ok_or_else(|| format!("url '{url}': expected ws://host[:port]/path or wss://..."))?;
+        let http = match scheme.to_ascii_lowercase().as_str() {
+            "ws" | "http" => format!("http://{rest}"),
+            "wss" | "https" => format!("https://{rest}"),
+            other => {
+                return Err(format!(
+                    "url '{url}': the scheme {other}:// is not a WebSocket's: use ws:// or wss://"
+                ))
+            }
+        };
+        let target = http1::Target::parse(&http)?;
+        let addr = crate::resolve::address(&target).map_err(|e| e.to_string())?;
+        let tls = if target.tls {
+            let config = crate::tls::client_config(&load.tls)
+                .map_err(|e| results::with_causes(&e))?;
+            let name = crate::tls::server_name(&target.host).map_err(|e| e.to_string())?;
+            Some((config, name))
+        } else {
+            None
+        };
+        let headers = load
+            .headers
+            .iter()
+            .map(|h| {
+                h.split_once(':')
+                    .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+                    .filter(|(n, _)| !n.is_empty())
+                    .ok_or_else(|| format!("header '{h}': expected \"Name: value\""))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let spec = SessionSpec {
+            url: url.clone(),
+            addr,
+            host: target.host_header(),
+            path: target.path.clone(),
+            headers,
+            tls,
+            sessions: settings.sessions,
+            message_rate: settings.message_rate,
+            message_bytes: settings.message_bytes,
+            duration: load.duration,
+            timeout: load.timeout,
+            connect_timeout: load.connect_timeout,
+            reopen: settings.reopen,
+            backend_header: load.backend_header.clone(),
+        };
+        spec.check()?;
+        Ok(spec)
+    }
+}
+
 /// Why the sessions could not run.
 #[derive(Debug, thiserror::Error)]
 pub enum SessionsError {

@@ -75,6 +75,12 @@ fn repetitions_table(r: &RunResult, one: &ReportInput) -> String {
 /// The summary: header, latency, distribution (`detailed`: the full spectrum),
 /// counts, errors, balance, rates.
 pub fn summary(r: &RunResult, detailed: bool) -> String {
+    if let Some(sessions) = &r.sessions {
+        if r.requests.intended == 0 {
+            // Sessions alone (`load --websocket`): no request figures to show.
+            return super::sessions::sessions_summary(sessions);
+        }
+    }
     let mut s = String::new();
     let c = &r.config;
     let _ = writeln!(s, "Running {} test @ {}", fmt_secs(c.duration_s), r.target);

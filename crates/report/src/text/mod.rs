@@ -6,6 +6,8 @@
 
 mod lines;
 mod load;
+mod sessions;
 
 pub use lines::{mix_lines, route_set_change_line, route_set_line};
 pub use load::summary;
+pub use sessions::{ends_line, sessions_summary};
