@@ -171,8 +171,8 @@ impl SessionSpec {
         let target = http1::Target::parse(&http)?;
         let addr = crate::resolve::address(&target).map_err(|e| e.to_string())?;
         let tls = if target.tls {
-            let config = crate::tls::client_config(&load.tls)
-                .map_err(|e| results::with_causes(&e))?;
+            let config =
+                crate::tls::client_config(&load.tls).map_err(|e| results::with_causes(&e))?;
             let name = crate::tls::server_name(&target.host).map_err(|e| e.to_string())?;
             Some((config, name))
         } else {
@@ -558,7 +558,8 @@ impl<'a> Loop<'a> {
         let w = self.window_of(now);
         let s = &mut self.sessions[i];
         if !matches!(s.phase, Phase::Open) {
-            s.drop_socket();
+            // Ended already (a close frame read before the EOF that came with it):
+            // the socket now is its reopen's.
             return;
         }
         self.open_now -= 1;
@@ -637,8 +638,13 @@ impl<'a> Loop<'a> {
             }
             session::Step::Frames => self.on_frames(i, now),
             session::Step::Ended(end) => {
+                // The frames that came before the end first: a close frame among
+                // them ends the session by its code (and may reopen it already).
+                let generation = self.sessions[i].generation;
                 self.on_frames(i, now);
-                self.end_session(i, end, now);
+                if self.sessions[i].generation == generation {
+                    self.end_session(i, end, now);
+                }
             }
             session::Step::Closed => {}
         }

@@ -17,6 +17,9 @@ enum Act {
     Echo,
     /// Echo `n` messages, then send a close frame 1001 with a reason.
     CloseAfter(usize),
+    /// Echo `n` messages, then send a close frame and close the socket at once (as
+    /// Caddy does at a config load): the EOF comes in the same read.
+    CloseEofAfter(usize),
     /// Echo `n` messages, then close the socket with no frame.
     EofAfter(usize),
     /// Echo `n` messages, then read on without answering.
@@ -112,7 +115,11 @@ fn serve(mut s: TcpStream, act: Act) -> bool {
     );
     s.write_all(ok.as_bytes()).unwrap();
     let limit = match act {
-        Act::CloseAfter(n) | Act::EofAfter(n) | Act::SilentAfter(n) | Act::MaskedAfter(n) => n,
+        Act::CloseAfter(n)
+        | Act::CloseEofAfter(n)
+        | Act::EofAfter(n)
+        | Act::SilentAfter(n)
+        | Act::MaskedAfter(n) => n,
         _ => usize::MAX,
     };
     let mut buf = Vec::new();
@@ -134,6 +141,12 @@ fn serve(mut s: TcpStream, act: Act) -> bool {
                     let _ = s.write_all(&out);
                     // The client's close comes back.
                     return read_frame(&mut s, &mut buf).is_some_and(|(op, _)| op == ws::CLOSE);
+                }
+                Act::CloseEofAfter(_) => {
+                    let mut out = Vec::new();
+                    ws::frame(&mut out, true, ws::CLOSE, &1001u16.to_be_bytes());
+                    let _ = s.write_all(&out);
+                    return false;
                 }
                 Act::EofAfter(_) => return false,
                 Act::MaskedAfter(_) => {
@@ -300,4 +313,20 @@ fn reopen_settings_parse_and_bad_ones_say_what_is_known() {
     let mut s = spec("127.0.0.1:1".parse().unwrap(), 1, 1.0, 1.0);
     s.message_bytes = 4;
     assert!(s.check().unwrap_err().contains("not 4"));
+}
+
+#[test]
+fn a_close_frame_read_with_its_eof_ends_the_session_once_and_it_reopens() {
+    let srv = server(vec![
+        Act::CloseEofAfter(2),
+        Act::CloseEofAfter(2),
+        Act::CloseEofAfter(2),
+        Act::Echo,
+    ]);
+    let r = go(&spec(srv.addr, 3, 150.0, 1.0));
+    balanced(&r);
+    assert_eq!(r.ends["close 1001"], 3, "{r:?}");
+    assert_eq!(r.cut(), 3, "one end each, not a second for the EOF: {r:?}");
+    assert_eq!((r.reopened, r.held), (3, 3), "{r:?}");
+    assert!(r.open_failures.is_empty(), "{r:?}");
 }
