@@ -142,6 +142,9 @@ mod tests {
             t.contains("Ended before the run did: 8 (3 with a close frame, 5 cut): close 1001 x3 (\"ingressbench backend draining\"), eof x5"),
             "{t}"
         );
-        assert!(t.contains("Opened 18 (8 reopens), held to the end 10"), "{t}");
+        assert!(
+            t.contains("Opened 18 (8 reopens), held to the end 10"),
+            "{t}"
+        );
     }
 }
