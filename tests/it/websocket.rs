@@ -428,3 +428,186 @@ fn sessions_across_each_profiles_reload_end_as_its_mechanism_implies() {
         }
     }
 }
+
+/// `load --websocket` over TLS against the backend: every message echoed, each
+/// session's 101 naming the backend, and the backend's count the same.
+#[test]
+fn load_websocket_over_tls_times_every_echo() {
+    let cert = tls::self_signed();
+    let mut b = Backend::start(
+        "ws-1",
+        &[
+            "--tls-cert",
+            cert.cert.to_str().unwrap(),
+            "--tls-key",
+            cert.key.to_str().unwrap(),
+        ],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("ws.json");
+    let url = format!("wss://127.0.0.1:{}/chat", b.addr.port());
+    let o = crate::common::run(
+        &[
+            "load",
+            "--websocket",
+            "-c",
+            "10",
+            "-R",
+            "100",
+            "-d",
+            "2s",
+            "--cacert",
+            cert.cert.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            &url,
+        ],
+        Duration::from_secs(20),
+    );
+    assert_eq!(o.code, Some(0), "{}{}", o.stdout, o.stderr);
+    assert!(
+        o.stdout.contains("Message latency (from intended send)"),
+        "{}",
+        o.stdout
+    );
+    let s = sessions_of(&json);
+    assert_eq!((s.opened, s.held, s.cut()), (10, 10, 0), "{s:?}");
+    assert!((199..=201).contains(&s.messages.intended), "{s:?}");
+    assert_eq!(s.messages.echoed, s.messages.intended, "{s:?}");
+    assert_eq!(s.backends["ws-1"], 10);
+    assert_eq!(s.timeline.len(), 2, "{:?}", s.timeline);
+    assert!(s.timeline.iter().all(|t| t.open == 10), "{:?}", s.timeline);
+    assert!(kill("-TERM", b.proc.id()));
+    b.proc.wait_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        b.stderr()
+            .contains("websocket sessions: 10 opened; 10 closed by the peer"),
+        "{}",
+        b.stderr()
+    );
+}
+
+/// A server that answers every connection with `answer` and closes it.
+fn answering(answer: &'static [u8]) -> std::net::SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut s in l.incoming().flatten() {
+            let mut b = [0u8; 4096];
+            let _ = s.read(&mut b);
+            let _ = s.write_all(answer);
+        }
+    });
+    addr
+}
+
+/// An upgrade refused, or answered by a server that speaks no HTTP: the run ends on
+/// time, opens nothing (exit 1), and names what came back.
+#[test]
+fn load_websocket_names_a_refused_upgrade_and_a_server_that_is_not_one() {
+    for (answer, kind, says) in [
+        (
+            &b"HTTP/1.1 426 Upgrade Required\r\ncontent-length: 0\r\n\r\n"[..],
+            "refused",
+            "the upgrade was answered \"HTTP/1.1 426 Upgrade Required\", not 101",
+        ),
+        (
+            &b"SSH-2.0-OpenSSH_9.6\r\n"[..],
+            "not_websocket",
+            "not an HTTP/1.1 head; first bytes: \"SSH-2.0-OpenSSH_9.6",
+        ),
+        (
+            &b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\n\r\n"[..],
+            "not_websocket",
+            "without the Sec-WebSocket-Accept of the key sent",
+        ),
+    ] {
+        let addr = answering(answer);
+        let t = Instant::now();
+        let o = crate::common::run(
+            &[
+                "load",
+                "--websocket",
+                "-c",
+                "2",
+                "-R",
+                "10",
+                "-d",
+                "1s",
+                "--timeout",
+                "1s",
+                "--connect-timeout",
+                "1s",
+                &format!("ws://{addr}/chat"),
+            ],
+            Duration::from_secs(20),
+        );
+        assert_eq!(o.code, Some(1), "{kind}: {}{}", o.stdout, o.stderr);
+        assert!(
+            o.stdout.contains(&format!("Opens that failed: {kind} x")),
+            "{kind}: {}",
+            o.stdout
+        );
+        assert!(
+            o.stdout.contains(&format!("first {kind}: ")) && o.stdout.contains(says),
+            "{kind}: {}",
+            o.stdout
+        );
+        assert!(
+            t.elapsed() < Duration::from_secs(8),
+            "{kind}: {:?}",
+            t.elapsed()
+        );
+    }
+}
+
+/// Flags that do not make a session run, each refused with one line.
+#[test]
+fn load_websocket_refuses_flags_that_do_not_make_a_session_run() {
+    for (args, says) in [
+        (&["-c", "2"][..], "--websocket needs -R/--rate"),
+        (
+            &["-c", "2", "-R", "1", "--reopen", "later"],
+            "--reopen: unknown reopen \"later\"",
+        ),
+        (
+            &["-c", "2", "-R", "1", "--message-size", "4"],
+            "--websocket: a message must be 8 bytes",
+        ),
+        (
+            &["-c", "2", "-R", "1", "--generators", "2"],
+            "--websocket runs on one generator",
+        ),
+        (
+            &["-c", "2", "-R", "1:10s,2:10s"],
+            "-R/--rate 1:10s,2:10s with --websocket",
+        ),
+        (
+            &["-c", "0", "-R", "1"],
+            "--websocket: sessions must be at least 1",
+        ),
+    ] {
+        let mut all = vec!["load", "--websocket"];
+        all.extend_from_slice(args);
+        all.push("ws://127.0.0.1:1/chat");
+        let o = crate::common::run(&all, Duration::from_secs(10));
+        crate::common::assert_refused(&o, says, &format!("{args:?}"));
+    }
+    let o = crate::common::run(
+        &[
+            "load",
+            "--websocket",
+            "-c",
+            "2",
+            "-R",
+            "1",
+            "ftp://127.0.0.1:1/",
+        ],
+        Duration::from_secs(10),
+    );
+    crate::common::assert_refused(
+        &o,
+        "--websocket: url 'ftp://127.0.0.1:1/': the scheme ftp://",
+        "ftp",
+    );
+}
