@@ -662,8 +662,10 @@ impl<'a> Loop<'a> {
         }
     }
 
-    /// Every whole frame session `i` has read.
+    /// Every whole frame session `i` has read; an echo is timed by when its bytes
+    /// arrived (the last read's receive stamp), between its send and `now`.
     fn on_frames(&mut self, i: usize, now: Nanos) {
+        let wall = crate::rx::wall_now();
         loop {
             let s = &mut self.sessions[i];
             match s.next_frame(&mut self.rng) {
@@ -683,9 +685,10 @@ impl<'a> Loop<'a> {
                         });
                         return;
                     }
-                    s.inflight.pop_front();
+                    let (_, sent, _) = s.inflight.pop_front().expect("checked");
+                    let at = crate::rx::arrived(s.stamp, now, wall, sent);
                     let w = self.window_of(t);
-                    self.tally.echoed(t, now, w);
+                    self.tally.echoed(t, at, w);
                 }
                 session::Frame::End(end) => {
                     self.end_session(i, end, now);

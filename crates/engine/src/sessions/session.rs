@@ -89,6 +89,8 @@ pub(super) struct Session {
     accept: String,
     /// Open when the run ended: closed by the client, not cut.
     pub held_to_end: bool,
+    /// The kernel's receive stamp (wall clock) of the last bytes read; 0: none.
+    pub stamp: u64,
 }
 
 impl Session {
@@ -121,6 +123,7 @@ impl Session {
             key,
             accept,
             held_to_end: false,
+            stamp: 0,
         }
     }
 
@@ -162,6 +165,9 @@ impl Session {
             Err(e) => return Err(fail(e)),
         }
         let sock: TcpStream = s.into();
+        // Echoes are timed by when their bytes arrived, not when this thread woke
+        // to read them (crate::rx), as responses are.
+        crate::rx::enable(&sock);
         let flags = epoll::EventFlags::IN
             | epoll::EventFlags::OUT
             | epoll::EventFlags::RDHUP
@@ -236,6 +242,8 @@ impl Session {
 
     /// Reads what has come: `Ok(true)` at EOF, or the error.
     fn read_in(&mut self) -> Result<bool, io::Error> {
+        // This read's stamp only: an older one would time a new echo too early.
+        self.stamp = 0;
         let Some(sock) = self.sock.as_mut() else {
             return Ok(true);
         };
@@ -244,7 +252,17 @@ impl Session {
                 if !room(&mut self.buf, &mut self.rstart, &mut self.rend) {
                     return Ok(false);
                 }
-                match sock.read(&mut self.buf[self.rend..]) {
+                let mut stamp = 0;
+                let read = crate::rx::Stamped {
+                    sock,
+                    stamp: &mut stamp,
+                    on: true,
+                }
+                .read(&mut self.buf[self.rend..]);
+                if stamp != 0 {
+                    self.stamp = stamp;
+                }
+                match read {
                     Ok(0) => return Ok(true),
                     Ok(n) => self.rend += n,
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
@@ -254,8 +272,17 @@ impl Session {
             },
             Some(tls) => {
                 let mut eof = false;
+                let mut stamp = 0;
                 loop {
-                    match tls.read_tls(sock) {
+                    let read = tls.read_tls(&mut crate::rx::Stamped {
+                        sock,
+                        stamp: &mut stamp,
+                        on: true,
+                    });
+                    if stamp != 0 {
+                        self.stamp = stamp;
+                    }
+                    match read {
                         Ok(0) => eof = true,
                         Ok(_) => {}
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
@@ -291,7 +318,15 @@ impl Session {
                     if !tls.wants_read() {
                         return Ok(false);
                     }
-                    match tls.read_tls(sock) {
+                    let read = tls.read_tls(&mut crate::rx::Stamped {
+                        sock,
+                        stamp: &mut stamp,
+                        on: true,
+                    });
+                    if stamp != 0 {
+                        self.stamp = stamp;
+                    }
+                    match read {
                         Ok(0) => eof = true,
                         Ok(_) => {}
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
