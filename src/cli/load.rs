@@ -349,7 +349,9 @@ pub(super) fn session_spec(a: &LoadArgs) -> anyhow::Result<engine::sessions::Ses
         ))
     })?;
     let message_bytes = match &a.message_size {
-        Some(m) => parse_size(m).map_err(|e| usage(format!("--message-size '{m}' {e}")))?,
+        Some(m) => {
+            results::size::parse(m).map_err(|e| usage(format!("--message-size '{m}' {e}")))?
+        }
         None => 32,
     };
     let reopen = match &a.reopen {
@@ -600,7 +602,8 @@ fn http2_spec(a: &LoadArgs) -> anyhow::Result<engine::Http2Spec> {
                 (Some(f), _) => std::fs::read(f)
                     .map_err(|e| usage(format!("--grpc-message {}: {e}", f.display())))?,
                 (None, Some(size)) => engine::GrpcCall::payload(
-                    parse_size(size).map_err(|e| usage(format!("--grpc-payload '{size}' {e}")))?,
+                    results::size::parse(size)
+                        .map_err(|e| usage(format!("--grpc-payload '{size}' {e}")))?,
                 ),
                 (None, None) => Vec::new(),
             };
@@ -613,7 +616,7 @@ fn http2_spec(a: &LoadArgs) -> anyhow::Result<engine::Http2Spec> {
     let window = match &a.h2_window {
         None => None,
         Some(w) => Some(
-            parse_size(w)
+            results::size::parse(w)
                 .ok()
                 .and_then(|n| u32::try_from(n).ok())
                 .ok_or_else(|| usage(format!("--h2-window '{w}' is not a size in bytes: give 65535 to 2147483647, e.g. 1MiB")))?,
@@ -625,30 +628,6 @@ fn http2_spec(a: &LoadArgs) -> anyhow::Result<engine::Http2Spec> {
         grpc,
         window,
     })
-}
-
-/// `100`, `100B`, `4KiB`, `1MiB`, `2KB`, `1MB`: a size in bytes.
-fn parse_size(s: &str) -> Result<usize, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: usize = num
-        .parse()
-        .map_err(|_| "is not a size: give bytes, e.g. 100B or 4KiB".to_string())?;
-    let mult = match unit.trim() {
-        "" | "B" | "b" => 1,
-        "KB" | "kB" | "K" | "k" => 1000,
-        "KiB" => 1024,
-        "MB" | "M" => 1_000_000,
-        "MiB" => 1 << 20,
-        u => {
-            return Err(format!(
-                "has an unknown unit '{u}': use B, KB, KiB, MB or MiB"
-            ))
-        }
-    };
-    n.checked_mul(mult)
-        .ok_or_else(|| "is too large".to_string())
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ pub mod histogram;
 pub mod merge;
 pub mod repeat;
 pub mod search;
+pub mod size;
 pub mod sizing;
 pub mod time;
 pub mod tls;
