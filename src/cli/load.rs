@@ -374,7 +374,14 @@ fn websocket(args: &LoadArgs) -> anyhow::Result<i32> {
     let stop = stop_on_signals()?;
     let clock = results::clock::Clock::start();
     let mut started = 0;
-    let sessions = engine::sessions::run(&spec, &clock, &stop, None, |t| started = t)?;
+    let sessions = engine::sessions::run(
+        &spec,
+        &clock,
+        &stop,
+        None,
+        engine::sessions::Begin::WhenOpen,
+        |t| started = t,
+    )?;
     let partial = stop.load(std::sync::atomic::Ordering::Relaxed);
     let started_unix_ns = clock.wall_epoch_ns() + u128::from(started);
     let result = results::RunResult {

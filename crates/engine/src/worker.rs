@@ -314,7 +314,7 @@ pub fn run(
 
 /// Moves the calling thread (only it: namespaces are per thread) into the network
 /// namespace at `path`, so the sockets it opens leave from there.
-fn enter_netns(path: &std::path::Path) -> io::Result<()> {
+pub(crate) fn enter_netns(path: &std::path::Path) -> io::Result<()> {
     let f = std::fs::File::open(path)?;
     rustix::thread::move_into_link_name_space(
         std::os::fd::AsFd::as_fd(&f),

@@ -89,11 +89,11 @@ fn parse_gate(spec: &str) -> Result<Gate, GateError> {
     };
     let metric = parse_metric(name).map_err(err)?;
     if step.is_some()
-        && !matches!(metric, Metric::Errors(None))
+        && !matches!(metric, Metric::Errors(None) | Metric::Sessions { .. })
         && !matches!(metric, Metric::Latency(i) if LATENCY_METRICS[i] == "p99" || i == 8)
     {
         return Err(err(
-            "a kind of change takes errors, p99 or max (what each change window holds), e.g. errors[restart]>0".into(),
+            "a kind of change takes errors, p99, max, sessions_cut or sessions_broken (what each change window holds), e.g. errors[restart]>0".into(),
         ));
     }
     let value = value.trim();
@@ -106,6 +106,9 @@ fn parse_gate(spec: &str) -> Result<Gate, GateError> {
             .parse::<u64>()
             .map(|n| n as f64)
             .map_err(|_| err("errors take a count, e.g. errors>0".into()))?,
+        Metric::Sessions { .. } => value.parse::<u64>().map(|n| n as f64).map_err(|_| {
+            err("sessions_cut and sessions_broken take a count, e.g. sessions_cut>0".into())
+        })?,
         _ if value.ends_with('%') => {
             return Err(err(
                 "a percentage needs a base run: use compare --max-regression, or give a time, e.g. 50ms".into(),
@@ -187,6 +190,25 @@ fn crossed_in_windows(r: &RunResult, g: &Gate, kind: &str) -> Option<String> {
             (n as f64 > g.limit).then(|| {
                 format!(
                     "errors[{kind}] {n} > {} (in {} change window{})",
+                    g.limit,
+                    windows.len(),
+                    if windows.len() == 1 { "" } else { "s" }
+                )
+            })
+        }
+        Metric::Sessions { broken } => {
+            if r.sessions.is_none() {
+                return Some(no_sessions(broken));
+            }
+            let n: u64 = windows
+                .iter()
+                .filter_map(|w| w.sessions.as_ref())
+                .map(|s| if broken { s.broken() } else { s.cut() })
+                .sum();
+            (n as f64 > g.limit).then(|| {
+                format!(
+                    "{}[{kind}] {n} > {} (in {} change window{})",
+                    sessions_name(broken),
                     g.limit,
                     windows.len(),
                     if windows.len() == 1 { "" } else { "s" }
@@ -275,6 +297,20 @@ fn crossed(r: &RunResult, g: &Gate) -> Option<String> {
                 )
             })
         }
+        Metric::Sessions { broken } => {
+            let Some(s) = &r.sessions else {
+                return Some(no_sessions(broken));
+            };
+            let n = if broken { s.broken() } else { s.cut() };
+            (n as f64 > g.limit).then(|| {
+                format!(
+                    "{} {n} > {} ({})",
+                    sessions_name(broken),
+                    g.limit,
+                    crate::text::ends_line(s)
+                )
+            })
+        }
         Metric::RoutePropagation => {
             let p = r.lab.as_ref()?.route_propagation.as_ref()?;
             if let Some(c) = p.changes.iter().find(|c| c.seen_ms.is_none()) {
@@ -287,6 +323,22 @@ fn crossed(r: &RunResult, g: &Gate) -> Option<String> {
             over("route_propagation max", p.seen_ms.max?)
         }
     }
+}
+
+fn sessions_name(broken: bool) -> &'static str {
+    if broken {
+        "sessions_broken"
+    } else {
+        "sessions_cut"
+    }
+}
+
+/// A limit on sessions for a run that held none: the scenario lacks them.
+fn no_sessions(broken: bool) -> String {
+    format!(
+        "{}: the run held no sessions (add sessions: to the scenario)",
+        sessions_name(broken)
+    )
 }
 
 #[cfg(test)]
@@ -500,11 +552,11 @@ mod tests {
             ),
             (
                 "p50[restart]>1s",
-                "a kind of change takes errors, p99 or max",
+                "a kind of change takes errors, p99, max, sessions_cut or sessions_broken",
             ),
             (
                 "errors.tls[rotate]>0",
-                "a kind of change takes errors, p99 or max",
+                "a kind of change takes errors, p99, max, sessions_cut or sessions_broken",
             ),
         ] {
             let e = parse_gates(&[spec]).unwrap_err().to_string();
@@ -513,5 +565,60 @@ mod tests {
         }
         assert_eq!(gates("errors=0")[0].limit, 0.0);
         assert_eq!(gates("max>2s")[0].limit, 2000.0);
+    }
+
+    #[test]
+    fn sessions_cut_is_judged_by_kind_of_change_and_a_run_without_sessions_fails_it() {
+        use results::sessions::{SessionWindow, Sessions};
+        let mut r = ok_run();
+        let ends = |pairs: &[(&str, u64)]| {
+            pairs
+                .iter()
+                .map(|(k, n)| (k.to_string(), *n))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let lab = r.lab.as_mut().unwrap();
+        lab.windows = vec![
+            results::EventWindow {
+                change: "reload".into(),
+                sessions: Some(SessionWindow {
+                    ends: ends(&[("eof", 40), ("close 1001", 10)]),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            },
+            results::EventWindow {
+                change: "scale 2 -> 3".into(),
+                sessions: Some(SessionWindow::default()),
+                ..Default::default()
+            },
+        ];
+        let none = check(std::slice::from_ref(&r), &gates("sessions_cut>0"));
+        assert!(none[0].contains("the run held no sessions"), "{none:?}");
+        r.sessions = Some(Sessions {
+            ends: ends(&[("eof", 40), ("close 1001", 10)]),
+            ..Default::default()
+        });
+        assert_eq!(
+            check(std::slice::from_ref(&r), &gates("sessions_cut[reload]>0")),
+            ["FAIL: envoy-xds: sessions_cut[reload] 50 > 0 (in 1 change window) (--fail-on sessions_cut[reload]>0)"]
+        );
+        assert_eq!(
+            check(
+                std::slice::from_ref(&r),
+                &gates("sessions_broken[reload]>40")
+            ),
+            Vec::<String>::new()
+        );
+        assert!(check(std::slice::from_ref(&r), &gates("sessions_cut[scale]>0")).is_empty());
+        let f = check(std::slice::from_ref(&r), &gates("sessions_broken>5"));
+        assert_eq!(
+            f,
+            ["FAIL: envoy-xds: sessions_broken 40 > 5 (close 1001 x10, eof x40) (--fail-on sessions_broken>5)"]
+        );
+        assert!(parse_gates(&["sessions_cut>1s"])
+            .unwrap_err()
+            .reason
+            .contains("take a count"));
     }
 }

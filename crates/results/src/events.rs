@@ -134,6 +134,10 @@ pub struct EventWindow {
     /// not errors. Absent (0) for HTTP/1.1.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retried_after_goaway: u64,
+    /// The run's long-lived sessions in the window (`sessions:`): their ends by the
+    /// time they happened, their messages by intended send time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<crate::sessions::SessionWindow>,
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -176,6 +176,79 @@ impl Scenario {
         Ok(())
     }
 
+    /// `sessions:`: a count, a rate, a size and a reopen the engine takes, where the
+    /// backends answer a WebSocket upgrade.
+    fn check_sessions(&self) -> Result<(), Bad> {
+        let Some(s) = &self.sessions else {
+            return Ok(());
+        };
+        if s.websocket == 0 || s.websocket > MAX_SESSIONS {
+            return Err(Bad::new(
+                "sessions.websocket",
+                format!(
+                    "sessions.websocket: {} is out of range: use 1 to {MAX_SESSIONS}",
+                    s.websocket
+                ),
+            ));
+        }
+        if !s.rate.is_finite() || s.rate < 0.0 {
+            return Err(Bad::new(
+                "sessions.rate",
+                format!(
+                    "sessions.rate: {} is not a rate: give messages per second over all sessions (0: only held open)",
+                    s.rate
+                ),
+            ));
+        }
+        match results::size::parse(&s.message_size) {
+            Ok(n) if (engine::sessions::MIN_MESSAGE_BYTES..=1 << 20).contains(&n) => {}
+            Ok(n) => {
+                return Err(Bad::new(
+                    "sessions.message_size",
+                    format!("sessions.message_size: {n} bytes is out of range: use 8B to 1MiB"),
+                ))
+            }
+            Err(e) => {
+                return Err(Bad::new(
+                    "sessions.message_size",
+                    format!("sessions.message_size: '{}' {e}", s.message_size),
+                ))
+            }
+        }
+        if let Err(e) = engine::sessions::Reopen::parse(&s.reopen) {
+            return Err(Bad::new("sessions.reopen", format!("sessions.reopen: {e}")));
+        }
+        if let Some(p) = &s.path {
+            if !p.starts_with('/') {
+                return Err(Bad::new(
+                    "sessions.path",
+                    format!("sessions.path: '{p}' must start with /"),
+                ));
+            }
+        }
+        let image = self.kubernetes.as_ref().and_then(|k| k.image.as_deref());
+        match self.platform {
+            PlatformKind::NetworkLab => Err(Bad::new(
+                "sessions",
+                "sessions: the network lab's server answers no WebSocket upgrade: drop sessions, or use platform: local",
+            )),
+            PlatformKind::Kubernetes
+                if !matches!(
+                    kubernetes::objects::BackendImage::from_setting(image),
+                    kubernetes::objects::BackendImage::Ingressbench(_)
+                ) =>
+            {
+                Err(Bad::new(
+                    "sessions",
+                    "sessions: only ingressbench's backend image answers WebSocket upgrades on a \
+                     cluster: set kubernetes.image: ingressbench (docs/kubernetes.md says how to \
+                     build it)",
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `routes:` on the local lab, in range; `requests: {from: routes}` with it.
     fn check_routes(&self) -> Result<(), Bad> {
         if let Some(r) = &self.routes {
@@ -314,6 +387,7 @@ impl Scenario {
         }
         self.check_platform()?;
         self.check_probes()?;
+        self.check_sessions()?;
         if self.protocol != Protocol::Http1 && self.platform == PlatformKind::NetworkLab {
             return Err(Bad::new(
                 "protocol",

@@ -1002,6 +1002,10 @@ pub struct Scenario {
     /// each compared with the baseline system (docs/probes.md).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub probes: Option<ProbesSection>,
+    /// Long-lived WebSocket sessions held open beside the request load, each end
+    /// counted by how it ended and in which change window (docs/scenarios.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sessions: Option<SessionsSection>,
     /// `route_scale: [10, 100, 1000]`: every system runs once per size, its route set
     /// of `routes:` with that many routes (and its mix from them), each run named
     /// `<system>-<N>routes` (docs/scenarios.md).
@@ -1114,6 +1118,36 @@ impl<'de> Deserialize<'de> for Requests {
 }
 
 /// `routes: {count: 1000, hosts: 10}`: route `i` is `/r<i>` on host
+/// `sessions:`: WebSocket sessions opened on the system's address as the load is
+/// (the same host and, unless `path` says otherwise, the same path), held for the
+/// measured window, each sending messages on one open-loop schedule.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsSection {
+    /// Sessions held open.
+    pub websocket: usize,
+    /// Messages per second over all sessions (0, the default: only held open).
+    #[serde(default)]
+    pub rate: f64,
+    /// Each message's payload (`32B`, `4KiB`; at least 8 bytes).
+    #[serde(default = "default_message_size")]
+    pub message_size: String,
+    /// When a session that ended opens again: `at-once`, `after 1s` or `never`.
+    #[serde(default = "default_reopen")]
+    pub reopen: String,
+    /// The upgrade's path (default: the load's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+}
+
+fn default_message_size() -> String {
+    "32B".into()
+}
+
+fn default_reopen() -> String {
+    "at-once".into()
+}
+
 /// `probes:`: which system the others are compared with (default: the first), and
 /// which probes run (default: all of [`crate::probes::CORPUS`]).
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
@@ -1225,6 +1259,10 @@ fn sixty_s() -> Dur {
 
 /// The most routes a scenario may give: a configuration of about 15 MB for nginx.
 pub const MAX_ROUTES: u32 = 100_000;
+
+/// Most sessions a scenario holds open: 10,000 take about 35 MB of the generator
+/// (docs/benchmarks.md); twice that stays inside a default open-files limit.
+pub const MAX_SESSIONS: usize = 20_000;
 /// The most sizes of a `route_scale` sweep.
 pub const MAX_ROUTE_SIZES: usize = 10;
 

@@ -29,7 +29,7 @@ use rustls_pki_types::ServerName;
 use session::{Phase, Session};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tally::Tally;
@@ -108,6 +108,20 @@ pub struct SessionSpec {
     pub reopen: Reopen,
     /// The 101's header that names the backend.
     pub backend_header: String,
+    /// A network namespace the sessions' thread enters first (`None`: its own), as
+    /// the load's workers do.
+    pub netns: Option<std::path::PathBuf>,
+}
+
+/// When the message schedule starts.
+#[derive(Clone, Copy)]
+pub enum Begin<'a> {
+    /// As soon as every session is open (or the open's bound has passed).
+    WhenOpen,
+    /// At the clock time another part publishes here (0 until then): the request
+    /// load's measured window, so that both timelines and their change windows line
+    /// up. Sessions not yet open by then keep their messages for the open.
+    At(&'a AtomicU64),
 }
 
 /// The smallest payload: the message's sequence number, checked in its echo.
@@ -203,6 +217,7 @@ impl SessionSpec {
             connect_timeout: load.connect_timeout,
             reopen: settings.reopen,
             backend_header: load.backend_header.clone(),
+            netns: None,
         };
         spec.check()?;
         Ok(spec)
@@ -231,23 +246,31 @@ enum Stage {
     Closing { until: Nanos },
 }
 
-/// Opens the sessions, waits (up to the connect timeout and the timeout) for all of
-/// them, runs the message schedule for the duration from the moment they are open
-/// (`on_start` gets that clock time), and closes them. `stop` ends the run early: the
-/// result then covers what was measured. `marks` counts ends and echoes by change
-/// window.
+/// Opens the sessions, starts the message schedule as `begin` says (`on_start` gets
+/// that clock time), runs it for the duration, and closes them. `stop` ends the run
+/// early: the result then covers what was measured. `marks` counts ends and echoes
+/// by change window.
 ///
 /// # Errors
-/// A bad spec, or an `epoll` that cannot be made or waited on.
+/// A bad spec, a network namespace that cannot be entered, or an `epoll` that
+/// cannot be made or waited on.
 pub fn run(
     spec: &SessionSpec,
     clock: &Clock,
     stop: &AtomicBool,
     marks: Option<&Marks>,
+    begin: Begin<'_>,
     on_start: impl FnOnce(Nanos),
 ) -> Result<Sessions, SessionsError> {
     spec.check().map_err(SessionsError::Spec)?;
+    if let Some(ns) = &spec.netns {
+        crate::worker::enter_netns(ns)?;
+    }
     let mut l = Loop::new(spec, clock, marks)?;
+    l.begin = match begin {
+        Begin::WhenOpen => None,
+        Begin::At(t) => Some(t),
+    };
     let t0 = clock.now();
     // Opens before the window are in its first second.
     l.tally.start = Nanos::MAX;
@@ -264,6 +287,8 @@ pub fn run(
 /// The loop's state: the sessions, the schedule, the counts.
 pub(super) struct Loop<'a> {
     spec: &'a SessionSpec,
+    /// Where the schedule's start is published ([`Begin::At`]).
+    begin: Option<&'a AtomicU64>,
     clock: &'a Clock,
     marks: Option<&'a Marks>,
     ep: std::os::fd::OwnedFd,
@@ -301,6 +326,7 @@ impl<'a> Loop<'a> {
         let sessions = (0..spec.sessions).map(|_| Session::new(&mut rng)).collect();
         Ok(Loop {
             spec,
+            begin: None,
             clock,
             marks,
             ep,
@@ -349,17 +375,26 @@ impl<'a> Loop<'a> {
             let stopping = stop.load(Ordering::Relaxed);
             match self.stage {
                 Stage::Opening { until } => {
-                    let pending = self
-                        .sessions
-                        .iter()
-                        .any(|s| !matches!(s.phase, Phase::Open));
-                    if stopping || !pending || now >= until {
-                        self.start = now;
-                        self.end = now + self.spec.duration.as_nanos() as Nanos;
-                        self.tally.start = now;
+                    let start = match self.begin {
+                        Some(at) => match at.load(Ordering::Acquire) {
+                            t if t != 0 && now >= t => Some(t),
+                            _ => None,
+                        },
+                        None => {
+                            let pending = self
+                                .sessions
+                                .iter()
+                                .any(|s| !matches!(s.phase, Phase::Open));
+                            (!pending || now >= until).then_some(now)
+                        }
+                    };
+                    if let Some(start) = start.or(stopping.then_some(now)) {
+                        self.start = start;
+                        self.end = start + self.spec.duration.as_nanos() as Nanos;
+                        self.tally.start = start;
                         self.started = !stopping;
                         if let Some(f) = on_start.take() {
-                            f(now);
+                            f(start);
                         }
                         self.stage = if stopping {
                             self.begin_close(now)

@@ -184,12 +184,21 @@ fn spec(addr: SocketAddr, sessions: usize, rate: f64, secs: f64) -> SessionSpec 
         connect_timeout: Duration::from_secs(1),
         reopen: Reopen::AtOnce,
         backend_header: "x-backend".into(),
+        netns: None,
     }
 }
 
 fn go(spec: &SessionSpec) -> Sessions {
     let clock = Clock::start();
-    run(spec, &clock, &AtomicBool::new(false), None, |_| {}).unwrap()
+    run(
+        spec,
+        &clock,
+        &AtomicBool::new(false),
+        None,
+        Begin::WhenOpen,
+        |_| {},
+    )
+    .unwrap()
 }
 
 /// The message balance holds whatever happened.

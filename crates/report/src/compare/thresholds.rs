@@ -25,6 +25,10 @@ pub enum Metric {
     /// Behaviour probes' differences (`run --fail-on` only: the count is of one
     /// run's systems against its baseline).
     ProbeDiffs,
+    /// Long-lived sessions that ended before the run did (`run --fail-on` only):
+    /// every one (`sessions_cut`), or only those that ended with no close frame
+    /// (`sessions_broken`: `true`).
+    Sessions { broken: bool },
 }
 
 /// Which way a backend's propagation went.
@@ -62,7 +66,7 @@ pub struct SpecError {
     pub reason: String,
 }
 
-const METRICS_HELP: &str = "use p50, p75, p90, p99, p99.9, p99.99, p99.999, p99.9999, max, errors, errors.KIND, propagation, propagation.added, propagation.removed, route_propagation or probe_diffs (run --fail-on)";
+const METRICS_HELP: &str = "use p50, p75, p90, p99, p99.9, p99.99, p99.999, p99.9999, max, errors, errors.KIND, propagation, propagation.added, propagation.removed, route_propagation, or (run --fail-on) probe_diffs, sessions_cut or sessions_broken";
 
 /// The metric a threshold names (`p99`, `errors.timeout`, `route_propagation`...), as
 /// `--max-regression` and `run --fail-on` both read it.
@@ -97,6 +101,10 @@ pub fn parse_metric(name: &str) -> Result<Metric, String> {
             Metric::RoutePropagation
         } else if name == "probe_diffs" {
             Metric::ProbeDiffs
+        } else if name == "sessions_cut" {
+            Metric::Sessions { broken: false }
+        } else if name == "sessions_broken" {
+            Metric::Sessions { broken: true }
         } else {
             return Err(format!("unknown metric '{name}': {METRICS_HELP}"));
         },
@@ -141,6 +149,11 @@ pub fn parse_threshold(spec: &str) -> Result<Threshold, SpecError> {
     if metric == Metric::ProbeDiffs {
         return Err(err(
             "probe_diffs is a limit on one run (its systems against its baseline): use run --fail-on 'probe_diffs>0'",
+        ));
+    }
+    if let Metric::Sessions { .. } = metric {
+        return Err(err(
+            "sessions_cut and sessions_broken are limits on one run: use run --fail-on 'sessions_cut[reload]>0'",
         ));
     }
     let limit = if let Some(p) = value.strip_suffix('%') {
@@ -371,7 +384,7 @@ pub fn evaluate_all_in(cmp: &Comparison, thresholds: &[Threshold], u: Units) -> 
                     }
                 }
                 // Refused by parse_threshold.
-                Metric::ProbeDiffs => {}
+                Metric::ProbeDiffs | Metric::Sessions { .. } => {}
                 Metric::Propagation(dir) => {
                     let sides = [
                         (Direction::Added, "propagation.added", s.added_median),

@@ -83,49 +83,80 @@ pub fn route_sets(input: &ReportInput) -> Table {
     }
 }
 
-/// The impact of each change: the load's figures from it until the next one.
+/// The impact of each change: the load's figures from it until the next one, and
+/// (in a run that held them) what the long-lived sessions met in it.
 pub fn changes(input: &ReportInput) -> Table {
+    let with_sessions = input.series.iter().any(|s| s.result.sessions.is_some());
     let mut rows = Vec::new();
     for (i, s) in input.series.iter().enumerate() {
         let Some(lab) = &s.result.lab else { continue };
         for w in &lab.windows {
             let errs: u64 = w.errors.values().sum();
             let kinds = counted(&w.errors);
+            let mut cells = vec![
+                s.name.clone(),
+                w.change.clone(),
+                format!("{:.1}", w.from_ms / 1000.0),
+                format!("{:.1}", w.until_ms / 1000.0),
+                w.completed.to_string(),
+                errs.to_string(),
+                kinds,
+                w.reconnects_after_server_close.to_string(),
+                w.retried_after_goaway.to_string(),
+                fmt_ms_cell(w.p99_ms),
+                fmt_ms_cell(w.max_ms),
+            ];
+            if with_sessions {
+                match &w.sessions {
+                    Some(ss) => cells.extend([
+                        ss.cut().to_string(),
+                        ss.broken().to_string(),
+                        counted(&ss.ends),
+                        ss.reopened.to_string(),
+                        ss.lost.to_string(),
+                        fmt_opt_ms_cell(ss.p99_ms),
+                        fmt_opt_ms_cell(ss.max_ms),
+                    ]),
+                    None => cells.extend(std::iter::repeat_n(MISSING.to_string(), 7)),
+                }
+            }
             rows.push(Row {
                 series: Some(i),
-                cells: vec![
-                    s.name.clone(),
-                    w.change.clone(),
-                    format!("{:.1}", w.from_ms / 1000.0),
-                    format!("{:.1}", w.until_ms / 1000.0),
-                    w.completed.to_string(),
-                    errs.to_string(),
-                    kinds,
-                    w.reconnects_after_server_close.to_string(),
-                    w.retried_after_goaway.to_string(),
-                    fmt_ms_cell(w.p99_ms),
-                    fmt_ms_cell(w.max_ms),
-                ],
+                cells,
             });
         }
+    }
+    let mut columns = vec![
+        ("series", "series"),
+        ("change", "change"),
+        ("from_s", "from (s)"),
+        ("until_s", "until (s)"),
+        ("completed", "completed"),
+        ("errors", "errors"),
+        ("errors_by_kind", "errors by kind"),
+        ("reconnects", "reconnects"),
+        ("goaway_retries", "GOAWAY retries"),
+        ("p99_ms", "p99 (ms)"),
+        ("max_ms", "max (ms)"),
+    ];
+    let mut note = "For each change asked for, the requests meant to be sent from it until the next one (each request in exactly one window): successful responses, errors (HTTP/2 adds reset: streams the server reset), reconnects (requests sent on a new connection because the server had closed the kept-alive one: not errors), GOAWAY retries (HTTP/2: requests the server refused in a GOAWAY, sent again on a new connection: not errors), p99 and max (ms). Times in seconds from the start of the measured window.".to_string();
+    if with_sessions {
+        columns.extend([
+            ("sessions_cut", "sessions cut"),
+            ("sessions_broken", "cut without close"),
+            ("session_ends", "ends by kind"),
+            ("sessions_reopened", "reopened"),
+            ("messages_lost", "messages lost"),
+            ("message_p99_ms", "message p99 (ms)"),
+            ("message_max_ms", "message max (ms)"),
+        ]);
+        note.push_str(" Sessions: the long-lived WebSocket sessions that ended in the window (by the time they ended; a close frame and its code, or an EOF, reset or timeout with none), those reopened, the messages lost in flight at an end, and the latency of the messages meant to be sent in the window, from their intended send.");
     }
     Table {
         id: "table-changes",
         title: "Impact of each change",
-        note: "For each change asked for, the requests meant to be sent from it until the next one (each request in exactly one window): successful responses, errors (HTTP/2 adds reset: streams the server reset), reconnects (requests sent on a new connection because the server had closed the kept-alive one: not errors), GOAWAY retries (HTTP/2: requests the server refused in a GOAWAY, sent again on a new connection: not errors), p99 and max (ms). Times in seconds from the start of the measured window.".into(),
-        cols: cols(&[
-            ("series", "series"),
-            ("change", "change"),
-            ("from_s", "from (s)"),
-            ("until_s", "until (s)"),
-            ("completed", "completed"),
-            ("errors", "errors"),
-            ("errors_by_kind", "errors by kind"),
-            ("reconnects", "reconnects"),
-            ("goaway_retries", "GOAWAY retries"),
-            ("p99_ms", "p99 (ms)"),
-            ("max_ms", "max (ms)"),
-        ]),
+        note,
+        cols: cols(&columns),
         rows,
     }
 }

@@ -34,6 +34,7 @@ fn input() -> ReportInput {
         max_ms: 43.263,
         reconnects_after_server_close: 12,
         retried_after_goaway: 4,
+        sessions: None,
     });
     lab.propagation.added.push(PropagationEntry {
         backend: "b6".into(),
@@ -143,6 +144,29 @@ fn percentiles_changes_propagation_throughput() {
             t.id
         );
     }
+}
+
+#[test]
+fn the_impact_table_gains_the_sessions_columns_in_a_run_that_held_them() {
+    let mut i = input();
+    assert!(changes(&i).cols.iter().all(|c| c.0 != "sessions_cut"));
+    let r = &mut i.series[0].result;
+    r.sessions = Some(results::sessions::Sessions::default());
+    r.lab.as_mut().unwrap().windows[0].sessions = Some(results::sessions::SessionWindow {
+        ends: [("eof".to_string(), 7), ("close 1001".to_string(), 3)].into(),
+        reopened: 10,
+        lost: 2,
+        p99_ms: Some(12.5),
+        ..Default::default()
+    });
+    let c = changes(&i);
+    assert_eq!(c.cell(0, "sessions_cut"), Some("10"));
+    assert_eq!(c.cell(0, "sessions_broken"), Some("7"));
+    assert_eq!(c.cell(0, "session_ends"), Some("close 1001: 3, eof: 7"));
+    assert_eq!(c.cell(0, "sessions_reopened"), Some("10"));
+    assert_eq!(c.cell(0, "messages_lost"), Some("2"));
+    assert_eq!(c.cell(0, "message_p99_ms"), Some("12.500"));
+    assert!(c.rows.iter().all(|r| r.cells.len() == c.cols.len()));
 }
 
 #[test]

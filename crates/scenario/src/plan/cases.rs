@@ -35,6 +35,33 @@ pub struct Case {
     pub role: Role,
     /// The behaviour probes sent before its load (`probes:`).
     pub probes: Option<ProbesPlan>,
+    /// The WebSocket sessions held beside its load (`sessions:`).
+    pub sessions: Option<SessionsPlan>,
+}
+
+/// `sessions:` as a case runs them, checked.
+#[derive(Clone, Debug)]
+pub struct SessionsPlan {
+    pub settings: engine::sessions::SessionSettings,
+    /// The upgrade's path in place of the load's.
+    pub path: Option<String>,
+}
+
+impl SessionsPlan {
+    /// `scn`'s sessions, if it has some (its values were checked with the scenario).
+    pub fn of(scn: &Scenario) -> Option<SessionsPlan> {
+        let s = scn.sessions.as_ref()?;
+        Some(SessionsPlan {
+            settings: engine::sessions::SessionSettings {
+                sessions: s.websocket,
+                message_rate: s.rate,
+                message_bytes: results::size::parse(&s.message_size).unwrap_or(32),
+                reopen: engine::sessions::Reopen::parse(&s.reopen)
+                    .unwrap_or(engine::sessions::Reopen::AtOnce),
+            },
+            path: s.path.clone(),
+        })
+    }
 }
 
 /// `probes:` as a case runs them.
@@ -484,5 +511,10 @@ fn case(scn: &Scenario, system: &str, name: &str, role: Role) -> Case {
         },
         role,
         probes: if measured { ProbesPlan::of(scn) } else { None },
+        sessions: if measured {
+            SessionsPlan::of(scn)
+        } else {
+            None
+        },
     }
 }

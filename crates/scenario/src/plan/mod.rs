@@ -12,7 +12,7 @@ mod load;
 
 pub use cases::{
     fraction_label, Case, Deployment, PlatformSpec, ProbesPlan, Role, RoutesPlan, RowSpec,
-    SearchSpec,
+    SearchSpec, SessionsPlan,
 };
 pub use load::{load_spec, CaseLoad, RequestsPlan, GRPC_METHOD, GRPC_PAYLOAD};
 

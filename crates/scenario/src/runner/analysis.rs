@@ -14,8 +14,20 @@ pub(super) fn windows(
     opened: &[usize],
     tally: &Tally,
     end_ms: f64,
+    sessions: Option<&results::sessions::Sessions>,
 ) -> (EventWindow, Vec<EventWindow>) {
     let figures = |i: usize, w: &mut EventWindow| {
+        // The sessions' figures of the window, by the same marks (an empty entry
+        // where nothing happened to them).
+        w.sessions = sessions.map(|s| {
+            s.windows
+                .get(i)
+                .cloned()
+                .unwrap_or(results::sessions::SessionWindow {
+                    index: i,
+                    ..Default::default()
+                })
+        });
         let Some(c) = tally.windows.get(i) else {
             return;
         };

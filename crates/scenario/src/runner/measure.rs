@@ -154,6 +154,21 @@ pub(crate) fn run_system(
     let duration = spec.duration;
     let (mut plan, config) = spec.resolve().map_err(RunError::Spec)?;
     plan.netns = target.netns.clone();
+    // The sessions (`sessions:`) open now, on a thread of their own, and start
+    // their messages with the load's measured window.
+    let sessions = match &case.sessions {
+        Some(sp) => Some(
+            Sessions::start(
+                sp,
+                &spec,
+                target.netns.clone(),
+                clock,
+                sys.events.marks.clone(),
+            )
+            .map_err(|why| RunError::Setup(format!("{out_name}: sessions: {why}")))?,
+        ),
+        None => None,
+    };
 
     // The load runs on its own thread (or elsewhere, through it); this one applies
     // the changes.
@@ -216,6 +231,9 @@ pub(crate) fn run_system(
             }))
         }
     };
+    if let Some(s) = &sessions {
+        s.start.store(origin.max(1), Ordering::Release);
+    }
     sys.events.origin = origin;
     sys.end = origin + duration.as_nanos() as Nanos;
     // Warm-up first, unchanged; the changes start with the measured window.
@@ -237,6 +255,15 @@ pub(crate) fn run_system(
         Err(_) => return Err(LoadError::Panicked.into()),
     };
     result.partial |= interrupted;
+    if let Some(s) = sessions {
+        if interrupted {
+            s.stop.store(true, Ordering::Relaxed);
+        }
+        result.sessions = Some(
+            s.finish()
+                .map_err(|why| RunError::Setup(format!("{out_name}: sessions: {why}")))?,
+        );
+    }
     // The last round, once the load is over (none when it was interrupted).
     let mut probes = probes;
     if let Some(during) = sys.probes.take() {
@@ -262,6 +289,7 @@ pub(crate) fn run_system(
         &sys.events.opened,
         &tally,
         result.duration_s * 1000.0,
+        result.sessions.as_ref(),
     );
     let propagation = propagation(&sys, &result);
     let route_propagation =
@@ -331,4 +359,89 @@ pub(crate) fn run_system(
         );
     }
     Ok(result)
+}
+
+/// The sessions of a case, on their thread: opened before the load, started with
+/// its window (`start`, published by the runner), stopped with it.
+struct Sessions {
+    start: Arc<std::sync::atomic::AtomicU64>,
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<Result<results::sessions::Sessions, String>>>,
+}
+
+impl Sessions {
+    fn start(
+        plan: &crate::plan::SessionsPlan,
+        load: &engine::LoadSpec,
+        netns: Option<std::path::PathBuf>,
+        clock: results::clock::Clock,
+        marks: Arc<engine::windows::Marks>,
+    ) -> Result<Sessions, String> {
+        let mut load = load.clone();
+        if let Some(p) = &plan.path {
+            load.url = with_path(&load.url, p);
+        }
+        let mut spec = engine::sessions::SessionSpec::resolve(&load, plan.settings.clone())?;
+        spec.netns = netns;
+        let start = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (at, st) = (start.clone(), stop.clone());
+        let handle = std::thread::Builder::new()
+            .name("ib-sessions".into())
+            .spawn(move || {
+                engine::sessions::run(
+                    &spec,
+                    &clock,
+                    &st,
+                    Some(&marks),
+                    engine::sessions::Begin::At(&at),
+                    |_| {},
+                )
+                .map_err(|e| e.to_string())
+            })
+            .map_err(|e| format!("cannot start its thread: {e}"))?;
+        Ok(Sessions {
+            start,
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Waits for the sessions' end (the window's, their drain and close).
+    fn finish(mut self) -> Result<results::sessions::Sessions, String> {
+        let h = self.handle.take().expect("joined once");
+        h.join()
+            .map_err(|_| "its thread panicked".to_string())
+            .and_then(|r| r)
+    }
+}
+
+impl Drop for Sessions {
+    /// A run that ends early (the load could not start) stops its sessions.
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `url` with its path (and query) replaced by `path`.
+fn with_path(url: &str, path: &str) -> String {
+    let after = url.find("://").map_or(0, |i| i + 3);
+    let end = url[after..].find('/').map_or(url.len(), |i| after + i);
+    format!("{}{path}", &url[..end])
+}
+
+#[cfg(test)]
+mod sessions_tests {
+    #[test]
+    fn a_sessions_path_replaces_the_loads() {
+        assert_eq!(
+            super::with_path("https://127.0.0.1:8443/", "/chat"),
+            "https://127.0.0.1:8443/chat"
+        );
+        assert_eq!(
+            super::with_path("http://a.test:80/x?y=1", "/ws"),
+            "http://a.test:80/ws"
+        );
+        assert_eq!(super::with_path("http://a.test", "/ws"), "http://a.test/ws");
+    }
 }

@@ -197,7 +197,7 @@ fn windows_follow_the_marked_changes_and_add_up() {
         }
     }
     tally.error(2, results::ErrorKind::Read);
-    let (before, w) = windows(&events, &[0, 2, 3, 4], &tally, 3500.0);
+    let (before, w) = windows(&events, &[0, 2, 3, 4], &tally, 3500.0, None);
     assert_eq!(
         (
             before.change.as_str(),
