@@ -377,4 +377,29 @@ const BAD: &[(&str, &str, &str)] = &[
         "systems: [caddy-api]\nprobes:\n  add:\n    - id: x\n      path: /a\n      expect: {stauts: 308}\n",
         "line 7: probes.add[0].expect: unknown field `stauts`, expected one of `status`, `location`, `answered_by`, `target`, `attempts`",
     ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nsessions:\n  websocket: 0\n",
+        "line 4: sessions.websocket: 0 is out of range: use 1 to 20000",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nsessions:\n  websocket: 10\n  reopen: later\n",
+        "line 5: sessions.reopen: unknown reopen \"later\": use at-once, never or after DURATION (after 1s)",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nsessions:\n  websocket: 10\n  message_size: 4B\n",
+        "line 5: sessions.message_size: 4 bytes is out of range: use 8B to 1MiB",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nsessions:\n  websocket: 10\n  sockets: 3\n",
+        "line 5: sessions: unknown field `sockets`, expected one of `websocket`, `rate`, `message_size`, `reopen`, `path`",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [host]\nplatform: network-lab\ntls: {enabled: false}\nsessions:\n  websocket: 10\n",
+        "line 5: sessions: the network lab's server answers no WebSocket upgrade: drop sessions, or use platform: local",
+    ),
 ];

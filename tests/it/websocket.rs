@@ -611,3 +611,74 @@ fn load_websocket_refuses_flags_that_do_not_make_a_session_run() {
         "ftp",
     );
 }
+
+/// A scenario's `sessions:` beside its request load, across a reload: HAProxy
+/// keeps every session, Caddy closes each with 1001 and they reopen; the change
+/// window of the reload holds Caddy's ends, the impact table shows them, and
+/// `--fail-on 'sessions_cut[reload]>0'` fails Caddy alone.
+#[test]
+fn a_scenarios_sessions_are_counted_in_the_reloads_window_and_gated() {
+    use crate::common::scenario_run::{finish, result, start_with};
+    let _turn = crate::common::shared();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let scn = dir.path().join("s.yaml");
+    std::fs::write(
+        &scn,
+        "name: t\nsystems: [haproxy-reload, caddy-api]\nbackends: {replicas: 2, drain_timeout: 1s}\n\
+         tls: {enabled: false}\nload: {rate: 100, connections: 10, duration: 5s}\n\
+         sessions: {websocket: 20, rate: 100, path: /chat}\n\
+         changes:\n  - wait: 2s\n  - reload: true\n",
+    )
+    .unwrap();
+    let (code, text) = finish(
+        start_with(&scn, &out, &["--fail-on", "sessions_cut[reload]>0"]),
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("FAIL: caddy-api: sessions_cut[reload] 20 > 0 (in 1 change window)"),
+        "{text}"
+    );
+    assert!(!text.contains("FAIL: haproxy-reload"), "{text}");
+    for (system, cut) in [("haproxy-reload", 0), ("caddy-api", 20)] {
+        let r: results::RunResult = serde_json::from_value(result(&out, system)).unwrap();
+        let s = r.sessions.as_ref().expect("sessions");
+        assert_eq!(
+            (s.cut(), s.reopened, s.held),
+            (cut, cut, 20),
+            "{system}: {s:?}"
+        );
+        let m = &s.messages;
+        assert_eq!(
+            m.intended,
+            m.echoed + m.lost + m.timed_out + m.not_sent,
+            "{system}"
+        );
+        // The timeline is the load's: five seconds from its measured window.
+        assert_eq!(s.timeline.len(), 5, "{system}: {:?}", s.timeline);
+        let lab = r.lab.as_ref().unwrap();
+        let reload: Vec<_> = lab
+            .windows
+            .iter()
+            .filter(|w| w.kind() == "reload")
+            .collect();
+        assert_eq!(reload.len(), 1, "{system}: {:?}", lab.windows);
+        let w = reload[0].sessions.as_ref().expect("the window's sessions");
+        assert_eq!(w.cut(), cut, "{system}: {w:?}");
+        assert_eq!(w.broken(), 0, "{system}: Caddy's ends are close frames");
+        let before = lab
+            .before_changes
+            .as_ref()
+            .unwrap()
+            .sessions
+            .as_ref()
+            .unwrap();
+        assert_eq!(before.cut(), 0, "{system}: nothing ended before the reload");
+    }
+    let md = std::fs::read_to_string(out.join("report.md")).unwrap();
+    assert!(
+        md.contains("sessions cut"),
+        "the impact table's sessions columns"
+    );
+}
