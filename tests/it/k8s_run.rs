@@ -73,10 +73,11 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         &scn,
         format!(
             "name: k8s\nplatform: kubernetes\nsystems: [traefik]\n\
-             kubernetes:\n  kubeconfig: {}\n  urls: {{traefik: \"{url}\"}}\n\
+             kubernetes:\n  kubeconfig: {}\n  urls: {{traefik: \"{url}\"}}\n  image: \"ingressbench:test\"\n\
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
              tls:\n  enabled: false\n\
              load:\n  rate: 100\n  connections: 10\n  duration: 16s\n  warmup: 2s\n\
+             sessions: {{websocket: 20, rate: 50}}\n\
              changes:\n  - wait: 2s\n  - scale: 3\n  - wait: 2s\n  - drain: node\n  - wait: 2s\n\
              \x20 - restart: controller\n  - route: header\n  - wait: 2s\n  - restart: proxy\n\
              \x20 - wait: 2s\n  - route: base\n  - scale: 2\n",
@@ -261,6 +262,55 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
             w["change"], w["completed"], w["errors"]
         );
     }
+    // The sessions beside the load (issue 45), through Traefik to the pods' own
+    // backend: what each change did to them, by window.
+    let s: results::sessions::Sessions =
+        serde_json::from_value(r["sessions"].clone()).expect("the sessions part");
+    eprintln!("k8s: {}", report::text::sessions_summary(&s));
+    for w in windows {
+        eprintln!("k8s: window {}: sessions {}", w["change"], w["sessions"]);
+    }
+    for t in s.timeline.iter().filter(|t| t.ended > 0) {
+        eprintln!("k8s: sessions second {}: {} ended", t.second, t.ended);
+    }
+    for e in r["lab"]["events"].as_array().unwrap() {
+        if e["kind"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("restart") || k == "pod_replaced")
+        {
+            eprintln!(
+                "k8s: event at {} ms: {} {}",
+                e["t_ms"], e["kind"], e["detail"]
+            );
+        }
+    }
+    let m = &s.messages;
+    assert_eq!(
+        m.intended,
+        m.echoed + m.lost + m.timed_out + m.not_sent,
+        "{m:?}"
+    );
+    assert_eq!(s.held, 20, "every session open again at the end: {s:?}");
+    assert!(
+        s.backends.keys().all(|k| k.starts_with("ib-backend-")),
+        "each 101 came from a pod: {:?}",
+        s.backends
+    );
+    // The drain's evicted pods said goodbye to their sessions (the backend's
+    // drain: 1001 with its reason, passed on by Traefik), and they reopened.
+    let drain = windows
+        .iter()
+        .find(|w| w["change"] == "drain node")
+        .unwrap();
+    let ends = drain["sessions"]["ends"].as_object().unwrap();
+    assert!(
+        ends.keys().all(|k| k == "close 1001") && n(&ends["close 1001"]) > 0,
+        "{drain}"
+    );
+    assert_eq!(
+        s.close_reasons["close 1001"], "ingressbench backend draining",
+        "{s:?}"
+    );
     // Before any pod is removed, nothing fails.
     let scale_up = windows
         .iter()
