@@ -113,6 +113,11 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
         table_html(&mut h, input, t);
     }
 
+    if let Some(c) = chart("chart-sessions") {
+        section(&mut h, "sessions", "Long-lived sessions");
+        figure(&mut h, c, "");
+    }
+
     section(&mut h, "backends", "Backends and endpoint propagation");
     if let Some(c) = chart("chart-backends") {
         figure(&mut h, c, "");

@@ -161,6 +161,9 @@ pub struct SessionSecond {
     pub opened: u64,
     /// Sessions that ended in it.
     pub ended: u64,
+    /// Of those, the ones that ended with a close frame (the rest were cut).
+    #[serde(default)]
+    pub closed: u64,
     /// Echoes received in it.
     pub messages: u64,
     /// Messages lost in it (at an end).

@@ -136,6 +136,7 @@ impl Tally {
         self.messages.lost += lost;
         let s = self.second_at(now);
         s.ended += 1;
+        s.closed += u64::from(end.graceful());
         s.lost += lost;
         let win = self.window(w);
         *win.ends.entry(end).or_default() += 1;

@@ -772,6 +772,70 @@ fn error_stack(i: usize, s: &Series, x_max: f64) -> Stack {
     }
 }
 
+/// Session ends over time (`sessions:`), stacked by how: with a close frame, or
+/// cut (EOF, reset, timeout); each series on its own scale. `None` when no series
+/// held sessions.
+pub(super) fn sessions_chart(input: &ReportInput) -> Option<Chart> {
+    if input.series.iter().all(|s| s.result.sessions.is_none()) {
+        return None;
+    }
+    let stacks = stacks(input, session_stack);
+    let total: u64 = input
+        .series
+        .iter()
+        .filter_map(|s| s.result.sessions.as_ref())
+        .map(|s| s.cut())
+        .sum();
+    Some(Chart {
+        id: "chart-sessions".into(),
+        title: "Sessions ended over time".into(),
+        caption: "Long-lived sessions that ended per second (by the time they ended), stacked: with a close frame from the server's side, or cut (an EOF, a reset or an echo that never came); each series on its own scale, the changes marked.".into(),
+        height: if total == 0 {
+            120
+        } else {
+            stacks.len() as u32 * 200 + 10
+        },
+        body: if total == 0 {
+            Body::Note("no session ended before the run did, in any series".into())
+        } else {
+            Body::Stacks(stacks)
+        },
+    })
+}
+
+fn session_stack(i: usize, s: &Series, x_max: f64) -> Stack {
+    let bars = s
+        .result
+        .sessions
+        .iter()
+        .flat_map(|ss| &ss.timeline)
+        .filter(|t| t.ended > 0)
+        .map(|t| {
+            (
+                t.second as f64,
+                vec![t.closed as f64, (t.ended - t.closed.min(t.ended)) as f64],
+            )
+        })
+        .collect();
+    Stack {
+        title: (s.name.clone(), i),
+        keys: vec![
+            ("close frame".into(), crate::theme::PALETTE[0]),
+            ("cut".into(), crate::theme::ERROR_RGB),
+        ],
+        bars,
+        percent: false,
+        marks: marks_of(&s.result),
+        spans: Vec::new(),
+        x_max,
+        empty_note: if s.result.sessions.is_some() {
+            "no session ended".into()
+        } else {
+            "no sessions".into()
+        },
+    }
+}
+
 /// Shares of responses per backend per second, backends in natural order.
 fn backend_stack(i: usize, s: &Series, x_max: f64) -> Stack {
     let mut ids: Vec<String> = s

@@ -1144,4 +1144,27 @@ mod tests {
             .unwrap();
         assert!(errors.svg().unwrap().contains("no errors in any series"));
     }
+
+    #[test]
+    fn a_run_with_sessions_has_their_ends_drawn_by_how() {
+        let mut input = sample_input();
+        assert!(build(&input).iter().all(|c| c.id != "chart-sessions"));
+        let mut s = results::sessions::Sessions::default();
+        s.ends.insert("eof".into(), 5);
+        s.ends.insert("close 1001".into(), 3);
+        s.timeline = vec![results::sessions::SessionSecond {
+            second: 1,
+            ended: 8,
+            closed: 3,
+            ..Default::default()
+        }];
+        input.series[0].result.sessions = Some(s);
+        let chart = build(&input)
+            .into_iter()
+            .find(|c| c.id == "chart-sessions")
+            .expect("the sessions chart");
+        let svg = chart.svg().unwrap();
+        assert!(svg.contains("close frame") && svg.contains("cut"), "{svg}");
+        assert!(chart.png().is_ok());
+    }
 }

@@ -40,6 +40,7 @@ pub fn build(input: &crate::input::ReportInput) -> Vec<Chart> {
     charts.extend(data::latency_charts(input));
     charts.push(data::throughput_chart(input));
     charts.push(data::errors_chart(input));
+    charts.extend(data::sessions_chart(input));
     charts.push(data::backends_chart(input));
     charts.extend(failover::chart(input));
     charts
