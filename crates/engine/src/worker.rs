@@ -44,7 +44,8 @@ use std::sync::{Arc, Barrier};
 mod connection;
 mod event_loop;
 mod h2;
-use connection::{connect, connect_result, enter, version_name, HeadReader, WROTE_NOTHING};
+pub(crate) use connection::connect_result;
+use connection::{connect, enter, version_name, HeadReader, WROTE_NOTHING};
 pub use h2::H2Setup;
 use h2::{Answer, Ev, Session, NO_SESSION};
 

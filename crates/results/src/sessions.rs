@@ -125,12 +125,16 @@ impl Sessions {
 
     /// Of [`Sessions::cut`], those that ended with no close frame.
     pub fn broken(&self) -> u64 {
-        self.ends
-            .iter()
-            .filter(|(k, _)| !graceful_key(k))
-            .map(|(_, n)| n)
-            .sum()
+        broken(&self.ends)
     }
+}
+
+/// Ends (by [`SessionEnd::key`]) with no close frame.
+fn broken(ends: &BTreeMap<String, u64>) -> u64 {
+    ends.iter()
+        .filter(|(k, _)| !graceful_key(k))
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// The message balance: `intended = echoed + lost + timed_out + not_sent`.
@@ -149,6 +153,13 @@ pub struct Messages {
     /// Messages due while their session was not open and never reopened (reopen
     /// `never`), or still waiting at the end.
     pub not_sent: u64,
+}
+
+impl Messages {
+    /// Whether every message the schedule called for is accounted for.
+    pub fn balanced(&self) -> bool {
+        self.intended == self.echoed + self.lost + self.timed_out + self.not_sent
+    }
 }
 
 /// One second of the sessions' run, from the start of the measured window.
@@ -193,11 +204,7 @@ impl SessionWindow {
     }
 
     pub fn broken(&self) -> u64 {
-        self.ends
-            .iter()
-            .filter(|(k, _)| !graceful_key(k))
-            .map(|(_, n)| n)
-            .sum()
+        broken(&self.ends)
     }
 }
 

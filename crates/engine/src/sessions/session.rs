@@ -13,6 +13,8 @@ use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 use std::net::TcpStream;
 
+use crate::worker::connect_result;
+
 /// The first read buffer of a session; it grows for a bigger frame.
 const BUF: usize = 2048;
 /// The longest answer head to an upgrade that is read.
@@ -270,72 +272,52 @@ impl Session {
                     Err(e) => return Err(e),
                 }
             },
-            Some(tls) => {
-                let mut eof = false;
+            Some(tls) => loop {
+                // Until the socket has nothing more: the registration is
+                // edge-triggered.
                 let mut stamp = 0;
-                loop {
-                    let read = tls.read_tls(&mut crate::rx::Stamped {
-                        sock,
-                        stamp: &mut stamp,
-                        on: true,
-                    });
-                    if stamp != 0 {
-                        self.stamp = stamp;
-                    }
-                    match read {
-                        Ok(0) => eof = true,
-                        Ok(_) => {}
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(e) => return Err(e),
-                    }
-                    tls.process_new_packets()
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
-                    // The plaintext that came.
-                    loop {
-                        if !room(&mut self.buf, &mut self.rstart, &mut self.rend) {
-                            break;
-                        }
-                        match tls.reader().read(&mut self.buf[self.rend..]) {
-                            Ok(0) => return Ok(true),
-                            Ok(n) => self.rend += n,
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(true),
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    if eof {
-                        return Ok(true);
-                    }
-                    // The handshake's answers, and a read that may have more.
-                    while tls.wants_write() {
-                        match tls.write_tls(sock) {
-                            Ok(_) => {}
-                            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                            Err(e) => return Err(e),
-                        }
-                    }
-                    if !tls.wants_read() {
-                        return Ok(false);
-                    }
-                    let read = tls.read_tls(&mut crate::rx::Stamped {
-                        sock,
-                        stamp: &mut stamp,
-                        on: true,
-                    });
-                    if stamp != 0 {
-                        self.stamp = stamp;
-                    }
-                    match read {
-                        Ok(0) => eof = true,
-                        Ok(_) => {}
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
-                        Err(e) => return Err(e),
-                    }
-                    tls.process_new_packets()
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                let read = tls.read_tls(&mut crate::rx::Stamped {
+                    sock,
+                    stamp: &mut stamp,
+                    on: true,
+                });
+                if stamp != 0 {
+                    self.stamp = stamp;
                 }
-            }
+                let (eof, drained) = match read {
+                    Ok(0) => (true, false),
+                    Ok(_) => (false, false),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => (false, true),
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                };
+                tls.process_new_packets()
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                // The plaintext that came.
+                while room(&mut self.buf, &mut self.rstart, &mut self.rend) {
+                    match tls.reader().read(&mut self.buf[self.rend..]) {
+                        Ok(0) => return Ok(true),
+                        Ok(n) => self.rend += n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => return Ok(true),
+                        Err(e) => return Err(e),
+                    }
+                }
+                if eof {
+                    return Ok(true);
+                }
+                // The handshake's answers.
+                while tls.wants_write() {
+                    match tls.write_tls(sock) {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                        Err(e) => return Err(e),
+                    }
+                }
+                if drained {
+                    return Ok(false);
+                }
+            },
         }
     }
 
@@ -607,17 +589,4 @@ fn escaped(data: &[u8], n: usize) -> String {
         .map(char::from)
         .collect();
     format!("\"{s}\"")
-}
-
-/// The state of a non-blocking connect: `Ok(true)` connected, `Ok(false)` pending.
-fn connect_result(sock: &TcpStream) -> io::Result<bool> {
-    match sock.take_error() {
-        Ok(None) => {}
-        Ok(Some(e)) | Err(e) => return Err(e),
-    }
-    match sock.peer_addr() {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == io::ErrorKind::NotConnected => Ok(false),
-        Err(e) => Err(e),
-    }
 }

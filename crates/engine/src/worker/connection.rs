@@ -700,7 +700,7 @@ pub(super) fn connect(addr: SocketAddr, new_connection: bool) -> io::Result<(Tcp
 
 /// The state of a non-blocking connect: `Ok(true)` connected, `Ok(false)` pending,
 /// or why it failed.
-pub(super) fn connect_result(sock: &TcpStream) -> io::Result<bool> {
+pub(crate) fn connect_result(sock: &TcpStream) -> io::Result<bool> {
     match sock.take_error() {
         Ok(None) => {}
         Ok(Some(e)) | Err(e) => return Err(e),

@@ -715,19 +715,35 @@ fn stacks(input: &ReportInput, stack: fn(usize, &Series, f64) -> Stack) -> Vec<S
 }
 
 pub(super) fn errors_chart(input: &ReportInput) -> Chart {
-    let stacks = stacks(input, error_stack);
     let total: u64 = input.series.iter().map(|s| s.result.errors.total()).sum();
+    stacks_chart(
+        ("chart-errors", "Errors over time, by kind"),
+        "Failed requests per second (by completion), stacked by kind; each series on its own scale.",
+        stacks(input, error_stack),
+        total,
+        "no errors in any series",
+    )
+}
+
+/// A chart of one stack per series, or `none` when nothing (`total`) is to be drawn.
+fn stacks_chart(
+    (id, title): (&str, &str),
+    caption: &str,
+    stacks: Vec<Stack>,
+    total: u64,
+    none: &str,
+) -> Chart {
     Chart {
-        id: "chart-errors".into(),
-        title: "Errors over time, by kind".into(),
-        caption: "Failed requests per second (by completion), stacked by kind; each series on its own scale.".into(),
+        id: id.into(),
+        title: title.into(),
+        caption: caption.into(),
         height: if total == 0 {
             120
         } else {
             stacks.len() as u32 * 200 + 10
         },
         body: if total == 0 {
-            Body::Note("no errors in any series".into())
+            Body::Note(none.into())
         } else {
             Body::Stacks(stacks)
         },
@@ -779,28 +795,19 @@ pub(super) fn sessions_chart(input: &ReportInput) -> Option<Chart> {
     if input.series.iter().all(|s| s.result.sessions.is_none()) {
         return None;
     }
-    let stacks = stacks(input, session_stack);
     let total: u64 = input
         .series
         .iter()
         .filter_map(|s| s.result.sessions.as_ref())
         .map(|s| s.cut())
         .sum();
-    Some(Chart {
-        id: "chart-sessions".into(),
-        title: "Sessions ended over time".into(),
-        caption: "Long-lived sessions that ended per second (by the time they ended), stacked: with a close frame from the server's side, or cut (an EOF, a reset or an echo that never came); each series on its own scale, the changes marked.".into(),
-        height: if total == 0 {
-            120
-        } else {
-            stacks.len() as u32 * 200 + 10
-        },
-        body: if total == 0 {
-            Body::Note("no session ended before the run did, in any series".into())
-        } else {
-            Body::Stacks(stacks)
-        },
-    })
+    Some(stacks_chart(
+        ("chart-sessions", "Sessions ended over time"),
+        "Long-lived sessions that ended per second (by the time they ended), stacked: with a close frame from the server's side, or cut (an EOF, a reset or an echo that never came); each series on its own scale, the changes marked.",
+        stacks(input, session_stack),
+        total,
+        "no session ended before the run did, in any series",
+    ))
 }
 
 fn session_stack(i: usize, s: &Series, x_max: f64) -> Stack {
