@@ -673,4 +673,7 @@ fn a_scenarios_sessions_are_counted_in_the_reloads_window_and_gated() {
         md.contains("sessions cut"),
         "the impact table's sessions columns"
     );
+    assert!(md.contains("Long-lived sessions"), "the sessions' table");
+    let summary = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(summary.contains("Long-lived sessions"), "{summary}");
 }

@@ -116,6 +116,9 @@ pub fn render(input: &ReportInput, charts: &[(Chart, String)], generated: &str) 
     if let Some(c) = chart("chart-sessions") {
         section(&mut h, "sessions", "Long-lived sessions");
         figure(&mut h, c, "");
+        if let Some(t) = table("table-sessions") {
+            table_html(&mut h, input, t);
+        }
     }
 
     section(&mut h, "backends", "Backends and endpoint propagation");

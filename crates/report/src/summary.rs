@@ -100,6 +100,9 @@ pub fn comparison(scenario: &str, input: &ReportInput) -> String {
         }
         shown.push(worst_changes(input));
     }
+    if results.iter().any(|r| r.sessions.is_some()) {
+        shown.push(tables::sessions(input));
+    }
     for t in &shown {
         s.push('\n');
         // Latency and propagation cells are bare milliseconds: their notes say so.

@@ -161,6 +161,56 @@ pub fn changes(input: &ReportInput) -> Table {
     }
 }
 
+/// The long-lived sessions of each series (`sessions:`): how many ended before the
+/// run did and how, what they cost, and their messages' latency.
+pub fn sessions(input: &ReportInput) -> Table {
+    let rows = input
+        .series
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let ss = s.result.sessions.as_ref()?;
+            Some(Row {
+                series: Some(i),
+                cells: vec![
+                    s.name.clone(),
+                    ss.sessions.to_string(),
+                    ss.cut().to_string(),
+                    ss.broken().to_string(),
+                    counted(&ss.ends),
+                    ss.reopened.to_string(),
+                    fmt_opt_ms_cell(ss.reopen_ms.p99),
+                    ss.messages.lost.to_string(),
+                    fmt_opt_ms_cell(ss.latency_ms.p50),
+                    fmt_opt_ms_cell(ss.latency_ms.p99),
+                    fmt_opt_ms_cell(ss.latency_ms.max),
+                    counted(&ss.open_failures),
+                ],
+            })
+        })
+        .collect();
+    Table {
+        id: "table-sessions",
+        title: "Long-lived sessions",
+        note: "Each system's WebSocket sessions held beside the load: how many, how many ended before the run did (cut), of those with no close frame (an EOF, a reset, an echo that never came), the ends by kind (a close frame by its code), the reopens and the p99 of the time from an end to the new 101, the messages lost in flight at an end, the messages' latency from their intended send (ms), and the opens that failed, by kind.".into(),
+        cols: cols(&[
+            ("series", "series"),
+            ("sessions", "sessions"),
+            ("cut", "cut"),
+            ("broken", "without close"),
+            ("ends", "ends by kind"),
+            ("reopened", "reopened"),
+            ("reopen_p99_ms", "reopen p99 (ms)"),
+            ("lost", "messages lost"),
+            ("p50_ms", "message p50 (ms)"),
+            ("p99_ms", "message p99 (ms)"),
+            ("max_ms", "message max (ms)"),
+            ("open_failures", "failed opens"),
+        ]),
+        rows,
+    }
+}
+
 /// Endpoint propagation per series: min / median / max, added and removed.
 pub fn propagation(input: &ReportInput) -> Table {
     let spread = |s: &Spread| {

@@ -19,7 +19,7 @@ mod search;
 #[cfg(test)]
 mod tests;
 
-pub use lab::{changes, probes, propagation, resources, route_sets, routes};
+pub use lab::{changes, probes, propagation, resources, route_sets, routes, sessions};
 pub use load::{
     errors, handshakes_per_s, mix, percentiles, repetitions, settings, steps, throughput,
 };
@@ -83,16 +83,20 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
         .iter()
         .any(|s| s.result.lab.as_ref().is_some_and(|l| l.route_set.is_some()))
         .then(|| route_sets(input));
+    let held = input
+        .series
+        .iter()
+        .any(|s| s.result.sessions.is_some())
+        .then(|| sessions(input));
     sizing
         .into_iter()
         .chain(maxima)
         .chain(steps)
         .chain(route_sets)
         .chain(mix)
+        .chain([percentiles(input), errors(input), changes(input)])
+        .chain(held)
         .chain([
-            percentiles(input),
-            errors(input),
-            changes(input),
             propagation(input),
             routes(input),
             probes(input),

@@ -167,6 +167,20 @@ fn the_impact_table_gains_the_sessions_columns_in_a_run_that_held_them() {
     assert_eq!(c.cell(0, "messages_lost"), Some("2"));
     assert_eq!(c.cell(0, "message_p99_ms"), Some("12.500"));
     assert!(c.rows.iter().all(|r| r.cells.len() == c.cols.len()));
+    // And the sessions' own table, one row for the series that held them.
+    let r = &mut i.series[0].result;
+    let ss = r.sessions.as_mut().unwrap();
+    ss.sessions = 20;
+    ss.ends = [("eof".to_string(), 7), ("close 1001".to_string(), 3)].into();
+    ss.reopened = 10;
+    let t = sessions(&i);
+    assert_eq!(t.rows.len(), 1);
+    assert_eq!(t.cell(0, "sessions"), Some("20"));
+    assert_eq!(t.cell(0, "cut"), Some("10"));
+    assert_eq!(t.cell(0, "broken"), Some("7"));
+    assert_eq!(t.cell(0, "ends"), Some("close 1001: 3, eof: 7"));
+    assert!(all(&i).iter().any(|t| t.id == "table-sessions"));
+    assert!(t.rows.iter().all(|r| r.cells.len() == t.cols.len()));
 }
 
 #[test]
