@@ -139,7 +139,13 @@ fn the_kubernetes_platform_scales_backends_through_the_api_and_leaves_nothing() 
             _ => None,
         });
         log.push(format!("abrupt {}", abrupt.expect("a pod stopping")));
-        assert_eq!(p.endpoints().len(), 1);
+        // The platform's endpoints come from its watch, which sees the deletion a
+        // moment after `scale` returns (a rehearsal read 2 at once): bounded wait.
+        let t = std::time::Instant::now();
+        while p.endpoints().len() != 1 && t.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(p.endpoints().len(), 1, "after {:?}", t.elapsed());
 
         // The result's view of the cluster: every pod the run saw, gone ones too,
         // with the node it ran on and its IP.
