@@ -44,8 +44,8 @@ use std::sync::{Arc, Barrier};
 mod connection;
 mod event_loop;
 mod h2;
-pub(crate) use connection::connect_result;
-use connection::{connect, enter, version_name, HeadReader, WROTE_NOTHING};
+pub(crate) use connection::{connect, connect_result};
+use connection::{enter, version_name, HeadReader, WROTE_NOTHING};
 pub use h2::H2Setup;
 use h2::{Answer, Ev, Session, NO_SESSION};
 
@@ -395,7 +395,7 @@ fn sampling_seed(id: usize, seed: u64) -> u64 {
 /// One epoll wait into `events` (cleared first). An interrupted wait (EINTR: a
 /// signal arrived) is an empty wait; any other error is returned, because a loop that
 /// ignored it would spin to the end of the run recording nothing.
-fn epoll_wait(
+pub(crate) fn epoll_wait(
     ep: &std::os::fd::OwnedFd,
     events: &mut Vec<epoll::Event>,
     ts: &rustix::time::Timespec,
@@ -419,7 +419,7 @@ fn voluntary_switches() -> Option<u64> {
 
 /// A wait of `ns` as the kernel's calls take it.
 #[inline]
-fn timespec(ns: Nanos) -> rustix::time::Timespec {
+pub(crate) fn timespec(ns: Nanos) -> rustix::time::Timespec {
     rustix::time::Timespec {
         tv_sec: (ns / 1_000_000_000) as i64,
         tv_nsec: (ns % 1_000_000_000) as i64,

@@ -381,11 +381,8 @@ impl<'a> Loop<'a> {
                             _ => None,
                         },
                         None => {
-                            let pending = self
-                                .sessions
-                                .iter()
-                                .any(|s| !matches!(s.phase, Phase::Open));
-                            (!pending || now >= until).then_some(now)
+                            let all_open = self.open_now == self.sessions.len() as u64;
+                            (all_open || now >= until).then_some(now)
                         }
                     };
                     if let Some(start) = start.or(stopping.then_some(now)) {
@@ -482,10 +479,7 @@ impl<'a> Loop<'a> {
     /// Writes message `seq` (intended at `t`) on open session `i`.
     fn send(&mut self, i: usize, t: Nanos, seq: u64, now: Nanos) {
         self.payload[..8].copy_from_slice(&seq.to_be_bytes());
-        self.rng ^= self.rng << 13;
-        self.rng ^= self.rng >> 7;
-        self.rng ^= self.rng << 17;
-        let mask = (self.rng as u32).to_be_bytes();
+        let mask = session::next_mask(&mut self.rng);
         let s = &mut self.sessions[i];
         http1::ws::masked_frame(&mut s.out, http1::ws::BINARY, &self.payload, mask);
         s.inflight.push_back((t, now, seq));
@@ -625,19 +619,7 @@ impl<'a> Loop<'a> {
     /// Waits for events until `wake` and handles them.
     fn wait(&mut self, wake: Nanos) -> io::Result<()> {
         let wait = wake.saturating_sub(self.clock.now());
-        let ts = rustix::time::Timespec {
-            tv_sec: (wait / 1_000_000_000) as i64,
-            tv_nsec: (wait % 1_000_000_000) as i64,
-        };
-        self.events.clear();
-        match epoll::wait(
-            &self.ep,
-            rustix::buffer::spare_capacity(&mut self.events),
-            Some(&ts),
-        ) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => return Err(e.into()),
-        }
+        crate::worker::epoll_wait(&self.ep, &mut self.events, &crate::worker::timespec(wait))?;
         let events = std::mem::take(&mut self.events);
         for ev in &events {
             let key = ev.data.u64();
@@ -674,12 +656,10 @@ impl<'a> Loop<'a> {
             session::Step::Frames => self.on_frames(i, now),
             session::Step::Ended(end) => {
                 // The frames that came before the end first: a close frame among
-                // them ends the session by its code (and may reopen it already).
-                let generation = self.sessions[i].generation;
+                // them ends the session by its code (and may reopen it already, in
+                // which case `end_session` leaves the reopen alone).
                 self.on_frames(i, now);
-                if self.sessions[i].generation == generation {
-                    self.end_session(i, end, now);
-                }
+                self.end_session(i, end, now);
             }
             session::Step::Closed => {}
         }

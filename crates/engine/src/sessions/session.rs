@@ -99,10 +99,7 @@ impl Session {
     pub fn new(rng: &mut u64) -> Session {
         let mut k = [0u8; 16];
         for b in &mut k {
-            *rng ^= *rng << 13;
-            *rng ^= *rng >> 7;
-            *rng ^= *rng << 17;
-            *b = *rng as u8;
+            *b = xorshift(rng) as u8;
         }
         let key = base64::engine::general_purpose::STANDARD.encode(k);
         let accept = ws::accept(key.as_bytes());
@@ -148,25 +145,11 @@ impl Session {
         key: u64,
         now: Nanos,
     ) -> Result<(), (&'static str, String)> {
-        use socket2::{Domain, Protocol, Socket, Type};
         self.drop_socket();
         self.generation = (key >> 32) as u32;
         self.attempt_at = now;
         let fail = |e: io::Error| ("connect", format!("connect to {}: {e}", spec.addr));
-        let s = Socket::new(
-            Domain::for_address(spec.addr),
-            Type::STREAM,
-            Some(Protocol::TCP),
-        )
-        .map_err(fail)?;
-        s.set_nonblocking(true).map_err(fail)?;
-        s.set_nodelay(true).map_err(fail)?;
-        match s.connect(&spec.addr.into()) {
-            Ok(()) => {}
-            Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => {}
-            Err(e) => return Err(fail(e)),
-        }
-        let sock: TcpStream = s.into();
+        let (sock, _) = crate::worker::connect(spec.addr, false).map_err(fail)?;
         // Echoes are timed by when their bytes arrived, not when this thread woke
         // to read them (crate::rx), as responses are.
         crate::rx::enable(&sock);
@@ -563,11 +546,17 @@ fn room(buf: &mut Vec<u8>, rstart: &mut usize, rend: &mut usize) -> bool {
     true
 }
 
-fn next_mask(rng: &mut u64) -> [u8; 4] {
+/// The loop's one generator of keys and masks (xorshift64): a WebSocket mask only
+/// has to vary, not to be secret.
+pub(super) fn xorshift(rng: &mut u64) -> u64 {
     *rng ^= *rng << 13;
     *rng ^= *rng >> 7;
     *rng ^= *rng << 17;
-    (*rng as u32).to_be_bytes()
+    *rng
+}
+
+pub(super) fn next_mask(rng: &mut u64) -> [u8; 4] {
+    (xorshift(rng) as u32).to_be_bytes()
 }
 
 /// An answer that is not HTTP, or whose head never ends.

@@ -679,7 +679,7 @@ pub(super) fn version_name(v: rustls::ProtocolVersion) -> &'static str {
 }
 
 /// Starts a non-blocking connect; `true` when it completed at once.
-pub(super) fn connect(addr: SocketAddr, new_connection: bool) -> io::Result<(TcpStream, bool)> {
+pub(crate) fn connect(addr: SocketAddr, new_connection: bool) -> io::Result<(TcpStream, bool)> {
     use socket2::{Domain, Protocol, Socket, Type};
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_nonblocking(true)?;
