@@ -22,9 +22,18 @@ pub(crate) enum Probe {
     Not(String),
 }
 
-/// Probes the load's first request (as GET) until a backend answers it or `bound`
-/// has passed; returns how long that took, or, in one line, what the last probe got.
-/// An HTTP/1.1 load only: a gRPC call or an h2c connection is not a GET.
+/// How many answers in a row a backend must give before the route counts as
+/// served, and how far apart they are sent: a controller that answered once may
+/// still be between two configurations (ingress-nginx answered a probe 404 right
+/// after the load's first request had reached a backend), and the probes and the
+/// load that follow must not start inside that.
+const STEADY: u32 = 3;
+const STEADY_GAP: Duration = Duration::from_millis(100);
+
+/// Probes the load's first request (as GET) until a backend has answered it
+/// [`STEADY`] times in a row or `bound` has passed; returns how long that took, or,
+/// in one line, what the last probe got. An HTTP/1.1 load only: a gRPC call or an
+/// h2c connection is not a GET.
 pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Duration, String> {
     let t0 = Instant::now();
     let (url, headers) = match spec.targets.first() {
@@ -36,16 +45,26 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
     // Every connection goes to the URL's address; a request's own host is its
     // virtual host (Host, and the server name over TLS), as the engine sends it.
     let (addr, tls) = endpoint(spec, &target)?;
+    let mut in_a_row = 0;
     loop {
         match probe(addr, &msg, tls.as_ref(), &spec.backend_header) {
-            Probe::Served => return Ok(t0.elapsed()),
+            Probe::Served => {
+                in_a_row += 1;
+                if in_a_row >= STEADY {
+                    return Ok(t0.elapsed());
+                }
+                std::thread::sleep(STEADY_GAP);
+            }
             Probe::Not(why) if t0.elapsed() >= bound => {
                 return Err(format!(
                     "GET {url} got no answer from a backend in {} s: the last probe {why}",
                     bound.as_secs()
                 ))
             }
-            Probe::Not(_) => std::thread::sleep(Duration::from_millis(200)),
+            Probe::Not(_) => {
+                in_a_row = 0;
+                std::thread::sleep(Duration::from_millis(200));
+            }
         }
     }
 }
@@ -173,19 +192,49 @@ mod tests {
     use super::*;
     use std::net::TcpListener;
 
+    const SERVED: &str = "HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-backend: web-1\r\n\r\nok";
+    const NOT_FOUND: &str = "HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n";
+
     /// A server that answers each connection with `answer` and closes.
     fn answering(answer: &'static str) -> SocketAddr {
+        in_turn(vec![answer])
+    }
+
+    /// A server that answers its connections with `answers` in turn (the last one
+    /// for the rest), each then closed.
+    fn in_turn(answers: Vec<&'static str>) -> SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
         std::thread::spawn(move || {
-            for s in l.incoming().take(50) {
+            for (k, s) in l.incoming().take(50).enumerate() {
                 let Ok(mut s) = s else { continue };
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
+                let answer = answers.get(k).or(answers.last()).unwrap();
                 let _ = s.write_all(answer.as_bytes());
             }
         });
         addr
+    }
+
+    #[test]
+    fn a_route_is_served_once_it_has_answered_from_a_backend_in_a_row() {
+        // Served once, then the controller's 404 (between two configurations), then
+        // served from then on: ready only after the answers in a row.
+        let flapping = in_turn(vec![SERVED, NOT_FOUND, SERVED]);
+        let took = wait_served(&spec(flapping), Duration::from_secs(5)).unwrap();
+        // One 404's pause and the gaps between the answers in a row.
+        assert!(
+            took >= Duration::from_millis(200) + STEADY_GAP * (STEADY - 1),
+            "{took:?}"
+        );
+
+        // Never served twice running: never ready, and the last answer is said.
+        let never = in_turn(vec![
+            SERVED, NOT_FOUND, SERVED, NOT_FOUND, SERVED, NOT_FOUND, SERVED, NOT_FOUND,
+        ]);
+        let e = wait_served(&spec(never), Duration::from_millis(700)).unwrap_err();
+        assert!(e.contains("was answered 404 without x-backend"), "{e}");
     }
 
     fn spec(addr: SocketAddr) -> engine::LoadSpec {
@@ -198,12 +247,11 @@ mod tests {
 
     #[test]
     fn only_an_answer_from_a_backend_is_served() {
-        let backend =
-            answering("HTTP/1.1 200 OK\r\ncontent-length: 2\r\nx-backend: web-1\r\n\r\nok");
+        let backend = answering(SERVED);
         let took = wait_served(&spec(backend), Duration::from_secs(5)).unwrap();
         assert!(took < Duration::from_secs(2), "{took:?}");
 
-        let catch_all = answering("HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\n\r\n");
+        let catch_all = answering(NOT_FOUND);
         let t = Instant::now();
         let e = wait_served(&spec(catch_all), Duration::from_millis(500)).unwrap_err();
         assert!(t.elapsed() >= Duration::from_millis(500));
