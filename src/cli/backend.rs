@@ -173,7 +173,7 @@ async fn serve(plan: Plan) -> anyhow::Result<i32> {
         task.abort();
         write()?;
     }
-    if let Some(line) = &d.websocket {
+    for line in [&d.websocket, &d.grpc_streams].into_iter().flatten() {
         eprintln!("ingressbench backend: {line}");
     }
     match d.end {

@@ -8,6 +8,12 @@
 //! `/healthz`. A request with `content-type: application/grpc` is a gRPC call:
 //! - `ingressbench.Backend/Echo` answers `EchoReply { string backend = 1; bytes
 //!   payload = 2; }`: this backend's id and the request message back;
+//! - `ingressbench.Backend/EchoStream` is the same echo on a bidirectional
+//!   stream held open (issue 45): each message answered by its `EchoReply` as it
+//!   comes, `OK` when the client ends its side, and at the drain `UNAVAILABLE`
+//!   (`ingressbench backend draining`) beside the GOAWAY, so a client tells a
+//!   graceful end from a cut one; how each stream ended is counted
+//!   ([`StreamTally`]);
 //! - `grpc.health.v1.Health/Check` answers `SERVING`;
 //! - any other method is `UNIMPLEMENTED`;
 //! - `--status` (and a failing `--flap` phase in `503` mode) becomes a gRPC
@@ -19,7 +25,7 @@
 
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -27,7 +33,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use hyper::body::Incoming;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
 use super::delay::Rng;
@@ -37,6 +43,12 @@ use super::state::{draining, Shared};
 
 /// The Echo method's path.
 pub const ECHO_PATH: &str = "/ingressbench.Backend/Echo";
+/// The streaming Echo's path: a bidirectional stream of the same messages.
+pub const ECHO_STREAM_PATH: &str = "/ingressbench.Backend/EchoStream";
+/// The `grpc-message` of the status a stream ends with at the drain.
+pub const DRAIN_MESSAGE: &str = "ingressbench backend draining";
+/// Replies a stream may have queued for the client before it reads another message.
+const STREAM_QUEUE: usize = 64;
 /// The standard health check's path.
 pub const HEALTH_CHECK_PATH: &str = "/grpc.health.v1.Health/Check";
 
@@ -54,11 +66,13 @@ pub(crate) async fn serve<S>(
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let prefix: Arc<[u8]> = shared.responder.conn_prefix(local).into();
+    let stream_drain = drain.clone();
     let svc = hyper::service::service_fn(move |req| {
         let shared = shared.clone();
         let prefix = prefix.clone();
+        let drain = stream_drain.clone();
         // An error resets the stream (RST_STREAM): `--flap` in reset mode.
-        async move { answer(req, &shared, &prefix).await }
+        async move { answer(req, &shared, &prefix, drain).await }
     });
     let conn = hyper::server::conn::http2::Builder::new(hyper_util::rt::TokioExecutor::new())
         .timer(hyper_util::rt::TokioTimer::new())
@@ -72,10 +86,22 @@ pub(crate) async fn serve<S>(
     let _ = conn.await;
 }
 
-/// A response body of one chunk and, for gRPC, trailers after it.
+/// A response body of one chunk and, for gRPC, trailers after it; or a stream's
+/// replies as its task makes them, then its trailers.
 pub struct Reply {
     data: Option<Bytes>,
     trailers: Option<HeaderMap>,
+    streamed: Option<mpsc::Receiver<Frame<Bytes>>>,
+}
+
+impl Reply {
+    fn empty() -> Reply {
+        Reply {
+            data: None,
+            trailers: None,
+            streamed: None,
+        }
+    }
 }
 
 impl Body for Reply {
@@ -84,8 +110,11 @@ impl Body for Reply {
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
+        cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+        if let Some(rx) = self.streamed.as_mut() {
+            return rx.poll_recv(cx).map(|f| f.map(Ok));
+        }
         if let Some(d) = self.data.take() {
             return Poll::Ready(Some(Ok(Frame::data(d))));
         }
@@ -96,7 +125,7 @@ impl Body for Reply {
     }
 
     fn is_end_stream(&self) -> bool {
-        self.data.is_none() && self.trailers.is_none()
+        self.data.is_none() && self.trailers.is_none() && self.streamed.is_none()
     }
 }
 
@@ -117,14 +146,18 @@ pub fn grpc_status_for(http: u16) -> u32 {
 
 async fn answer(
     req: Request<Incoming>,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     prefix: &[u8],
+    drain: watch::Receiver<bool>,
 ) -> Result<Response<Reply>, std::io::Error> {
     let grpc = req
         .headers()
         .get(http::header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/grpc"));
     let path = req.uri().path().to_string();
+    if grpc && path == ECHO_STREAM_PATH {
+        return Ok(echo_stream(req.into_body(), shared.clone(), drain));
+    }
     let uri = req
         .uri()
         .path_and_query()
@@ -162,10 +195,7 @@ async fn answer(
         tokio::time::sleep_until(at).await;
     }
     let id = shared.responder.id();
-    let mut resp = Response::new(Reply {
-        data: None,
-        trailers: None,
-    });
+    let mut resp = Response::new(Reply::empty());
     if let Ok(v) = HeaderValue::from_str(id) {
         resp.headers_mut().insert("x-backend", v);
     }
@@ -199,15 +229,9 @@ async fn answer(
         } else {
             echo_reply(id, message_of(&body))
         };
-        let mut framed = Vec::with_capacity(5 + message.len());
-        framed.push(0);
-        framed.extend_from_slice(&(message.len() as u32).to_be_bytes());
-        framed.extend_from_slice(&message);
-        let mut t = HeaderMap::new();
-        t.insert("grpc-status", HeaderValue::from_static("0"));
         let r = resp.body_mut();
-        r.data = Some(framed.into());
-        r.trailers = Some(t);
+        r.data = Some(framed(&message).into());
+        r.trailers = Some(status_trailers(0, None));
         return Ok(resp);
     }
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
@@ -236,6 +260,156 @@ async fn answer(
         resp.body_mut().data = Some(Bytes::copy_from_slice(&out[body_at..]));
     }
     Ok(resp)
+}
+
+/// How a stream ended at this side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StreamEnd {
+    /// The client ended its side (END_STREAM): answered `OK`.
+    Peer,
+    /// The drain ended it with `UNAVAILABLE`, beside the connection's GOAWAY.
+    Drained,
+    /// Reset, or its connection went away, with neither: what a proxy that cuts a
+    /// stream leaves at the backend.
+    Gone,
+}
+
+/// Streams of the streaming Echo by how they ended, over the backend's life:
+/// printed at its exit, as the WebSocket sessions' count is.
+#[derive(Debug, Default)]
+pub struct StreamTally {
+    pub opened: AtomicU64,
+    pub peer: AtomicU64,
+    pub drained: AtomicU64,
+    pub gone: AtomicU64,
+}
+
+impl StreamTally {
+    fn count(&self, end: StreamEnd) {
+        let c = match end {
+            StreamEnd::Peer => &self.peer,
+            StreamEnd::Drained => &self.drained,
+            StreamEnd::Gone => &self.gone,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// One line for the backend's exit, `None` when no stream was opened.
+    pub fn summary(&self) -> Option<String> {
+        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let opened = n(&self.opened);
+        (opened > 0).then(|| {
+            format!(
+                "grpc streams: {opened} opened; {} ended by the peer, {} ended at the drain, \
+                 {} cut",
+                n(&self.peer),
+                n(&self.drained),
+                n(&self.gone)
+            )
+        })
+    }
+}
+
+/// The streaming Echo: the response's head at once (the client's stream is open
+/// when it comes), then a task that answers each message as it arrives.
+fn echo_stream(
+    body: Incoming,
+    shared: Arc<Shared>,
+    drain: watch::Receiver<bool>,
+) -> Response<Reply> {
+    let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+    let id = shared.responder.id().to_string();
+    let mut resp = Response::new(Reply {
+        streamed: Some(rx),
+        ..Reply::empty()
+    });
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        resp.headers_mut().insert("x-backend", v);
+    }
+    resp.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/grpc"),
+    );
+    shared.streams.opened.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        let end = echo_messages(body, &tx, &id, drain).await;
+        let trailers = match end {
+            StreamEnd::Peer => Some(status_trailers(0, None)),
+            StreamEnd::Drained => Some(status_trailers(14, Some(DRAIN_MESSAGE))),
+            StreamEnd::Gone => None,
+        };
+        if let Some(t) = trailers {
+            let _ = tx.send(Frame::trailers(t)).await;
+        }
+        shared.streams.count(end);
+    });
+    resp
+}
+
+/// Echoes each whole message of `body` into `tx` until the client ends its side,
+/// the stream or its connection breaks, or the drain begins.
+async fn echo_messages(
+    mut body: Incoming,
+    tx: &mpsc::Sender<Frame<Bytes>>,
+    id: &str,
+    mut drain: watch::Receiver<bool>,
+) -> StreamEnd {
+    if *drain.borrow() {
+        return StreamEnd::Drained;
+    }
+    let mut buf: Vec<u8> = Vec::new();
+    loop {
+        let frame = tokio::select! {
+            f = http_body_util::BodyExt::frame(&mut body) => f,
+            _ = draining(&mut drain) => return StreamEnd::Drained,
+        };
+        let data = match frame {
+            None => return StreamEnd::Peer,
+            Some(Err(_)) => return StreamEnd::Gone,
+            Some(Ok(f)) => match f.into_data() {
+                Ok(d) => d,
+                // Trailers from the client: its side is over.
+                Err(_) => continue,
+            },
+        };
+        buf.extend_from_slice(&data);
+        let mut at = 0;
+        while let Some((message, next)) = next_message(&buf[at..]) {
+            let reply = echo_reply(id, message);
+            at += next;
+            if tx.send(Frame::data(framed(&reply).into())).await.is_err() {
+                return StreamEnd::Gone;
+            }
+        }
+        buf.drain(..at);
+    }
+}
+
+/// The first whole length-prefixed message of `b` and the bytes it took.
+fn next_message(b: &[u8]) -> Option<(&[u8], usize)> {
+    if b.len() < 5 {
+        return None;
+    }
+    let n = u32::from_be_bytes([b[1], b[2], b[3], b[4]]) as usize;
+    (b.len() >= 5 + n).then(|| (&b[5..5 + n], 5 + n))
+}
+
+/// A message with its gRPC prefix (not compressed, its length).
+fn framed(message: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(5 + message.len());
+    out.push(0);
+    out.extend_from_slice(&(message.len() as u32).to_be_bytes());
+    out.extend_from_slice(message);
+    out
+}
+
+fn status_trailers(code: u32, message: Option<&'static str>) -> HeaderMap {
+    let mut t = HeaderMap::new();
+    t.insert("grpc-status", HeaderValue::from(code));
+    if let Some(m) = message {
+        t.insert("grpc-message", HeaderValue::from_static(m));
+    }
+    t
 }
 
 /// The message of a gRPC request body (its first length-prefixed message).
@@ -279,6 +453,15 @@ mod tests {
         assert_eq!(&r[3..6], &[0x12, 0xac, 0x02], "300 as a varint");
         assert_eq!(message_of(&[0, 0, 0, 0, 2, 9, 9, 1]), &[9, 9]);
         assert_eq!(message_of(&[0, 0]), &[] as &[u8]);
+        // A stream's messages one by one, a partial one left for the next read.
+        let mut two = framed(b"ab");
+        two.extend_from_slice(&framed(b"cde"));
+        two.extend_from_slice(&[0, 0, 0, 0, 9, 1]);
+        let (m, n) = next_message(&two).unwrap();
+        assert_eq!((m, n), (&b"ab"[..], 7));
+        let (m, k) = next_message(&two[n..]).unwrap();
+        assert_eq!((m, k), (&b"cde"[..], 8));
+        assert_eq!(next_message(&two[n + k..]), None);
     }
 
     #[test]

@@ -104,6 +104,8 @@ pub struct Drained {
     pub end: DrainEnd,
     /// WebSocket sessions by how they ended ([`crate::ws::Tally::summary`]).
     pub websocket: Option<String>,
+    /// gRPC streams by how they ended ([`crate::h2::StreamTally::summary`]).
+    pub grpc_streams: Option<String>,
 }
 
 /// Bound listeners, ready to [`run`](Server::run).
@@ -175,6 +177,7 @@ impl Server {
                 open: AtomicUsize::new(0),
                 all_closed: Notify::new(),
                 ws: Default::default(),
+                streams: Default::default(),
             }),
             tls: config.tls.map(TlsAcceptor::from),
             drain_timeout: config.drain_timeout,
@@ -245,6 +248,7 @@ impl Server {
             took: began.elapsed(),
             end,
             websocket: self.shared.ws.summary(),
+            grpc_streams: self.shared.streams.summary(),
         }
     }
 }

@@ -32,6 +32,8 @@ pub(crate) struct Shared {
     pub(crate) all_closed: Notify,
     /// WebSocket sessions by how they ended.
     pub(crate) ws: crate::ws::Tally,
+    /// Streams of the streaming Echo by how they ended.
+    pub(crate) streams: crate::h2::StreamTally,
 }
 
 impl Shared {

@@ -5,6 +5,7 @@
 //! - [`frame`]: frame headers, types, flags, error codes.
 //! - [`request`]: requests encoded once into HPACK blocks and bodies.
 //! - [`client`]: one connection's state: streams, flow control, GOAWAY.
+//! - [`stream`]: one long-lived bidirectional stream (a gRPC call held open).
 //!
 //! - [`hpack`]: HPACK decoding, field by field, Huffman by `httlib-huffman`.
 //!
@@ -14,6 +15,7 @@ pub mod client;
 pub mod frame;
 pub mod hpack;
 pub mod request;
+pub mod stream;
 
 pub use client::{ClientConn, Config, Counters, H2Error, Handler};
 pub use request::Request;
