@@ -94,15 +94,24 @@ pub struct LoadArgs {
     /// only held), each echo timed from its intended send; every session that ends
     /// before the run does is counted by how it ended (docs/load.md, "WebSocket
     /// sessions").
-    #[arg(long, conflicts_with_all = ["max", "http2", "h2c", "grpc", "targets", "hdr_log", "report", "metrics_listen", "sample", "body", "body_file"])]
+    #[arg(long, conflicts_with_all = ["max", "http2", "h2c", "grpc", "grpc_stream", "targets", "hdr_log", "report", "metrics_listen", "sample", "body", "body_file"])]
     pub websocket: bool,
-    /// With --websocket: each message's payload (`32B`, `4KiB`; at least 8 bytes,
-    /// its sequence number) [default: 32B].
-    #[arg(long, value_name = "SIZE", requires = "websocket")]
+    /// gRPC streams in place of requests: -c bidirectional calls of SERVICE/METHOD
+    /// (default: the backend's ingressbench.Backend/EchoStream), each on an HTTP/2
+    /// connection of its own (h2c on http://, ALPN h2 on https://), held for the
+    /// run, -R messages per second over all of them, each reply timed from its
+    /// intended send; a stream's end is counted by its grpc-status, a reset or a cut
+    /// (docs/load.md, "gRPC streams").
+    #[arg(long, value_name = "SERVICE/METHOD", num_args = 0..=1, default_missing_value = engine::sessions::ECHO_STREAM, conflicts_with_all = ["max", "http2", "h2c", "grpc", "targets", "hdr_log", "report", "metrics_listen", "sample", "body", "body_file"])]
+    pub grpc_stream: Option<String>,
+    /// With --websocket or --grpc-stream: each message's payload (`32B`, `4KiB`; at
+    /// least 8 bytes, its sequence number) [default: 32B].
+    #[arg(long, value_name = "SIZE")]
     pub message_size: Option<String>,
-    /// With --websocket: when a session that ended opens again: `at-once` (the
-    /// reopen counted and timed), `after DURATION` or `never` [default: at-once].
-    #[arg(long, value_name = "WHEN", requires = "websocket")]
+    /// With --websocket or --grpc-stream: when a session that ended opens again:
+    /// `at-once` (the reopen counted and timed), `after DURATION` or `never`
+    /// [default: at-once].
+    #[arg(long, value_name = "WHEN")]
     pub reopen: Option<String>,
     /// Write the result as JSON (schema ingressbench/result/v1) to this file.
     #[arg(long)]
@@ -229,10 +238,22 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
             args.repeat
         )));
     }
-    if args.websocket && (kubernetes || args.generators != 1 || args.repeat != 1) {
-        return Err(usage(
-            "--websocket runs on one generator, once: drop --generators, --platform kubernetes and --repeat",
-        ));
+    let sessions = args.sessions_flag();
+    if let Some(flag) = sessions {
+        if kubernetes || args.generators != 1 || args.repeat != 1 {
+            return Err(usage(format!(
+                "{flag} runs on one generator, once: drop --generators, --platform kubernetes and --repeat"
+            )));
+        }
+    } else if args.message_size.is_some() || args.reopen.is_some() {
+        let flag = if args.message_size.is_some() {
+            "--message-size"
+        } else {
+            "--reopen"
+        };
+        return Err(usage(format!(
+            "{flag} is for sessions: add --websocket or --grpc-stream"
+        )));
     }
     if args.metrics_listen.is_some() && (kubernetes || args.generators != 1) {
         return Err(usage(
@@ -250,7 +271,7 @@ pub fn mode(args: &LoadArgs) -> anyhow::Result<Mode> {
 
 /// Runs a load with one generator and prints the summary.
 pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
-    if args.websocket {
+    if args.sessions_flag().is_some() {
         return websocket(&args);
     }
     let (plan, config, target) = resolve(&args)?;
@@ -323,7 +344,20 @@ pub fn run(args: LoadArgs) -> anyhow::Result<i32> {
     Ok(exit_code(&result))
 }
 
-/// The sessions `--websocket` asks for.
+impl LoadArgs {
+    /// `--websocket` or `--grpc-stream` when the run is of sessions.
+    pub(super) fn sessions_flag(&self) -> Option<&'static str> {
+        if self.websocket {
+            Some("--websocket")
+        } else if self.grpc_stream.is_some() {
+            Some("--grpc-stream")
+        } else {
+            None
+        }
+    }
+}
+
+/// The sessions `--websocket` or `--grpc-stream` asks for.
 ///
 /// # Errors
 /// A usage error naming the flag that is wrong.
@@ -335,12 +369,13 @@ pub(super) fn session_spec(a: &LoadArgs) -> anyhow::Result<engine::sessions::Ses
         None => std::time::Duration::from_secs(10),
     };
     load.backend_header = a.backend_header.clone();
+    let flag = a.sessions_flag().unwrap_or("--websocket");
     let rate = a.rate.as_deref().ok_or_else(|| {
-        usage("--websocket needs -R/--rate: messages per second over all sessions (0: hold them open only)")
+        usage(format!("{flag} needs -R/--rate: messages per second over all sessions (0: hold them open only)"))
     })?;
     if RateProfile::looks_like_plan(rate) {
         return Err(usage(format!(
-            "-R/--rate {rate} with --websocket: a plan of steps is for requests; give messages per second"
+            "-R/--rate {rate} with {flag}: a plan of steps is for requests; give messages per second"
         )));
     }
     let message_rate = rate.trim().parse::<f64>().map_err(|_| {
@@ -359,15 +394,16 @@ pub(super) fn session_spec(a: &LoadArgs) -> anyhow::Result<engine::sessions::Ses
         None => Reopen::AtOnce,
     };
     let settings = SessionSettings {
+        grpc: a.grpc_stream.clone(),
         sessions: a.request.connections,
         message_rate,
         message_bytes,
         reopen,
     };
-    SessionSpec::resolve(&load, settings).map_err(|e| usage(format!("--websocket: {e}")))
+    SessionSpec::resolve(&load, settings).map_err(|e| usage(format!("{flag}: {e}")))
 }
 
-/// `load --websocket`: sessions alone, their summary and result.
+/// `load --websocket` or `--grpc-stream`: sessions alone, their summary and result.
 fn websocket(args: &LoadArgs) -> anyhow::Result<i32> {
     let spec = session_spec(args)?;
     check_outputs(args)?;
@@ -397,7 +433,11 @@ fn websocket(args: &LoadArgs) -> anyhow::Result<i32> {
             connect_timeout_s: spec.connect_timeout.as_secs_f64(),
             method: "GET".into(),
             threads: 1,
-            protocol: "websocket".into(),
+            protocol: match spec.kind {
+                engine::sessions::SessionKind::WebSocket => "websocket".into(),
+                engine::sessions::SessionKind::Grpc => "grpc-stream".into(),
+            },
+            grpc: args.grpc_stream.clone(),
             headers: args.request.headers.clone(),
             backend_header: spec.backend_header.clone(),
             ..LoadConfig::default()

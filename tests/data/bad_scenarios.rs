@@ -395,7 +395,32 @@ const BAD: &[(&str, &str, &str)] = &[
     (
         "systems: [caddy-api]\n",
         "systems: [caddy-api]\nsessions:\n  websocket: 10\n  sockets: 3\n",
-        "line 5: sessions: unknown field `sockets`, expected one of `websocket`, `rate`, `message_size`, `reopen`, `path`",
+        "line 5: sessions: unknown field `sockets`, expected one of `websocket`, `grpc_streams`, `method`, `rate`, `message_size`, `reopen`, `path`",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nsessions:\n  rate: 10\n",
+        "line 3: sessions: give websocket: N (WebSocket sessions) or grpc_streams: N (gRPC streams)",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nsessions:\n  websocket: 10\n  grpc_streams: 10\n",
+        "line 5: sessions: websocket and grpc_streams together: a run holds one kind; give one of them",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nsessions:\n  grpc_streams: 10\n",
+        "line 4: sessions.grpc_streams: the systems carry gRPC to the backends only with protocol: grpc (and tls.enabled: true); set it",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprotocol: grpc\nsessions:\n  grpc_streams: 10\n  method: Echo\n",
+        "line 6: sessions.method: 'Echo' is not SERVICE/METHOD (ingressbench.Backend/EchoStream)",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nsessions:\n  websocket: 10\n  method: a.B/C\n",
+        "line 5: sessions.method is the gRPC streams' method: drop it, or give grpc_streams: N",
     ),
     (
         "systems: [caddy-api]\n",

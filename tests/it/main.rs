@@ -14,6 +14,7 @@ mod compare;
 mod contract;
 mod failover;
 mod generators;
+mod grpc_streams;
 mod http2;
 mod k8s_all;
 mod k8s_contour;

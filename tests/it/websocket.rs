@@ -230,15 +230,21 @@ fn a_frame_a_server_must_refuse_is_closed_with_its_code() {
 
 /// A local profile up in front of one backend named `ws-1`: the folder, backend
 /// and driver live as long as the tuple.
-struct Up {
+pub(crate) struct Up {
     _dir: tempfile::TempDir,
-    backend: Backend,
-    ctx: lab::DriverContext,
-    driver: Box<dyn lab::Driver>,
+    pub backend: Backend,
+    pub ctx: lab::DriverContext,
+    pub driver: Box<dyn lab::Driver>,
 }
 
 impl Up {
     fn new(profile: &str) -> Up {
+        Up::with(profile, false)
+    }
+
+    /// With `grpc`, the profile as `protocol: grpc` deploys it: HTTP/2 offered on
+    /// its HTTPS port, gRPC carried to the backend over h2c.
+    pub(crate) fn with(profile: &str, grpc: bool) -> Up {
         use crate::common::lab as labsupport;
         let dir = tempfile::tempdir().unwrap();
         let backend = Backend::start("ws-1", &["--workers", "1", "--drain-timeout", "3s"]);
@@ -246,7 +252,9 @@ impl Up {
             id: "ws-1".into(),
             addr: backend.addr,
         };
-        let ctx = labsupport::context(dir.path());
+        let mut ctx = labsupport::context(dir.path());
+        ctx.http2 = grpc;
+        ctx.upstream_h2c = grpc;
         let mut d = lab::driver_for(profile).unwrap();
         d.prepare(&ctx, std::slice::from_ref(&endpoint)).unwrap();
         d.start().unwrap();
@@ -269,7 +277,15 @@ impl Up {
     /// Stops the proxy, then drains the backend and returns its count of sessions
     /// by how they ended: (opened, closed by the peer, closed at the drain, ended
     /// without a close, refused).
-    fn stop(mut self) -> (u64, u64, u64, u64, u64) {
+    fn stop(self) -> (u64, u64, u64, u64, u64) {
+        let n = self.stop_counting("websocket sessions: ");
+        assert_eq!(n.len(), 5, "{n:?}");
+        (n[0], n[1], n[2], n[3], n[4])
+    }
+
+    /// Stops the proxy, then drains the backend and returns the numbers of its
+    /// count that follows `what` on its stderr.
+    pub(crate) fn stop_counting(mut self, what: &str) -> Vec<u64> {
         self.driver.stop().unwrap();
         assert!(kill("-TERM", self.backend.proc.id()));
         self.backend
@@ -279,18 +295,12 @@ impl Up {
         let err = self.backend.stderr();
         let line = err
             .lines()
-            .find_map(|l| {
-                l.split_once("websocket sessions: ")
-                    .map(|(_, t)| t.to_string())
-            })
-            .unwrap_or_else(|| panic!("no session count in the backend's stderr: {err}"));
-        let n: Vec<u64> = line
-            .split(|c: char| !c.is_ascii_digit())
+            .find_map(|l| l.split_once(what).map(|(_, t)| t.to_string()))
+            .unwrap_or_else(|| panic!("no count of {what:?} in the backend's stderr: {err}"));
+        line.split(|c: char| !c.is_ascii_digit())
             .filter(|w| !w.is_empty())
             .map(|w| w.parse().unwrap())
-            .collect();
-        assert_eq!(n.len(), 5, "{line}");
-        (n[0], n[1], n[2], n[3], n[4])
+            .collect()
     }
 }
 
@@ -311,7 +321,7 @@ fn sessions_pass_through_every_local_profile() {
 }
 
 /// The sessions of `ingressbench load --websocket`, from its JSON result.
-fn sessions_of(json: &std::path::Path) -> results::sessions::Sessions {
+pub(crate) fn sessions_of(json: &std::path::Path) -> results::sessions::Sessions {
     let r: results::RunResult =
         serde_json::from_str(&std::fs::read_to_string(json).unwrap()).unwrap();
     r.sessions.expect("a sessions part")

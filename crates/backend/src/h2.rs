@@ -158,6 +158,18 @@ async fn answer(
     if grpc && path == ECHO_STREAM_PATH {
         return Ok(echo_stream(req.into_body(), shared.clone(), drain));
     }
+    if grpc && path != ECHO_PATH && path != HEALTH_CHECK_PATH && shared.responder.status() < 400 {
+        // UNIMPLEMENTED before the request's end: a client streaming to an unknown
+        // method hears at once, as from a gRPC server.
+        let mut resp = Response::new(Reply::empty());
+        resp.headers_mut().insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/grpc"),
+        );
+        resp.headers_mut()
+            .insert("grpc-status", HeaderValue::from_static("12"));
+        return Ok(resp);
+    }
     let uri = req
         .uri()
         .path_and_query()

@@ -331,6 +331,13 @@ impl StreamClient {
                     used += 5 + n;
                 }
                 self.message.drain(..used);
+                if h.flags & frame::END_STREAM != 0 {
+                    // Ended with no trailers: a call without a status.
+                    on(Event::Trailers {
+                        grpc_status: None,
+                        grpc_message: b"",
+                    });
+                }
                 if self.consumed >= RECV_WINDOW / 2 {
                     frame::window_update(out, 0, self.consumed);
                     frame::window_update(out, STREAM, self.consumed);
@@ -665,6 +672,20 @@ mod tests {
         );
         let (_, got) = read_all(&mut c, &input, &mut out);
         assert_eq!(got, [Got::Response(200, None, Some(12))]);
+        // DATA that ends the stream with no trailers: a call with no status.
+        let mut input = Vec::new();
+        frame::write_frame(
+            &mut input,
+            frame::DATA,
+            frame::END_STREAM,
+            1,
+            &grpc(b"last"),
+        );
+        let (_, got) = read_all(&mut c, &input, &mut out);
+        assert_eq!(
+            got,
+            [Got::Message(b"last".to_vec()), Got::Trailers(None, vec![])]
+        );
 
         // A frame larger than this side reads is refused, in words.
         let mut c = StreamClient::new("x-backend");

@@ -29,10 +29,17 @@ pub enum SessionEnd {
     Timeout,
     /// A frame the client must refuse, or an echo that was not the message sent.
     Protocol,
+    /// A gRPC stream's trailers from the server's side, with its `grpc-status`
+    /// (14, UNAVAILABLE, from a drain): the call ended gracefully.
+    Status(u32),
+    /// A gRPC stream reset (RST_STREAM) with this HTTP/2 error code, or refused by
+    /// a GOAWAY that did not take it (7, REFUSED_STREAM): cut.
+    StreamReset(u32),
 }
 
 impl SessionEnd {
-    /// `close 1001`, `eof`, `reset`, `timeout`, `protocol`.
+    /// `close 1001`, `eof`, `reset`, `timeout`, `protocol`, `status 14`,
+    /// `rst_stream 8`.
     pub fn key(self) -> String {
         match self {
             SessionEnd::Close(code) => format!("close {code}"),
@@ -40,27 +47,31 @@ impl SessionEnd {
             SessionEnd::Reset => "reset".into(),
             SessionEnd::Timeout => "timeout".into(),
             SessionEnd::Protocol => "protocol".into(),
+            SessionEnd::Status(code) => format!("status {code}"),
+            SessionEnd::StreamReset(code) => format!("rst_stream {code}"),
         }
     }
 
-    /// Whether the server's side said goodbye (a close frame) rather than
-    /// vanishing: a graceful end the application can act on.
+    /// Whether the server's side said goodbye (a close frame, a stream's
+    /// trailers) rather than vanishing: a graceful end the application can act on.
     pub fn graceful(self) -> bool {
-        matches!(self, SessionEnd::Close(_))
+        matches!(self, SessionEnd::Close(_) | SessionEnd::Status(_))
     }
 }
 
-/// Whether a key of [`Sessions::ends`] is a graceful end (a close frame).
+/// Whether a key of [`Sessions::ends`] is a graceful end (a close frame, a
+/// stream's trailers).
 pub fn graceful_key(key: &str) -> bool {
-    key.starts_with("close ")
+    key.starts_with("close ") || key.starts_with("status ")
 }
 
 /// Why an open (or a reopen) failed; the key in [`Sessions::open_failures`].
-pub const OPEN_FAILURES: [&str; 6] = [
+pub const OPEN_FAILURES: [&str; 7] = [
     "connect",
     "tls",
     "refused",
     "not_websocket",
+    "not_http2",
     "eof",
     "timeout",
 ];
@@ -220,11 +231,24 @@ mod tests {
             SessionEnd::Reset,
             SessionEnd::Timeout,
             SessionEnd::Protocol,
+            SessionEnd::Status(14),
+            SessionEnd::StreamReset(8),
         ]
         .iter()
         .map(|e| e.key())
         .collect();
-        assert_eq!(keys, ["close 1001", "eof", "reset", "timeout", "protocol"]);
+        assert_eq!(
+            keys,
+            [
+                "close 1001",
+                "eof",
+                "reset",
+                "timeout",
+                "protocol",
+                "status 14",
+                "rst_stream 8"
+            ]
+        );
         let s = Sessions {
             ends: [
                 ("close 1001".into(), 3),
@@ -237,5 +261,7 @@ mod tests {
         };
         assert_eq!((s.cut(), s.broken()), (8, 5));
         assert!(SessionEnd::Close(1000).graceful() && !SessionEnd::Eof.graceful());
+        assert!(SessionEnd::Status(14).graceful() && !SessionEnd::StreamReset(8).graceful());
+        assert!(graceful_key("status 14") && !graceful_key("rst_stream 8"));
     }
 }

@@ -182,14 +182,59 @@ impl Scenario {
         let Some(s) = &self.sessions else {
             return Ok(());
         };
-        if s.websocket == 0 || s.websocket > MAX_SESSIONS {
+        let (key, n) = match (s.websocket, s.grpc_streams) {
+            (None, None) => {
+                return Err(Bad::new(
+                    "sessions",
+                    "sessions: give websocket: N (WebSocket sessions) or grpc_streams: N (gRPC streams)",
+                ))
+            }
+            (Some(w), None) => ("websocket", w),
+            (None, Some(g)) => ("grpc_streams", g),
+            _ => {
+                return Err(Bad::new(
+                    "sessions.grpc_streams",
+                    "sessions: websocket and grpc_streams together: a run holds one kind; give one of them",
+                ))
+            }
+        };
+        if n == 0 || n > MAX_SESSIONS {
+            let at = if key == "websocket" {
+                "sessions.websocket"
+            } else {
+                "sessions.grpc_streams"
+            };
             return Err(Bad::new(
-                "sessions.websocket",
-                format!(
-                    "sessions.websocket: {} is out of range: use 1 to {MAX_SESSIONS}",
-                    s.websocket
-                ),
+                at,
+                format!("sessions.{key}: {n} is out of range: use 1 to {MAX_SESSIONS}"),
             ));
+        }
+        if key == "websocket" && s.method.is_some() {
+            return Err(Bad::new(
+                "sessions.method",
+                "sessions.method is the gRPC streams' method: drop it, or give grpc_streams: N",
+            ));
+        }
+        if key == "grpc_streams" {
+            if let Some(m) = &s.method {
+                let m = m.trim_start_matches('/');
+                if !m.contains('/') || m.ends_with('/') {
+                    return Err(Bad::new(
+                        "sessions.method",
+                        format!(
+                            "sessions.method: '{m}' is not SERVICE/METHOD ({})",
+                            engine::sessions::ECHO_STREAM
+                        ),
+                    ));
+                }
+            }
+            if self.protocol != Protocol::Grpc {
+                return Err(Bad::new(
+                    "sessions.grpc_streams",
+                    "sessions.grpc_streams: the systems carry gRPC to the backends only with \
+                     protocol: grpc (and tls.enabled: true); set it",
+                ));
+            }
         }
         if !s.rate.is_finite() || s.rate < 0.0 {
             return Err(Bad::new(

@@ -1118,14 +1118,24 @@ impl<'de> Deserialize<'de> for Requests {
 }
 
 /// `routes: {count: 1000, hosts: 10}`: route `i` is `/r<i>` on host
-/// `sessions:`: WebSocket sessions opened on the system's address as the load is
-/// (the same host and, unless `path` says otherwise, the same path), held for the
-/// measured window, each sending messages on one open-loop schedule.
+/// `sessions:`: WebSocket sessions (or gRPC streams) opened on the system's
+/// address as the load is (the same host and, unless `path` says otherwise, the
+/// same path), held for the measured window, each sending messages on one
+/// open-loop schedule.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SessionsSection {
-    /// Sessions held open.
-    pub websocket: usize,
+    /// WebSocket sessions held open (this or `grpc_streams`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub websocket: Option<usize>,
+    /// gRPC streams held open, each a bidirectional call on an HTTP/2 connection
+    /// of its own (`protocol: grpc`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grpc_streams: Option<usize>,
+    /// The streams' method, SERVICE/METHOD (default: the backend's
+    /// `ingressbench.Backend/EchoStream`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<String>,
     /// Messages per second over all sessions (0, the default: only held open).
     #[serde(default)]
     pub rate: f64,

@@ -1,5 +1,6 @@
-//! Long-lived sessions (issue 45): N WebSocket sessions held open through the run,
-//! over plain TCP or TLS, each sending messages on one open-loop schedule (a total
+//! Long-lived sessions (issue 45): N WebSocket sessions, or N gRPC streams (each a
+//! bidirectional call on an HTTP/2 connection of its own), held open through the
+//! run, over plain TCP or TLS, each sending messages on one open-loop schedule (a total
 //! message rate spread over the sessions, as a rate is spread over connections) and
 //! timing each echo from its intended send, as requests are timed.
 //!
@@ -83,13 +84,28 @@ impl Reopen {
     }
 }
 
+/// What a session is on the wire.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionKind {
+    /// RFC 6455: the upgrade, masked frames, the close handshake.
+    WebSocket,
+    /// A bidirectional gRPC call ([`SessionSpec::path`] is its method) held open on
+    /// an HTTP/2 connection of its own: h2c on `http://`, ALPN `h2` on `https://`.
+    Grpc,
+}
+
+/// The streaming Echo of ingressbench's backend, the default method of a stream.
+pub const ECHO_STREAM: &str = "ingressbench.Backend/EchoStream";
+
 /// What to open and how to load it.
 #[derive(Clone, Debug)]
 pub struct SessionSpec {
+    pub kind: SessionKind,
     /// The URL as the user gave it, for the result.
     pub url: String,
     pub addr: SocketAddr,
-    /// The upgrade request's Host and target.
+    /// The upgrade request's Host and target (a stream's `:authority` and method
+    /// path).
     pub host: String,
     pub path: String,
     /// Extra header lines of the upgrade request.
@@ -106,7 +122,7 @@ pub struct SessionSpec {
     pub timeout: Duration,
     pub connect_timeout: Duration,
     pub reopen: Reopen,
-    /// The 101's header that names the backend.
+    /// The 101's (a stream's response head's) header that names the backend.
     pub backend_header: String,
     /// A network namespace the sessions' thread enters first (`None`: its own), as
     /// the load's workers do.
@@ -156,6 +172,8 @@ impl SessionSpec {
 /// What a session run sets beyond a load's URL, headers, timeouts and TLS.
 #[derive(Clone, Debug)]
 pub struct SessionSettings {
+    /// WebSocket sessions, or (`Some(SERVICE/METHOD)`) gRPC streams of that method.
+    pub grpc: Option<String>,
     pub sessions: usize,
     pub message_rate: f64,
     pub message_bytes: usize,
@@ -164,7 +182,8 @@ pub struct SessionSettings {
 
 impl SessionSpec {
     /// The sessions of `load`'s URL (`ws://`, `wss://`, or `http(s)://` for the same
-    /// upgrade), its headers, timeouts, TLS and backend header, with `settings`.
+    /// upgrade; `http(s)://` for gRPC streams), its headers, timeouts, TLS and
+    /// backend header, with `settings`.
     ///
     /// # Errors
     /// One line naming what is wrong: the URL, its address, TLS, a header.
@@ -173,7 +192,13 @@ impl SessionSpec {
         let (scheme, rest) = url
             .split_once("://")
             .ok_or_else(|| format!("url '{url}': expected ws://host[:port]/path or wss://..."))?;
+        let grpc = settings.grpc.is_some();
         let http = match scheme.to_ascii_lowercase().as_str() {
+            "ws" | "wss" if grpc => {
+                return Err(format!(
+                    "url '{url}': gRPC streams speak HTTP/2: use http:// (h2c) or https://"
+                ))
+            }
             "ws" | "http" => format!("http://{rest}"),
             "wss" | "https" => format!("https://{rest}"),
             other => {
@@ -185,8 +210,14 @@ impl SessionSpec {
         let target = http1::Target::parse(&http)?;
         let addr = crate::resolve::address(&target).map_err(|e| e.to_string())?;
         let tls = if target.tls {
-            let config =
+            let mut config =
                 crate::tls::client_config(&load.tls).map_err(|e| results::with_causes(&e))?;
+            if grpc {
+                // A stream is HTTP/2: offered by ALPN, as gRPC clients do.
+                let mut c = (*config).clone();
+                c.alpn_protocols = vec![b"h2".to_vec()];
+                config = Arc::new(c);
+            }
             let name = crate::tls::server_name(&target.host).map_err(|e| e.to_string())?;
             Some((config, name))
         } else {
@@ -202,11 +233,28 @@ impl SessionSpec {
                     .ok_or_else(|| format!("header '{h}': expected \"Name: value\""))
             })
             .collect::<Result<Vec<_>, String>>()?;
+        let path = match &settings.grpc {
+            Some(m) => {
+                let m = m.trim_start_matches('/');
+                if !m.contains('/') || m.ends_with('/') {
+                    return Err(format!(
+                        "the gRPC method '{m}' is not SERVICE/METHOD ({ECHO_STREAM})"
+                    ));
+                }
+                format!("/{m}")
+            }
+            None => target.path.clone(),
+        };
         let spec = SessionSpec {
+            kind: if grpc {
+                SessionKind::Grpc
+            } else {
+                SessionKind::WebSocket
+            },
             url: url.clone(),
             addr,
             host: target.host_header(),
-            path: target.path.clone(),
+            path,
             headers,
             tls,
             sessions: settings.sessions,
@@ -381,7 +429,9 @@ impl<'a> Loop<'a> {
                             _ => None,
                         },
                         None => {
-                            let all_open = self.open_now == self.sessions.len() as u64;
+                            let all_open = self.open_now == self.sessions.len() as u64
+                                || (self.spec.kind == SessionKind::Grpc
+                                    && self.sessions.iter().all(Session::writable));
                             (all_open || now >= until).then_some(now)
                         }
                     };
@@ -466,7 +516,7 @@ impl<'a> Loop<'a> {
             self.next += 1;
             self.tally.messages.intended += 1;
             match self.sessions[i].phase {
-                Phase::Open => self.send(i, t, seq, now),
+                _ if self.sessions[i].writable() => self.send(i, t, seq, now),
                 Phase::Done => self.tally.messages.not_sent += 1,
                 _ if self.sessions[i].backlog.len() >= BACKLOG => {
                     self.tally.messages.lost += 1;
@@ -479,9 +529,8 @@ impl<'a> Loop<'a> {
     /// Writes message `seq` (intended at `t`) on open session `i`.
     fn send(&mut self, i: usize, t: Nanos, seq: u64, now: Nanos) {
         self.payload[..8].copy_from_slice(&seq.to_be_bytes());
-        let mask = session::next_mask(&mut self.rng);
         let s = &mut self.sessions[i];
-        http1::ws::masked_frame(&mut s.out, http1::ws::BINARY, &self.payload, mask);
+        s.send_message(&self.payload, &mut self.rng);
         s.inflight.push_back((t, now, seq));
         self.tally.messages.sent += 1;
         if let Err(end) = s.flush() {
@@ -575,6 +624,9 @@ impl<'a> Loop<'a> {
     ) {
         self.tally.open_failed(kind, message);
         let s = &mut self.sessions[i];
+        // A stream's messages sent before its refusal.
+        self.tally.messages.lost += s.inflight.len() as u64;
+        s.inflight.clear();
         s.drop_socket();
         s.phase = Phase::Waiting {
             until: now + RETRY_NS,
@@ -655,13 +707,26 @@ impl<'a> Loop<'a> {
             }
             session::Step::Frames => self.on_frames(i, now),
             session::Step::Ended(end) => {
+                let goaway = self.sessions[i].goaway;
                 // The frames that came before the end first: a close frame among
                 // them ends the session by its code (and may reopen it already, in
                 // which case `end_session` leaves the reopen alone).
                 self.on_frames(i, now);
+                if let Some(code) = goaway.filter(|_| self.sessions[i].phase == Phase::Open) {
+                    // A stream cut after its connection's GOAWAY: said beside the cut.
+                    self.tally.reasons.entry(end).or_insert_with(|| {
+                        format!("after a GOAWAY ({})", http2::frame::error_name(code))
+                    });
+                }
                 self.end_session(i, end, now);
             }
             session::Step::Closed => {}
+        }
+        // A stream's call head is out (its connect just completed): what waited
+        // for it goes now.
+        let s = &self.sessions[i];
+        if !s.backlog.is_empty() && s.writable() {
+            self.flush_backlog(i, now);
         }
     }
 
@@ -669,7 +734,7 @@ impl<'a> Loop<'a> {
     /// intended send.
     fn flush_backlog(&mut self, i: usize, now: Nanos) {
         while let Some((t, seq)) = self.sessions[i].backlog.pop_front() {
-            if !matches!(self.sessions[i].phase, Phase::Open) {
+            if !self.sessions[i].writable() {
                 self.sessions[i].backlog.push_front((t, seq));
                 return;
             }
@@ -709,8 +774,8 @@ impl<'a> Loop<'a> {
                     self.end_session(i, end, now);
                     return;
                 }
-                session::Frame::CloseReason(code, reason) => {
-                    self.tally.close_reasons.entry(code).or_insert(reason);
+                session::Frame::Reason(end, reason) => {
+                    self.tally.reasons.entry(end).or_insert(reason);
                 }
             }
         }
@@ -719,7 +784,10 @@ impl<'a> Loop<'a> {
     fn finish(self) -> Sessions {
         let spec = self.spec;
         let head = Sessions {
-            protocol: "websocket".into(),
+            protocol: match spec.kind {
+                SessionKind::WebSocket => "websocket".into(),
+                SessionKind::Grpc => "grpc".into(),
+            },
             url: spec.url.clone(),
             sessions: spec.sessions as u64,
             message_rate: spec.message_rate,

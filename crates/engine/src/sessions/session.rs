@@ -1,10 +1,12 @@
 //! One session's socket: the non-blocking connect, TLS, the upgrade request and its
-//! answer, and frames in both directions. The loop ([`super::Loop`]) decides what a
-//! step means for the run; this side only says what happened.
+//! answer (or a gRPC stream's HTTP/2 opening and response head), and frames in
+//! both directions. The loop ([`super::Loop`]) decides what a step means for the
+//! run; this side only says what happened.
 
-use super::SessionSpec;
+use super::{SessionKind, SessionSpec};
 use base64::Engine as _;
 use http1::ws::{self, Parsed};
+use http2::stream::{Event, StreamClient};
 use results::clock::Nanos;
 use results::sessions::SessionEnd;
 use rustix::event::epoll;
@@ -57,8 +59,9 @@ pub(super) enum Frame {
     None,
     /// The echo of message `seq`.
     Echo(u64),
-    /// A close frame's code and reason; its [`Frame::End`] follows.
-    CloseReason(u16, String),
+    /// What an end said (a close frame's reason, a stream's grpc-message); its
+    /// [`Frame::End`] follows.
+    Reason(SessionEnd, String),
     End(SessionEnd),
 }
 
@@ -93,6 +96,12 @@ pub(super) struct Session {
     pub held_to_end: bool,
     /// The kernel's receive stamp (wall clock) of the last bytes read; 0: none.
     pub stamp: u64,
+    /// A gRPC stream's HTTP/2 state (`None` for a WebSocket, or before the open).
+    grpc: Option<Box<StreamClient>>,
+    /// A stream's frames read and not yet taken ([`Session::next_frame`]).
+    queue: VecDeque<Frame>,
+    /// The error code of a GOAWAY the stream's connection got.
+    pub goaway: Option<u32>,
 }
 
 impl Session {
@@ -123,7 +132,18 @@ impl Session {
             accept,
             held_to_end: false,
             stamp: 0,
+            grpc: None,
+            queue: VecDeque::new(),
+            goaway: None,
         }
+    }
+
+    /// Whether a message can be written now: the session is open, or it is a
+    /// stream whose call head is sent. A gRPC client sends without waiting for the
+    /// response's head, and some proxies (nginx's `grpc_pass`) pass the call on
+    /// only once its first message has come.
+    pub fn writable(&self) -> bool {
+        self.phase == Phase::Open || (self.phase == Phase::Upgrading && self.grpc.is_some())
     }
 
     pub fn drop_socket(&mut self) {
@@ -134,6 +154,9 @@ impl Session {
         self.rend = 0;
         self.frag = None;
         self.pending = None;
+        self.grpc = None;
+        self.queue.clear();
+        self.goaway = None;
     }
 
     /// Starts a connect registered on `ep` under `key` (its high half is the new
@@ -171,8 +194,21 @@ impl Session {
         Ok(())
     }
 
-    /// The upgrade request, queued to be written.
-    fn queue_upgrade(&mut self, spec: &SessionSpec) {
+    /// What opens the session, queued to be written: the upgrade request, or a
+    /// stream's preface, settings and call head.
+    fn queue_open(&mut self, spec: &SessionSpec) {
+        if spec.kind == SessionKind::Grpc {
+            let mut c = Box::new(StreamClient::new(&spec.backend_header));
+            let headers: Vec<(String, String)> = spec
+                .headers
+                .iter()
+                .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+                .collect();
+            let scheme = if spec.tls.is_some() { "https" } else { "http" };
+            c.start(&mut self.out, scheme, &spec.host, &spec.path, &headers);
+            self.grpc = Some(c);
+            return;
+        }
         let mut req = format!(
             "GET {} HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
              Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {}\r\n",
@@ -316,7 +352,7 @@ impl Session {
                     return Step::OpenFailed("connect", format!("connect to {}: {e}", spec.addr))
                 }
                 Ok(true) => {
-                    self.queue_upgrade(spec);
+                    self.queue_open(spec);
                     self.phase = Phase::Upgrading;
                 }
             }
@@ -336,7 +372,11 @@ impl Session {
         let read = self.read_in();
         match self.phase {
             Phase::Upgrading => {
-                let answered = self.answer(spec);
+                let answered = if self.grpc.is_some() {
+                    self.grpc_answer()
+                } else {
+                    self.answer(spec)
+                };
                 match (answered, read) {
                     (Some(step), _) => step,
                     (None, Ok(false)) => Step::Nothing,
@@ -363,7 +403,7 @@ impl Session {
             },
             _ => {
                 // Closing: the server's close frame or its EOF ends it.
-                while let Frame::Echo(_) | Frame::CloseReason(..) = self.next_frame(rng) {}
+                while let Frame::Echo(_) | Frame::Reason(..) = self.next_frame(rng) {}
                 if self.phase == Phase::Done || !matches!(read, Ok(false)) {
                     return self.closed();
                 }
@@ -430,10 +470,133 @@ impl Session {
         Some(Step::Opened(backend))
     }
 
+    /// A stream's frames read so far: events into [`Session::queue`], what they
+    /// call for (acknowledgements, windows) written. `Some` in the open: the
+    /// response head's verdict.
+    fn grpc_read(&mut self) -> Option<Step> {
+        let opening = self.phase == Phase::Upgrading;
+        let closing = self.phase == Phase::Closing;
+        let c = self.grpc.as_deref_mut()?;
+        let (queue, goaway) = (&mut self.queue, &mut self.goaway);
+        let mut verdict = None;
+        let read = c.read(&self.buf[self.rstart..self.rend], &mut self.out, &mut |e| {
+            match e {
+                Event::Response {
+                    status,
+                    backend,
+                    grpc_status,
+                    grpc_message,
+                } => {
+                    let refused = |what: String| Step::OpenFailed("refused", what);
+                    verdict = Some(if status != 200 {
+                        refused(format!("the call was answered :status {status}, not 200"))
+                    } else if let Some(code) = grpc_status {
+                        refused(format!(
+                            "the call was answered grpc-status {code} {} at once: {:?}",
+                            http2::stream::status_name(code),
+                            String::from_utf8_lossy(grpc_message)
+                        ))
+                    } else {
+                        Step::Opened(backend.map(|b| String::from_utf8_lossy(b).into_owned()))
+                    });
+                }
+                Event::Message(m) => queue.push_back(match echo_seq(m) {
+                    Some(n) => Frame::Echo(n),
+                    None => Frame::End(SessionEnd::Protocol),
+                }),
+                Event::Trailers {
+                    grpc_status,
+                    grpc_message,
+                } => {
+                    // No status in the trailers is UNKNOWN (gRPC's rule).
+                    let end = SessionEnd::Status(grpc_status.unwrap_or(2));
+                    if !closing {
+                        let why = String::from_utf8_lossy(grpc_message).into_owned();
+                        queue.push_back(Frame::Reason(end, why));
+                    }
+                    queue.push_back(Frame::End(end));
+                }
+                Event::Reset(code) => queue.push_back(Frame::End(SessionEnd::StreamReset(code))),
+                Event::GoAway { last, code } => {
+                    *goaway = Some(code);
+                    if last < http2::stream::STREAM {
+                        // Not taken: the stream was never processed.
+                        queue.push_back(Frame::End(SessionEnd::StreamReset(
+                            http2::frame::REFUSED_STREAM,
+                        )));
+                    }
+                }
+            }
+        });
+        match read {
+            Ok(n) => self.rstart += n,
+            Err(e) => {
+                self.rstart = self.rend;
+                if opening {
+                    return Some(Step::OpenFailed("not_http2", format!("HTTP/2: {e}")));
+                }
+                self.queue.push_back(Frame::End(SessionEnd::Protocol));
+            }
+        }
+        let _ = self.flush();
+        verdict
+    }
+
+    /// A stream's answer to its open: `None` until the response head has come.
+    fn grpc_answer(&mut self) -> Option<Step> {
+        let data = &self.buf[self.rstart..self.rend];
+        if data.starts_with(b"HTTP/") {
+            return Some(Step::OpenFailed(
+                "not_http2",
+                format!(
+                    "the server answered HTTP/1 to the HTTP/2 preface (no h2c there?); first \
+                     bytes: {}",
+                    escaped(data, 60)
+                ),
+            ));
+        }
+        let verdict = self.grpc_read()?;
+        if matches!(verdict, Step::Opened(_)) {
+            self.phase = Phase::Open;
+        }
+        Some(verdict)
+    }
+
+    /// Writes one message: a masked frame, or a stream's length-prefixed message.
+    pub fn send_message(&mut self, payload: &[u8], rng: &mut u64) {
+        match self.grpc.as_deref_mut() {
+            Some(c) => c.send(&mut self.out, payload),
+            None => {
+                let mask = next_mask(rng);
+                ws::masked_frame(&mut self.out, ws::BINARY, payload, mask);
+            }
+        }
+    }
+
     /// The next whole frame read, answering pings and a server's close on the way.
     pub fn next_frame(&mut self, rng: &mut u64) -> Frame {
         if let Some(end) = self.pending.take() {
             return Frame::End(end);
+        }
+        if self.grpc.is_some() {
+            if self.queue.is_empty() {
+                self.grpc_read();
+            }
+            return match self.queue.pop_front() {
+                Some(Frame::End(_)) if self.phase == Phase::Closing => {
+                    // The answer to the client's end: done.
+                    self.drop_socket();
+                    self.phase = Phase::Done;
+                    Frame::None
+                }
+                Some(f) => f,
+                None => {
+                    if self.rstart == self.rend {
+                        (self.rstart, self.rend) = (0, 0);
+                    }
+                    Frame::None
+                }
+            };
         }
         loop {
             if self.rstart == self.rend {
@@ -504,7 +667,7 @@ impl Session {
                     ws::masked_frame(&mut self.out, ws::CLOSE, &echo, mask);
                     let _ = self.flush();
                     self.pending = Some(SessionEnd::Close(code));
-                    return Frame::CloseReason(code, reason);
+                    return Frame::Reason(SessionEnd::Close(code), reason);
                 }
             }
         }
@@ -517,10 +680,17 @@ impl Session {
         let _ = self.flush();
     }
 
-    /// The end of the run: the client's close frame (1000), and the server's awaited.
+    /// The end of the run: the client's close frame (1000), or its end of the
+    /// stream, and the server's answer awaited.
     pub fn start_close(&mut self, rng: &mut u64) {
         self.held_to_end = true;
-        self.close_with(ws::NORMAL, rng);
+        match self.grpc.as_deref_mut() {
+            Some(c) => {
+                c.finish(&mut self.out);
+                let _ = self.flush();
+            }
+            None => self.close_with(ws::NORMAL, rng),
+        }
         self.phase = Phase::Closing;
     }
 }
@@ -544,6 +714,40 @@ fn room(buf: &mut Vec<u8>, rstart: &mut usize, rend: &mut usize) -> bool {
     let n = (buf.len() * 2).clamp(BUF, ws::MAX_PAYLOAD + 16);
     buf.resize(n, 0);
     true
+}
+
+/// The message number an echo carries: the first 8 bytes of the payload of an
+/// `EchoReply` (field 2, as the backend's streaming Echo answers), else of the
+/// message itself (a server that echoes the bytes as they came).
+fn echo_seq(m: &[u8]) -> Option<u64> {
+    let first8 = |b: &[u8]| {
+        b.get(..8)
+            .map(|b| u64::from_be_bytes(b.try_into().expect("8")))
+    };
+    let mut at = 0;
+    while at < m.len() {
+        let tag = m[at];
+        at += 1;
+        if tag & 0x07 != 2 {
+            break;
+        }
+        let (mut len, mut shift) = (0usize, 0);
+        loop {
+            let b = *m.get(at)?;
+            at += 1;
+            len |= usize::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 || shift > 28 {
+                break;
+            }
+        }
+        let field = m.get(at..at.checked_add(len)?)?;
+        if tag == 0x12 {
+            return first8(field);
+        }
+        at += len;
+    }
+    first8(m)
 }
 
 /// The loop's one generator of keys and masks (xorshift64): a WebSocket mask only
@@ -578,4 +782,25 @@ fn escaped(data: &[u8], n: usize) -> String {
         .map(char::from)
         .collect();
     format!("\"{s}\"")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::echo_seq;
+
+    #[test]
+    fn an_echo_carries_its_number_in_an_echo_reply_or_as_sent() {
+        let n = 0x0102_0304_0506_0708u64.to_be_bytes();
+        // EchoReply { backend = 1: "b-1", payload = 2: n + padding }.
+        let mut reply = vec![0x0a, 3, b'b', b'-', b'1', 0x12, 10];
+        reply.extend_from_slice(&n);
+        reply.extend_from_slice(&[0, 0]);
+        assert_eq!(echo_seq(&reply), Some(0x0102_0304_0506_0708));
+        // The bytes echoed as they were sent.
+        assert_eq!(echo_seq(&n), Some(0x0102_0304_0506_0708));
+        // Too short for a number either way.
+        assert_eq!(echo_seq(&[0x12, 2, 1, 2]), None);
+        // A payload field whose length runs past the message: no number.
+        assert_eq!(echo_seq(&[0x12, 50, 1, 2, 3, 4, 5, 6, 7, 8]), None);
+    }
 }

@@ -33,7 +33,9 @@ pub(super) struct Tally {
     pub opened: u64,
     pub reopened: u64,
     pub ends: BTreeMap<SessionEnd, u64>,
-    pub close_reasons: BTreeMap<u16, String>,
+    /// What came with the first end of each kind: a close frame's reason, a
+    /// stream's grpc-message, the GOAWAY a cut followed.
+    pub reasons: BTreeMap<SessionEnd, String>,
     pub open_failures: BTreeMap<&'static str, u64>,
     pub first_errors: BTreeMap<&'static str, String>,
     pub messages: Messages,
@@ -53,7 +55,7 @@ impl Tally {
             opened: 0,
             reopened: 0,
             ends: BTreeMap::new(),
-            close_reasons: BTreeMap::new(),
+            reasons: BTreeMap::new(),
             open_failures: BTreeMap::new(),
             first_errors: BTreeMap::new(),
             messages: Messages::default(),
@@ -190,9 +192,9 @@ impl Tally {
             held,
             ends: key(&self.ends),
             close_reasons: self
-                .close_reasons
+                .reasons
                 .iter()
-                .map(|(c, r)| (SessionEnd::Close(*c).key(), r.clone()))
+                .map(|(e, r)| (e.key(), r.clone()))
                 .collect(),
             open_failures: self
                 .open_failures

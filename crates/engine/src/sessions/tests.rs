@@ -170,6 +170,7 @@ fn serve(mut s: TcpStream, act: Act) -> bool {
 
 fn spec(addr: SocketAddr, sessions: usize, rate: f64, secs: f64) -> SessionSpec {
     SessionSpec {
+        kind: super::SessionKind::WebSocket,
         url: format!("ws://{addr}/chat"),
         addr,
         host: "ws.test".into(),

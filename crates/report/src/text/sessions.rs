@@ -38,10 +38,15 @@ pub fn sessions_summary(s: &Sessions) -> String {
     } else {
         "no messages (held open)".into()
     };
+    let (what, graceful_as) = if s.protocol == "grpc" {
+        ("gRPC streams", "with a status")
+    } else {
+        ("websocket sessions", "with a close frame")
+    };
     let _ = writeln!(
         out,
-        "Sessions: {} {} sessions @ {}, {rate}, reopen {}",
-        s.sessions, s.protocol, s.url, s.reopen
+        "Sessions: {} {what} @ {}, {rate}, reopen {}",
+        s.sessions, s.url, s.reopen
     );
     if s.messages.echoed > 0 {
         let _ = writeln!(
@@ -70,7 +75,7 @@ pub fn sessions_summary(s: &Sessions) -> String {
             .sum();
         let _ = writeln!(
             out,
-            "  Ended before the run did: {cut} ({graceful} with a close frame, {} cut): {}",
+            "  Ended before the run did: {cut} ({graceful} {graceful_as}, {} cut): {}",
             s.broken(),
             ends_line(s)
         );

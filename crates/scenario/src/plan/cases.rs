@@ -35,7 +35,7 @@ pub struct Case {
     pub role: Role,
     /// The behaviour probes sent before its load (`probes:`).
     pub probes: Option<ProbesPlan>,
-    /// The WebSocket sessions held beside its load (`sessions:`).
+    /// The WebSocket sessions (or gRPC streams) held beside its load (`sessions:`).
     pub sessions: Option<SessionsPlan>,
 }
 
@@ -53,7 +53,12 @@ impl SessionsPlan {
         let s = scn.sessions.as_ref()?;
         Some(SessionsPlan {
             settings: engine::sessions::SessionSettings {
-                sessions: s.websocket,
+                grpc: s.grpc_streams.map(|_| {
+                    s.method
+                        .clone()
+                        .unwrap_or_else(|| engine::sessions::ECHO_STREAM.into())
+                }),
+                sessions: s.websocket.or(s.grpc_streams).unwrap_or(1),
                 message_rate: s.rate,
                 message_bytes: results::size::parse(&s.message_size).unwrap_or(32),
                 reopen: engine::sessions::Reopen::parse(&s.reopen)
