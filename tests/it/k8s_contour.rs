@@ -132,7 +132,9 @@ fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server()
             "name: k8s-contour\nplatform: kubernetes\nsystems: [contour]\n\
              kubernetes:\n  kubeconfig: {}\n  gateway: {}\n  urls: {{contour: \"{}\"}}\n\
              \x20 workloads: {{contour: {{namespace: {CONTOUR_NS}, controller: app.kubernetes.io/name=contour}}}}\n\
+             \x20 image: \"ingressbench:test\"\n\
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+             sessions: {{websocket: 20, rate: 50}}\n\
              tls:\n  enabled: false\n\
              load:\n  rate: 100\n  connections: 10\n  duration: 27s\n  warmup: 3s\n\
              changes:\n  - wait: 2s\n  - scale: 3\n  - wait: 4s\n  - scale: 2\n  - wait: 2s\n\
@@ -232,6 +234,32 @@ fn s3_route_and_scale_steps_run_through_contour_and_envoy_on_a_real_api_server()
         restarted["took_ms"], w["completed"], w["errors"]
     );
     assert_eq!(w["errors"], serde_json::json!({}), "{w}");
+    // The sessions beside the load (issue 45), through Contour's Envoy (Gateway API
+    // routes upgrade WebSockets by default since Contour 1.26) to the pods' own
+    // backend: the controller's restart leaves Envoy and its sessions alone.
+    let s: results::sessions::Sessions =
+        serde_json::from_value(r["sessions"].clone()).expect("the sessions part");
+    eprintln!("contour: {}", report::text::sessions_summary(&s));
+    for w in r["lab"]["windows"].as_array().unwrap() {
+        eprintln!(
+            "contour: window {}: sessions {}",
+            w["change"], w["sessions"]
+        );
+    }
+    assert!(s.messages.balanced(), "{:?}", s.messages);
+    assert_eq!(s.held, 20, "every session open again at the end: {s:?}");
+    assert!(
+        s.backends.keys().all(|k| k.starts_with("ib-backend-")),
+        "each 101 came from a pod: {:?}",
+        s.backends
+    );
+    assert!(
+        w["sessions"].is_object()
+            && w["sessions"]["ends"]
+                .as_object()
+                .is_none_or(|e| e.is_empty()),
+        "the controller's restart ended no session: {w}"
+    );
     let find = |kind: &str, detail: &str| {
         events
             .iter()
