@@ -206,6 +206,15 @@ pub struct SystemDelta {
     pub removed_max: OptDelta,
     /// Route propagation in ms: the median time until traffic showed a route change.
     pub route_seen_median: OptDelta,
+    /// Long-lived sessions (`sessions:`, `load --websocket`, `--grpc-stream`):
+    /// those that ended before the run did, those of them with no close frame or
+    /// status, the messages lost, and the message latency's p99 and max in ms;
+    /// `None` on a side that held none.
+    pub sessions_cut: OptDelta,
+    pub sessions_broken: OptDelta,
+    pub sessions_lost: OptDelta,
+    pub message_p99: OptDelta,
+    pub message_max: OptDelta,
     /// Requests started per second.
     pub rate: Delta,
     /// How many repetitions each side had, when both were repeated and the figures
@@ -301,6 +310,11 @@ struct Figures {
     removed_median: Option<f64>,
     removed_max: Option<f64>,
     route_seen_median: Option<f64>,
+    sessions_cut: Option<f64>,
+    sessions_broken: Option<f64>,
+    sessions_lost: Option<f64>,
+    message_p99: Option<f64>,
+    message_max: Option<f64>,
     rate: f64,
 }
 
@@ -321,6 +335,11 @@ fn figures(r: &RunResult) -> Figures {
         removed_median: removed.median,
         removed_max: removed.max,
         route_seen_median: route_seen(r),
+        sessions_cut: r.sessions.as_ref().map(|s| s.cut() as f64),
+        sessions_broken: r.sessions.as_ref().map(|s| s.broken() as f64),
+        sessions_lost: r.sessions.as_ref().map(|s| s.messages.lost as f64),
+        message_p99: r.sessions.as_ref().and_then(|s| s.latency_ms.p99),
+        message_max: r.sessions.as_ref().and_then(|s| s.latency_ms.max),
         rate: r.rate.achieved,
     }
 }
@@ -418,6 +437,11 @@ pub fn system_delta_at(system: &str, base: &RunResult, new: &RunResult, alpha: f
         removed_median: opt(&|f| f.removed_median),
         removed_max: opt(&|f| f.removed_max),
         route_seen_median: opt(&|f| f.route_seen_median),
+        sessions_cut: opt(&|f| f.sessions_cut),
+        sessions_broken: opt(&|f| f.sessions_broken),
+        sessions_lost: opt(&|f| f.sessions_lost),
+        message_p99: opt(&|f| f.message_p99),
+        message_max: opt(&|f| f.message_max),
         rate: all(&|f| f.rate),
         repetitions: tested.then_some((base.repetitions.len(), new.repetitions.len())),
         base_failed: base.failure(),

@@ -151,17 +151,24 @@ fn count_row(label: &str, v: Delta) -> Row {
 fn opt_row(label: &str, v: OptDelta, u: Units) -> Row {
     match v.both() {
         Some(both) => ms_row(label, both, u),
-        None => Row {
-            label: label.to_string(),
-            base: u.opt_ms(v.base),
-            new: u.opt_ms(v.new),
-            delta: MISSING.to_string(),
-            pct: MISSING.to_string(),
-            trend: Trend::Same,
-            base_range: String::new(),
-            new_range: String::new(),
-            test: String::new(),
-        },
+        None => missing_row(label, Some(u.opt_ms(v.base)), Some(u.opt_ms(v.new))),
+    }
+}
+
+/// A row whose figure one side lacks: its values as written (`None`: missing), no
+/// change.
+fn missing_row(label: &str, base: Option<String>, new: Option<String>) -> Row {
+    let or_missing = |v: Option<String>| v.unwrap_or_else(|| MISSING.to_string());
+    Row {
+        label: label.to_string(),
+        base: or_missing(base),
+        new: or_missing(new),
+        delta: MISSING.to_string(),
+        pct: MISSING.to_string(),
+        trend: Trend::Same,
+        base_range: String::new(),
+        new_range: String::new(),
+        test: String::new(),
     }
 }
 
@@ -233,6 +240,29 @@ pub fn tables_in(s: &SystemDelta, u: Units) -> Vec<Table> {
         out.push(Table {
             title: "propagation",
             rows: props.iter().map(|(l, v)| opt_row(l, *v, u)).collect(),
+        });
+    }
+    let counts = [
+        ("cut", s.sessions_cut),
+        ("  without a close or status", s.sessions_broken),
+        ("messages lost", s.sessions_lost),
+    ];
+    if counts
+        .iter()
+        .any(|(_, v)| v.base.is_some() || v.new.is_some())
+    {
+        let mut rows: Vec<Row> = counts
+            .iter()
+            .map(|(l, v)| match v.both() {
+                Some(both) => count_row(l, both),
+                None => missing_row(l, v.base.map(fmt_count), v.new.map(fmt_count)),
+            })
+            .collect();
+        rows.push(opt_row("message p99", s.message_p99, u));
+        rows.push(opt_row("message max", s.message_max, u));
+        out.push(Table {
+            title: "long-lived sessions",
+            rows,
         });
     }
     out.push(Table {
@@ -519,6 +549,59 @@ mod tests {
         let e502 = &t[1].rows[2];
         assert_eq!((e502.delta.as_str(), e502.pct.as_str()), ("+1", "new"));
         assert_eq!(t[2].rows[0].trend, Trend::Worse);
+    }
+
+    #[test]
+    fn long_lived_sessions_are_compared_when_a_side_held_some() {
+        use results::sessions::Sessions;
+        let sessions = |ends: &[(&str, u64)], lost: u64, p99: f64| Sessions {
+            ends: ends.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+            messages: results::sessions::Messages {
+                lost,
+                ..Default::default()
+            },
+            latency_ms: results::Percentiles {
+                p99: Some(p99),
+                max: Some(p99 * 2.0),
+                ..Default::default()
+            },
+            ..Sessions::default()
+        };
+        let mut b = result(10.0, 20.0, 0);
+        b.sessions = Some(sessions(&[], 0, 1.0));
+        let mut n = result(10.0, 20.0, 0);
+        n.sessions = Some(sessions(&[("status 14", 5), ("eof", 15)], 3, 4.0));
+        let s = system_delta("load", &b, &n);
+        assert_eq!(s.sessions_cut, od(Some(0.0), Some(20.0)));
+        assert_eq!(s.sessions_broken, od(Some(0.0), Some(15.0)));
+        let t = tables(&s);
+        let table = t.iter().find(|t| t.title == "long-lived sessions").unwrap();
+        let rows: Vec<(&str, &str, &str, Trend)> = table
+            .rows
+            .iter()
+            .map(|r| (r.label.as_str(), r.base.as_str(), r.new.as_str(), r.trend))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("cut", "0", "20", Trend::Worse),
+                ("  without a close or status", "0", "15", Trend::Worse),
+                ("messages lost", "0", "3", Trend::Worse),
+                ("message p99", "1.00ms", "4.00ms", Trend::Worse),
+                ("message max", "2.00ms", "8.00ms", Trend::Worse),
+            ]
+        );
+        // One side without sessions: its figures are missing, not zero.
+        let s = system_delta("load", &result(10.0, 20.0, 0), &n);
+        let t = tables(&s);
+        let table = t.iter().find(|t| t.title == "long-lived sessions").unwrap();
+        assert_eq!(
+            (table.rows[0].base.as_str(), table.rows[0].trend),
+            (MISSING, Trend::Same)
+        );
+        // Neither: no such table.
+        let s = system_delta("load", &result(10.0, 20.0, 0), &result(10.0, 20.0, 0));
+        assert!(tables(&s).iter().all(|t| t.title != "long-lived sessions"));
     }
 
     #[test]
