@@ -10,9 +10,14 @@
 #   L  gRPC unary (Echo, 100 B) at 5,000 calls/s on the built-in backend: CPU per
 #      call, ingressbench / ghz (built from the Go module proxy into the tools cache,
 #      version pinned, when Go is there; its schema is bench/echo.proto)
+#   M  gRPC streams (EchoStream, 32 B messages): 10 bidirectional calls, one per
+#      connection, held for the run, 1,000 messages/s in all: CPU per message,
+#      ingressbench (load --grpc-stream) / ghz (--stream-interval 10ms on each of 10
+#      calls, -n 10: no call is reopened; its messages = OK calls x messages a call)
 #
 # Environment: BENCH_REPS (3), BENCH_QUICK=1 (3 s runs, 1 rep), BENCH_GEN_CPU /
-# BENCH_SRV_CPU (0 / 1), BIN.
+# BENCH_SRV_CPU (0 / 1), BIN, BENCH_H2_ONLY (the scenarios to run, e.g. "M";
+# default all).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -22,7 +27,12 @@ SRV_CPU=${BENCH_SRV_CPU:-1}
 if [ "${BENCH_QUICK:-0}" = 1 ]; then REPS=${BENCH_REPS:-1}; D=3; else REPS=${BENCH_REPS:-3}; D=10; fi
 RATE_K=${BENCH_H2_RATE:-20000}
 RATE_L=${BENCH_GRPC_RATE:-5000}
+STREAMS_M=10
+RATE_M=1000
+PER_CALL_M=$((RATE_M * D / STREAMS_M))
 log() { echo "bench http2: $*" >&2; }
+ONLY=" ${BENCH_H2_ONLY:-J K K1 L M} "
+want() { [[ "$ONLY" == *" $1 "* ]]; }
 
 SUDO=""
 [ "$(id -u)" = 0 ] || SUDO="sudo"
@@ -99,6 +109,7 @@ curl -s --http2-prior-knowledge -o /dev/null -w '%{http_version}' "$URL" | grep 
   { log "nginx does not answer h2c"; exit 1; }
 
 PAYLOAD_B64=$(python3 -c 'import base64; print(base64.b64encode(b"x" * 100).decode())')
+PAYLOAD30_B64=$(python3 -c 'import base64; print(base64.b64encode(b"x" * 30).decode())')
 # run NAME CMD...: pinned, bounded; CPU seconds (user+sys) to NAME.time, output to NAME.out.
 run() {
   local name=$1
@@ -112,29 +123,39 @@ for rep in $(seq "$REPS"); do
   [ $((rep % 2)) = 0 ] && order="peer ib"
   for t in $order; do
     if [ "$t" = ib ]; then
-      run "J.ib.$rep" "$BIN" load --quiet --max -t1 -c10 --h2c --streams 10 -d${D}s --json "$OUT/J.ib.$rep.json" "$URL"
-      run "K.ib.$rep" "$BIN" load --quiet -t1 -c10 --h2c --streams 10 -R"$RATE_K" -d${D}s --json "$OUT/K.ib.$rep.json" "$URL"
+      want J && run "J.ib.$rep" "$BIN" load --quiet --max -t1 -c10 --h2c --streams 10 -d${D}s --json "$OUT/J.ib.$rep.json" "$URL"
+      want K && run "K.ib.$rep" "$BIN" load --quiet -t1 -c10 --h2c --streams 10 -R"$RATE_K" -d${D}s --json "$OUT/K.ib.$rep.json" "$URL"
       # K1: the same with a 1 ms send window, the batching oha's 1 ms tick does.
-      run "K1.ib.$rep" "$BIN" load --quiet -t1 -c10 --h2c --streams 10 -R"$RATE_K" -d${D}s --send-window 1ms \
+      want K1 && run "K1.ib.$rep" "$BIN" load --quiet -t1 -c10 --h2c --streams 10 -R"$RATE_K" -d${D}s --send-window 1ms \
         --json "$OUT/K1.ib.$rep.json" "$URL"
-      run "L.ib.$rep" "$BIN" load --quiet -t1 -c10 --h2c --streams 10 -R"$RATE_L" -d${D}s \
+      want L && run "L.ib.$rep" "$BIN" load --quiet -t1 -c10 --h2c --streams 10 -R"$RATE_L" -d${D}s \
         --grpc ingressbench.Backend/Echo --grpc-payload 100B --json "$OUT/L.ib.$rep.json" "http://127.0.0.1:$GRPC_PORT/"
+      want M && run "M.ib.$rep" "$BIN" load --quiet --grpc-stream -c "$STREAMS_M" -R "$RATE_M" -d${D}s \
+        --message-size 32B --json "$OUT/M.ib.$rep.json" "http://127.0.0.1:$GRPC_PORT/"
     else
-      command -v h2load >/dev/null && run "J.h2load.$rep" h2load -t1 -c10 -m10 -D "$D" "$URL"
-      [ -n "$OHA" ] && run "K.oha.$rep" "$OHA" --no-tui --http2 -z ${D}s -c 10 -p 10 -q "$RATE_K" \
+      want J && command -v h2load >/dev/null && run "J.h2load.$rep" h2load -t1 -c10 -m10 -D "$D" "$URL"
+      want K && [ -n "$OHA" ] && run "K.oha.$rep" "$OHA" --no-tui --http2 -z ${D}s -c 10 -p 10 -q "$RATE_K" \
         --latency-correction --worker-threads 1 "$URL"
       # ghz: 10 connections, 100 workers (10 calls in flight per connection, as
       # ingressbench's 10 streams), one Go thread.
-      [ -n "$GHZ" ] && run "L.ghz.$rep" "$GHZ" --insecure --proto "$ROOT/bench/echo.proto" \
+      want L && [ -n "$GHZ" ] && run "L.ghz.$rep" "$GHZ" --insecure --proto "$ROOT/bench/echo.proto" \
         --call ingressbench.Backend/Echo -d "{\"payload\":\"$PAYLOAD_B64\"}" --rps "$RATE_L" -z ${D}s \
         -c 100 --connections 10 --cpus 1 "127.0.0.1:$GRPC_PORT"
+      # ghz: each of 10 workers holds one call on its own connection and sends a
+      # message every 10 ms, PER_CALL_M of them, then ends its side (a 30-byte bytes
+      # field: a 32-byte message, as ingressbench's).
+      want M && [ -n "$GHZ" ] && run "M.ghz.$rep" "$GHZ" --insecure --proto "$ROOT/bench/echo.proto" \
+        --call ingressbench.Backend/EchoStream -d "{\"payload\":\"$PAYLOAD30_B64\"}" \
+        -n "$STREAMS_M" -c "$STREAMS_M" --connections "$STREAMS_M" --cpus 1 \
+        --stream-interval $((1000 * STREAMS_M / RATE_M))ms --stream-call-count "$PER_CALL_M" \
+        --stream-call-duration $((D + 30))s "127.0.0.1:$GRPC_PORT"
     fi
   done
 done
 
-python3 - "$OUT" "$REPS" <<'PY' | tee "$OUT/table.md"
+python3 - "$OUT" "$REPS" "$PER_CALL_M" <<'PY' | tee "$OUT/table.md"
 import json, re, statistics, sys
-out, reps = sys.argv[1], int(sys.argv[2])
+out, reps, per_call_m = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def cpu(name):
     try:
         u, s, _ = open(f"{out}/{name}.time").read().split()[-3:]
@@ -187,6 +208,8 @@ k_p50 = med(lag(r, "p50") for r in range(1, reps + 1))
 k_p99 = med(lag(r, "p99") for r in range(1, reps + 1))
 l_ghz = med(per_req(cpu(f"L.ghz.{r}"), ghz_ok(f"L.ghz.{r}")) for r in range(1, reps + 1))
 l_ib = med(per_req(cpu(f"L.ib.{r}"), (ib(f"L.ib.{r}") or {}).get("requests", {}).get("completed")) for r in range(1, reps + 1))
+m_ib = med(per_req(cpu(f"M.ib.{r}"), ((ib(f"M.ib.{r}") or {}).get("sessions") or {}).get("messages", {}).get("echoed")) for r in range(1, reps + 1))
+m_ghz = med(per_req(cpu(f"M.ghz.{r}"), (ghz_ok(f"M.ghz.{r}") or 0) * per_call_m) for r in range(1, reps + 1))
 ratio = lambda a, b: None if a is None or not b else a / b
 print("| scenario | figure | ingressbench | peer | ratio | goal |")
 print("|---|---|---|---|---|---|")
@@ -196,5 +219,6 @@ print(f"| K h2c 20k req/s, 10x10 | CPU us/request | {fmt(k_ib)} | oha --http2 {f
 print(f"| K | generator lag p50 / p99 ms | {fmt(k_p50, '{:.3f}')} / {fmt(k_p99, '{:.3f}')} | | | p99 <= 0.100 |")
 print(f"| K1 K with --send-window 1ms | CPU us/request | {fmt(k1_ib)} | oha --http2 {fmt(k_oha)} | {fmt(ratio(k1_ib, k_oha))} | (oha's 1 ms tick) |")
 print(f"| L gRPC Echo 100 B, 5,000/s, 10x10 | CPU us/call | {fmt(l_ib)} | ghz {fmt(l_ghz)} | {fmt(ratio(l_ib, l_ghz))} | recorded |")
+print(f"| M gRPC streams, 10 calls, 1,000 msg/s, 32 B | CPU us/message | {fmt(m_ib)} | ghz {fmt(m_ghz)} | {fmt(ratio(m_ib, m_ghz))} | recorded |")
 PY
 log "raw outputs in $OUT"
