@@ -489,6 +489,7 @@ pub fn run_grpc(
              backends:\n  replicas: 2\n  drain_timeout: 2s\n\
              tls:\n  enabled: false\n\
              load:\n  rate: 100\n  connections: 4\n  streams: 5\n  duration: 7s\n  warmup: 1s\n\
+             sessions: {{grpc_streams: 10, rate: 50}}\n\
              changes:\n  - wait: 1s\n  - scale: 3\n  - wait: 3s\n  - route: header\n",
             cluster.kubeconfig().display(),
             attach_to(gateway),
@@ -556,6 +557,26 @@ pub fn run_grpc(
         r["lab"]["route_propagation"].is_object(),
         "{system}: {}",
         r["lab"]
+    );
+    // gRPC streams beside the calls (issue 45), through the controller's GRPCRoute
+    // to the pods' streaming Echo: every message accounted for, all ten open at the
+    // end, each response head from a pod.
+    let s: results::sessions::Sessions =
+        serde_json::from_value(r["sessions"].clone()).expect("the sessions part");
+    eprintln!("{system}: {}", report::text::sessions_summary(&s));
+    for t in &s.timeline {
+        eprintln!(
+            "{system}: streams second {}: {} open, {} opened, {} messages",
+            t.second, t.open, t.opened, t.messages
+        );
+    }
+    assert_eq!(s.protocol, "grpc", "{system}");
+    assert!(s.messages.balanced(), "{system}: {:?}", s.messages);
+    assert_eq!(s.held, 10, "{system}: every stream open at the end: {s:?}");
+    assert!(
+        !s.backends.is_empty() && s.backends.keys().all(|k| k.starts_with("ib-backend-")),
+        "{system}: each stream's head came from a pod: {:?}",
+        s.backends
     );
     Some(r)
 }

@@ -533,7 +533,12 @@ impl Session {
             Err(e) => {
                 self.rstart = self.rend;
                 if opening {
-                    return Some(Step::OpenFailed("not_http2", format!("HTTP/2: {e}")));
+                    // A head that refused the call says why better than what came
+                    // after it (a proxy's 404 page, not a gRPC message).
+                    return Some(match verdict {
+                        Some(v @ Step::OpenFailed(..)) => v,
+                        _ => Step::OpenFailed("not_http2", format!("HTTP/2: {e}")),
+                    });
                 }
                 self.queue.push_back(Frame::End(SessionEnd::Protocol));
             }
