@@ -61,11 +61,15 @@ pub(crate) fn deploy(case: &Case, opts: &RunOptions) -> Result<Deployed, RunErro
             // The set's routes are not given yet: its requests cannot serve.
             spec.targets.clear();
         }
-        if spec.http2.protocol == engine::Protocol::Http1 && spec.http2.grpc.is_none() {
-            let bound = match &d.platform {
-                crate::plan::PlatformSpec::Kubernetes(k) => k.serve_timeout,
-                _ => None,
-            };
+        let bound = match &d.platform {
+            crate::plan::PlatformSpec::Kubernetes(k) => k.serve_timeout,
+            _ => None,
+        };
+        if let Some(call) = &spec.http2.grpc {
+            served::wait_served_grpc(&spec, call, bound.unwrap_or(SERVED_WAIT)).map_err(|why| {
+                RunError::Setup(format!("{name}: {}: {why}", sys.driver.routed_by()))
+            })?;
+        } else if spec.http2.protocol == engine::Protocol::Http1 {
             served::wait_served(&spec, bound.unwrap_or(SERVED_WAIT)).map_err(|why| {
                 let hint = if why.contains("TLS") {
                     " (the run's certificate was not served there: did the controller refuse its TLS Secret, or not take the route? Its log says why)"

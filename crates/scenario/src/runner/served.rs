@@ -69,6 +69,167 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
     }
 }
 
+/// [`wait_served`] for a load of gRPC calls: its call, once on a connection of its
+/// own, until a backend has answered it OK [`STEADY`] times in a row or `bound` has
+/// passed. A GRPCRoute has a condition, but a controller may take the route before
+/// its proxy serves it (Traefik answered the streams opened then 502, 5 s later).
+pub(crate) fn wait_served_grpc(
+    spec: &engine::LoadSpec,
+    call: &engine::GrpcCall,
+    bound: Duration,
+) -> Result<Duration, String> {
+    let t0 = Instant::now();
+    let target = http1::Target::parse(&spec.url)?;
+    let (addr, tls) = endpoint(spec, &target)?;
+    // HTTP/2 by ALPN, as the load's connections ask for it.
+    let tls = tls.map(|(cfg, name)| {
+        let mut c = (*cfg).clone();
+        c.alpn_protocols = vec![b"h2".to_vec()];
+        (Arc::new(c), name)
+    });
+    let path = format!("/{}", call.method);
+    let mut in_a_row = 0;
+    loop {
+        let got = grpc_probe(
+            addr,
+            tls.as_ref(),
+            &target.host_header(),
+            &path,
+            &call.message,
+            &spec.backend_header,
+        );
+        match got {
+            Probe::Served => {
+                in_a_row += 1;
+                if in_a_row >= STEADY {
+                    return Ok(t0.elapsed());
+                }
+                std::thread::sleep(STEADY_GAP);
+            }
+            Probe::Not(why) if t0.elapsed() >= bound => {
+                return Err(format!(
+                    "the gRPC call {} got no OK from a backend in {} s: the last call {why}",
+                    call.method,
+                    bound.as_secs()
+                ))
+            }
+            Probe::Not(_) => {
+                in_a_row = 0;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        }
+    }
+}
+
+/// One gRPC call on an HTTP/2 connection of its own: served when the response head
+/// names a backend and the trailers say OK.
+fn grpc_probe(
+    addr: SocketAddr,
+    tls: Option<&Tls>,
+    authority: &str,
+    path: &str,
+    message: &[u8],
+    backend_header: &str,
+) -> Probe {
+    let s = match TcpStream::connect_timeout(&addr, PROBE_TIMEOUT) {
+        Ok(s) => s,
+        Err(e) => return Probe::Not(format!("could not connect: {e}")),
+    };
+    if let Err(e) = s.set_read_timeout(Some(PROBE_TIMEOUT)) {
+        return Probe::Not(e.to_string());
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let call = |io: &mut dyn ReadWrite| {
+        grpc_exchange(io, scheme, authority, path, message, backend_header)
+    };
+    match tls {
+        None => call(&mut { s }),
+        Some((cfg, name)) => match rustls::ClientConnection::new(cfg.clone(), name.clone()) {
+            Ok(conn) => call(&mut rustls::StreamOwned::new(conn, s)),
+            Err(e) => Probe::Not(format!("TLS: {e}")),
+        },
+    }
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// The call's frames out, then the answer's read until its trailers (or an end).
+fn grpc_exchange(
+    io: &mut dyn ReadWrite,
+    scheme: &str,
+    authority: &str,
+    path: &str,
+    message: &[u8],
+    backend_header: &str,
+) -> Probe {
+    use http2::stream::{Event, StreamClient};
+    let mut c = StreamClient::new(backend_header);
+    let mut out = Vec::new();
+    c.start(&mut out, scheme, authority, path, &[]);
+    c.send(&mut out, message);
+    c.finish(&mut out);
+    let (mut buf, mut n) = (vec![0u8; 64 * 1024], 0);
+    let (mut head, mut status) = (None::<(u16, bool)>, None::<Option<u32>>);
+    let deadline = Instant::now() + PROBE_TIMEOUT;
+    while status.is_none() && Instant::now() < deadline {
+        if !out.is_empty() {
+            if let Err(e) = io.write_all(&out).and_then(|()| io.flush()) {
+                return Probe::Not(format!("could not send the call: {e}"));
+            }
+            out.clear();
+        }
+        if n == buf.len() {
+            return Probe::Not("an answer larger than 64 KiB before its trailers".into());
+        }
+        match io.read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) => return Probe::Not(format!("got no whole answer: {e}")),
+        }
+        let used = c.read(&buf[..n], &mut out, &mut |e| match e {
+            Event::Response {
+                status: code,
+                backend,
+                grpc_status,
+                ..
+            } => {
+                head = Some((code, backend.is_some()));
+                if grpc_status.is_some() {
+                    status = Some(grpc_status);
+                }
+            }
+            Event::Trailers { grpc_status, .. } => status = Some(grpc_status),
+            Event::Reset(code) => status = Some(Some(1000 + code)),
+            _ => {}
+        });
+        match used {
+            Ok(k) => {
+                buf.copy_within(k..n, 0);
+                n -= k;
+            }
+            Err(e) => return Probe::Not(format!("got no HTTP/2 answer: {e}")),
+        }
+    }
+    match (head, status) {
+        (Some((200, true)), Some(Some(0))) => Probe::Served,
+        (Some((200, false)), Some(Some(0))) => Probe::Not(format!(
+            "was answered OK without {backend_header}: not by a backend"
+        )),
+        (Some((code, _)), _) if code != 200 => Probe::Not(format!("was answered :status {code}")),
+        (_, Some(Some(s))) if s >= 1000 => Probe::Not(format!(
+            "was reset ({})",
+            http2::frame::error_name(s - 1000)
+        )),
+        (_, Some(Some(s))) => Probe::Not(format!(
+            "ended with grpc-status {s} {}",
+            http2::stream::status_name(s)
+        )),
+        (_, Some(None)) => Probe::Not("ended without a grpc-status".into()),
+        (_, None) => Probe::Not("got no whole answer".into()),
+    }
+}
+
 /// Where every connection of `spec`'s load goes (its URL's address), and its TLS
 /// for `host`'s virtual host (the server name), when `host` speaks TLS.
 pub(crate) fn endpoint(
@@ -242,6 +403,92 @@ mod tests {
             url: format!("http://{addr}/"),
             backend_header: "x-backend".into(),
             ..engine::LoadSpec::default()
+        }
+    }
+
+    /// A literal HPACK field without indexing, by name.
+    fn field(b: &mut Vec<u8>, n: &str, v: &str) {
+        b.push(0);
+        b.push(n.len() as u8);
+        b.extend_from_slice(n.as_bytes());
+        b.push(v.len() as u8);
+        b.extend_from_slice(v.as_bytes());
+    }
+
+    /// An HTTP/2 server that answers each connection's call with `head`'s fields,
+    /// one message, and `trailers`' (none: no trailers, the stream left open).
+    fn grpc_server(head: &'static [(&str, &str)], trailers: &'static [(&str, &str)]) -> SocketAddr {
+        use http2::frame;
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for s in l.incoming().take(50) {
+                let Ok(mut s) = s else { continue };
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf);
+                let mut out = Vec::new();
+                frame::write_frame(&mut out, frame::SETTINGS, 0, 0, &[]);
+                let mut b = Vec::new();
+                for (n, v) in head {
+                    field(&mut b, n, v);
+                }
+                frame::write_frame(&mut out, frame::HEADERS, frame::END_HEADERS, 1, &b);
+                frame::write_frame(&mut out, frame::DATA, 0, 1, &[0, 0, 0, 0, 2, 8, 1]);
+                if !trailers.is_empty() {
+                    let mut t = Vec::new();
+                    for (n, v) in trailers {
+                        field(&mut t, n, v);
+                    }
+                    let flags = frame::END_HEADERS | frame::END_STREAM;
+                    frame::write_frame(&mut out, frame::HEADERS, flags, 1, &t);
+                }
+                let _ = s.write_all(&out);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        addr
+    }
+
+    fn grpc_spec(addr: SocketAddr) -> (engine::LoadSpec, engine::GrpcCall) {
+        let call = engine::GrpcCall {
+            method: "ingressbench.Backend/Echo".into(),
+            message: vec![1, 2, 3],
+        };
+        (spec(addr), call)
+    }
+
+    #[test]
+    fn a_grpc_route_is_served_once_a_backend_answers_the_call_ok() {
+        let ok: &[(&str, &str)] = &[("grpc-status", "0")];
+        let backend = grpc_server(&[(":status", "200"), ("x-backend", "web-1")], ok);
+        let (s, call) = grpc_spec(backend);
+        let took = wait_served_grpc(&s, &call, Duration::from_secs(5)).unwrap();
+        assert!(took < Duration::from_secs(2), "{took:?}");
+
+        for (server, says) in [
+            (
+                grpc_server(&[(":status", "404")], ok),
+                "the last call was answered :status 404",
+            ),
+            (
+                grpc_server(&[(":status", "200")], ok),
+                "was answered OK without x-backend",
+            ),
+            (
+                grpc_server(
+                    &[(":status", "200"), ("x-backend", "web-1")],
+                    &[("grpc-status", "14")],
+                ),
+                "ended with grpc-status 14 UNAVAILABLE",
+            ),
+            (answering(NOT_FOUND), "got no HTTP/2 answer"),
+        ] {
+            let (s, call) = grpc_spec(server);
+            let e = wait_served_grpc(&s, &call, Duration::ZERO).unwrap_err();
+            assert!(
+                e.contains(says) && e.contains("ingressbench.Backend/Echo") && !e.contains('\n'),
+                "{says}: {e}"
+            );
         }
     }
 
