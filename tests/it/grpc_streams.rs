@@ -5,7 +5,7 @@
 
 use crate::common::backend::Backend;
 use crate::common::{kill, tls};
-use crate::websocket::{sessions_of, Up};
+use crate::websocket::{across_each_reload, sessions_of};
 use std::time::{Duration, Instant};
 
 /// The backend's count of streams: (opened, ended by the peer, ended at the drain,
@@ -258,60 +258,27 @@ fn load_grpc_stream_names_what_refused_its_streams_and_refuses_bad_flags() {
 #[test]
 fn streams_across_each_profiles_reload_end_as_its_mechanism_implies() {
     let _turn = crate::common::shared();
-    let threads: Vec<_> = lab::profiles::names()
-        .into_iter()
-        .map(|profile| {
-            std::thread::spawn(move || {
-                let mut up = Up::with(profile, true);
-                let dir = tempfile::tempdir().unwrap();
-                let json = dir.path().join("g.json");
-                let url = format!("https://127.0.0.1:{}/", up.ctx.https_port);
-                let cacert = up.ctx.cert.clone();
-                let load = std::process::Command::new(crate::common::BIN)
-                    .args([
-                        "load",
-                        "--grpc-stream",
-                        "-c",
-                        "50",
-                        "-R",
-                        "200",
-                        "-d",
-                        "14s",
-                    ])
-                    .args(["--timeout", "2s", "--quiet", "--cacert"])
-                    .arg(&cacert)
-                    .arg("--json")
-                    .arg(&json)
-                    .arg(&url)
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                std::thread::sleep(Duration::from_secs(2));
-                let t = Instant::now();
-                let d = &mut up.driver;
-                d.reload().unwrap();
-                d.settle(&lab::Expect::Reloaded, Duration::from_secs(30))
-                    .unwrap();
-                let settled = t.elapsed();
-                let out = load.wait_with_output().unwrap();
-                assert!(
-                    out.status.success(),
-                    "{profile}: {}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                let s = sessions_of(&json);
-                let n = up.stop_counting("grpc streams: ");
-                eprintln!(
-                    "{profile}: reload settled in {settled:.2?}; backend {n:?}; {}",
-                    report::text::sessions_summary(&s).replace('\n', "\n    ")
-                );
-                (profile, s, n)
-            })
-        })
-        .collect();
-    let runs: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let runs: Vec<_> = across_each_reload(true, |up| {
+        let url = format!("https://127.0.0.1:{}/", up.ctx.https_port);
+        let mut c = std::process::Command::new(crate::common::BIN);
+        c.args([
+            "load",
+            "--grpc-stream",
+            "-c",
+            "50",
+            "-R",
+            "200",
+            "-d",
+            "14s",
+        ])
+        .args(["--timeout", "2s", "--cacert"])
+        .arg(&up.ctx.cert)
+        .arg(url);
+        c
+    })
+    .into_iter()
+    .map(|(profile, s, up)| (profile, s, up.stop_counting("grpc streams: ")))
+    .collect();
     for (profile, s, n) in &runs {
         let m = &s.messages;
         assert!(m.balanced(), "{profile}: {m:?}");

@@ -338,48 +338,17 @@ pub(crate) fn sessions_of(json: &std::path::Path) -> results::sessions::Sessions
 #[test]
 fn sessions_across_each_profiles_reload_end_as_its_mechanism_implies() {
     let _turn = crate::common::shared();
-    let threads: Vec<_> = lab::profiles::names()
-        .into_iter()
-        .map(|profile| {
-            std::thread::spawn(move || {
-                let mut up = Up::new(profile);
-                let dir = tempfile::tempdir().unwrap();
-                let json = dir.path().join("ws.json");
-                let url = format!("ws://127.0.0.1:{}/chat", up.ctx.http_port);
-                let load = std::process::Command::new(crate::common::BIN)
-                    .args(["load", "--websocket", "-c", "100", "-R", "200", "-d", "14s"])
-                    .args(["--timeout", "2s", "--quiet", "--json"])
-                    .arg(&json)
-                    .arg(&url)
-                    .stdout(std::process::Stdio::piped())
-                    .stderr(std::process::Stdio::piped())
-                    .spawn()
-                    .unwrap();
-                std::thread::sleep(Duration::from_secs(2));
-                let t = Instant::now();
-                let d = &mut up.driver;
-                d.reload().unwrap();
-                d.settle(&lab::Expect::Reloaded, Duration::from_secs(30))
-                    .unwrap();
-                let settled = t.elapsed();
-                let out = load.wait_with_output().unwrap();
-                assert!(
-                    out.status.success(),
-                    "{profile}: {}{}",
-                    String::from_utf8_lossy(&out.stdout),
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                let s = sessions_of(&json);
-                let backend = up.stop();
-                eprintln!(
-                    "{profile}: reload settled in {settled:.2?}; {}",
-                    report::text::sessions_summary(&s).replace('\n', "\n    ")
-                );
-                (profile, s, backend)
-            })
-        })
-        .collect();
-    let runs: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    let runs: Vec<_> = across_each_reload(false, |up| {
+        let url = format!("ws://127.0.0.1:{}/chat", up.ctx.http_port);
+        let mut c = std::process::Command::new(crate::common::BIN);
+        c.args(["load", "--websocket", "-c", "100", "-R", "200", "-d", "14s"])
+            .args(["--timeout", "2s"])
+            .arg(url);
+        c
+    })
+    .into_iter()
+    .map(|(profile, s, up)| (profile, s, up.stop()))
+    .collect();
     for (profile, s, (opened, by_peer, at_drain, gone, refused)) in &runs {
         let m = &s.messages;
         assert!(m.balanced(), "{profile}: {m:?}");
@@ -433,6 +402,58 @@ fn sessions_across_each_profiles_reload_end_as_its_mechanism_implies() {
             other => panic!("a profile this test does not know: {other}"),
         }
     }
+}
+
+/// Every local profile at once, each in a thread with its own backend and proxy
+/// (`grpc`: as `protocol: grpc` sets it up): the sessions `load` makes (its command
+/// line but for `--quiet --json FILE`) through it, its reload 2 s in, settled; then
+/// the load's sessions, with the profile still up (its backend's count is for the
+/// caller to take).
+pub(crate) fn across_each_reload(
+    grpc: bool,
+    load: impl Fn(&Up) -> std::process::Command + Sync,
+) -> Vec<(&'static str, results::sessions::Sessions, Up)> {
+    std::thread::scope(|scope| {
+        let threads: Vec<_> = lab::profiles::names()
+            .into_iter()
+            .map(|profile| {
+                let load = &load;
+                scope.spawn(move || {
+                    let mut up = Up::with(profile, grpc);
+                    let dir = tempfile::tempdir().unwrap();
+                    let json = dir.path().join("sessions.json");
+                    let run = load(&up)
+                        .args(["--quiet", "--json"])
+                        .arg(&json)
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .unwrap();
+                    std::thread::sleep(Duration::from_secs(2));
+                    let t = Instant::now();
+                    let d = &mut up.driver;
+                    d.reload().unwrap();
+                    d.settle(&lab::Expect::Reloaded, Duration::from_secs(30))
+                        .unwrap();
+                    let settled = t.elapsed();
+                    let out = run.wait_with_output().unwrap();
+                    assert!(
+                        out.status.success(),
+                        "{profile}: {}{}",
+                        String::from_utf8_lossy(&out.stdout),
+                        String::from_utf8_lossy(&out.stderr)
+                    );
+                    let s = sessions_of(&json);
+                    eprintln!(
+                        "{profile}: reload settled in {settled:.2?}; {}",
+                        report::text::sessions_summary(&s).replace('\n', "\n    ")
+                    );
+                    (profile, s, up)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    })
 }
 
 /// `load --websocket` over TLS against the backend: every message echoed, each

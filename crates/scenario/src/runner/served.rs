@@ -35,7 +35,6 @@ const STEADY_GAP: Duration = Duration::from_millis(100);
 /// in one line, what the last probe got. An HTTP/1.1 load only: a gRPC call or an
 /// h2c connection is not a GET.
 pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Duration, String> {
-    let t0 = Instant::now();
     let (url, headers) = match spec.targets.first() {
         Some(t) => (t.url.as_str(), t.headers.as_slice()),
         None => (spec.url.as_str(), spec.headers.as_slice()),
@@ -45,9 +44,25 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
     // Every connection goes to the URL's address; a request's own host is its
     // virtual host (Host, and the server name over TLS), as the engine sends it.
     let (addr, tls) = endpoint(spec, &target)?;
+    until_steady(bound, || {
+        probe(addr, &msg, tls.as_ref(), &spec.backend_header)
+    })
+    .map_err(|why| {
+        format!(
+            "GET {url} got no answer from a backend in {} s: the last probe {why}",
+            bound.as_secs()
+        )
+    })
+}
+
+/// Calls `probe` until it says [`Probe::Served`] [`STEADY`] times in a row,
+/// [`STEADY_GAP`] apart (200 ms after any other answer), or `bound` has passed:
+/// how long that took, or the last answer.
+fn until_steady(bound: Duration, mut probe: impl FnMut() -> Probe) -> Result<Duration, String> {
+    let t0 = Instant::now();
     let mut in_a_row = 0;
     loop {
-        match probe(addr, &msg, tls.as_ref(), &spec.backend_header) {
+        match probe() {
             Probe::Served => {
                 in_a_row += 1;
                 if in_a_row >= STEADY {
@@ -55,12 +70,7 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
                 }
                 std::thread::sleep(STEADY_GAP);
             }
-            Probe::Not(why) if t0.elapsed() >= bound => {
-                return Err(format!(
-                    "GET {url} got no answer from a backend in {} s: the last probe {why}",
-                    bound.as_secs()
-                ))
-            }
+            Probe::Not(why) if t0.elapsed() >= bound => return Err(why),
             Probe::Not(_) => {
                 in_a_row = 0;
                 std::thread::sleep(Duration::from_millis(200));
@@ -78,7 +88,6 @@ pub(crate) fn wait_served_grpc(
     call: &engine::GrpcCall,
     bound: Duration,
 ) -> Result<Duration, String> {
-    let t0 = Instant::now();
     let target = http1::Target::parse(&spec.url)?;
     let (addr, tls) = endpoint(spec, &target)?;
     // HTTP/2 by ALPN, as the load's connections ask for it.
@@ -87,38 +96,24 @@ pub(crate) fn wait_served_grpc(
         c.alpn_protocols = vec![b"h2".to_vec()];
         (Arc::new(c), name)
     });
-    let path = format!("/{}", call.method);
-    let mut in_a_row = 0;
-    loop {
-        let got = grpc_probe(
+    let (path, authority) = (format!("/{}", call.method), target.host_header());
+    until_steady(bound, || {
+        grpc_probe(
             addr,
             tls.as_ref(),
-            &target.host_header(),
+            &authority,
             &path,
             &call.message,
             &spec.backend_header,
-        );
-        match got {
-            Probe::Served => {
-                in_a_row += 1;
-                if in_a_row >= STEADY {
-                    return Ok(t0.elapsed());
-                }
-                std::thread::sleep(STEADY_GAP);
-            }
-            Probe::Not(why) if t0.elapsed() >= bound => {
-                return Err(format!(
-                    "the gRPC call {} got no OK from a backend in {} s: the last call {why}",
-                    call.method,
-                    bound.as_secs()
-                ))
-            }
-            Probe::Not(_) => {
-                in_a_row = 0;
-                std::thread::sleep(Duration::from_millis(200));
-            }
-        }
-    }
+        )
+    })
+    .map_err(|why| {
+        format!(
+            "the gRPC call {} got no OK from a backend in {} s: the last call {why}",
+            call.method,
+            bound.as_secs()
+        )
+    })
 }
 
 /// One gRPC call on an HTTP/2 connection of its own: served when the response head
