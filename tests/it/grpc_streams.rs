@@ -5,7 +5,7 @@
 
 use crate::common::backend::Backend;
 use crate::common::{kill, tls};
-use crate::websocket::{across_each_reload, sessions_of};
+use crate::websocket::{across_each_reload, answering, sessions_of};
 use std::time::{Duration, Instant};
 
 /// The backend's count of streams: (opened, ended by the peer, ended at the drain,
@@ -124,21 +124,6 @@ fn the_backends_drain_ends_every_stream_with_unavailable() {
     assert!(ended[0] == 0 && ended[1] == 10, "{ended:?}");
     assert!(s.messages.balanced(), "{:?}", s.messages);
     assert_eq!(counted, (10, 0, 10, 0));
-}
-
-/// A server that answers every connection with `answer` and closes it.
-fn answering(answer: &'static [u8]) -> std::net::SocketAddr {
-    use std::io::{Read, Write};
-    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for mut s in l.incoming().flatten() {
-            let mut b = [0u8; 4096];
-            let _ = s.read(&mut b);
-            let _ = s.write_all(answer);
-        }
-    });
-    addr
 }
 
 /// A server that speaks HTTP/1 only, and a method the backend does not have: the

@@ -515,7 +515,7 @@ fn load_websocket_over_tls_times_every_echo() {
 }
 
 /// A server that answers every connection with `answer` and closes it.
-fn answering(answer: &'static [u8]) -> std::net::SocketAddr {
+pub(crate) fn answering(answer: &'static [u8]) -> std::net::SocketAddr {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
