@@ -110,6 +110,17 @@ pub fn run(a: ProbeArgs) -> anyhow::Result<i32> {
             }
         }
     }
+    let systems: Vec<(&str, &results::probes::ProbeRun)> =
+        probed.iter().map(|(n, r)| (n.as_str(), r)).collect();
+    let matrix = report::tables::corpus::matrix(&systems);
+    if !matrix.rows.is_empty() {
+        print!(
+            "\n{}",
+            report::plain::Plain::new(&matrix)
+                .title(Some(matrix.title.to_string()))
+                .render()
+        );
+    }
     for c in &crossed {
         eprintln!("ingressbench: {c}");
     }
@@ -139,7 +150,13 @@ fn text_of(name: &str, run: &results::probes::ProbeRun) -> String {
         out.push_str(&format!(", {} expectations not met", run.unmet.len()));
     }
     out.push('\n');
-    for d in &run.differences {
+    // The corpus's probes are read in its matrix, a cell per behaviour.
+    let in_corpus = |probe: &str| {
+        probe
+            .split_once('.')
+            .is_some_and(|(b, _)| run.corpus.iter().any(|c| c.behaviour == b))
+    };
+    for d in run.differences.iter().filter(|d| !in_corpus(&d.probe)) {
         out.push_str(&format!(
             "  {}: {}: {} here, {} at {}\n",
             d.probe, d.field, d.system, d.baseline, run.baseline

@@ -51,7 +51,7 @@ const BAD: &[(&str, &str, &str)] = &[
     (
         "systems: [caddy-api]\n",
         "systems: [caddy-api]\nplatform: kubernetes\n",
-        "line 2: systems: caddy-api is not an installed controller (platform: kubernetes): use one of ingress-nginx, nginx-ingress, haproxy-ingress, traefik, contour, contour-ingress, envoy-gateway, nginx-gateway-fabric, openshift-router, gateway-api",
+        "line 2: systems: caddy-api is not an installed controller (platform: kubernetes): use one of ingress-nginx, nginx-ingress, haproxy-ingress, traefik, traefik-nginx, contour, contour-ingress, envoy-gateway, nginx-gateway-fabric, openshift-router, gateway-api",
     ),
     (
         "systems: [caddy-api]\n",

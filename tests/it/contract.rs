@@ -48,6 +48,7 @@ fn contract(profile: &lab::profiles::Profile) {
             },
             grpc: false,
             probe_fixture: false,
+            probe_corpus: false,
         })
         .expect("platform prepares");
     let target = platform.target();

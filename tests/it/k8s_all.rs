@@ -151,6 +151,7 @@ fn s1_and_s3_run_against_every_controller_in_one_run_and_a_killed_run_is_cleaned
         Providers {
             ingress: true,
             gateway: true,
+            ingress_nginx: false,
         },
     );
     traefik.gateway(&cluster, "ib-gateway", "traefik");

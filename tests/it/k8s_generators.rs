@@ -136,6 +136,7 @@ fn a_scenario_runs_its_load_from_two_generator_pods_through_traefik() {
         Providers {
             ingress: true,
             gateway: false,
+            ingress_nginx: false,
         },
     );
     let dir = tempfile::tempdir().unwrap();

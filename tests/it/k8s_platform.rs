@@ -35,6 +35,7 @@ fn site(out: &std::path::Path, replicas: u32) -> SiteSpec {
         },
         grpc: false,
         probe_fixture: false,
+        probe_corpus: false,
     }
 }
 

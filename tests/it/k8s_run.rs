@@ -33,6 +33,7 @@ fn a_scale_scenario_runs_through_traefik_on_a_real_api_server_and_real_pods() {
         Providers {
             ingress: true,
             gateway: false,
+            ingress_nginx: false,
         },
     );
     let url = format!("http://{ENTRY_POINT}/");

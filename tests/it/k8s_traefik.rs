@@ -81,6 +81,7 @@ fn s3_route_changes_reach_traffic_through_traefiks_ingress_and_gateway_providers
         Providers {
             ingress: true,
             gateway: true,
+            ingress_nginx: false,
         },
     );
     traefik.gateway(&cluster, "ib-gateway", "traefik");

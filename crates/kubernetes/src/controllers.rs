@@ -187,6 +187,20 @@ pub const CONTROLLERS: &[Controller] = &[
         tested: Some("Traefik v3.6.12"),
     },
     Controller {
+        name: "traefik-nginx",
+        stands_for: "Traefik's ingress-nginx provider (experimental kubernetesIngressNGINX: Ingresses of class nginx, nginx.ingress.kubernetes.io annotations read unchanged)",
+        routing: Routing::Ingress {
+            class: "nginx",
+            style: Style::IngressNginx,
+        },
+        install: install(
+            "traefik",
+            "app.kubernetes.io/name=traefik",
+            Some("deployment/traefik"),
+        ),
+        tested: Some("Traefik v3.6.12 with --experimental.kubernetesingressnginx"),
+    },
+    Controller {
         name: "contour",
         stands_for: "Contour (Envoy) through Gateway API",
         routing: Routing::HttpRoute,
@@ -929,7 +943,7 @@ mod tests {
                     let traefik = route["metadata"]["annotations"]
                         ["traefik.ingress.kubernetes.io/router.tls"]
                         == "true";
-                    assert_eq!(traefik, name.starts_with("traefik"), "{name}");
+                    assert_eq!(traefik, name == "traefik", "{name}");
                 }
             }
         }

@@ -68,6 +68,18 @@ pub struct ControllerDriver {
     /// The routes the user brings (`kubernetes.manifests`), applied in place of the
     /// generated route: its source until `prepare`, then its objects as applied.
     pub brought: Option<Brought>,
+    /// The annotation corpus (`probes.corpus`): asked for by the context, applied
+    /// once with the first route (not with each change, whose apply time S3
+    /// measures), its objects kept through route changes and deleted at stop.
+    corpus: Option<Corpus>,
+}
+
+/// The annotation corpus as this driver applied it.
+#[derive(Debug, Default)]
+struct Corpus {
+    applied: bool,
+    objects: Vec<Applied>,
+    left_out: Vec<crate::corpus::LeftOut>,
 }
 
 /// A manifest file of the user's routing objects ([`crate::manifests`]).
@@ -170,6 +182,7 @@ impl ControllerDriver {
             install: None,
             restarts_at_start: None,
             brought: None,
+            corpus: None,
         }
     }
 
@@ -416,6 +429,7 @@ impl ControllerDriver {
         // which a controller may not have seen yet (Contour then reports
         // BackendNotFound until it does), and the run's own route is what it needs.
         let fixture = objs.len();
+        self.apply_corpus();
         objs.extend(match &self.brought {
             Some(b) if route == Route::Base => b.objects.clone(),
             _ => controllers::objects(self.controller, &self.place, route)
@@ -445,6 +459,9 @@ impl ControllerDriver {
             }
             now.push((av, kind, name));
         }
+        if let Some(c) = &self.corpus {
+            now.extend(c.objects.iter().cloned());
+        }
         let stale: Vec<_> = self
             .applied
             .iter()
@@ -460,6 +477,56 @@ impl ControllerDriver {
         self.route = route;
         self.pending = pending;
         Ok(())
+    }
+
+    /// Applies the annotation corpus once, before the run's first route (so that
+    /// it is most likely in force once that route serves). An object the API
+    /// refuses is one line of the corpus's left-out list, naming the object and
+    /// what the API said; the rest is applied all the same.
+    fn apply_corpus(&mut self) {
+        let Some(c) = &self.corpus else { return };
+        if c.applied {
+            return;
+        }
+        let rendered = crate::corpus::render(self.controller, &self.place);
+        let mut left_out = rendered.left_out;
+        let mut objects = Vec::new();
+        let pp = PatchParams::apply(MANAGER).force();
+        for o in &rendered.objects {
+            let av = o["apiVersion"].as_str().unwrap_or_default().to_string();
+            let kind = o["kind"].as_str().unwrap_or_default().to_string();
+            let name = o["metadata"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let behaviour = o["metadata"]["labels"][crate::corpus::CORPUS_LABEL]
+                .as_str()
+                .and_then(crate::corpus::find)
+                .map_or("", |b| b.id);
+            match self
+                .rt
+                .block_on(self.api(&av, &kind).patch(&name, &pp, &Patch::Apply(o)))
+            {
+                Ok(_) => objects.push((av, kind, name)),
+                Err(e) => {
+                    let said = match &e {
+                        kube::Error::Api(s) => s.message.clone(),
+                        e => e.to_string(),
+                    };
+                    left_out.retain(|l| l.behaviour != behaviour);
+                    left_out.push(crate::corpus::LeftOut {
+                        behaviour,
+                        why: format!("refused: {kind} {name}: the API server said: {said}"),
+                    });
+                }
+            }
+        }
+        self.applied.extend(objects.iter().cloned());
+        self.corpus = Some(Corpus {
+            applied: true,
+            objects,
+            left_out,
+        });
     }
 
     /// The user's manifest rendered for this run, checked by the API server with a
@@ -682,6 +749,7 @@ impl Driver for ControllerDriver {
     fn prepare(&mut self, ctx: &DriverContext, _endpoints: &[Endpoint]) -> Result<(), SutError> {
         self.place.tls_secret = ctx.cert.is_file().then(|| crate::TLS_SECRET.to_string());
         self.place.fixture = ctx.probe_fixture;
+        self.corpus = ctx.probe_corpus.then(Corpus::default);
         if self.brought.is_some() {
             // The user's objects name their classes and Gateways themselves.
             return self.prepare_brought();
@@ -961,6 +1029,16 @@ impl Driver for ControllerDriver {
 
     fn take_warnings(&mut self) -> Vec<SutError> {
         std::mem::take(&mut self.warnings)
+    }
+
+    fn corpus_left_out(&self) -> Option<Vec<(String, String)>> {
+        let c = self.corpus.as_ref()?;
+        Some(
+            c.left_out
+                .iter()
+                .map(|l| (l.behaviour.to_string(), l.why.clone()))
+                .collect(),
+        )
     }
 
     /// The process groups of every process on this machine whose command line holds

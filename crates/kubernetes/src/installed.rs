@@ -28,7 +28,7 @@ fn labels(profile: &str) -> (&'static [&'static str], &'static str) {
             ],
             "ingress",
         ),
-        "traefik" => (&["app.kubernetes.io/name=traefik"], "traefik"),
+        "traefik" | "traefik-nginx" => (&["app.kubernetes.io/name=traefik"], "traefik"),
         "contour" | "contour-ingress" => (
             &["app.kubernetes.io/name=contour", "app=contour"],
             "contour",

@@ -15,6 +15,7 @@
 
 pub mod book;
 pub mod controllers;
+pub mod corpus;
 pub mod driver;
 pub mod error;
 #[cfg(test)]
@@ -216,6 +217,7 @@ impl Kubernetes {
         let replicas = spec.replicas;
         let body = spec.backends.body_size;
         let grpc = spec.grpc;
+        let corpus = spec.probe_corpus;
         if grpc && image == objects::BackendImage::Nginx {
             return Err(SutError::Setting {
                 what: "protocol: grpc".into(),
@@ -258,6 +260,17 @@ impl Kubernetes {
                 .create(&pp, &objects::deployment(&run, replicas, &image, &args))
                 .await
                 .map_err(ClusterError::api("create the backends' Deployment"))?;
+            if corpus {
+                let (svc, dep) = objects::canary(&run, &image, &args);
+                Api::<Service>::namespaced(client.clone(), &ns)
+                    .create(&pp, &svc)
+                    .await
+                    .map_err(ClusterError::api("create the corpus's canary Service"))?;
+                Api::<Deployment>::namespaced(client.clone(), &ns)
+                    .create(&pp, &dep)
+                    .await
+                    .map_err(ClusterError::api("create the corpus's canary Deployment"))?;
+            }
             Ok::<_, ClusterError>(())
         })?;
         self.created_namespace = create;
@@ -635,6 +648,10 @@ impl Platform for Kubernetes {
             (0, 0),
         );
         ctx.probe_fixture = spec.probe_fixture;
+        ctx.probe_corpus = spec.probe_corpus;
+        if spec.probe_corpus {
+            self.wait_canary(&ns)?;
+        }
         self.work = Some(work);
         Ok(ctx)
     }
@@ -922,6 +939,30 @@ impl Platform for Kubernetes {
 }
 
 impl Kubernetes {
+    /// Waits (60 s at most) until the corpus's canary pod is ready, as the run's
+    /// backends are before the run's route is applied.
+    fn wait_canary(&mut self, ns: &str) -> Result<(), SutError> {
+        let client = self.client()?;
+        let api: Api<Deployment> = Api::namespaced(client, ns);
+        let t = Instant::now();
+        loop {
+            let d = self
+                .rt
+                .block_on(api.get(corpus::CANARY))
+                .map_err(ClusterError::api("read the corpus's canary Deployment"))?;
+            let ready = d.status.and_then(|s| s.ready_replicas).unwrap_or_default();
+            if ready >= 1 {
+                return Ok(());
+            }
+            if t.elapsed() > Duration::from_secs(60) {
+                return Err(SutError::NotReady(
+                    "the corpus's canary pod (Deployment ib-canary) after 60 s".into(),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Creates the run's own Gateway and waits until it serves: first its HTTP
     /// listener, whose address the implementation gives; then, for a TLS load, a
     /// certificate from the run's CA naming that address (and `kubernetes.host`),

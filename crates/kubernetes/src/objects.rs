@@ -296,6 +296,35 @@ pub fn deployment(
     }
 }
 
+/// The annotation corpus's second set of backends ([`crate::corpus::CANARY`]): a
+/// Service and a Deployment of one pod like the run's own, but whose pods carry
+/// neither the run's label nor the backends' name, so the run's watches, its scale
+/// steps and its count of backends never see them; the Deployment itself carries the
+/// run's labels, so it goes with the run.
+pub fn canary(run: &str, image: &BackendImage, args: &BackendArgs) -> (Service, Deployment) {
+    let name = crate::corpus::CANARY;
+    let mut pod: BTreeMap<String, String> = [
+        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+        ("app.kubernetes.io/name".to_string(), name.to_string()),
+        (crate::corpus::CORPUS_LABEL.to_string(), run.to_string()),
+    ]
+    .into();
+    let mut svc = service(run, false);
+    svc.metadata.name = Some(name.into());
+    if let Some(spec) = svc.spec.as_mut() {
+        spec.selector = Some(pod.clone());
+    }
+    let mut d = deployment(run, 1, image, args);
+    d.metadata.name = Some(name.into());
+    if let Some(spec) = d.spec.as_mut() {
+        spec.selector.match_labels = Some(pod.clone());
+        if let Some(m) = spec.template.metadata.as_mut() {
+            m.labels = Some(std::mem::take(&mut pod));
+        }
+    }
+    (svc, d)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -27,6 +27,97 @@ pub struct Observed {
     /// backend on an upstream connection an earlier one had used (keep-alive).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reused: Option<bool>,
+    /// The response headers that carry a behaviour (`Access-Control-*`,
+    /// `Set-Cookie` with its value left out, `Strict-Transport-Security`, `Vary`,
+    /// `Content-Type`, and ours `x-snippet`), names in lower case; several of one
+    /// name joined by `, `.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// For a probe of the annotation corpus sent many times: what its answers
+    /// added up to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tally: Option<Tally>,
+}
+
+/// What many answers to one probe added up to.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Tally {
+    /// `canary` (answers from the canary pod), `backends` (distinct backends that
+    /// answered), `sticky` (distinct backends that answered requests carrying the
+    /// cookie the first answer set) or `refused` (answers not 2xx from a backend).
+    pub kind: String,
+    /// Requests sent.
+    pub of: u32,
+    /// What `kind` counts.
+    pub count: u32,
+}
+
+impl Tally {
+    /// In words: `canary 21 of 200 (10.5 %)`, `2 backends of 20 answers`.
+    pub fn describe(&self) -> String {
+        let share = if self.of == 0 {
+            0.0
+        } else {
+            f64::from(self.count) * 100.0 / f64::from(self.of)
+        };
+        match self.kind.as_str() {
+            "backends" | "sticky" => format!(
+                "{} backend{} over {} answers",
+                self.count,
+                if self.count == 1 { "" } else { "s" },
+                self.of
+            ),
+            k => format!("{k} {} of {} ({share:.1} %)", self.count, self.of),
+        }
+    }
+
+    /// Whether two tallies of one probe say the same: backend counts equal (or
+    /// both more than one), shares within what chance explains (three standard
+    /// deviations of the baseline's share over this many requests, at least 5
+    /// points): 10 % and 20 % over 200 requests are told apart, two runs of 10 %
+    /// are not.
+    pub fn same(&self, other: &Tally) -> bool {
+        if self.kind != other.kind {
+            return false;
+        }
+        match self.kind.as_str() {
+            "backends" | "sticky" => self.count.min(2) == other.count.min(2),
+            _ => {
+                let p = |t: &Tally| {
+                    if t.of == 0 {
+                        0.0
+                    } else {
+                        f64::from(t.count) / f64::from(t.of)
+                    }
+                };
+                let (a, b) = (p(self), p(other));
+                let n = f64::from(self.of.max(1));
+                let sd = (a * (1.0 - a) / n).sqrt();
+                (a - b).abs() <= (3.0 * sd).max(0.05)
+            }
+        }
+    }
+}
+
+/// One behaviour of the annotation corpus on one system: its cell of the
+/// compatibility matrix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CorpusCell {
+    pub behaviour: String,
+    /// `baseline` (the system the others are read against), `same` (as the
+    /// baseline), `differs`, `ignored` (answered as a plain route would, where the
+    /// baseline did not: the annotation had no effect and nothing said so), `not
+    /// expressible` (the system has no way to say it), `not run` (it could, but was
+    /// not given it), `refused` (the API refused its object).
+    pub verdict: String,
+    /// One line: what differs (the first difference and how many more), why it
+    /// could not be expressed, or what the baseline answered.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+    /// The baseline's own answer cannot be taken as ingress-nginx's image's here
+    /// (a part of the test environment's is ours): why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caveat: Option<String>,
 }
 
 /// What the backend said it received.
@@ -76,6 +167,10 @@ pub struct ProbeRun {
     /// Expectations (`expect:`) an answer did not meet, in any round.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unmet: Vec<Unmet>,
+    /// The annotation corpus (`probes.corpus`): a cell per behaviour, against the
+    /// baseline's answers before the load.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub corpus: Vec<CorpusCell>,
 }
 
 impl ProbeRun {

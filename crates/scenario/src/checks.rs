@@ -146,8 +146,22 @@ impl Scenario {
                 ));
             }
         }
+        let corpus: Vec<String> = if p.corpus.is_some() {
+            crate::probes::corpus_ids()
+        } else {
+            Vec::new()
+        };
         for id in &p.only {
+            if corpus.contains(id) {
+                continue;
+            }
             if !ids.contains(&id.as_str()) {
+                if p.corpus.is_none() && crate::probes::corpus_ids().contains(id) {
+                    return Err(Bad::new(
+                        "probes.only",
+                        format!("probes.only: {id} is a behaviour of the annotation corpus: add probes.corpus: annotations"),
+                    ));
+                }
                 return Err(Bad::new(
                     "probes.only",
                     format!("probes.only: no probe {id} (known: {})", ids.join(", ")),
@@ -155,7 +169,7 @@ impl Scenario {
             }
         }
         for (id, e) in &p.expect {
-            let why = if ids.contains(&id.as_str()) {
+            let why = if ids.contains(&id.as_str()) || corpus.contains(id) {
                 crate::probes::check_expect(e)
             } else {
                 Some(format!("no probe {id} (known: {})", ids.join(", ")))

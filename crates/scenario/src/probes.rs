@@ -8,7 +8,8 @@
 //! [`Observed`], and compares two observations field by field. Sending is the
 //! runner's.
 
-pub use results::probes::{Difference, Observed, Received};
+pub use kubernetes::corpus::Tally;
+pub use results::probes::{CorpusCell, Difference, Observed, Received};
 use std::collections::BTreeMap;
 
 /// One built-in probe.
@@ -212,6 +213,9 @@ pub struct Spec {
     pub repeat: u32,
     /// What the answer must show (`expect:`); checked on every round.
     pub expect: Option<Expect>,
+    /// A probe of the annotation corpus sent `repeat` times: how its answers are
+    /// counted.
+    pub tally: Option<Tally>,
 }
 
 /// What a probe's answer must show (`expect: {status: 308}`): each field given is
@@ -298,6 +302,7 @@ impl From<&Probe> for Spec {
             host: p.host.map(str::to_string),
             repeat: p.repeat,
             expect: None,
+            tally: None,
         }
     }
 }
@@ -322,6 +327,7 @@ impl From<&crate::schema::UserProbe> for Spec {
             host: u.host.clone(),
             repeat: 1,
             expect: u.expect.clone(),
+            tally: None,
         }
     }
 }
@@ -382,6 +388,58 @@ impl Spec {
         }
         out
     }
+}
+
+/// The annotation corpus's behaviour ids and probe ids (`<behaviour>.<request>`),
+/// what `probes.only` and `probes.expect` may name once `probes.corpus` is set.
+pub fn corpus_ids() -> Vec<String> {
+    kubernetes::corpus::CORPUS
+        .iter()
+        .flat_map(|b| {
+            std::iter::once(b.id.to_string())
+                .chain(b.probes.iter().map(move |r| format!("{}.{}", b.id, r.name)))
+        })
+        .collect()
+}
+
+/// The corpus's probes as a run sends them, those of the behaviours (or probe
+/// ids) `only` names, or all when it names none of them: each to its behaviour's
+/// host, id `<behaviour>.<request>`.
+pub fn corpus_specs(only: &[String]) -> Vec<Spec> {
+    let ids = corpus_ids();
+    let named = only.iter().any(|o| ids.contains(o));
+    let mut out = Vec::new();
+    for b in kubernetes::corpus::CORPUS {
+        for r in b.probes {
+            let id = format!("{}.{}", b.id, r.name);
+            if named && !only.iter().any(|o| *o == b.id || *o == id) {
+                continue;
+            }
+            out.push(Spec {
+                covers: b.covers.to_string(),
+                method: r.method.into(),
+                target: r.target.into(),
+                version: "HTTP/1.1".into(),
+                headers: r.headers.iter().map(|h| (*h).to_string()).collect(),
+                body: r.body,
+                chunked: false,
+                behaviour: r.backend.into(),
+                no_host: false,
+                host: Some(format!("{}{}", r.host_prefix, b.host())),
+                repeat: r.repeat,
+                expect: None,
+                tally: (r.tally != Tally::One).then_some(r.tally),
+                id,
+            });
+        }
+    }
+    out
+}
+
+/// The behaviour a probe of the corpus belongs to (`cors` of `cors.preflight`).
+pub fn behaviour_of(probe: &str) -> Option<&'static kubernetes::corpus::Behaviour> {
+    let (b, _) = probe.split_once('.')?;
+    kubernetes::corpus::find(b)
 }
 
 /// The largest body a probe of the user's may send.
@@ -514,6 +572,20 @@ fn hash(b: &[u8]) -> String {
     format!("{h:016x}")
 }
 
+/// The cookies an answer set, as a request sends them back (`name=value`).
+pub fn cookies_set(raw: &[u8]) -> Vec<String> {
+    http1::client::parse(raw, false)
+        .map(|r| {
+            r.headers
+                .iter()
+                .filter(|(n, _)| n.eq_ignore_ascii_case("set-cookie"))
+                .filter_map(|(_, v)| v.split(';').next().map(|c| c.trim().to_string()))
+                .filter(|c| c.contains('='))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Reads a whole answer (`raw`, the connection read to its end) to the probe
 /// `probe`, sent marked `wire_id`.
 pub fn observe(probe: &str, wire_id: &str, raw: &[u8], ms: f64) -> Observed {
@@ -526,6 +598,7 @@ pub fn observe(probe: &str, wire_id: &str, raw: &[u8], ms: f64) -> Observed {
         Ok(r) => {
             o.status = Some(r.status);
             o.location = r.header("location").map(str::to_string);
+            o.headers = behaviour_headers(&r.headers);
             let echoed = serde_json::from_slice::<serde_json::Value>(&r.body)
                 .ok()
                 .filter(|v| v["probe"] == wire_id);
@@ -553,6 +626,53 @@ pub fn observe(probe: &str, wire_id: &str, raw: &[u8], ms: f64) -> Observed {
         Err(e) => o.error = Some(e.to_string()),
     }
     o
+}
+
+/// The response headers that carry a behaviour, as [`Observed::headers`] keeps
+/// them: a cookie's value (random by nature) left out, its name and attributes
+/// kept; the rest as they came.
+fn behaviour_headers(headers: &[(String, String)]) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    for (name, value) in headers {
+        let n = name.to_ascii_lowercase();
+        let kept = n.starts_with("access-control-")
+            || matches!(
+                n.as_str(),
+                "set-cookie" | "strict-transport-security" | "vary" | "content-type" | "x-snippet"
+            );
+        if !kept {
+            continue;
+        }
+        let v = if n == "set-cookie" {
+            let mut parts = value.split(';').map(str::trim);
+            let name = parts.next().unwrap_or("").split('=').next().unwrap_or("");
+            let mut attrs: Vec<String> = parts
+                .map(|a| {
+                    // An expiry is a date that moves with the clock: its name only.
+                    let key = a.split('=').next().unwrap_or("").to_ascii_lowercase();
+                    if key == "expires" {
+                        key
+                    } else {
+                        a.to_ascii_lowercase()
+                    }
+                })
+                .collect();
+            attrs.sort();
+            std::iter::once(format!("{name}=…"))
+                .chain(attrs)
+                .collect::<Vec<_>>()
+                .join("; ")
+        } else {
+            value.clone()
+        };
+        out.entry(n)
+            .and_modify(|e| {
+                e.push_str(", ");
+                e.push_str(&v);
+            })
+            .or_insert(v);
+    }
+    out
 }
 
 /// Headers whose values differ between any two systems by nature (an address, a
@@ -604,6 +724,32 @@ pub fn compare(base: &Observed, got: &Observed) -> Vec<Difference> {
         answered_by(base).into(),
         answered_by(got).into(),
     );
+    // The behaviour's response headers (a proxy's own page says its content type
+    // in its own words: only compared when a backend answered on both sides, or
+    // the header is not the content type).
+    // Only for the corpus's probes: the built-in ones compare what they always did.
+    let corpus = behaviour_of(&base.probe).is_some();
+    let names: std::collections::BTreeSet<&String> = base
+        .headers
+        .keys()
+        .chain(got.headers.keys())
+        .filter(|_| corpus)
+        .collect();
+    for n in names {
+        if n == "content-type" && (base.received.is_none() || got.received.is_none()) {
+            continue;
+        }
+        put(
+            &format!("answer {n}"),
+            show(&base.headers.get(n)),
+            show(&got.headers.get(n)),
+        );
+    }
+    if let (Some(b), Some(s)) = (&base.tally, &got.tally) {
+        if !b.same(s) {
+            put("tally", b.describe(), s.describe());
+        }
+    }
     if let (Some(b), Some(s)) = (&base.received, &got.received) {
         put("received method", b.method.clone(), s.method.clone());
         put("received target", b.target.clone(), s.target.clone());
@@ -626,7 +772,7 @@ pub fn compare(base: &Observed, got: &Observed) -> Vec<Difference> {
                 let p =
                     |v: Option<&String>| if v.is_some() { "present" } else { "absent" }.to_string();
                 put(&format!("received {n}"), p(bv), p(sv));
-            } else if n != "host" && n != "content-length" {
+            } else if (n != "host" || corpus) && n != "content-length" {
                 put(&format!("received {n}"), show(&bv), show(&sv));
             }
         }
@@ -634,6 +780,151 @@ pub fn compare(base: &Observed, got: &Observed) -> Vec<Difference> {
         put("proxy body", show(&base.body_hash), show(&got.body_hash));
     }
     d
+}
+
+/// Whether `o` is what a plain route (no annotation) answers `spec`: a backend's
+/// 200 with the target as sent, no CORS header, no cookie, and a tally that shows
+/// no canary, no refusal and no stickiness.
+fn plain(o: &Observed, spec: &Spec) -> bool {
+    let Some(r) = &o.received else { return false };
+    let tally_plain = o.tally.as_ref().is_none_or(|t| match t.kind.as_str() {
+        "backends" | "sticky" => t.count > 1,
+        _ => t.count == 0,
+    });
+    o.status == Some(200)
+        && r.target == spec.target
+        && !o
+            .headers
+            .keys()
+            .any(|k| k.starts_with("access-control-") || k == "set-cookie")
+        && tally_plain
+}
+
+/// How a system's answers to a behaviour read in a line: each probe's status, its
+/// `Location` and its tally.
+fn summary(obs: &[&Observed]) -> String {
+    obs.iter()
+        .map(|o| {
+            let name = o.probe.split_once('.').map_or(o.probe.as_str(), |(_, n)| n);
+            let mut s = format!("{name} {}", show(&o.status));
+            if o.received.is_none() && o.status.is_some() {
+                s.push_str(" (proxy)");
+            }
+            if let Some(l) = &o.location {
+                s.push_str(&format!(" -> {l}"));
+            }
+            if let Some(t) = &o.tally {
+                s.push_str(&format!(", {}", t.describe()));
+            }
+            s
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// The compatibility matrix's cells of one system: one per behaviour of the corpus
+/// among `specs`. `base` is the baseline's probes (`None` for the baseline itself),
+/// `got` this system's answers before the load, `left_out` what its driver was not
+/// given and why (`None`: it renders no corpus at all).
+pub fn corpus_cells(
+    base: Option<&results::probes::ProbeRun>,
+    got: &[Observed],
+    specs: &[Spec],
+    left_out: Option<&[(String, String)]>,
+) -> Vec<CorpusCell> {
+    let mut cells = Vec::new();
+    for b in kubernetes::corpus::CORPUS {
+        let mine: Vec<&Spec> = specs
+            .iter()
+            .filter(|s| behaviour_of(&s.id).is_some_and(|x| x.id == b.id))
+            .collect();
+        if mine.is_empty() {
+            continue;
+        }
+        let caveat = b.image_note.map(str::to_string);
+        let cell = |verdict: &str, detail: String| CorpusCell {
+            behaviour: b.id.to_string(),
+            verdict: verdict.to_string(),
+            detail,
+            caveat: caveat.clone(),
+        };
+        let Some(left_out) = left_out else {
+            cells.push(cell(
+                "not run",
+                "this profile renders no corpus (a cluster's controllers do)".into(),
+            ));
+            continue;
+        };
+        if let Some((_, why)) = left_out.iter().find(|(id, _)| id == b.id) {
+            let (verdict, detail) = why.split_once(": ").unwrap_or(("not run", why));
+            cells.push(cell(verdict, detail.to_string()));
+            continue;
+        }
+        let answers: Vec<&Observed> = mine
+            .iter()
+            .filter_map(|s| got.iter().find(|o| o.probe == s.id))
+            .collect();
+        let Some(base) = base else {
+            cells.push(cell("baseline", summary(&answers)));
+            continue;
+        };
+        if let Some(c) = base.corpus.iter().find(|c| c.behaviour == b.id) {
+            if c.verdict != "baseline" {
+                cells.push(cell(
+                    "not run",
+                    format!("the baseline was not given it ({})", c.verdict),
+                ));
+                continue;
+            }
+        }
+        let pairs: Vec<(&Spec, &Observed, &Observed)> = mine
+            .iter()
+            .filter_map(|s| {
+                let o = got.iter().find(|o| o.probe == s.id)?;
+                let bo = base.observed.iter().find(|o| o.probe == s.id)?;
+                Some((*s, bo, o))
+            })
+            .collect();
+        let diffs: Vec<Difference> = pairs
+            .iter()
+            .flat_map(|(_, bo, o)| compare(bo, o))
+            // The forwarding headers differ between any two controllers: the
+            // built-in probes say so once; a behaviour is about the rest.
+            .filter(|d| {
+                !d.field
+                    .strip_prefix("received ")
+                    .is_some_and(|h| PRESENCE_ONLY.contains(&h) || h.starts_with("x-forwarded-"))
+                    || d.field == "received x-forwarded-prefix"
+            })
+            .collect();
+        if diffs.is_empty() {
+            cells.push(cell("same", String::new()));
+            continue;
+        }
+        let first = &diffs[0];
+        let name = first
+            .probe
+            .split_once('.')
+            .map_or(first.probe.as_str(), |(_, n)| n);
+        let mut line = format!(
+            "{name}: {} {} -> {}",
+            first.field, first.baseline, first.system
+        );
+        if diffs.len() > 1 {
+            line.push_str(&format!(" (+{} more)", diffs.len() - 1));
+        }
+        let ignored = pairs.iter().all(|(s, _, o)| plain(o, s))
+            && !pairs.iter().all(|(s, bo, _)| plain(bo, s));
+        if ignored {
+            cells.push(cell(
+                "ignored",
+                format!("answered as a plain route would: {line}"),
+            ));
+        } else {
+            cells.push(cell("differs", line));
+        }
+    }
+    cells
 }
 
 /// What [`collapse`] names a difference found on every probe that reached a
@@ -710,6 +1001,175 @@ mod tests {
                 - find("body-1mib").unwrap().bytes("h").len(),
             1 + "body-1mib-plus-1".len() - "body-1mib".len()
         );
+    }
+
+    /// A backend's answer to probe `id`: status 200, the target it received,
+    /// from backend `by`.
+    fn from_backend(id: &str, target: &str, by: &str) -> Observed {
+        Observed {
+            probe: id.into(),
+            status: Some(200),
+            received: Some(Received {
+                method: "GET".into(),
+                target: target.into(),
+                version: "HTTP/1.1".into(),
+                backend: by.into(),
+                attempt: 1,
+                ..Received::default()
+            }),
+            ..Observed::default()
+        }
+    }
+
+    fn proxy(id: &str, status: u16, location: Option<&str>) -> Observed {
+        Observed {
+            probe: id.into(),
+            status: Some(status),
+            location: location.map(str::to_string),
+            body_hash: Some("0".into()),
+            ..Observed::default()
+        }
+    }
+
+    #[test]
+    fn the_corpus_cells_say_same_differs_ignored_and_why_a_behaviour_was_not_given() {
+        let only: Vec<String> = [
+            "permanent-redirect",
+            "regex-prefix-case",
+            "canary-weight-10",
+            "cors",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let specs = corpus_specs(&only);
+        assert!(specs.iter().all(|s| behaviour_of(&s.id).is_some()));
+        assert_eq!(
+            specs
+                .iter()
+                .filter(|s| s.id.starts_with("regex-prefix-case."))
+                .count(),
+            3
+        );
+        let weight = specs
+            .iter()
+            .find(|s| s.id == "canary-weight-10.share")
+            .unwrap();
+        assert_eq!((weight.repeat, weight.tally), (200, Some(Tally::Canary)));
+        assert_eq!(weight.host.as_deref(), Some("canary-weight-10.corpus.test"));
+        let canary = |count| Observed {
+            tally: Some(results::probes::Tally {
+                kind: "canary".into(),
+                of: 200,
+                count,
+            }),
+            ..from_backend("canary-weight-10.share", "/c", "ib-backend-1")
+        };
+        let base_obs = vec![
+            proxy(
+                "permanent-redirect.any",
+                301,
+                Some("https://moved.corpus.test/new"),
+            ),
+            from_backend("regex-prefix-case.exact", "/items/42", "b"),
+            from_backend("regex-prefix-case.longer", "/items/42/reviews", "b"),
+            from_backend("regex-prefix-case.upper", "/ITEMS/42", "b"),
+            canary(19),
+        ];
+        let left: Vec<(String, String)> = vec![(
+            "cors".into(),
+            "not expressible: no CORS filter in the standard channel".into(),
+        )];
+        let base_cells = corpus_cells(None, &base_obs, &specs, Some(&[]));
+        assert!(
+            base_cells.iter().all(|c| c.verdict == "baseline"),
+            "{base_cells:?}"
+        );
+        let redirect = base_cells
+            .iter()
+            .find(|c| c.behaviour == "permanent-redirect")
+            .unwrap();
+        assert_eq!(
+            redirect.detail,
+            "any 301 (proxy) -> https://moved.corpus.test/new"
+        );
+        let base = results::probes::ProbeRun {
+            baseline: "ingress-nginx".into(),
+            observed: base_obs.clone(),
+            corpus: base_cells,
+            ..Default::default()
+        };
+        // A candidate that passes the redirect through to a backend (ignored), turns
+        // the regex case-sensitive (differs), keeps the canary's share within chance
+        // (same) and cannot say CORS.
+        let got = vec![
+            from_backend("permanent-redirect.any", "/old?x=1", "b"),
+            from_backend("regex-prefix-case.exact", "/items/42", "b"),
+            from_backend("regex-prefix-case.longer", "/items/42/reviews", "b"),
+            proxy("regex-prefix-case.upper", 404, None),
+            canary(23),
+        ];
+        let cells = corpus_cells(Some(&base), &got, &specs, Some(&left));
+        let v: Vec<(&str, &str)> = cells
+            .iter()
+            .map(|c| (c.behaviour.as_str(), c.verdict.as_str()))
+            .collect();
+        assert_eq!(
+            v,
+            [
+                ("regex-prefix-case", "differs"),
+                ("permanent-redirect", "ignored"),
+                ("cors", "not expressible"),
+                ("canary-weight-10", "same"),
+            ]
+        );
+        assert_eq!(cells[0].detail, "upper: status 200 -> 404 (+1 more)");
+        assert_eq!(cells[2].detail, "no CORS filter in the standard channel");
+        // 10 % against 20 % over 200 requests is a difference; a canary never hit is
+        // the annotation ignored.
+        let twenty = vec![canary(41)];
+        let c = corpus_cells(Some(&base), &twenty, &specs, Some(&[]));
+        let w = c
+            .iter()
+            .find(|c| c.behaviour == "canary-weight-10")
+            .unwrap();
+        assert_eq!(w.verdict, "differs", "{w:?}");
+        assert!(
+            w.detail
+                .contains("canary 19 of 200 (9.5 %) -> canary 41 of 200 (20.5 %)"),
+            "{}",
+            w.detail
+        );
+        let never = vec![canary(0)];
+        let c = corpus_cells(Some(&base), &never, &specs, Some(&[]));
+        let w = c
+            .iter()
+            .find(|c| c.behaviour == "canary-weight-10")
+            .unwrap();
+        assert_eq!(w.verdict, "ignored", "{w:?}");
+        // A profile that renders no corpus: every behaviour not run, said why.
+        let c = corpus_cells(Some(&base), &[], &specs, None);
+        assert!(c.iter().all(|c| c.verdict == "not run"), "{c:?}");
+    }
+
+    #[test]
+    fn behaviour_headers_keep_cors_and_cookies_without_their_values() {
+        let h = behaviour_headers(&[
+            ("Access-Control-Allow-Origin".into(), "https://a".into()),
+            (
+                "Set-Cookie".into(),
+                "IBSTICKY=abc123; Path=/; Expires=Tue, 01 Jan 2030 00:00:00 GMT; HttpOnly".into(),
+            ),
+            ("Server".into(), "nginx".into()),
+            ("Vary".into(), "Origin".into()),
+            ("Vary".into(), "Accept-Encoding".into()),
+        ]);
+        assert_eq!(h["access-control-allow-origin"], "https://a");
+        assert_eq!(h["set-cookie"], "IBSTICKY=…; expires; httponly; path=/");
+        assert_eq!(h["vary"], "Origin, Accept-Encoding");
+        assert!(!h.contains_key("server"));
+        let raw = b"HTTP/1.1 200 OK\r\nSet-Cookie: IBSTICKY=abc; Path=/\r\nSet-Cookie: x=1\r\ncontent-length: 0\r\n\r\n";
+        assert_eq!(cookies_set(raw), ["IBSTICKY=abc", "x=1"]);
     }
 
     #[test]

@@ -1182,6 +1182,19 @@ pub struct ProbesSection {
     /// such as a header a user's Middleware or HTTPRoute filter sets.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub record: Vec<String>,
+    /// `annotations`: ingress-nginx's annotation corpus too (a cluster's
+    /// controllers render it; docs/migration.md), its behaviours named in `only`
+    /// by their ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corpus: Option<CorpusKind>,
+}
+
+/// Which corpus of fixtures `probes.corpus` adds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CorpusKind {
+    /// ingress-nginx's annotated behaviours (`kubernetes::corpus`).
+    Annotations,
 }
 
 impl Default for ProbesSection {
@@ -1193,6 +1206,7 @@ impl Default for ProbesSection {
             expect: BTreeMap::new(),
             during: true,
             record: Vec::new(),
+            corpus: None,
         }
     }
 }

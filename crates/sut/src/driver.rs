@@ -232,6 +232,9 @@ pub struct DriverContext {
     /// ([`crate::routes::FIXTURE_HOST`]): a run with probes. Off, a profile
     /// renders nothing of it.
     pub probe_fixture: bool,
+    /// Route the annotation corpus beside the run's route (`probes.corpus`), where
+    /// the profile renders it ([`Driver::corpus_left_out`]).
+    pub probe_corpus: bool,
 }
 
 impl DriverContext {
@@ -259,6 +262,7 @@ impl DriverContext {
             http2: false,
             upstream_h2c: false,
             probe_fixture: false,
+            probe_corpus: false,
         }
     }
 
@@ -520,6 +524,13 @@ pub trait Driver: Send {
     fn handshakes(&mut self) -> Option<Handshakes> {
         None
     }
+    /// The annotation corpus's behaviours this system was not given, each with why
+    /// (`not expressible: ...`, `not run: ...`, `refused: ...`), when the context
+    /// asked for the corpus; `None`: the profile renders no corpus at all.
+    fn corpus_left_out(&self) -> Option<Vec<(String, String)>> {
+        None
+    }
+
     /// What went wrong since the last call without failing the change it came with
     /// (the object of an old route that could not be deleted, while the new route is
     /// in force), for the run to report: each is returned once.

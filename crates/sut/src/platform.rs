@@ -183,6 +183,9 @@ pub struct SiteSpec {
     /// The run has behaviour probes: the system routes their fixture host too
     /// ([`crate::routes::FIXTURE_HOST`]).
     pub probe_fixture: bool,
+    /// The run probes the annotation corpus: the platform makes what its fixtures
+    /// need besides the run's backends (a second Service of one pod).
+    pub probe_corpus: bool,
 }
 
 /// Where the load goes (empty until a platform is prepared).

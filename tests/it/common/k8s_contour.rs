@@ -55,6 +55,8 @@ pub struct Contour<'c> {
     dir: tempfile::TempDir,
     /// How long from start to ready.
     pub took: Duration,
+    /// The Gateway listener's port (Envoy's is 8000 above).
+    listener: u16,
 }
 
 /// The Envoy binary the lab uses (INGRESSBENCH_ENVOY, else the cached 1.40.0).
@@ -64,13 +66,13 @@ fn envoy_bin() -> PathBuf {
 
 /// The GatewayClass, the Gateway's namespace and the Gateway: one HTTP listener
 /// accepting HTTPRoutes from every namespace (each run makes its own).
-fn gateway_manifest() -> String {
+fn gateway_manifest(listener: u16) -> String {
     format!(
         "apiVersion: gateway.networking.k8s.io/v1\nkind: GatewayClass\nmetadata:\n  name: {CLASS}\n\
          spec:\n  controllerName: {CONTROLLER_NAME}\n---\n\
          apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {GATEWAY_NS}\n---\n\
          apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: {GATEWAY_NAME}\n  namespace: {GATEWAY_NS}\n\
-         spec:\n  gatewayClassName: {CLASS}\n  listeners:\n  - name: http\n    protocol: HTTP\n    port: {LISTENER_PORT}\n\
+         spec:\n  gatewayClassName: {CLASS}\n  listeners:\n  - name: http\n    protocol: HTTP\n    port: {listener}\n\
          \x20   allowedRoutes:\n      namespaces:\n        from: All\n"
     )
 }
@@ -85,7 +87,13 @@ impl<'c> Contour<'c> {
     /// # Panics
     /// When a step fails or times out, with the logs' ends.
     pub fn start(cluster: &'c TestCluster) -> Contour<'c> {
-        Contour::start_with(cluster, false)
+        Contour::start_with(cluster, false, LISTENER_PORT)
+    }
+
+    /// [`Contour::start`] with the Gateway's listener on port `listener` (Envoy's
+    /// data port 8000 above it): beside another controller that holds 8080.
+    pub fn start_on(cluster: &'c TestCluster, listener: u16) -> Contour<'c> {
+        Contour::start_with(cluster, false, listener)
     }
 
     /// [`Contour::start`], with Contour's controller the pod of a Deployment
@@ -93,10 +101,10 @@ impl<'c> Contour<'c> {
     /// [`CONTOUR_NS`], run by the harness, so that a run can restart it by deleting
     /// its pod; Envoy, the data plane, stays a process of the test.
     pub fn start_as_pods(cluster: &'c TestCluster) -> Contour<'c> {
-        Contour::start_with(cluster, true)
+        Contour::start_with(cluster, true, LISTENER_PORT)
     }
 
-    fn start_with(cluster: &'c TestCluster, as_pods: bool) -> Contour<'c> {
+    fn start_with(cluster: &'c TestCluster, as_pods: bool, listener: u16) -> Contour<'c> {
         let t = Instant::now();
         let env = testenv_dir();
         let dir = tempfile::tempdir().unwrap();
@@ -119,7 +127,7 @@ impl<'c> Contour<'c> {
         ]);
         assert!(ok, "CRDs not established: {out}");
         let manifest = dir.path().join("gateway.yaml");
-        std::fs::write(&manifest, gateway_manifest()).unwrap();
+        std::fs::write(&manifest, gateway_manifest(listener)).unwrap();
         let (ok, out) = cluster.kubectl(&["apply", "-f", manifest.to_str().unwrap()]);
         assert!(ok, "{out}");
 
@@ -153,7 +161,8 @@ impl<'c> Contour<'c> {
         let (netns, kubeconfig) = (cluster.netns().to_string(), cluster.kubeconfig());
         let serve = move || -> Command {
             let port = |n: u16| (XDS_PORT + n).to_string();
-            let (data_ip, data_port) = DATA_ADDR.split_once(':').unwrap();
+            let data_port = listener + 8000;
+            let data_ip = DATA_ADDR.split_once(':').unwrap().0;
             let mut cmd = Command::new("ip");
             cmd.args(["netns", "exec", &netns])
                 .arg(&contour_bin)
@@ -215,6 +224,7 @@ impl<'c> Contour<'c> {
         let envoy = Proc::spawn_group("envoy", &mut cmd, dir.path());
 
         let mut c = Contour {
+            listener,
             cluster,
             envoy,
             contour,
@@ -283,7 +293,11 @@ impl<'c> Contour<'c> {
 
     /// The data plane's URL, as a scenario's `kubernetes.urls` names it.
     pub fn url(&self) -> String {
-        format!("http://{DATA_ADDR}/")
+        format!(
+            "http://{}:{}/",
+            DATA_ADDR.split_once(':').unwrap().0,
+            self.listener + 8000
+        )
     }
 
     /// The harness's folder, which Contour's and Envoy's command lines name (for

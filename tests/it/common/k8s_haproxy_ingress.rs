@@ -70,6 +70,12 @@ impl<'c> HaproxyIngress<'c> {
     /// # Panics
     /// When a step fails or times out, with the logs' ends.
     pub fn start(cluster: &'c TestCluster) -> HaproxyIngress<'c> {
+        HaproxyIngress::start_on(cluster, (8080, 8443))
+    }
+
+    /// As [`HaproxyIngress::start`], HAProxy's HTTP and HTTPS ports `ports`: beside
+    /// another controller that holds the default ones (ingress-nginx's).
+    pub fn start_on(cluster: &'c TestCluster, ports: (u16, u16)) -> HaproxyIngress<'c> {
         let t = Instant::now();
         let hi = hi_dir();
         let dir = tempfile::tempdir().unwrap();
@@ -89,7 +95,7 @@ impl<'c> HaproxyIngress<'c> {
         .unwrap();
         let (ok, out) = cluster.kubectl(&["apply", "-f", class.to_str().unwrap()]);
         assert!(ok, "{out}");
-        let pods = controller_pods(cluster, dir.path());
+        let pods = controller_pods(cluster, dir.path(), ports);
         let mut h = HaproxyIngress {
             cluster,
             pods: Some(pods),
@@ -151,7 +157,7 @@ impl Drop for HaproxyIngress<'_> {
 /// The controller's Deployment, its pod a process on the cluster's network with a
 /// root, a `/tmp` and a PID namespace of its own; ready once HAProxy answers its
 /// health check port.
-fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
+fn controller_pods(cluster: &TestCluster, dir: &Path, ports: (u16, u16)) -> ProcessPods {
     let bin = hi_dir().join("bin");
     let (netns, kubeconfig, state, logs) = (
         cluster.netns().to_string(),
@@ -182,10 +188,10 @@ fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
                 "--disable-quic",
                 "--disable-ipv6",
                 "--ipv4-bind-address=198.18.0.1",
-                "--http-bind-port=8080",
-                "--https-bind-port=8443",
                 "--sync-period=1s",
             ])
+            .arg(format!("--http-bind-port={}", ports.0))
+            .arg(format!("--https-bind-port={}", ports.1))
             .env("POD_NAME", pod)
             .env("POD_NAMESPACE", NS);
         Proc::spawn_group(&format!("kubernetes-ingress-{pod}"), &mut cmd, &logs)

@@ -28,6 +28,11 @@ pub struct Providers {
     pub ingress: bool,
     /// Gateway API: Gateways of a GatewayClass naming [`GATEWAY_CONTROLLER`].
     pub gateway: bool,
+    /// The experimental ingress-nginx provider (`kubernetesIngressNGINX`, v3.5+):
+    /// Ingresses of class `nginx` (controller `k8s.io/ingress-nginx`, the
+    /// IngressClass ingress-nginx's install makes) with ingress-nginx's
+    /// annotations read unchanged: the `traefik-nginx` profile.
+    pub ingress_nginx: bool,
 }
 
 /// A running Traefik; dropping it kills it.
@@ -84,9 +89,15 @@ fn command(netns: &str, token: &str, ca: &Path, providers: Providers) -> Command
         provider("kubernetesingress");
         provider("kubernetescrd");
     }
+    if providers.ingress_nginx {
+        provider("kubernetesingressnginx");
+    }
     if providers.gateway {
         provider("kubernetesgateway");
         cmd.arg("--providers.kubernetesgateway.statusaddress.ip=198.18.0.1");
+    }
+    if providers.ingress_nginx {
+        cmd.arg("--experimental.kubernetesingressnginx=true");
     }
     cmd.arg(format!("--entrypoints.web.address={ENTRY_POINT}"))
         .args([
@@ -150,9 +161,21 @@ impl Traefik {
     /// Gateway API's) and returns its command line.
     fn prepare(cluster: &TestCluster, providers: Providers, dir: &tempfile::TempDir) -> Command {
         assert!(
-            providers.ingress || providers.gateway,
+            providers.ingress || providers.gateway || providers.ingress_nginx,
             "no provider asked for"
         );
+        if providers.ingress_nginx {
+            // The IngressClass ingress-nginx's install makes, if it is not there yet.
+            let class = dir.path().join("nginx-class.yaml");
+            std::fs::write(
+                &class,
+                "apiVersion: networking.k8s.io/v1\nkind: IngressClass\nmetadata:\n  name: nginx\n\
+                 spec:\n  controller: k8s.io/ingress-nginx\n",
+            )
+            .unwrap();
+            let (ok, out) = cluster.kubectl(&["apply", "-f", class.to_str().unwrap()]);
+            assert!(ok, "{out}");
+        }
         let crds = testenv_dir().join("crds");
         if providers.ingress {
             let class = dir.path().join("class.yaml");

@@ -349,7 +349,13 @@ pub fn probes(input: &ReportInput) -> Table {
             let all = format!("all {}", p.observed.len());
             row("before the load".into(), &all, what, MISSING, MISSING);
         }
-        for d in &p.differences {
+        // The corpus's probes are read in its own table, a cell per behaviour.
+        let in_corpus = |probe: &str| {
+            probe
+                .split_once('.')
+                .is_some_and(|(b, _)| p.corpus.iter().any(|c| c.behaviour == b))
+        };
+        for d in p.differences.iter().filter(|d| !in_corpus(&d.probe)) {
             let when = format!("before the load (vs {})", p.baseline);
             row(when, &d.probe, &d.field, &d.baseline, &d.system);
         }

@@ -13,6 +13,7 @@ use crate::input::{ReportInput, Series, Unreadable};
 
 pub use crate::table::{Row, Table};
 
+pub mod corpus;
 mod lab;
 mod load;
 mod search;
@@ -100,6 +101,7 @@ pub fn all(input: &ReportInput) -> Vec<Table> {
             propagation(input),
             routes(input),
             probes(input),
+            corpus::corpus(input),
             resources(input),
             crate::failover::table(input),
             throughput(input),

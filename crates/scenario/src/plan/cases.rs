@@ -79,6 +79,9 @@ pub struct ProbesPlan {
     pub probes: Vec<crate::probes::Spec>,
     /// Again after each change step and at the end of the load.
     pub during: bool,
+    /// The annotation corpus is among the probes (`probes.corpus`): its fixtures
+    /// are applied and a matrix cell is made per behaviour.
+    pub corpus: bool,
 }
 
 impl ProbesPlan {
@@ -97,6 +100,9 @@ impl ProbesPlan {
                 .filter(|u| wanted(&u.id))
                 .map(crate::probes::Spec::from),
         );
+        if p.corpus.is_some() {
+            probes.extend(crate::probes::corpus_specs(&p.only));
+        }
         for spec in &mut probes {
             if let Some(e) = p.expect.get(&spec.id) {
                 spec.expect = Some(e.clone());
@@ -117,6 +123,7 @@ impl ProbesPlan {
                 .unwrap_or_default(),
             probes,
             during: p.during,
+            corpus: p.corpus.is_some(),
         })
     }
 }
@@ -486,6 +493,7 @@ fn case(scn: &Scenario, system: &str, name: &str, role: Role) -> Case {
                 .iter()
                 .any(|s| s.host.as_deref() == Some(lab::routes::FIXTURE_HOST))
         }),
+        probe_corpus: ProbesPlan::of(scn).is_some_and(|p| p.corpus),
     };
     let mut load = CaseLoad::of(scn);
     load.spec.cpus = placement.generator.clone();

@@ -101,7 +101,7 @@ pub(crate) fn run_system(
     case: &Case,
     opts: &mut RunOptions,
     at: Option<Fraction>,
-    probe_baseline: Option<&[crate::probes::Observed]>,
+    probe_baseline: Option<&results::probes::ProbeRun>,
 ) -> Result<RunResult, RunError> {
     let out_name = case.name.as_str();
     let deployed = deploy(case, opts)?;

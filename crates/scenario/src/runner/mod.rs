@@ -293,7 +293,7 @@ struct Done {
     /// The sizing scan in progress.
     scan: Option<SizingResult>,
     /// What the probes' baseline system answered, once it ran.
-    probe_baseline: Option<Vec<crate::probes::Observed>>,
+    probe_baseline: Option<results::probes::ProbeRun>,
     partial: bool,
 }
 
@@ -314,13 +314,13 @@ impl Done {
             String::new()
         };
         (opts.progress)(&format!("{label}: starting{which}"));
-        let r = run_system(case, opts, None, self.probe_baseline.as_deref())?;
+        let r = run_system(case, opts, None, self.probe_baseline.as_ref())?;
         if self.probe_baseline.is_none() {
             if let (Some(p), Some(run)) =
                 (&case.probes, r.lab.as_ref().and_then(|l| l.probes.as_ref()))
             {
                 if case.system == p.baseline {
-                    self.probe_baseline = Some(run.observed.clone());
+                    self.probe_baseline = Some(run.clone());
                 }
             }
         }
@@ -474,7 +474,7 @@ pub type Probed = (String, results::probes::ProbeRun);
 /// [`RunError`] when a system cannot be set up; the systems probed before it are
 /// lost with it only in that they are not returned (nothing is written).
 pub fn probe(plan: &Plan, mut opts: RunOptions) -> Result<Vec<Probed>, RunError> {
-    let mut baseline: Option<Vec<crate::probes::Observed>> = None;
+    let mut baseline: Option<results::probes::ProbeRun> = None;
     let mut out: Vec<Probed> = Vec::new();
     // The baseline's case first, whatever order the plan runs its cases in.
     let is_base = |c: &&Case| c.probes.as_ref().is_some_and(|p| p.baseline == c.system);
@@ -495,11 +495,11 @@ pub fn probe(plan: &Plan, mut opts: RunOptions) -> Result<Vec<Probed>, RunError>
         (opts.progress)(&format!("{name}: probing"));
         let deployed = deploy(case, &opts)?;
         let run = probing::Prober::new(&deployed, case, p)
-            .map(|mut prober| probing::before(&mut prober, case, p, baseline.as_deref()));
+            .map(|mut prober| probing::before(&mut prober, case, p, baseline.as_ref()));
         close(deployed, name, &mut opts.progress);
         let run = run.map_err(|why| RunError::Setup(format!("{name}: probes: {why}")))?;
         if case.system == p.baseline {
-            baseline = Some(run.observed.clone());
+            baseline = Some(run.clone());
         }
         out.push((case.system.clone(), run));
     }

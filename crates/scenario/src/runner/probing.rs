@@ -23,6 +23,9 @@ pub(crate) struct Prober {
     /// Set when the run is interrupted or the rounds are abandoned: a round in
     /// progress ends at its next probe.
     stop: Vec<Arc<AtomicBool>>,
+    /// The annotation corpus's behaviours the system was not given, and why
+    /// (`None`: it renders no corpus): their probes are not sent.
+    left_out: Option<Vec<(String, String)>>,
 }
 
 impl Prober {
@@ -50,7 +53,23 @@ impl Prober {
             system: case.system.clone(),
             round: 0,
             stop: Vec::new(),
+            left_out: if plan.corpus {
+                d.sys.driver.corpus_left_out()
+            } else {
+                Some(Vec::new())
+            },
         })
+    }
+
+    /// Whether `p` is sent to this system: a probe of the corpus only when the
+    /// system was given its behaviour.
+    fn sent(&self, p: &Spec) -> bool {
+        let Some(b) = probes::behaviour_of(&p.id) else {
+            return true;
+        };
+        self.left_out
+            .as_ref()
+            .is_some_and(|l| !l.iter().any(|(id, _)| id == b.id))
     }
 
     /// Every probe once (a repeated one its times in a row), in order.
@@ -60,7 +79,12 @@ impl Prober {
             if self.stop.iter().any(|s| s.load(Ordering::Relaxed)) {
                 break;
             }
-            observed.push(if p.repeat > 1 {
+            if !self.sent(p) {
+                continue;
+            }
+            observed.push(if let Some(t) = p.tally {
+                self.tallied(p, t)
+            } else if p.repeat > 1 {
                 self.repeated(p)
             } else {
                 let wire = format!("{}~{}~{}", p.id, self.system, self.round);
@@ -73,6 +97,11 @@ impl Prober {
 
     /// `p` sent once, marked `wire`.
     fn send(&self, p: &Spec, wire: &str) -> Observed {
+        self.exchange(p, wire).0
+    }
+
+    /// `p` sent once, marked `wire`: what it got, and the answer's bytes.
+    fn exchange(&self, p: &Spec, wire: &str) -> (Observed, Vec<u8>) {
         let t = Instant::now();
         let got = served::fetch(
             self.addr,
@@ -82,14 +111,73 @@ impl Prober {
         );
         let ms = t.elapsed().as_secs_f64() * 1e3;
         match got {
-            Ok(raw) => probes::observe(&p.id, wire, &raw, ms),
-            Err(why) => Observed {
-                probe: p.id.clone(),
-                error: Some(why),
-                ms,
-                ..Observed::default()
-            },
+            Ok(raw) => (probes::observe(&p.id, wire, &raw, ms), raw),
+            Err(why) => (
+                Observed {
+                    probe: p.id.clone(),
+                    error: Some(why),
+                    ms,
+                    ..Observed::default()
+                },
+                Vec::new(),
+            ),
         }
+    }
+
+    /// A probe of the corpus sent `p.repeat` times in a row, each on a connection
+    /// of its own, its answers counted as `tally` says: the last answer, with the
+    /// count. A sticky tally first sends one request without a cookie, then the
+    /// others with the cookies its answer set.
+    fn tallied(&self, p: &Spec, tally: probes::Tally) -> Observed {
+        use probes::Tally;
+        let mut spec = p.clone();
+        if tally == Tally::Sticky {
+            let wire = format!("{}~{}~{}~c", p.id, self.system, self.round);
+            let (_, raw) = self.exchange(p, &wire);
+            let cookies = probes::cookies_set(&raw);
+            if !cookies.is_empty() {
+                spec.headers.push(format!("Cookie: {}", cookies.join("; ")));
+            }
+        }
+        let (mut hits, mut backends) = (0u32, std::collections::BTreeSet::new());
+        let mut last = Observed::default();
+        for k in 0..p.repeat {
+            if self.stop.iter().any(|s| s.load(Ordering::Relaxed)) {
+                break;
+            }
+            let wire = format!("{}~{}~{}~{k}", p.id, self.system, self.round);
+            last = self.send(&spec, &wire);
+            let by = last.received.as_ref().map(|r| r.backend.clone());
+            let ok =
+                last.received.is_some() && last.status.is_some_and(|s| (200..300).contains(&s));
+            match tally {
+                Tally::Canary => {
+                    hits += u32::from(
+                        by.as_deref()
+                            .is_some_and(|b| b.starts_with(kubernetes::corpus::CANARY)),
+                    );
+                }
+                Tally::Refused => hits += u32::from(!ok),
+                Tally::Sticky | Tally::Backends | Tally::One => {
+                    if let Some(b) = by {
+                        backends.insert(b);
+                    }
+                }
+            }
+        }
+        let (kind, count) = match tally {
+            Tally::Canary => ("canary", hits),
+            Tally::Refused => ("refused", hits),
+            Tally::Sticky => ("sticky", backends.len() as u32),
+            Tally::Backends | Tally::One => ("backends", backends.len() as u32),
+        };
+        last.probe = p.id.clone();
+        last.tally = Some(results::probes::Tally {
+            kind: kind.into(),
+            of: p.repeat,
+            count,
+        });
+        last
     }
 
     /// `p` sent `p.repeat` times in a row, each on a client connection of its own:
@@ -154,17 +242,24 @@ fn differences(base: &[Observed], got: &[Observed]) -> Vec<Difference> {
 }
 
 /// The round before the load: compared with `baseline`'s (when this system is not
-/// the baseline itself).
+/// the baseline itself), and, with the annotation corpus, a matrix cell per
+/// behaviour.
 pub(crate) fn before(
     prober: &mut Prober,
     case: &Case,
     plan: &ProbesPlan,
-    baseline: Option<&[Observed]>,
+    baseline: Option<&ProbeRun>,
 ) -> ProbeRun {
     let observed = prober.round();
-    let differences = match baseline {
-        Some(base) if case.system != plan.baseline => differences(base, &observed),
-        _ => Vec::new(),
+    let base = baseline.filter(|_| case.system != plan.baseline);
+    let differences = match base {
+        Some(base) => differences(&base.observed, &observed),
+        None => Vec::new(),
+    };
+    let corpus = if plan.corpus {
+        probes::corpus_cells(base, &observed, &prober.probes, prober.left_out.as_deref())
+    } else {
+        Vec::new()
     };
     ProbeRun {
         baseline: plan.baseline.clone(),
@@ -172,6 +267,7 @@ pub(crate) fn before(
         observed,
         differences,
         rounds: Vec::new(),
+        corpus,
     }
 }
 

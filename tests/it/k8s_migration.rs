@@ -1,0 +1,187 @@
+//! The annotation corpus (issue 54) through real controllers on one test cluster:
+//! ingress-nginx v1.11.0 (the baseline), Traefik v3.6's ingress-nginx provider
+//! (`traefik-nginx`, the same Ingresses and annotations read unchanged), HAProxy
+//! Technologies' controller v1.11 (HAProxy's own annotations), and two Gateway API
+//! implementations given the bundled HTTPRoute translation
+//! (`deploy/migration/gateway-api.yaml`): Traefik's Gateway provider and Contour
+//! v1.33. One cluster with every controller on ports of its own, one corpus apply
+//! per controller, one `ingressbench probe`: the compatibility matrix, its cells
+//! asserted as measured (docs/migration.md).
+
+use crate::common::k8s::{PodReadiness, TestCluster};
+use crate::common::k8s_contour::Contour;
+use crate::common::k8s_haproxy_ingress::HaproxyIngress;
+use crate::common::k8s_ingress_nginx::IngressNginx;
+use crate::common::k8s_pods::PodRunner;
+use crate::common::k8s_traefik::{Providers, Traefik};
+use crate::common::proc::Proc;
+use crate::common::{read_json, shared, BIN};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+/// The verdict and line of `behaviour` for `system`.
+fn cell<'a>(probed: &'a Value, system: &str, behaviour: &str) -> (&'a str, &'a str) {
+    let c = probed[system]["corpus"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{system}: no corpus: {}", probed[system]))
+        .iter()
+        .find(|c| c["behaviour"] == behaviour)
+        .unwrap_or_else(|| panic!("{system}: no cell {behaviour}"));
+    (
+        c["verdict"].as_str().unwrap(),
+        c["detail"].as_str().unwrap_or(""),
+    )
+}
+
+/// What probe `id` got from `system` before the load.
+fn answer<'a>(probed: &'a Value, system: &str, id: &str) -> &'a Value {
+    probed[system]["observed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["probe"] == id)
+        .unwrap_or_else(|| panic!("{system}: no answer to {id}"))
+}
+
+#[test]
+fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gateway() {
+    let _turn = shared();
+    let t0 = Instant::now();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    // ingress-nginx as installed by default: snippets refused.
+    let inx = IngressNginx::start(&cluster, &[]);
+    let traefik = Traefik::start(
+        &cluster,
+        Providers {
+            ingress: false,
+            gateway: true,
+            ingress_nginx: true,
+        },
+    );
+    traefik.gateway(&cluster, "ib-gateway", "traefik");
+    // Beside ingress-nginx's 8080: HAProxy on 8091, Contour's Envoy on 8100.
+    let haproxy = HaproxyIngress::start_on(&cluster, (8091, 8454));
+    let contour = Contour::start_on(&cluster, 100);
+    eprintln!(
+        "migration: cluster and controllers up in {:.1?}",
+        t0.elapsed()
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let scn = dir.path().join("corpus.yaml");
+    std::fs::write(
+        &scn,
+        format!(
+            "name: corpus\nplatform: kubernetes\n\
+             systems: [ingress-nginx, traefik-nginx, haproxy-ingress, gateway-api, contour]\n\
+             kubernetes:\n  kubeconfig: {}\n\
+             \x20 urls: {{ingress-nginx: \"http://198.18.0.1:8080/\", traefik-nginx: \"{url}\", gateway-api: \"{url}\", haproxy-ingress: \"http://198.18.0.1:8091/\", contour: \"{contour_url}\"}}\n\
+             \x20 gateways: {{gateway-api: ib-gateway/traefik, contour: {contour_gw}}}\n\
+             backends:\n  replicas: 2\n\
+             load:\n  rate: 10\n  duration: 5s\n\
+             probes:\n  baseline: ingress-nginx\n  only: [plain]\n  corpus: annotations\n  during: false\n",
+            cluster.kubeconfig().display(),
+            url = traefik.url(),
+            contour_url = contour.url(),
+            contour_gw = contour.gateway(),
+        ),
+    )
+    .unwrap();
+    let json = dir.path().join("probes.json");
+    let mut cmd = cluster.ingressbench();
+    cmd.arg("probe").arg(&scn).arg("--json").arg(&json);
+    let t = Instant::now();
+    let done = Proc::spawn_group("probe", &mut cmd, dir.path()).finish(Duration::from_secs(400));
+    eprintln!(
+        "migration: probe took {:.1?}\n{}\n{}",
+        t.elapsed(),
+        done.stdout,
+        done.stderr
+    );
+    assert!(
+        done.success(),
+        "{}\n{}\n{}\ntraefik:\n{}\nhaproxy:\n{}\ncontour:\n{}",
+        done.stdout,
+        done.stderr,
+        inx.logs(),
+        traefik.log(),
+        haproxy.logs(),
+        contour.logs()
+    );
+    let probed = read_json(&json);
+
+    // Every behaviour has a cell for every system, the baseline's all its own.
+    let n = probed["ingress-nginx"]["corpus"].as_array().unwrap().len();
+    assert!(n >= 30, "{n} behaviours");
+    for system in [
+        "ingress-nginx",
+        "traefik-nginx",
+        "haproxy-ingress",
+        "gateway-api",
+        "contour",
+    ] {
+        let cells = probed[system]["corpus"].as_array().unwrap();
+        assert_eq!(cells.len(), n, "{system}");
+        for c in cells {
+            let v = c["verdict"].as_str().unwrap();
+            eprintln!(
+                "migration: {system}: {}: {v}: {}",
+                c["behaviour"], c["detail"]
+            );
+            if system == "ingress-nginx" {
+                assert_eq!(v, "baseline", "{c}");
+            }
+        }
+        // The run's own route served meanwhile.
+        assert_eq!(answer(&probed, system, "plain")["status"], 200, "{system}");
+    }
+    // The matrix is printed, a row per behaviour.
+    assert!(
+        done.stdout
+            .contains("ingress-nginx's annotations: what each system did with them"),
+        "{}",
+        done.stdout
+    );
+
+    // What ingress-nginx itself does (the baseline's answers, as its docs and the
+    // kubernetes.io blog say).
+    let base = |id: &str| answer(&probed, "ingress-nginx", id);
+    // (1) a regex path matches by prefix and case-insensitively.
+    assert_eq!(base("regex-prefix-case.upper")["status"], 200);
+    assert_eq!(base("regex-prefix-case.longer")["status"], 200);
+    // (2) use-regex on one Ingress makes the other's Exact path a regex prefix.
+    assert_eq!(base("use-regex-host-wide.longer")["status"], 200);
+    // (3) rewrite-target implies use-regex: `.` matches any character.
+    assert_eq!(base("rewrite-implies-regex.dot-is-any")["status"], 200);
+    // (4) a trailing-slash path asked without it: 301 to the slash.
+    assert_eq!(base("trailing-slash-redirect.prefix")["status"], 301);
+    // Redirects and rewrites.
+    assert_eq!(base("permanent-redirect-code.any")["status"], 308);
+    assert_eq!(base("temporal-redirect.any")["status"], 302);
+    assert_eq!(
+        base("rewrite-capture.nested")["received"]["target"],
+        "/a/b?q=1"
+    );
+    assert_eq!(base("app-root.root")["status"], 302);
+    assert_eq!(base("proxy-body-size.over")["status"], 413);
+    assert_eq!(base("proxy-read-timeout.slow")["status"], 504);
+    assert_eq!(base("allow-list-refuses.get")["status"], 403);
+    let canary = base("canary-by-header.always");
+    assert!(
+        canary["received"]["backend"]
+            .as_str()
+            .is_some_and(|b| b.starts_with("ib-canary")),
+        "{canary}"
+    );
+    let (v, _) = cell(&probed, "ingress-nginx", "cors");
+    assert_eq!(v, "baseline");
+
+    // Nothing of the run is left in the cluster.
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    drop(contour);
+    drop(haproxy);
+    drop(traefik);
+    drop(inx);
+    drop(pods);
+}
