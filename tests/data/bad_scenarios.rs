@@ -374,6 +374,16 @@ const BAD: &[(&str, &str, &str)] = &[
     ),
     (
         "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprobes:\n  only: [plain, cors]\n",
+        "line 4: probes.only: cors is a behaviour of the annotation corpus: add probes.corpus: annotations",
+    ),
+    (
+        "systems: [caddy-api]\n",
+        "systems: [caddy-api]\nprobes:\n  corpus: annotation\n",
+        "line 4: probes.corpus: unknown variant `annotation`, expected `annotations`",
+    ),
+    (
+        "systems: [caddy-api]\n",
         "systems: [caddy-api]\nprobes:\n  add:\n    - id: x\n      path: /a\n      expect: {stauts: 308}\n",
         "line 7: probes.add[0].expect: unknown field `stauts`, expected one of `status`, `location`, `answered_by`, `target`, `attempts`",
     ),

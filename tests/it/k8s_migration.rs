@@ -68,29 +68,31 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         t0.elapsed()
     );
 
+    // The bundled example as a team runs it: the corpus and the team's own Ingress
+    // (given unchanged to the two profiles that read ingress-nginx's annotations),
+    // every controller a system of one `probe`.
     let dir = tempfile::tempdir().unwrap();
-    let scn = dir.path().join("corpus.yaml");
-    std::fs::write(
-        &scn,
-        format!(
-            "name: corpus\nplatform: kubernetes\n\
-             systems: [ingress-nginx, traefik-nginx, haproxy-ingress, gateway-api, contour]\n\
-             kubernetes:\n  kubeconfig: {}\n\
-             \x20 urls: {{ingress-nginx: \"http://198.18.0.1:8080/\", traefik-nginx: \"{url}\", gateway-api: \"{url}\", haproxy-ingress: \"http://198.18.0.1:8091/\", contour: \"{contour_url}\"}}\n\
-             \x20 gateways: {{gateway-api: ib-gateway/traefik, contour: {contour_gw}}}\n\
-             backends:\n  replicas: 2\n\
-             load:\n  rate: 10\n  duration: 5s\n\
-             probes:\n  baseline: ingress-nginx\n  only: [plain]\n  corpus: annotations\n  during: false\n",
-            cluster.kubeconfig().display(),
-            url = traefik.url(),
-            contour_url = contour.url(),
-            contour_gw = contour.gateway(),
-        ),
-    )
-    .unwrap();
+    let scn = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/migration.yaml");
     let json = dir.path().join("probes.json");
     let mut cmd = cluster.ingressbench();
-    cmd.arg("probe").arg(&scn).arg("--json").arg(&json);
+    cmd.arg("probe")
+        .arg(&scn)
+        .arg("--kubeconfig")
+        .arg(cluster.kubeconfig())
+        .arg("--json")
+        .arg(&json);
+    for (system, url) in [
+        ("ingress-nginx", "http://198.18.0.1:8080/".to_string()),
+        ("traefik-nginx", traefik.url()),
+        ("haproxy-ingress", "http://198.18.0.1:8091/".to_string()),
+        ("gateway-api", traefik.url()),
+        ("contour", contour.url()),
+    ] {
+        cmd.arg("--system").arg(format!("{system}={url}"));
+    }
+    cmd.args(["--gateway", "gateway-api=ib-gateway/traefik"])
+        .arg("--gateway")
+        .arg(format!("contour={}", contour.gateway()));
     let t = Instant::now();
     let done = Proc::spawn_group("probe", &mut cmd, dir.path()).finish(Duration::from_secs(400));
     eprintln!(

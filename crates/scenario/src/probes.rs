@@ -885,46 +885,75 @@ pub fn corpus_cells(
                 Some((*s, bo, o))
             })
             .collect();
-        let diffs: Vec<Difference> = pairs
-            .iter()
-            .flat_map(|(_, bo, o)| compare(bo, o))
-            // The forwarding headers differ between any two controllers: the
-            // built-in probes say so once; a behaviour is about the rest.
-            .filter(|d| {
-                !d.field
-                    .strip_prefix("received ")
-                    .is_some_and(|h| PRESENCE_ONLY.contains(&h) || h.starts_with("x-forwarded-"))
-                    || d.field == "received x-forwarded-prefix"
-            })
-            .collect();
-        if diffs.is_empty() {
-            cells.push(cell("same", String::new()));
+        let (verdict, detail) = judge(&pairs);
+        cells.push(cell(verdict, detail));
+    }
+    // The scenario's own probes (`probes.add`: a team's routes), a row each.
+    for spec in specs
+        .iter()
+        .filter(|s| behaviour_of(&s.id).is_none() && find(&s.id).is_none())
+    {
+        let Some(o) = got.iter().find(|o| o.probe == spec.id) else {
             continue;
-        }
-        let first = &diffs[0];
-        let name = first
-            .probe
-            .split_once('.')
-            .map_or(first.probe.as_str(), |(_, n)| n);
-        let mut line = format!(
-            "{name}: {} {} -> {}",
-            first.field, first.baseline, first.system
-        );
-        if diffs.len() > 1 {
-            line.push_str(&format!(" (+{} more)", diffs.len() - 1));
-        }
-        let ignored = pairs.iter().all(|(s, _, o)| plain(o, s))
-            && !pairs.iter().all(|(s, bo, _)| plain(bo, s));
-        if ignored {
-            cells.push(cell(
-                "ignored",
-                format!("answered as a plain route would: {line}"),
-            ));
-        } else {
-            cells.push(cell("differs", line));
+        };
+        let row = |verdict: &str, detail: String| CorpusCell {
+            behaviour: format!("own: {}", spec.id),
+            verdict: verdict.to_string(),
+            detail,
+            caveat: None,
+        };
+        match base.and_then(|b| b.observed.iter().find(|x| x.probe == spec.id)) {
+            None if base.is_none() => cells.push(row("baseline", summary(&[o]))),
+            None => cells.push(row("not run", "the baseline did not answer it".into())),
+            Some(bo) => {
+                let (verdict, detail) = judge(&[(spec, bo, o)]);
+                cells.push(row(verdict, detail));
+            }
         }
     }
     cells
+}
+
+/// A behaviour's verdict from its probes' answers (spec, baseline's, this
+/// system's): `same`, `differs` with the first difference, or `ignored` when every
+/// answer is a plain route's and the baseline's were not.
+fn judge(pairs: &[(&Spec, &Observed, &Observed)]) -> (&'static str, String) {
+    let diffs: Vec<Difference> = pairs
+        .iter()
+        .flat_map(|(_, bo, o)| compare(bo, o))
+        // The forwarding headers differ between any two controllers: the built-in
+        // probes say so once; a behaviour is about the rest.
+        .filter(|d| {
+            !d.field
+                .strip_prefix("received ")
+                .is_some_and(|h| PRESENCE_ONLY.contains(&h) || h.starts_with("x-forwarded-"))
+                || d.field == "received x-forwarded-prefix"
+        })
+        .collect();
+    let Some(first) = diffs.first() else {
+        return ("same", String::new());
+    };
+    let name = first
+        .probe
+        .split_once('.')
+        .map_or(first.probe.as_str(), |(_, n)| n);
+    let mut line = format!(
+        "{name}: {} {} -> {}",
+        first.field, first.baseline, first.system
+    );
+    if diffs.len() > 1 {
+        line.push_str(&format!(" (+{} more)", diffs.len() - 1));
+    }
+    let ignored =
+        pairs.iter().all(|(s, _, o)| plain(o, s)) && !pairs.iter().all(|(s, bo, _)| plain(bo, s));
+    if ignored {
+        (
+            "ignored",
+            format!("answered as a plain route would: {line}"),
+        )
+    } else {
+        ("differs", line)
+    }
 }
 
 /// What [`collapse`] names a difference found on every probe that reached a
@@ -1150,6 +1179,27 @@ mod tests {
         // A profile that renders no corpus: every behaviour not run, said why.
         let c = corpus_cells(Some(&base), &[], &specs, None);
         assert!(c.iter().all(|c| c.verdict == "not run"), "{c:?}");
+        // A probe of the team's own is a row of its own.
+        let mut own = specs.clone();
+        own.push(Spec {
+            id: "shop-api".into(),
+            target: "/api/v1".into(),
+            ..Spec::default()
+        });
+        let mut base = base;
+        base.observed.push(from_backend("shop-api", "/v1", "b"));
+        let c = corpus_cells(
+            Some(&base),
+            &[from_backend("shop-api", "/api/v1", "b")],
+            &own,
+            Some(&[]),
+        );
+        let row = c.iter().find(|c| c.behaviour == "own: shop-api").unwrap();
+        assert_eq!(row.verdict, "ignored", "{row:?}");
+        assert!(
+            row.detail.ends_with("received target /v1 -> /api/v1"),
+            "{row:?}"
+        );
     }
 
     #[test]
