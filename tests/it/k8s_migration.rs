@@ -112,6 +112,9 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         contour.logs()
     );
     let probed = read_json(&json);
+    if let Ok(keep) = std::env::var("IB_KEEP_PROBES") {
+        std::fs::copy(&json, keep).unwrap();
+    }
 
     // Every behaviour has a cell for every system, the baseline's all its own.
     let n = probed["ingress-nginx"]["corpus"].as_array().unwrap().len();
@@ -185,5 +188,79 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
     drop(haproxy);
     drop(traefik);
     drop(inx);
+    drop(pods);
+}
+
+/// Traefik's ingress-nginx provider under S1's churn with TLS at the controller
+/// (the run's Secret named in the Ingress's `tls`, served on the TLS entry point),
+/// S3's route changes written as ingress-nginx's annotations, a rotation and both
+/// restarts in one run: Traefik as the pod of a Deployment the harness runs, so a
+/// restart replaces it as a kubelet would.
+#[test]
+fn traefik_nginx_through_s1_churn_with_tls_s3_routes_a_rotation_and_restarts() {
+    let _turn = shared();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    let (traefik, traefik_dir) = Traefik::as_pods(
+        &cluster,
+        Providers {
+            ingress: false,
+            gateway: false,
+            ingress_nginx: true,
+        },
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let scn = dir.path().join("s.yaml");
+    // The host the Ingress names, sent as the TLS server name: Traefik serves an
+    // Ingress's certificate to the names its `tls` lists, its own to the rest.
+    std::fs::write(
+        &scn,
+        format!(
+            "name: traefik-nginx-lifecycle\nplatform: kubernetes\nsystems: [traefik-nginx]\n\
+             kubernetes:\n  kubeconfig: {}\n  urls: {{traefik-nginx: \"https://{}/\"}}\n  host: ingress.test\n\
+             requests:\n  - {{host: ingress.test, path: /}}\n\
+             tls:\n  key: ecdsa-p256\n{}\
+             probes:\n  only: [plain, underscore-header, body-1mib-plus-1, unknown-path, no-ready-endpoint]\n",
+            cluster.kubeconfig().display(),
+            crate::common::k8s_traefik::TLS_ENTRY_POINT,
+            // The new pods held 6 s before the scale-down, as for ingress-nginx.
+            crate::common::k8s::LIFECYCLE_RUN
+                .replace("scale: 4\n  - wait: 2s", "scale: 4\n  - wait: 6s")
+                .replace("duration: 30s", "duration: 34s"),
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = cluster.ingressbench();
+    cmd.arg("run").arg(&scn).arg("--out").arg(&out);
+    let t = Instant::now();
+    let done = Proc::spawn_group("run", &mut cmd, dir.path()).finish(Duration::from_secs(300));
+    eprintln!(
+        "traefik-nginx: run took {:.1?}\n{}",
+        t.elapsed(),
+        done.stdout
+    );
+    assert!(
+        done.success(),
+        "{}\n{}\n{}",
+        done.stdout,
+        done.stderr,
+        crate::common::proc::tails_in(traefik_dir.path(), 40)
+    );
+    let r = read_json(&out.join("traefik-nginx/result.json"));
+    for a in r["lab"]["propagation"]["added"].as_array().unwrap() {
+        eprintln!("traefik-nginx: added {a}");
+    }
+    crate::common::k8s::check_lifecycle_run(&r, "traefik-nginx", 8);
+    for c in r["lab"]["route_propagation"]["changes"].as_array().unwrap() {
+        eprintln!(
+            "traefik-nginx: route {}: applied {} ms, seen {} ms, errors {}",
+            c["route"], c["applied_ms"], c["seen_ms"], c["errors"]
+        );
+    }
+    let p = &r["lab"]["probes"];
+    eprintln!("traefik-nginx: probes before the load: {}", p["observed"]);
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    drop(traefik);
     drop(pods);
 }

@@ -273,6 +273,22 @@ pub fn route_needs(c: &Controller, route: Route) -> Option<&'static str> {
     let Routing::Ingress { style, .. } = c.routing else {
         return None;
     };
+    if c.name == "traefik-nginx" {
+        // The same annotations, another reader: Traefik v3.6's provider reads a
+        // subset of them (its annotations.go), and neither of these.
+        return match route {
+            Route::Header => Some(
+                "Traefik's ingress-nginx provider (v3.6) reads no configuration-snippet: the header is not added, and nothing says so",
+            ),
+            Route::Rewrite => Some(
+                "Traefik's ingress-nginx provider (v3.6) reads no rewrite-target: the path goes through unchanged, and nothing says so",
+            ),
+            Route::Cors => Some(
+                "its CORS headers answer only a request that carries an Origin header, which the load does not send",
+            ),
+            Route::Base => None,
+        };
+    }
     match (style, route) {
         (Style::IngressNginx, Route::Header) => Some(
             "ingress-nginx takes nginx.ingress.kubernetes.io/configuration-snippet only when its ConfigMap sets allow-snippet-annotations: \"true\" (off by default since v1.9), and drops it without a word otherwise",

@@ -459,7 +459,7 @@ mod tests {
             kinds.extend(docs.iter().map(|d| d.kind().to_string()));
         }
         kinds.sort();
-        assert_eq!(kinds, ["HTTPRoute", "Ingress", "Middleware"]);
+        assert_eq!(kinds, ["HTTPRoute", "Ingress", "Ingress", "Middleware"]);
     }
 
     #[test]

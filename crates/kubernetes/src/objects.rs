@@ -32,7 +32,8 @@ pub(crate) fn labels(run: &str) -> BTreeMap<String, String> {
     .into()
 }
 
-fn pod_labels(run: &str) -> BTreeMap<String, String> {
+/// The labels of the run's backend pods, which its Service selects.
+pub fn pod_labels(run: &str) -> BTreeMap<String, String> {
     let mut l = labels(run);
     l.insert("app.kubernetes.io/name".into(), BACKEND.into());
     l
@@ -296,6 +297,19 @@ pub fn deployment(
     }
 }
 
+/// The labels of the corpus's canary pod, which its Services select.
+pub fn canary_pod_labels(run: &str) -> BTreeMap<String, String> {
+    [
+        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+        (
+            "app.kubernetes.io/name".to_string(),
+            crate::corpus::CANARY.to_string(),
+        ),
+        (crate::corpus::CORPUS_LABEL.to_string(), run.to_string()),
+    ]
+    .into()
+}
+
 /// The annotation corpus's second set of backends ([`crate::corpus::CANARY`]): a
 /// Service and a Deployment of one pod like the run's own, but whose pods carry
 /// neither the run's label nor the backends' name, so the run's watches, its scale
@@ -303,12 +317,7 @@ pub fn deployment(
 /// run's labels, so it goes with the run.
 pub fn canary(run: &str, image: &BackendImage, args: &BackendArgs) -> (Service, Deployment) {
     let name = crate::corpus::CANARY;
-    let mut pod: BTreeMap<String, String> = [
-        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
-        ("app.kubernetes.io/name".to_string(), name.to_string()),
-        (crate::corpus::CORPUS_LABEL.to_string(), run.to_string()),
-    ]
-    .into();
+    let mut pod = canary_pod_labels(run);
     let mut svc = service(run, false);
     svc.metadata.name = Some(name.into());
     if let Some(spec) = svc.spec.as_mut() {

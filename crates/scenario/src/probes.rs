@@ -791,8 +791,16 @@ fn plain(o: &Observed, spec: &Spec) -> bool {
         "backends" | "sticky" => t.count > 1,
         _ => t.count == 0,
     });
+    // The Host as the probe sent it, and no prefix told: what upstream-vhost and
+    // x-forwarded-prefix change.
+    let host_plain = spec
+        .host
+        .as_ref()
+        .is_none_or(|h| r.headers.get("host").is_none_or(|got| got == h));
     o.status == Some(200)
         && r.target == spec.target
+        && host_plain
+        && !r.headers.contains_key("x-forwarded-prefix")
         && !o
             .headers
             .keys()
@@ -833,6 +841,15 @@ pub fn corpus_cells(
     left_out: Option<&[(String, String)]>,
 ) -> Vec<CorpusCell> {
     let mut cells = Vec::new();
+    let common = match base {
+        Some(base) => common_differences(
+            &got.iter()
+                .filter(|o| behaviour_of(&o.probe).is_some())
+                .filter_map(|o| Some((base.observed.iter().find(|b| b.probe == o.probe)?, o)))
+                .collect::<Vec<_>>(),
+        ),
+        None => Vec::new(),
+    };
     for b in kubernetes::corpus::CORPUS {
         let mine: Vec<&Spec> = specs
             .iter()
@@ -885,8 +902,20 @@ pub fn corpus_cells(
                 Some((*s, bo, o))
             })
             .collect();
-        let (verdict, detail) = judge(&pairs);
+        let (verdict, detail) = judge(&pairs, &common);
         cells.push(cell(verdict, detail));
+    }
+    if !common.is_empty() {
+        cells.push(CorpusCell {
+            behaviour: EVERY_ANSWER.to_string(),
+            verdict: "differs".to_string(),
+            detail: common
+                .iter()
+                .map(|(f, b, s)| format!("{f} {b} -> {s}"))
+                .collect::<Vec<_>>()
+                .join("; "),
+            caveat: None,
+        });
     }
     // The scenario's own probes (`probes.add`: a team's routes), a row each.
     for spec in specs
@@ -906,7 +935,7 @@ pub fn corpus_cells(
             None if base.is_none() => cells.push(row("baseline", summary(&[o]))),
             None => cells.push(row("not run", "the baseline did not answer it".into())),
             Some(bo) => {
-                let (verdict, detail) = judge(&[(spec, bo, o)]);
+                let (verdict, detail) = judge(&[(spec, bo, o)], &common);
                 cells.push(row(verdict, detail));
             }
         }
@@ -914,21 +943,65 @@ pub fn corpus_cells(
     cells
 }
 
-/// A behaviour's verdict from its probes' answers (spec, baseline's, this
-/// system's): `same`, `differs` with the first difference, or `ignored` when every
-/// answer is a plain route's and the baseline's were not.
-fn judge(pairs: &[(&Spec, &Observed, &Observed)]) -> (&'static str, String) {
-    let diffs: Vec<Difference> = pairs
-        .iter()
-        .flat_map(|(_, bo, o)| compare(bo, o))
-        // The forwarding headers differ between any two controllers: the built-in
-        // probes say so once; a behaviour is about the rest.
+/// What the matrix calls a difference every answer shows alike.
+pub const EVERY_ANSWER: &str = "(every answer)";
+
+/// A difference without its probe: (field, baseline, system).
+type Key = (String, String, String);
+
+fn key(d: &Difference) -> Key {
+    (d.field.clone(), d.baseline.clone(), d.system.clone())
+}
+
+/// Where a corpus probe's answer differs from the baseline's in what a behaviour
+/// is about: not the forwarding headers (they differ between any two controllers,
+/// and the built-in probes say so once), not a proxy's own page's wording.
+fn behaviour_diffs(base: &Observed, got: &Observed) -> Vec<Difference> {
+    compare(base, got)
+        .into_iter()
         .filter(|d| {
             !d.field
                 .strip_prefix("received ")
                 .is_some_and(|h| PRESENCE_ONLY.contains(&h) || h.starts_with("x-forwarded-"))
                 || d.field == "received x-forwarded-prefix"
         })
+        .filter(|d| d.field != "proxy body")
+        .collect()
+}
+
+/// The response-header differences (nearly) every pair of answers from a backend
+/// shows alike (a proxy that adds `Vary: Accept-Encoding` to everything): said once
+/// as their own row, not in every behaviour's cell. Nearly: 4 in 5 or more, at
+/// least 3.
+fn common_differences(pairs: &[(&Observed, &Observed)]) -> Vec<Key> {
+    let both: Vec<_> = pairs
+        .iter()
+        .filter(|(b, o)| b.received.is_some() && o.received.is_some())
+        .collect();
+    let mut count: BTreeMap<Key, usize> = BTreeMap::new();
+    for (b, o) in &both {
+        for d in behaviour_diffs(b, o)
+            .iter()
+            .filter(|d| d.field.starts_with("answer "))
+        {
+            *count.entry(key(d)).or_default() += 1;
+        }
+    }
+    count
+        .into_iter()
+        .filter(|(_, n)| *n >= 3 && *n * 5 >= both.len() * 4)
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// A behaviour's verdict from its probes' answers (spec, baseline's, this
+/// system's): `same`, `differs` with the first difference, or `ignored` when every
+/// answer is a plain route's and the baseline's were not.
+fn judge(pairs: &[(&Spec, &Observed, &Observed)], common: &[Key]) -> (&'static str, String) {
+    let diffs: Vec<Difference> = pairs
+        .iter()
+        .flat_map(|(_, bo, o)| behaviour_diffs(bo, o))
+        .filter(|d| !common.contains(&key(d)))
         .collect();
     let Some(first) = diffs.first() else {
         return ("same", String::new());

@@ -17,6 +17,11 @@ use std::time::{Duration, Instant};
 /// Traefik's one entry point, on the lab address of the cluster's namespace.
 pub const ENTRY_POINT: &str = "198.18.0.1:8000";
 
+/// With the ingress-nginx provider, a TLS entry point too (`websecure`, TLS on every
+/// router of it), as Traefik's Helm chart installs it: where an Ingress's `tls`
+/// Secret is served, and what its ssl-redirect sends plain HTTP to.
+pub const TLS_ENTRY_POINT: &str = "198.18.0.1:8444";
+
 /// The GatewayClass controller name Traefik's Gateway API provider answers to.
 pub const GATEWAY_CONTROLLER: &str = "traefik.io/gateway-controller";
 
@@ -97,7 +102,9 @@ fn command(netns: &str, token: &str, ca: &Path, providers: Providers) -> Command
         cmd.arg("--providers.kubernetesgateway.statusaddress.ip=198.18.0.1");
     }
     if providers.ingress_nginx {
-        cmd.arg("--experimental.kubernetesingressnginx=true");
+        cmd.arg("--experimental.kubernetesingressnginx=true")
+            .arg(format!("--entrypoints.websecure.address={TLS_ENTRY_POINT}"))
+            .arg("--entrypoints.websecure.http.tls=true");
     }
     cmd.arg(format!("--entrypoints.web.address={ENTRY_POINT}"))
         .args([
@@ -147,6 +154,9 @@ impl Traefik {
         let start = Box::new(move |pod: &str| {
             let mut cmd = command(&netns, &token, &ca, providers);
             cmd.arg("--entrypoints.web.reuseport=true");
+            if providers.ingress_nginx {
+                cmd.arg("--entrypoints.websecure.reuseport=true");
+            }
             Proc::spawn_group(&format!("traefik-{pod}"), &mut cmd, &logs)
         });
         // Its own listener on the entry point: the pod's, not the one it replaces.

@@ -14,6 +14,10 @@ pub const YAML: &str = include_str!("../../../../deploy/migration/gateway-api.ya
 /// (ingress2gateway 1.1 drops or refuses the same annotations).
 pub const NOT_EXPRESSIBLE: &[(&str, &str)] = &[
     (
+        "permanent-redirect-code",
+        "a redirect's statusCode is 301 or 302 in the standard channel (the API server refuses 308)",
+    ),
+    (
         "cors",
         "HTTPRoute's CORS filter is in the experimental channel only (v1.4)",
     ),

@@ -41,8 +41,14 @@ pub const CORS_ORIGIN: &str = "https://app.corpus.test";
 pub enum To {
     /// The run's backends ([`BACKEND`]).
     Main,
-    /// The one canary pod ([`CANARY`]).
+    /// The one canary pod ([`CANARY`]), through a Service of the behaviour's own.
     Canary,
+    /// The run's backends through a Service of the behaviour's own: a canary's
+    /// main path. ingress-nginx hangs a canary on the main path's Service, for
+    /// every path of every host that names it, and heeds only the first canary of
+    /// a Service (measured with two canaries on the run's Service: a header canary
+    /// never served, and the weighted one took a share of other hosts' traffic).
+    Own,
 }
 
 /// One path of a fixture's Ingress.
@@ -387,8 +393,11 @@ pub const CORPUS: &[Behaviour] = &[
     ),
     b(
         "proxy-read-timeout",
-        "proxy-read-timeout: 1 (s): a backend answering after 2.5 s gets 504",
-        &[fx(&[("proxy-read-timeout", "1")], ROOT)],
+        "proxy-read-timeout: 1 (s), not retried (proxy-next-upstream: off): a backend answering after 2.5 s gets 504 after 1 s",
+        &[fx(
+            &[("proxy-read-timeout", "1"), ("proxy-next-upstream", "off")],
+            ROOT,
+        )],
         &[Req {
             backend: "delay-ms=2500",
             ..req("slow", "/slow")
@@ -405,13 +414,19 @@ pub const CORPUS: &[Behaviour] = &[
     ),
     b(
         "proxy-next-upstream-503",
-        "proxy-next-upstream: error timeout http_503 with tries 3: a 503 is retried",
+        "proxy-next-upstream: error timeout http_503, tries 2, to one pod: its 503 is retried there (200, attempt 2)",
         &[fx(
             &[
                 ("proxy-next-upstream", "error timeout http_503"),
-                ("proxy-next-upstream-tries", "3"),
+                ("proxy-next-upstream-tries", "2"),
             ],
-            ROOT,
+            // One pod (the canary's), so that a retry meets the pod whose first
+            // attempt failed: pods on a cluster count attempts alone.
+            &[Path {
+                path: "/",
+                kind: "Prefix",
+                to: To::Canary,
+            }],
         )],
         &[Req {
             backend: "503-once",
@@ -594,7 +609,14 @@ pub const CORPUS: &[Behaviour] = &[
     ),
 ];
 
-const CANARY_MAIN: Fixture = fx(&[], &[p("/c", "Prefix")]);
+const CANARY_MAIN: Fixture = fx(
+    &[],
+    &[Path {
+        path: "/c",
+        kind: "Prefix",
+        to: To::Own,
+    }],
+);
 const fn canary(annotations: &'static [(&'static str, &'static str)]) -> Fixture {
     Fixture {
         suffix: "-canary",
@@ -667,11 +689,44 @@ fn metadata(name: &str, place: &Place, behaviour: &str, annotations: Map<String,
     })
 }
 
-fn service_of(to: To) -> &'static str {
+/// The Service a path of `b` goes to: the run's backends, or a canary Service of
+/// the behaviour's own. ingress-nginx keeps a canary's settings (its weight, its
+/// header) on the canary's Service, so two canary Ingresses naming one Service
+/// share the settings of one of them (measured: a weight of 20 served as 10).
+fn service_of(b: &Behaviour, to: To) -> String {
     match to {
-        To::Main => BACKEND,
-        To::Canary => CANARY,
+        To::Main => BACKEND.to_string(),
+        To::Canary => format!("ibc-{}", b.id),
+        To::Own => format!("ibc-{}-main", b.id),
     }
+}
+
+/// `b`'s own Services (a canary's and its main path's): the canary pod, or the
+/// run's backends, under names of the behaviour's.
+fn own_services(b: &Behaviour, place: &Place) -> Vec<Value> {
+    let service = |to: To, selector| {
+        json!({
+            "apiVersion": "v1",
+            "kind": "Service",
+            "metadata": metadata(&service_of(b, to), place, b.id, Map::new()),
+            "spec": {
+                "selector": selector,
+                "ports": [{"name": "http", "port": SERVICE_PORT, "targetPort": crate::objects::BACKEND_PORT}],
+            },
+        })
+    };
+    let uses = |to: To| b.fixtures.iter().flat_map(|f| f.paths).any(|p| p.to == to);
+    let mut out = Vec::new();
+    if uses(To::Own) {
+        out.push(service(To::Own, crate::objects::pod_labels(&place.run)));
+    }
+    if uses(To::Canary) {
+        out.push(service(
+            To::Canary,
+            crate::objects::canary_pod_labels(&place.run),
+        ));
+    }
+    out
 }
 
 /// One fixture as an Ingress of `class` with `annotations` (already translated).
@@ -690,7 +745,7 @@ fn ingress(
             json!({
                 "path": p.path,
                 "pathType": p.kind,
-                "backend": {"service": {"name": service_of(p.to), "port": {"number": SERVICE_PORT}}},
+                "backend": {"service": {"name": service_of(b, p.to), "port": {"number": SERVICE_PORT}}},
             })
         })
         .collect();
@@ -721,6 +776,7 @@ pub fn render(c: &Controller, place: &Place) -> Rendered {
                 class,
                 style: Style::IngressNginx,
             } => {
+                out.objects.extend(own_services(b, place));
                 for f in b.fixtures {
                     let annotations = f
                         .annotations
@@ -814,7 +870,12 @@ mod tests {
             let r = render(c, &place());
             assert!(r.left_out.is_empty(), "{name}: {:?}", r.left_out);
             let n: usize = CORPUS.iter().map(|b| b.fixtures.len()).sum();
-            assert_eq!(r.objects.len(), n, "{name}");
+            let own: usize = CORPUS.iter().map(|b| own_services(b, &place()).len()).sum();
+            assert_eq!(
+                own, 11,
+                "{name}: a canary and a main Service for each of 5, and one pod for the retry"
+            );
+            assert_eq!(r.objects.len(), n + own, "{name}");
             let cors = r
                 .objects
                 .iter()
@@ -833,7 +894,7 @@ mod tests {
             let main = r
                 .objects
                 .iter()
-                .find(|o| o["metadata"]["name"] == "ibc-canary-weight-10")
+                .find(|o| o["kind"] == "Ingress" && o["metadata"]["name"] == "ibc-canary-weight-10")
                 .unwrap();
             let can = r
                 .objects
@@ -843,8 +904,18 @@ mod tests {
             let svc = |o: &Value| {
                 o["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"].clone()
             };
-            assert_eq!(svc(main), BACKEND);
-            assert_eq!(svc(can), CANARY);
+            assert_eq!(svc(main), "ibc-canary-weight-10-main");
+            // Each canary its own Service, selecting the canary pod.
+            assert_eq!(svc(can), "ibc-canary-weight-10");
+            let service = r
+                .objects
+                .iter()
+                .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "ibc-canary-weight-10")
+                .unwrap();
+            assert_eq!(
+                service["spec"]["selector"]["app.kubernetes.io/name"],
+                CANARY
+            );
             let www = r
                 .objects
                 .iter()
@@ -871,7 +942,7 @@ mod tests {
     }
 
     #[test]
-    fn the_canary_is_needed_by_the_canaries_and_the_default_backend_only() {
+    fn the_canary_pod_is_needed_by_the_canaries_the_one_pod_retry_and_the_default_backend() {
         let need: Vec<_> = CORPUS
             .iter()
             .filter(|b| b.needs_canary())
@@ -880,6 +951,7 @@ mod tests {
         assert_eq!(
             need,
             [
+                "proxy-next-upstream-503",
                 "canary-by-header",
                 "canary-by-header-value",
                 "canary-by-cookie",

@@ -70,7 +70,8 @@ pub(crate) fn deploy(case: &Case, opts: &RunOptions) -> Result<Deployed, RunErro
                 RunError::Setup(format!("{name}: {}: {why}", sys.driver.routed_by()))
             })?;
         } else if spec.http2.protocol == engine::Protocol::Http1 {
-            served::wait_served(&spec, bound.unwrap_or(SERVED_WAIT)).map_err(|why| {
+            let ours: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
+            served::wait_served(&spec, bound.unwrap_or(SERVED_WAIT), &ours).map_err(|why| {
                 let hint = if why.contains("TLS") {
                     " (the run's certificate was not served there: did the controller refuse its TLS Secret, or not take the route? Its log says why)"
                 } else if why.contains(" 404 ") {

@@ -15,8 +15,9 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// What one probe got.
 #[derive(Debug, PartialEq)]
 pub(crate) enum Probe {
-    /// An answer from a backend (it carries the backend's header).
-    Served,
+    /// An answer from a backend (it carries the backend's header): which one, when
+    /// its header says.
+    Served(Option<String>),
     /// Something else, in words: another answer, a refused connection, a handshake
     /// that failed.
     Not(String),
@@ -34,7 +35,17 @@ const STEADY_GAP: Duration = Duration::from_millis(100);
 /// [`STEADY`] times in a row or `bound` has passed; returns how long that took, or,
 /// in one line, what the last probe got. An HTTP/1.1 load only: a gRPC call or an
 /// h2c connection is not a GET.
-pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Duration, String> {
+///
+/// `ours` names the run's backends (empty: any backend will do): on a cluster, a
+/// route of an earlier system's, or of another run, whose objects the controller
+/// has not dropped yet answers from backends that are not this run's (measured:
+/// Traefik's ingress-nginx provider served a previous system's route on the same
+/// host for a second after its Ingress was deleted), and counts as not served.
+pub(crate) fn wait_served(
+    spec: &engine::LoadSpec,
+    bound: Duration,
+    ours: &[String],
+) -> Result<Duration, String> {
     let (url, headers) = match spec.targets.first() {
         Some(t) => (t.url.as_str(), t.headers.as_slice()),
         None => (spec.url.as_str(), spec.headers.as_slice()),
@@ -45,7 +56,12 @@ pub(crate) fn wait_served(spec: &engine::LoadSpec, bound: Duration) -> Result<Du
     // virtual host (Host, and the server name over TLS), as the engine sends it.
     let (addr, tls) = endpoint(spec, &target)?;
     until_steady(bound, || {
-        probe(addr, &msg, tls.as_ref(), &spec.backend_header)
+        match probe(addr, &msg, tls.as_ref(), &spec.backend_header) {
+            Probe::Served(Some(by)) if !ours.is_empty() && !ours.contains(&by) => Probe::Not(
+                format!("was answered by {by}, not a backend of this run (a route of an earlier run, or of another system, still in force)"),
+            ),
+            p => p,
+        }
     })
     .map_err(|why| {
         format!(
@@ -63,7 +79,7 @@ fn until_steady(bound: Duration, mut probe: impl FnMut() -> Probe) -> Result<Dur
     let mut in_a_row = 0;
     loop {
         match probe() {
-            Probe::Served => {
+            Probe::Served(_) => {
                 in_a_row += 1;
                 if in_a_row >= STEADY {
                     return Ok(t0.elapsed());
@@ -207,7 +223,7 @@ fn grpc_exchange(
         }
     }
     match (head, status) {
-        (Some((200, true)), Some(Some(0))) => Probe::Served,
+        (Some((200, true)), Some(Some(0))) => Probe::Served(None),
         (Some((200, false)), Some(Some(0))) => Probe::Not(format!(
             "was answered OK without {backend_header}: not by a backend"
         )),
@@ -264,7 +280,9 @@ pub(crate) fn probe(
         Err(why) => return Probe::Not(why),
     };
     match http1::client::parse(&raw, false) {
-        Ok(r) if r.header(backend_header).is_some() => Probe::Served,
+        Ok(r) if r.header(backend_header).is_some() => {
+            Probe::Served(r.header(backend_header).map(str::to_string))
+        }
         Ok(r) => Probe::Not(format!(
             "was answered {} without {backend_header}: not by a backend{}",
             r.status,
@@ -378,7 +396,7 @@ mod tests {
         // Served once, then the controller's 404 (between two configurations), then
         // served from then on: ready only after the answers in a row.
         let flapping = in_turn(vec![SERVED, NOT_FOUND, SERVED]);
-        let took = wait_served(&spec(flapping), Duration::from_secs(5)).unwrap();
+        let took = wait_served(&spec(flapping), Duration::from_secs(5), &[]).unwrap();
         // One 404's pause and the gaps between the answers in a row.
         assert!(
             took >= Duration::from_millis(200) + STEADY_GAP * (STEADY - 1),
@@ -389,7 +407,7 @@ mod tests {
         let never = in_turn(vec![
             SERVED, NOT_FOUND, SERVED, NOT_FOUND, SERVED, NOT_FOUND, SERVED, NOT_FOUND,
         ]);
-        let e = wait_served(&spec(never), Duration::from_millis(700)).unwrap_err();
+        let e = wait_served(&spec(never), Duration::from_millis(700), &[]).unwrap_err();
         assert!(e.contains("was answered 404 without x-backend"), "{e}");
     }
 
@@ -490,12 +508,21 @@ mod tests {
     #[test]
     fn only_an_answer_from_a_backend_is_served() {
         let backend = answering(SERVED);
-        let took = wait_served(&spec(backend), Duration::from_secs(5)).unwrap();
+        let took = wait_served(&spec(backend), Duration::from_secs(5), &[]).unwrap();
+        // A backend that is not the run's does not serve its route.
+        let ours = ["web-2".to_string()];
+        let e = wait_served(&spec(backend), Duration::from_millis(300), &ours).unwrap_err();
+        assert!(
+            e.contains("was answered by web-1, not a backend of this run"),
+            "{e}"
+        );
+        let ours = ["web-1".to_string()];
+        wait_served(&spec(backend), Duration::from_secs(5), &ours).unwrap();
         assert!(took < Duration::from_secs(2), "{took:?}");
 
         let catch_all = answering(NOT_FOUND);
         let t = Instant::now();
-        let e = wait_served(&spec(catch_all), Duration::from_millis(500)).unwrap_err();
+        let e = wait_served(&spec(catch_all), Duration::from_millis(500), &[]).unwrap_err();
         assert!(t.elapsed() >= Duration::from_millis(500));
         assert!(
             e.contains("was answered 404 without x-backend")
@@ -509,7 +536,7 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let e = wait_served(&spec(gone), Duration::ZERO).unwrap_err();
+        let e = wait_served(&spec(gone), Duration::ZERO, &[]).unwrap_err();
         assert!(e.contains("could not connect"), "{e}");
     }
 }
