@@ -126,7 +126,13 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         "gateway-api",
         "contour",
     ] {
-        let cells = probed[system]["corpus"].as_array().unwrap();
+        // A difference every answer shows is a row of its own.
+        let cells: Vec<&Value> = probed[system]["corpus"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["behaviour"] != "(every answer)")
+            .collect();
         assert_eq!(cells.len(), n, "{system}");
         for c in cells {
             let v = c["verdict"].as_str().unwrap();

@@ -650,6 +650,19 @@ impl Platform for Kubernetes {
         ctx.probe_fixture = spec.probe_fixture;
         ctx.probe_corpus = spec.probe_corpus;
         if spec.probe_corpus {
+            // The corpus's TLS Ingresses name a certificate of the run's own for
+            // their hosts, as a team's do: a controller may refuse or drop an
+            // Ingress whose Secret is missing.
+            let dir = work.path().join("corpus-tls");
+            std::fs::create_dir_all(&dir)
+                .map_err(SutError::io(format!("create {}", dir.display())))?;
+            let names: Vec<String> = corpus::CORPUS
+                .iter()
+                .filter(|b| b.fixtures.iter().any(|f| f.tls))
+                .map(corpus::Behaviour::host)
+                .collect();
+            let (c, k) = sut::certs::generate_for(&dir, spec.tls.key, &names)?;
+            self.put_secret(corpus::TLS_SECRET, &c, &k)?;
             self.wait_canary(&ns)?;
         }
         self.work = Some(work);
@@ -1028,17 +1041,27 @@ impl Kubernetes {
         cert: &std::path::Path,
         key: &std::path::Path,
     ) -> Result<(), SutError> {
+        self.put_secret(TLS_SECRET, cert, key)
+    }
+
+    /// Creates the TLS Secret `name` of `cert` and `key` in the run's namespace.
+    fn put_secret(
+        &mut self,
+        name: &str,
+        cert: &std::path::Path,
+        key: &std::path::Path,
+    ) -> Result<(), SutError> {
         let client = self.client()?;
         let ns = self.namespace_name();
         let read = |p: &std::path::Path| {
             std::fs::read(p).map_err(SutError::io(format!("reading {}", p.display())))
         };
-        let secret = objects::tls_secret(&self.spec.run, TLS_SECRET, &read(cert)?, &read(key)?);
+        let secret = objects::tls_secret(&self.spec.run, name, &read(cert)?, &read(key)?);
         let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, &ns);
         self.rt
             .block_on(api.create(&PostParams::default(), &secret))
             .map_err(ClusterError::api(format!(
-                "create Secret {TLS_SECRET} in namespace {ns}"
+                "create Secret {name} in namespace {ns}"
             )))?;
         Ok(())
     }

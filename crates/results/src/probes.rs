@@ -73,9 +73,10 @@ impl Tally {
 
     /// Whether two tallies of one probe say the same: backend counts equal (or
     /// both more than one), shares within what chance explains (three standard
-    /// deviations of the baseline's share over this many requests, at least 5
-    /// points): 10 % and 20 % over 200 requests are told apart, two runs of 10 %
-    /// are not.
+    /// deviations of the difference of two shares over these many requests, at
+    /// least 5 points): 10 % and 20 % over 600 requests each are told apart (the
+    /// bound is 6.9 points), two samples of 20 % are not (measured with 200 each:
+    /// 17 % and 25.5 %, told apart by a bound that counted one sample's chance).
     pub fn same(&self, other: &Tally) -> bool {
         if self.kind != other.kind {
             return false;
@@ -91,8 +92,8 @@ impl Tally {
                     }
                 };
                 let (a, b) = (p(self), p(other));
-                let n = f64::from(self.of.max(1));
-                let sd = (a * (1.0 - a) / n).sqrt();
+                let (n, m) = (f64::from(self.of.max(1)), f64::from(other.of.max(1)));
+                let sd = (a * (1.0 - a) / n + b * (1.0 - b) / m).sqrt();
                 (a - b).abs() <= (3.0 * sd).max(0.05)
             }
         }

@@ -750,6 +750,17 @@ pub fn compare(base: &Observed, got: &Observed) -> Vec<Difference> {
             put("tally", b.describe(), s.describe());
         }
     }
+    if let (true, Some(b), Some(s)) = (corpus, &base.received, &got.received) {
+        // Which set of backends answered: a canary's, or the main ones.
+        let canary = |r: &Received| {
+            if r.backend.starts_with(kubernetes::corpus::CANARY) {
+                "the canary"
+            } else {
+                "the main backends"
+            }
+        };
+        put("backends", canary(b).into(), canary(s).into());
+    }
     if let (Some(b), Some(s)) = (&base.received, &got.received) {
         put("received method", b.method.clone(), s.method.clone());
         put("received target", b.target.clone(), s.target.clone());
@@ -801,6 +812,7 @@ fn plain(o: &Observed, spec: &Spec) -> bool {
         && r.target == spec.target
         && host_plain
         && !r.headers.contains_key("x-forwarded-prefix")
+        && !r.backend.starts_with(kubernetes::corpus::CANARY)
         && !o
             .headers
             .keys()
@@ -1157,7 +1169,7 @@ mod tests {
             .iter()
             .find(|s| s.id == "canary-weight-10.share")
             .unwrap();
-        assert_eq!((weight.repeat, weight.tally), (200, Some(Tally::Canary)));
+        assert_eq!((weight.repeat, weight.tally), (600, Some(Tally::Canary)));
         assert_eq!(weight.host.as_deref(), Some("canary-weight-10.corpus.test"));
         let canary = |count| Observed {
             tally: Some(results::probes::Tally {

@@ -13,7 +13,13 @@ const PREFIX: &str = "haproxy.org/";
 fn one(b: &Behaviour, key: &str, value: &str) -> Result<Vec<(String, String)>, String> {
     let a = |k: &str, v: &str| Ok(vec![(format!("{PREFIX}{k}"), v.to_string())]);
     match key {
-        "permanent-redirect" => a("request-redirect", value.trim_start_matches("https://")),
+        "permanent-redirect" => Ok(vec![
+            (
+                format!("{PREFIX}request-redirect"),
+                value.trim_start_matches("https://").to_string(),
+            ),
+            (format!("{PREFIX}request-redirect-code"), "301".into()),
+        ]),
         "permanent-redirect-code" => a("request-redirect-code", value),
         "temporal-redirect" => Ok(vec![
             (
@@ -45,8 +51,18 @@ fn one(b: &Behaviour, key: &str, value: &str) -> Result<Vec<(String, String)>, S
             (format!("{PREFIX}rate-limit-period"), "1s".into()),
         ]),
         "limit-burst-multiplier" => Ok(Vec::new()),
-        "rewrite-target" if b.id == "rewrite-capture" => a("path-rewrite", r"/cap(/|$)(.*) /\2"),
-        "rewrite-target" => a("path-rewrite", &format!("/v.1(.*) {value}")),
+        // ingress-nginx rewrites the whole path its (regex) path matches to the
+        // target, `$N` its groups: HAProxy's path-rewrite is that regex and target.
+        "rewrite-target" => {
+            let path = b.fixtures[0].paths[0].path;
+            a(
+                "path-rewrite",
+                &format!("^{path}.* {}", value.replace('$', "\\")),
+            )
+        }
+        // HAProxy resends no request a server has received (its retries are for
+        // failed connections): what `off` says.
+        "proxy-next-upstream" if value == "off" => Ok(Vec::new()),
         "use-regex" => Ok(Vec::new()),
         "proxy-body-size" => {
             Err("no body limit annotation (a backend-config-snippet would be needed)".into())

@@ -33,6 +33,10 @@ pub const CANARY: &str = "ib-canary";
 /// <behaviour>`), so a run can list or delete them.
 pub const CORPUS_LABEL: &str = "ingressbench.io/corpus";
 
+/// The TLS Secret the corpus's TLS Ingresses name: a certificate of the run's own
+/// for their hosts, made by the platform.
+pub const TLS_SECRET: &str = "ib-corpus-tls";
+
 /// The Origin the CORS fixtures allow.
 pub const CORS_ORIGIN: &str = "https://app.corpus.test";
 
@@ -70,8 +74,7 @@ pub struct Fixture {
     pub paths: &'static [Path],
     /// Before the behaviour's host (`www.`).
     pub host_prefix: &'static str,
-    /// A `tls` section naming the host (with a Secret no run makes: ingress-nginx
-    /// then serves its default certificate, and redirects plain HTTP all the same).
+    /// A `tls` section naming the host and [`TLS_SECRET`].
     pub tls: bool,
 }
 
@@ -324,11 +327,27 @@ pub const CORPUS: &[Behaviour] = &[
     ),
     b(
         "x-forwarded-prefix",
-        "x-forwarded-prefix: the backend receives X-Forwarded-Prefix",
+        "x-forwarded-prefix alone (no rewrite-target): whether the backend receives X-Forwarded-Prefix",
         &[fx(&[("x-forwarded-prefix", "/shop")], ROOT)],
         &[Req {
             headers: &["x-ib-record: x-forwarded-prefix"],
             ..req("get", "/x")
+        }],
+    ),
+    b(
+        "x-forwarded-prefix-rewrite",
+        "x-forwarded-prefix with rewrite-target: /shop/x reaches the backend as /x, told the prefix",
+        &[fx(
+            &[
+                ("use-regex", "true"),
+                ("rewrite-target", "/$2"),
+                ("x-forwarded-prefix", "/shop"),
+            ],
+            &[p("/shop(/|$)(.*)", "ImplementationSpecific")],
+        )],
+        &[Req {
+            headers: &["x-ib-record: x-forwarded-prefix"],
+            ..req("get", "/shop/x")
         }],
     ),
     b(
@@ -479,20 +498,20 @@ pub const CORPUS: &[Behaviour] = &[
     ),
     b(
         "canary-weight-10",
-        "canary-weight: 10: the canary's share of 200 requests",
+        "canary-weight: 10: the canary's share of 600 requests",
         CANARY_WEIGHT_10,
         &[Req {
-            repeat: 200,
+            repeat: 600,
             tally: Tally::Canary,
             ..req("share", "/c")
         }],
     ),
     b(
         "canary-weight-20",
-        "canary-weight: 20: the canary's share of 200 requests (told from 10 %)",
+        "canary-weight: 20: the canary's share of 600 requests (told from 10 %)",
         CANARY_WEIGHT_20,
         &[Req {
-            repeat: 200,
+            repeat: 600,
             tally: Tally::Canary,
             ..req("share", "/c")
         }],
@@ -754,7 +773,7 @@ fn ingress(
         "rules": [{"host": host, "http": {"paths": paths}}],
     });
     if f.tls {
-        spec["tls"] = json!([{"hosts": [host], "secretName": "ib-corpus-no-secret"}]);
+        spec["tls"] = json!([{"hosts": [host], "secretName": TLS_SECRET}]);
     }
     json!({
         "apiVersion": "networking.k8s.io/v1",
