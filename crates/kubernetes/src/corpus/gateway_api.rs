@@ -135,6 +135,16 @@ mod tests {
                 Err(e) => assert!(e.starts_with("not expressible: "), "{e}"),
             }
         }
+        // A canary by header is one match of the path and the header (two matches
+        // would be either, and send every request to the canary).
+        let canary = docs
+            .iter()
+            .find(|d| d.value["metadata"]["labels"][CORPUS_LABEL] == "canary-by-header")
+            .unwrap();
+        let matches = &canary.value["spec"]["rules"][0]["matches"];
+        assert_eq!(matches.as_array().unwrap().len(), 1, "{matches}");
+        assert_eq!(matches[0]["headers"][0]["value"], "always", "{matches}");
+        assert_eq!(matches[0]["path"]["value"], "/c", "{matches}");
         // Every route of the file belongs to a behaviour of the corpus.
         for d in &docs {
             let id = d.value["metadata"]["labels"][CORPUS_LABEL]
