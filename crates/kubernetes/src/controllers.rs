@@ -347,6 +347,23 @@ pub struct Place {
 }
 
 impl Place {
+    /// A place for unit tests: run `r1` in `namespace`, routes attached to
+    /// `gateway`, nothing else set.
+    #[cfg(test)]
+    pub(crate) fn sample(namespace: &str, gateway: Option<(&str, &str)>) -> Place {
+        Place {
+            run: "r1".into(),
+            namespace: namespace.into(),
+            gateway: gateway.map(|(ns, name)| (ns.into(), name.into())),
+            host: None,
+            grpc: false,
+            tls_secret: None,
+            url_host: None,
+            ingress_class: None,
+            fixture: false,
+        }
+    }
+
     /// The IngressClass an Ingress of a controller of `profile_class` names here.
     pub fn class<'a>(&'a self, profile_class: &'a str) -> &'a str {
         self.ingress_class.as_deref().unwrap_or(profile_class)
@@ -1002,17 +1019,7 @@ mod tests {
     }
 
     fn place() -> Place {
-        Place {
-            run: "r1".into(),
-            namespace: "ingressbench-r1".into(),
-            gateway: Some(("infra".into(), "gw".into())),
-            host: None,
-            grpc: false,
-            tls_secret: None,
-            url_host: None,
-            ingress_class: None,
-            fixture: false,
-        }
+        Place::sample("ingressbench-r1", Some(("infra", "gw")))
     }
 
     #[test]

@@ -438,18 +438,8 @@ impl ControllerDriver {
         let mut now = Vec::new();
         let mut pending = Vec::new();
         for (i, o) in objs.iter().enumerate() {
-            let av = o["apiVersion"].as_str().unwrap_or_default().to_string();
-            let kind = o["kind"].as_str().unwrap_or_default().to_string();
-            let name = o["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
-            let api = self.api(&av, &kind);
-            let pp = PatchParams::apply(MANAGER).force();
-            let res = self
-                .rt
-                .block_on(api.patch(&name, &pp, &Patch::Apply(o)))
-                .map_err(ClusterError::api(format!("apply {kind} {name}")))?;
+            let ((av, kind, name), res) = self.apply_object(o);
+            let res = res.map_err(ClusterError::api(format!("apply {kind} {name}")))?;
             let gateway_api = av.starts_with("gateway.networking.k8s.io/")
                 && (kind == "HTTPRoute" || kind == "GRPCRoute");
             if gateway_api && i >= fixture {
@@ -479,6 +469,22 @@ impl ControllerDriver {
         Ok(())
     }
 
+    /// Applies `o` (server-side, as the run's field manager): what it is, and
+    /// what the API server answered.
+    fn apply_object(&self, o: &Value) -> (Applied, Result<DynamicObject, kube::Error>) {
+        let field = |v: &Value| v.as_str().unwrap_or_default().to_string();
+        let (av, kind, name) = (
+            field(&o["apiVersion"]),
+            field(&o["kind"]),
+            field(&o["metadata"]["name"]),
+        );
+        let pp = PatchParams::apply(MANAGER).force();
+        let res = self
+            .rt
+            .block_on(self.api(&av, &kind).patch(&name, &pp, &Patch::Apply(o)));
+        ((av, kind, name), res)
+    }
+
     /// Applies the annotation corpus once, before the run's first route (so that
     /// it is most likely in force once that route serves). An object the API
     /// refuses is one line of the corpus's left-out list, naming the object and
@@ -491,22 +497,13 @@ impl ControllerDriver {
         let rendered = crate::corpus::render(self.controller, &self.place);
         let mut left_out = rendered.left_out;
         let mut objects = Vec::new();
-        let pp = PatchParams::apply(MANAGER).force();
         for o in &rendered.objects {
-            let av = o["apiVersion"].as_str().unwrap_or_default().to_string();
-            let kind = o["kind"].as_str().unwrap_or_default().to_string();
-            let name = o["metadata"]["name"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string();
+            let ((av, kind, name), res) = self.apply_object(o);
             let behaviour = o["metadata"]["labels"][crate::corpus::CORPUS_LABEL]
                 .as_str()
                 .and_then(crate::corpus::find)
                 .map_or("", |b| b.id);
-            match self
-                .rt
-                .block_on(self.api(&av, &kind).patch(&name, &pp, &Patch::Apply(o)))
-            {
+            match res {
                 Ok(_) => objects.push((av, kind, name)),
                 Err(e) => {
                     let said = match &e {
@@ -1107,17 +1104,7 @@ mod tests {
     ) -> (ControllerDriver, fake::Seen) {
         let rt = Arc::new(crate::runtime().unwrap());
         let (client, seen) = fake::client(&rt, answer);
-        let place = Place {
-            run: "r1".into(),
-            namespace: "team-a".into(),
-            gateway: None,
-            host: None,
-            grpc: false,
-            tls_secret: None,
-            url_host: None,
-            ingress_class: None,
-            fixture: false,
-        };
+        let place = Place::sample("team-a", None);
         let c = controllers::controller("traefik").unwrap();
         (ControllerDriver::new(c, client, rt, place, false), seen)
     }

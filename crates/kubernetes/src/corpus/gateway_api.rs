@@ -100,17 +100,7 @@ mod tests {
 
     #[test]
     fn every_behaviour_has_routes_or_a_reason_never_both() {
-        let place = Place {
-            run: "r1".into(),
-            namespace: "ns".into(),
-            gateway: Some(("gw-ns".into(), "gw".into())),
-            host: None,
-            grpc: false,
-            tls_secret: None,
-            url_host: None,
-            ingress_class: None,
-            fixture: false,
-        };
+        let place = Place::sample("ns", Some(("gw-ns", "gw")));
         let docs = manifests::parse(
             &manifests::render(YAML, &manifests::Values::stand_ins("ns")).unwrap(),
             "ns",

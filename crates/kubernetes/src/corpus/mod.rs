@@ -846,17 +846,7 @@ mod tests {
     use crate::controllers::controller;
 
     fn place() -> Place {
-        Place {
-            run: "r1".into(),
-            namespace: "ns".into(),
-            gateway: Some(("gw-ns".into(), "gw".into())),
-            host: None,
-            grpc: false,
-            tls_secret: None,
-            url_host: None,
-            ingress_class: None,
-            fixture: false,
-        }
+        Place::sample("ns", Some(("gw-ns", "gw")))
     }
 
     #[test]
