@@ -70,33 +70,51 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
 
     // The bundled example as a team runs it: the corpus and the team's own Ingress
     // (given unchanged to the two profiles that read ingress-nginx's annotations),
-    // every controller a system of one `probe`.
+    // every controller a system of one run, under a short load of its own route
+    // (the file's scale steps left out: the cells are what is asserted here, and
+    // the load's route must lose nothing while the corpus is in force).
     let dir = tempfile::tempdir().unwrap();
-    let scn = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/migration.yaml");
-    let json = dir.path().join("probes.json");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let text = std::fs::read_to_string(root.join("migration.yaml")).unwrap();
+    let changes = "changes:\n  - wait: 10s\n  - scale: 4\n  - wait: 10s\n  - scale: 2\n";
+    assert!(text.contains(changes), "{text}");
+    let text = text
+        .replace(changes, "")
+        .replace("rate: 100\n  duration: 30s", "rate: 50\n  duration: 4s")
+        .replace("probes:\n", "probes:\n  during: false\n")
+        .replace(
+            "manifests/shop-ingress-nginx.yaml",
+            root.join("manifests/shop-ingress-nginx.yaml")
+                .to_str()
+                .unwrap(),
+        );
+    let scn = dir.path().join("migration.yaml");
+    std::fs::write(&scn, text).unwrap();
+    let out = dir.path().join("out");
     let mut cmd = cluster.ingressbench();
-    cmd.arg("probe")
+    cmd.arg("run")
         .arg(&scn)
         .arg("--kubeconfig")
         .arg(cluster.kubeconfig())
-        .arg("--json")
-        .arg(&json);
-    for (system, url) in [
+        .arg("--out")
+        .arg(&out);
+    let systems = [
         ("ingress-nginx", "http://198.18.0.1:8080/".to_string()),
         ("traefik-nginx", traefik.url()),
         ("haproxy-ingress", "http://198.18.0.1:8091/".to_string()),
         ("gateway-api", traefik.url()),
         ("contour", contour.url()),
-    ] {
+    ];
+    for (system, url) in &systems {
         cmd.arg("--system").arg(format!("{system}={url}"));
     }
     cmd.args(["--gateway", "gateway-api=ib-gateway/traefik"])
         .arg("--gateway")
         .arg(format!("contour={}", contour.gateway()));
     let t = Instant::now();
-    let done = Proc::spawn_group("probe", &mut cmd, dir.path()).finish(Duration::from_secs(400));
+    let done = Proc::spawn_group("run", &mut cmd, dir.path()).finish(Duration::from_secs(400));
     eprintln!(
-        "migration: probe took {:.1?}\n{}\n{}",
+        "migration: run took {:.1?}\n{}\n{}",
         t.elapsed(),
         done.stdout,
         done.stderr
@@ -111,9 +129,22 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         haproxy.logs(),
         contour.logs()
     );
-    let probed = read_json(&json);
+    // Each system's probes, as `probe --json` writes them; its load lost nothing.
+    let mut probed = serde_json::Map::new();
+    for (system, _) in &systems {
+        let r = read_json(&out.join(system).join("result.json"));
+        let q = &r["requests"];
+        assert!(q["intended"].as_u64().unwrap_or(0) >= 150, "{system}: {q}");
+        assert_eq!(
+            q["completed"], q["intended"],
+            "{system}: {q}: {}",
+            r["errors"]
+        );
+        probed.insert(system.to_string(), r["lab"]["probes"].clone());
+    }
+    let probed = Value::Object(probed);
     if let Ok(keep) = std::env::var("IB_KEEP_PROBES") {
-        std::fs::copy(&json, keep).unwrap();
+        std::fs::write(keep, probed.to_string()).unwrap();
     }
 
     // Every behaviour has a cell for every system, the baseline's all its own.

@@ -328,3 +328,51 @@ fn what_probes_cannot_do_is_refused_in_one_line_before_anything_starts() {
         assert_eq!(o.stderr.trim().lines().count(), 1, "{args:?}: {}", o.stderr);
     }
 }
+
+/// The annotation corpus on the local lab: its profiles render no Ingress, so no
+/// probe of the corpus is sent and every behaviour is a cell that says why, the
+/// matrix printed after the differences and written in the JSON.
+#[test]
+fn the_annotation_corpus_on_local_profiles_is_a_matrix_of_cells_that_say_why_not() {
+    let _turn = shared();
+    let dir = tempfile::tempdir().unwrap();
+    let (o, all) = probe_json(
+        dir.path(),
+        "name: corpus\nsystems: [nginx-reload, caddy-api]\n\
+         probes:\n  only: [plain, cors, canary-weight-10.share]\n  corpus: annotations\n\
+         backends:\n  replicas: 1\nload:\n  rate: 20\n  connections: 2\n  duration: 1s\n",
+        &[],
+        Duration::from_secs(120),
+    );
+    assert!(o.success(), "{}\n{}", o.stdout, o.stderr);
+    for s in ["nginx-reload", "caddy-api"] {
+        // Only the built-in probe was sent.
+        let sent: Vec<&str> = all[s]["observed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["probe"].as_str().unwrap())
+            .collect();
+        assert_eq!(sent, ["plain"], "{s}");
+        let cells = all[s]["corpus"].as_array().unwrap();
+        let named: Vec<&str> = cells
+            .iter()
+            .map(|c| c["behaviour"].as_str().unwrap())
+            .collect();
+        assert_eq!(named, ["cors", "canary-weight-10"], "{s}: {cells:?}");
+        for c in cells {
+            assert_eq!(c["verdict"], "not run", "{s}: {c}");
+            assert!(
+                c["detail"].as_str().unwrap().contains("renders no corpus"),
+                "{c}"
+            );
+        }
+    }
+    assert!(
+        o.stdout
+            .contains("ingress-nginx's annotations: what each system did with them"),
+        "{}",
+        o.stdout
+    );
+    assert!(o.stdout.contains("nginx-reload (baseline)"), "{}", o.stdout);
+}

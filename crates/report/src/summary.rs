@@ -95,6 +95,9 @@ pub fn comparison(scenario: &str, input: &ReportInput) -> String {
         if labs().any(|l| l.probes.is_some()) {
             shown.push(tables::probes(input));
         }
+        if labs().any(|l| l.probes.as_ref().is_some_and(|p| !p.corpus.is_empty())) {
+            shown.push(tables::corpus::corpus(input));
+        }
         if labs().any(|l| l.resources.is_some()) {
             shown.push(tables::resources(input));
         }

@@ -516,7 +516,11 @@ pub const CORPUS: &[Behaviour] = &[
             ..req("share", "/c")
         }],
     ),
-    b(
+    Behaviour {
+        image_note: Some(
+            "cookie affinity's default mode (balanced) hashes with the test environment's resty.chash, ours (pure Lua, docs/kubernetes.md)",
+        ),
+        ..b(
         "affinity-cookie",
         "affinity: cookie with session-cookie-*: the cookie set, and 20 requests carrying it answered by one backend",
         &[fx(
@@ -536,7 +540,8 @@ pub const CORPUS: &[Behaviour] = &[
                 ..req("sticky", "/s")
             },
         ],
-    ),
+    )
+    },
     Behaviour {
         image_note: Some(
             "the test environment's resty.chash is ours (pure Lua, docs/kubernetes.md), not lua-resty-balancer's",
