@@ -61,6 +61,42 @@ impl Prober {
         })
     }
 
+    /// With the corpus: waits (10 s at most) until a plain route of it, the
+    /// round-robin fixture's, answers from a backend three times in a row. The
+    /// corpus is applied before the run's route, but a controller may take its
+    /// objects in more than one sync, and its Ingresses carry no condition to wait
+    /// on: a round that started before they were in force would read their 404s
+    /// as behaviours. A corpus that never serves is the cells' to say, not a
+    /// failure of the run.
+    fn wait_corpus(&self) {
+        let id = "load-balance-round-robin";
+        let given = self
+            .left_out
+            .as_ref()
+            .is_some_and(|l| !l.iter().any(|(b, _)| b == id));
+        let Some(spec) = self.probes.iter().find(|p| p.id.starts_with(id)) else {
+            return;
+        };
+        if !given {
+            return;
+        }
+        let t = Instant::now();
+        let mut in_a_row = 0;
+        while t.elapsed() < Duration::from_secs(10) && in_a_row < 3 {
+            if self.stop.iter().any(|s| s.load(Ordering::Relaxed)) {
+                return;
+            }
+            let wire = format!("{}~{}~wait", spec.id, self.system);
+            let got = self.send(spec, &wire);
+            if got.received.is_some() {
+                in_a_row += 1;
+            } else {
+                in_a_row = 0;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     /// Whether `p` is sent to this system: a probe of the corpus only when the
     /// system was given its behaviour.
     fn sent(&self, p: &Spec) -> bool {
@@ -250,6 +286,9 @@ pub(crate) fn before(
     plan: &ProbesPlan,
     baseline: Option<&ProbeRun>,
 ) -> ProbeRun {
+    if plan.corpus {
+        prober.wait_corpus();
+    }
     let observed = prober.round();
     let base = baseline.filter(|_| case.system != plan.baseline);
     let differences = match base {
