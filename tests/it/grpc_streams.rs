@@ -55,7 +55,14 @@ fn streams_echo_every_message_over_h2c_and_tls_and_end_with_the_clients_end() {
     let s = sessions_of(&json);
     assert_eq!(s.protocol, "grpc");
     assert_eq!((s.opened, s.held, s.cut()), (20, 20, 0), "{s:?}");
-    assert!((799..=801).contains(&s.messages.intended), "{s:?}");
+    // 400 messages a second for 2 s, each stream's from its opening: the time
+    // the opens took is not sent in (22 ms of them under a loaded machine, 9
+    // messages: a rehearsal of 6e36213).
+    let opening = (s.open_ms.max.unwrap_or(0.0) * 0.4).ceil() as u64 + 1;
+    assert!(
+        (799 - opening.min(100)..=801).contains(&s.messages.intended),
+        "{s:?}"
+    );
     assert_eq!(s.messages.echoed, s.messages.intended, "{s:?}");
     assert_eq!(
         s.backends["g-1"], 20,

@@ -331,7 +331,10 @@ fn a_scenario_split_over_two_generators_keeps_its_change_windows() {
     let scn = scenario(
         dir.path(),
         "[envoy-xds, nginx-reload]",
-        "6s",
+        // 8 s, not 6: on a machine shared with the Kubernetes tests, nginx's
+        // reload for `route: header` has taken 1.3 s and the last change fell
+        // after the load's end (a rehearsal of 6e36213).
+        "8s",
         "  - wait: 1s\n  - scale: 3\n  - wait: 1s\n  - route: header\n  - wait: 1s\n  - scale: 2\n  - wait: 1s\n  - route: base\n",
     );
     // With limits it holds: the gate passes.
@@ -364,8 +367,8 @@ fn a_scenario_split_over_two_generators_keeps_its_change_windows() {
             "only the parts carry their windows"
         );
         assert_balanced(&r);
-        // 200 req/s for 6 s, split in two.
-        assert_eq!(u(&r["requests"]["intended"]), 1200, "{system}");
+        // 200 req/s for 8 s, split in two.
+        assert_eq!(u(&r["requests"]["intended"]), 1600, "{system}");
         let windows = r["lab"]["windows"].as_array().unwrap();
         assert_eq!(windows.len(), 4, "{system}: {windows:?}");
         assert_windows_add_up(&r, system);
