@@ -176,7 +176,9 @@ fn s5_and_a_route_set_of_200_through_haproxy_ingress() {
         "{q}: {}",
         r["errors"]
     );
-    // Every pod served, the scaled-up ones too, each within a second of being ready.
+    // Every pod served, the scaled-up ones too, each within 2 s of being ready: the
+    // controller syncs every second (--sync-period=1s), and on a machine shared
+    // with the other Kubernetes tests one took 1.14 s (a rehearsal of 189edde).
     let prop = &r["lab"]["propagation"];
     let added = prop["added"].as_array().unwrap();
     assert!(!added.is_empty(), "{prop}");
@@ -184,7 +186,7 @@ fn s5_and_a_route_set_of_200_through_haproxy_ingress() {
         let ms = a["propagation_ms"]
             .as_f64()
             .unwrap_or_else(|| panic!("never served: {a}"));
-        assert!(ms < 1000.0, "{a}");
+        assert!(ms < 2000.0, "{a}");
     }
     eprintln!(
         "haproxy-ingress S5: {} of {} completed, errors {}, added {}, removed {}",
