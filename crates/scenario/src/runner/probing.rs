@@ -69,17 +69,14 @@ impl Prober {
     /// as behaviours. A corpus that never serves is the cells' to say, not a
     /// failure of the run.
     fn wait_corpus(&self) {
-        let id = "load-balance-round-robin";
-        let given = self
-            .left_out
-            .as_ref()
-            .is_some_and(|l| !l.iter().any(|(b, _)| b == id));
-        let Some(spec) = self.probes.iter().find(|p| p.id.starts_with(id)) else {
+        let id = "load-balance-round-robin.";
+        let Some(spec) = self
+            .probes
+            .iter()
+            .find(|p| p.id.starts_with(id) && self.sent(p))
+        else {
             return;
         };
-        if !given {
-            return;
-        }
         let t = Instant::now();
         let mut in_a_row = 0;
         while t.elapsed() < Duration::from_secs(10) && in_a_row < 3 {
