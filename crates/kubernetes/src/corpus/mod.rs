@@ -52,6 +52,11 @@ pub enum To {
     /// every path of every host that names it, and heeds only the first canary of
     /// a Service (measured with two canaries on the run's Service: a header canary
     /// never served, and the weighted one took a share of other hosts' traffic).
+    /// Also a behaviour whose setting a controller keeps per Service (balancing,
+    /// affinity, the read timeout): HAProxy's controller gives each Service one
+    /// backend, and two Ingresses that set it differently on the run's Service
+    /// made it rewrite that backend and reload HAProxy on every sync, under the
+    /// run's own load (measured: a request refused by a reload's closing worker).
     Own,
 }
 
@@ -182,6 +187,14 @@ const fn p(path: &'static str, kind: &'static str) -> Path {
 }
 
 const ROOT: &[Path] = &[p("/", "Prefix")];
+
+/// `/` through a Service of the behaviour's own ([`To::Own`]): for a setting a
+/// controller keeps per Service.
+const OWN_ROOT: &[Path] = &[Path {
+    path: "/",
+    kind: "Prefix",
+    to: To::Own,
+}];
 
 const fn b(
     id: &'static str,
@@ -415,7 +428,7 @@ pub const CORPUS: &[Behaviour] = &[
         "proxy-read-timeout: 1 (s), not retried (proxy-next-upstream: off): a backend answering after 2.5 s gets 504 after 1 s",
         &[fx(
             &[("proxy-read-timeout", "1"), ("proxy-next-upstream", "off")],
-            ROOT,
+            OWN_ROOT,
         )],
         &[Req {
             backend: "delay-ms=2500",
@@ -530,7 +543,7 @@ pub const CORPUS: &[Behaviour] = &[
                 ("session-cookie-max-age", "3600"),
                 ("session-cookie-path", "/"),
             ],
-            ROOT,
+            OWN_ROOT,
         )],
         &[
             req("first", "/s"),
@@ -549,7 +562,7 @@ pub const CORPUS: &[Behaviour] = &[
         ..b(
             "upstream-hash-by",
             "upstream-hash-by: $request_uri: 20 requests for one URI answered by one backend",
-            &[fx(&[("upstream-hash-by", "$request_uri")], ROOT)],
+            &[fx(&[("upstream-hash-by", "$request_uri")], OWN_ROOT)],
             &[Req {
                 repeat: 20,
                 tally: Tally::Backends,
@@ -560,7 +573,7 @@ pub const CORPUS: &[Behaviour] = &[
     b(
         "load-balance-round-robin",
         "the default balancing (round robin): 20 requests reach every backend",
-        &[fx(&[("load-balance", "round_robin")], ROOT)],
+        &[fx(&[("load-balance", "round_robin")], OWN_ROOT)],
         &[Req {
             repeat: 20,
             tally: Tally::Backends,
@@ -816,6 +829,7 @@ pub fn render(c: &Controller, place: &Place) -> Rendered {
                 style: Style::HaproxyOrg,
             } => match haproxy::translate(b) {
                 Ok(fixtures) => {
+                    out.objects.extend(own_services(b, place));
                     for (f, annotations) in fixtures {
                         out.objects
                             .push(ingress(b, f, place, place.class(class), annotations));
@@ -886,9 +900,28 @@ mod tests {
             let n: usize = CORPUS.iter().map(|b| b.fixtures.len()).sum();
             let own: usize = CORPUS.iter().map(|b| own_services(b, &place()).len()).sum();
             assert_eq!(
-                own, 11,
-                "{name}: a canary and a main Service for each of 5, and one pod for the retry"
+                own, 15,
+                "{name}: a canary and a main Service for each of 5, one pod for the retry, \
+                 a Service for each of 4 per-Service settings"
             );
+            // A setting a controller keeps per Service is on a Service of its own,
+            // never the run's, which the load's route and the other fixtures share.
+            for id in [
+                "proxy-read-timeout",
+                "affinity-cookie",
+                "upstream-hash-by",
+                "load-balance-round-robin",
+            ] {
+                let i = r
+                    .objects
+                    .iter()
+                    .find(|o| {
+                        o["kind"] == "Ingress" && o["metadata"]["name"] == format!("ibc-{id}")
+                    })
+                    .unwrap_or_else(|| panic!("{name}: no Ingress {id}"));
+                let to = &i["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"];
+                assert_eq!(to, &format!("ibc-{id}-main"), "{name}: {i}");
+            }
             assert_eq!(r.objects.len(), n + own, "{name}");
             let cors = r
                 .objects
@@ -938,6 +971,35 @@ mod tests {
             assert_eq!(
                 www["spec"]["rules"][0]["host"],
                 "www.from-to-www-redirect.corpus.test"
+            );
+        }
+    }
+
+    #[test]
+    fn every_service_an_ingress_names_is_the_runs_or_rendered_beside_it() {
+        for name in ["ingress-nginx", "traefik-nginx", "haproxy-ingress"] {
+            let r = render(controller(name).unwrap(), &place());
+            let services: Vec<&Value> = r
+                .objects
+                .iter()
+                .filter(|o| o["kind"] == "Service")
+                .map(|o| &o["metadata"]["name"])
+                .collect();
+            let mut named = 0;
+            for i in r.objects.iter().filter(|o| o["kind"] == "Ingress") {
+                for p in i["spec"]["rules"][0]["http"]["paths"].as_array().unwrap() {
+                    let to = &p["backend"]["service"]["name"];
+                    assert!(
+                        to == BACKEND || services.contains(&to),
+                        "{name}: {} names {to}, which nothing makes",
+                        i["metadata"]["name"]
+                    );
+                    named += usize::from(to != BACKEND);
+                }
+            }
+            assert!(
+                named >= 4,
+                "{name}: {named} paths to a Service of their own"
             );
         }
     }
