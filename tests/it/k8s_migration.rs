@@ -3,13 +3,14 @@
 //! (`traefik-nginx`, the same Ingresses and annotations read unchanged), HAProxy
 //! Technologies' controller v1.11 (HAProxy's own annotations), and two Gateway API
 //! implementations given the bundled HTTPRoute translation
-//! (`deploy/migration/gateway-api.yaml`): Traefik's Gateway provider and Contour
-//! v1.33. One cluster with every controller on ports of its own, one corpus apply
-//! per controller, one `ingressbench probe`: the compatibility matrix, its cells
-//! asserted as measured (docs/migration.md).
+//! (`deploy/migration/gateway-api.yaml`): Traefik's Gateway provider, Contour v1.33
+//! and Envoy Gateway v1.9 (at a Gateway of the run's own). One cluster with every
+//! controller on ports of its own, one corpus apply per controller, one run: the
+//! compatibility matrix, its cells asserted as measured (docs/migration.md).
 
 use crate::common::k8s::{PodReadiness, TestCluster};
 use crate::common::k8s_contour::Contour;
+use crate::common::k8s_envoy_gateway::{EnvoyGateway, CLASS as EG_CLASS};
 use crate::common::k8s_haproxy_ingress::HaproxyIngress;
 use crate::common::k8s_ingress_nginx::IngressNginx;
 use crate::common::k8s_pods::PodRunner;
@@ -49,8 +50,9 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
     let t0 = Instant::now();
     let cluster = TestCluster::up_with(PodReadiness::Harness);
     let pods = PodRunner::start(&cluster, BIN);
-    // ingress-nginx as installed by default: snippets refused.
-    let inx = IngressNginx::start(&cluster, &[]);
+    // ingress-nginx as installed by default (snippets refused), its plain HTTP on
+    // 8088: Envoy Gateway's controller holds 8080.
+    let inx = IngressNginx::start_on(&cluster, &[], 8088);
     let traefik = Traefik::start(
         &cluster,
         Providers {
@@ -60,9 +62,13 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         },
     );
     traefik.gateway(&cluster, "ib-gateway", "traefik");
-    // Beside ingress-nginx's 8080: HAProxy on 8091, Contour's Envoy on 8100.
+    // Beside them: HAProxy on 8091, Contour's Envoy on 8100; Envoy Gateway's Envoy
+    // has an address of its own (the Gateway the run makes).
     let haproxy = HaproxyIngress::start_on(&cluster, (8091, 8454));
     let contour = Contour::start_on(&cluster, 100);
+    // Last: its Gateway API CRDs (v1.5) come with a policy that refuses older ones,
+    // which Traefik's and Contour's harnesses apply.
+    let eg = EnvoyGateway::start(&cluster);
     eprintln!(
         "migration: cluster and controllers up in {:.1?}",
         t0.elapsed()
@@ -82,6 +88,22 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         .replace(changes, "")
         .replace("rate: 100\n  duration: 30s", "rate: 50\n  duration: 4s")
         .replace("probes:\n", "probes:\n  during: false\n")
+        // Every controller a system of the file's, Envoy Gateway's address that of
+        // the Gateway the run makes of its class.
+        .replace(
+            "systems: [ingress-nginx, traefik-nginx]\n",
+            "systems: [ingress-nginx, traefik-nginx, haproxy-ingress, gateway-api, contour, envoy-gateway]\n",
+        )
+        .replace(
+            "kubernetes:\n",
+            &format!(
+                "kubernetes:\n  urls: {{ingress-nginx: \"http://198.18.0.1:8088/\", traefik-nginx: \"{t}\", \
+                 haproxy-ingress: \"http://198.18.0.1:8091/\", gateway-api: \"{t}\", contour: \"{c}\"}}\n  \
+                 gateway_classes: {{envoy-gateway: {EG_CLASS}}}\n  gateway_ports: {{http: 8092, https: 8455}}\n",
+                t = traefik.url(),
+                c = contour.url()
+            ),
+        )
         .replace(
             "manifests/shop-ingress-nginx.yaml",
             root.join("manifests/shop-ingress-nginx.yaml")
@@ -99,15 +121,13 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         .arg("--out")
         .arg(&out);
     let systems = [
-        ("ingress-nginx", "http://198.18.0.1:8080/".to_string()),
-        ("traefik-nginx", traefik.url()),
-        ("haproxy-ingress", "http://198.18.0.1:8091/".to_string()),
-        ("gateway-api", traefik.url()),
-        ("contour", contour.url()),
+        "ingress-nginx",
+        "traefik-nginx",
+        "haproxy-ingress",
+        "gateway-api",
+        "contour",
+        "envoy-gateway",
     ];
-    for (system, url) in &systems {
-        cmd.arg("--system").arg(format!("{system}={url}"));
-    }
     cmd.args(["--gateway", "gateway-api=ib-gateway/traefik"])
         .arg("--gateway")
         .arg(format!("contour={}", contour.gateway()));
@@ -121,17 +141,18 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
     );
     assert!(
         done.success(),
-        "{}\n{}\n{}\ntraefik:\n{}\nhaproxy:\n{}\ncontour:\n{}",
+        "{}\n{}\n{}\ntraefik:\n{}\nhaproxy:\n{}\ncontour:\n{}\nenvoy gateway:\n{}",
         done.stdout,
         done.stderr,
         inx.logs(),
         traefik.log(),
         haproxy.logs(),
-        contour.logs()
+        contour.logs(),
+        eg.logs()
     );
     // Each system's probes, as `probe --json` writes them; its load lost nothing.
     let mut probed = serde_json::Map::new();
-    for (system, _) in &systems {
+    for system in systems {
         let r = read_json(&out.join(system).join("result.json"));
         let q = &r["requests"];
         assert!(q["intended"].as_u64().unwrap_or(0) >= 150, "{system}: {q}");
@@ -150,13 +171,7 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
     // Every behaviour has a cell for every system, the baseline's all its own.
     let n = probed["ingress-nginx"]["corpus"].as_array().unwrap().len();
     assert!(n >= 30, "{n} behaviours");
-    for system in [
-        "ingress-nginx",
-        "traefik-nginx",
-        "haproxy-ingress",
-        "gateway-api",
-        "contour",
-    ] {
+    for system in systems {
         // A difference every answer shows is a row of its own.
         let cells: Vec<&Value> = probed[system]["corpus"]
             .as_array()
@@ -265,6 +280,8 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
             ("force-ssl-redirect", "same"),
             ("affinity-cookie", "same"),
             ("cors", "differs"),
+            // Round robin only: one URI's 20 requests reach both backends.
+            ("upstream-hash-by", "ignored"),
             // The blog's behaviours: regex paths exact and case-sensitive, no
             // trailing-slash redirect, `..` and `//` normalised.
             ("regex-prefix-case", "differs"),
@@ -282,11 +299,16 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
             ("ssl-redirect", "differs"),
             ("allow-list-refuses", "same"),
             ("limit-rps", "differs"),
+            // Per-Service settings, each on a Service of its own: the timeout
+            // kept, the cookie set without HttpOnly and Max-Age.
+            ("proxy-read-timeout", "same"),
+            ("upstream-hash-by", "same"),
+            ("affinity-cookie", "differs"),
             ("app-root", "not expressible"),
             ("canary-weight-10", "not expressible"),
         ],
     );
-    for gateway in ["gateway-api", "contour"] {
+    for gateway in ["gateway-api", "contour", "envoy-gateway"] {
         expect(
             gateway,
             &[
@@ -307,6 +329,7 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
 
     // Nothing of the run is left in the cluster.
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    drop(eg);
     drop(contour);
     drop(haproxy);
     drop(traefik);

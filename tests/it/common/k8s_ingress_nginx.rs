@@ -52,6 +52,19 @@ impl<'c> IngressNginx<'c> {
     /// # Panics
     /// When a step fails or times out, with the logs' ends.
     pub fn start(cluster: &'c TestCluster, config: &[(&str, &str)]) -> IngressNginx<'c> {
+        IngressNginx::start_on(cluster, config, 8080)
+    }
+
+    /// [`IngressNginx::start`] with nginx's plain HTTP on `http_port`: beside a
+    /// controller that holds 8080. Envoy Gateway v1.9's controller listens on
+    /// every address's 8080 (its controller-runtime metrics; its config file sets
+    /// only its Prometheus endpoint): beside ingress-nginx on 8080 it exited with
+    /// "bind: address already in use".
+    pub fn start_on(
+        cluster: &'c TestCluster,
+        config: &[(&str, &str)],
+        http_port: u16,
+    ) -> IngressNginx<'c> {
         let t = Instant::now();
         let dir = tempfile::tempdir().unwrap();
         // nginx 1.22 does not know `http2 on;`, which the template writes when
@@ -74,7 +87,7 @@ impl<'c> IngressNginx<'c> {
         .unwrap();
         let (ok, out) = cluster.kubectl(&["apply", "-f", objects.to_str().unwrap()]);
         assert!(ok, "{out}");
-        let pods = controller_pods(cluster, dir.path());
+        let pods = controller_pods(cluster, dir.path(), http_port);
         // Its pods share the node's ports (the harness runs them on the cluster's
         // network, as a hostNetwork install): a new pod cannot serve before the old
         // one ends, so a rollout replaces it first, as such installs are set up.
@@ -235,7 +248,7 @@ fn descendants(pid: u32) -> Vec<u32> {
 /// The controller's Deployment, its pod a process on the cluster's network with a
 /// root of its own; ready once nginx listens on its HTTPS port (its first
 /// configuration is in).
-fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
+fn controller_pods(cluster: &TestCluster, dir: &Path, http_port: u16) -> ProcessPods {
     let built = in_dir();
     let (netns, kubeconfig, state, logs) = (
         cluster.netns().to_string(),
@@ -282,7 +295,7 @@ fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
                 "--controller-class=k8s.io/ingress-nginx",
                 "--ingress-class=nginx",
                 &format!("--configmap={NS}/{DEPLOYMENT}"),
-                "--http-port=8080",
+                &format!("--http-port={http_port}"),
                 "--https-port=8443",
                 "--default-server-port=8181",
                 "--status-port=10246",
