@@ -678,8 +678,20 @@ fn a_scenarios_sessions_are_counted_in_the_reloads_window_and_gated() {
         );
         let m = &s.messages;
         assert!(m.balanced(), "{system}");
-        // The timeline is the load's: five seconds from its measured window.
-        assert_eq!(s.timeline.len(), 5, "{system}: {:?}", s.timeline);
+        // The timeline is the load's: five seconds from its measured window, each
+        // echo in the second it came. An echo of the last second's messages may
+        // come after the window (a loaded machine: 105 ms in a rehearsal): a sixth
+        // second then holds those echoes and nothing else.
+        let (load, late) = s.timeline.split_at(s.timeline.len().min(5));
+        assert_eq!(load.len(), 5, "{system}: {:?}", s.timeline);
+        assert!(
+            late.len() <= 1
+                && late
+                    .iter()
+                    .all(|x| x.open == 0 && x.opened == 0 && x.ended == 0 && x.messages <= 20),
+            "{system}: {:?}",
+            s.timeline
+        );
         let lab = r.lab.as_ref().unwrap();
         let reload: Vec<_> = lab
             .windows
