@@ -26,6 +26,10 @@ command -v nginx >/dev/null || need_apt+=(nginx-light)
 [ -e /usr/lib/x86_64-linux-gnu/lua/5.1/cjson.so ] || need_apt+=(lua-cjson)
 [ -e /usr/share/lua/5.1/nginx/dns/resolver.lua ] || need_apt+=(lua-nginx-dns)
 [ -e /usr/share/lua/5.1/nginx/cookie.lua ] || need_apt+=(lua-nginx-cookie)
+# NGINX Gateway Fabric's nginx (the tests): njs, which routes its header and query
+# matches, and the stream module its base configuration has.
+[ -e /usr/lib/nginx/modules/ngx_http_js_module.so ] || need_apt+=(libnginx-mod-http-js)
+[ -e /usr/lib/nginx/modules/ngx_stream_module.so ] || need_apt+=(libnginx-mod-stream)
 command -v haproxy >/dev/null || need_apt+=(haproxy)
 command -v caddy >/dev/null || need_apt+=(caddy)
 command -v curl >/dev/null || need_apt+=(curl)

@@ -27,7 +27,7 @@ say() { echo "make test: $* ($(elapsed) s)"; }
 # --- The Kubernetes test environment, in the background -------------------------------
 k8s_log="$OUT/k8s-testenv-build.log"
 # A process group of its own, so that a failed lint or build stops its go commands too.
-setsid bash -c 'scripts/k8s-testenv/build.sh && scripts/k8s-testenv/build-gateways.sh && scripts/k8s-testenv/build-haproxy-ingress.sh && scripts/k8s-testenv/build-ingress-nginx.sh' >"$k8s_log" 2>&1 &
+setsid bash -c 'scripts/k8s-testenv/build.sh && scripts/k8s-testenv/build-gateways.sh && scripts/k8s-testenv/build-haproxy-ingress.sh && scripts/k8s-testenv/build-ingress-nginx.sh && scripts/k8s-testenv/build-nginx-gateway-fabric.sh' >"$k8s_log" 2>&1 &
 k8s_pid=$!
 cleanup() {
   if kill -0 "$k8s_pid" 2>/dev/null; then

@@ -23,6 +23,7 @@ mod k8s_generators;
 mod k8s_haproxy_ingress;
 mod k8s_ingress_nginx;
 mod k8s_migration;
+mod k8s_nginx_gateway_fabric;
 mod k8s_platform;
 mod k8s_pods;
 mod k8s_run;

@@ -240,7 +240,7 @@ pub const CONTROLLERS: &[Controller] = &[
             "app.kubernetes.io/name=nginx-gateway-fabric",
             None,
         ),
-        tested: None,
+        tested: Some("NGINX Gateway Fabric v1.6.2 on Debian's nginx 1.22 with njs 0.7.9"),
     },
     Controller {
         name: "openshift-router",

@@ -219,7 +219,7 @@ fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// Every process descended from `pid`.
-fn descendants(pid: u32) -> Vec<u32> {
+pub fn descendants(pid: u32) -> Vec<u32> {
     let mut parent = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {

@@ -20,6 +20,7 @@ pub mod k8s_dns;
 pub mod k8s_envoy_gateway;
 pub mod k8s_haproxy_ingress;
 pub mod k8s_ingress_nginx;
+pub mod k8s_nginx_gateway_fabric;
 pub mod k8s_pod_root;
 pub mod k8s_pods;
 pub mod k8s_process_pods;
