@@ -27,6 +27,37 @@ pub enum PodReadiness {
     Harness,
 }
 
+/// kubectl inside the cluster's namespace, which must succeed: its output.
+///
+/// # Panics
+/// When kubectl fails, with its arguments and output.
+pub fn kubectl_ok(cluster: &TestCluster, args: &[&str]) -> String {
+    let (ok, out) = cluster.kubectl(args);
+    assert!(ok, "kubectl {args:?}: {out}");
+    out
+}
+
+/// The pids of the nginx worker processes whose root is under `dir` (a harness's
+/// pods' roots), seen from outside their PID namespaces: a reload replaces them all.
+pub fn nginx_workers_under(dir: &Path) -> Vec<u32> {
+    let mut pids = Vec::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        if !cmd.starts_with(b"nginx: worker process") {
+            continue;
+        }
+        let root = std::fs::read_link(e.path().join("root")).unwrap_or_default();
+        if root.starts_with(dir) {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    pids
+}
+
 /// A script of `scripts/k8s-testenv/`.
 pub fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -68,12 +68,6 @@ pub struct EnvoyGateway<'c> {
     pub took: Duration,
 }
 
-fn kubectl_ok(cluster: &TestCluster, args: &[&str]) -> String {
-    let (ok, out) = cluster.kubectl(args);
-    assert!(ok, "kubectl {args:?}: {out}");
-    out
-}
-
 impl<'c> EnvoyGateway<'c> {
     /// Installs and starts Envoy Gateway in `cluster` and waits (up to 60 s) until
     /// its GatewayClass is accepted. The cluster's pods must be run by a
@@ -89,12 +83,12 @@ impl<'c> EnvoyGateway<'c> {
             eg.join("crds/gateway-api/experimental.yaml"),
             eg.join("crds/envoy-gateway"),
         ] {
-            kubectl_ok(
+            super::k8s::kubectl_ok(
                 cluster,
                 &["apply", "--server-side", "-f", path.to_str().unwrap()],
             );
         }
-        kubectl_ok(
+        super::k8s::kubectl_ok(
             cluster,
             &[
                 "wait",
@@ -104,7 +98,7 @@ impl<'c> EnvoyGateway<'c> {
                 "--all",
             ],
         );
-        kubectl_ok(cluster, &["create", "namespace", EG_NS]);
+        super::k8s::kubectl_ok(cluster, &["create", "namespace", EG_NS]);
         let out = Command::new("ip")
             .args(["netns", "exec", cluster.netns()])
             .arg(eg.join("bin/envoy-gateway"))
@@ -123,7 +117,7 @@ impl<'c> EnvoyGateway<'c> {
         std::fs::create_dir(&certs).unwrap();
         for key in ["ca.crt", "tls.crt", "tls.key"] {
             let jp = format!("jsonpath={{.data.{}}}", key.replace('.', "\\."));
-            let b64 = kubectl_ok(
+            let b64 = super::k8s::kubectl_ok(
                 cluster,
                 &["get", "secret", "-n", EG_NS, "envoy-gateway", "-o", &jp],
             );
@@ -163,7 +157,7 @@ impl<'c> EnvoyGateway<'c> {
             ),
         )
         .unwrap();
-        kubectl_ok(cluster, &["apply", "-f", class.to_str().unwrap()]);
+        super::k8s::kubectl_ok(cluster, &["apply", "-f", class.to_str().unwrap()]);
         let lb = LoadBalancer::start(cluster);
         let mut eg = EnvoyGateway {
             cluster,

@@ -159,23 +159,7 @@ impl<'c> IngressNginx<'c> {
     /// outside): a reload replaces them all, an endpoint change through the Lua
     /// balancer none.
     pub fn nginx_workers(&self) -> Vec<u32> {
-        let mut pids = Vec::new();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            if !cmd.starts_with(b"nginx: worker process") {
-                continue;
-            }
-            // One of this install's: its root is under our folder.
-            let root = std::fs::read_link(e.path().join("root")).unwrap_or_default();
-            if root.starts_with(self.dir.path()) {
-                pids.push(pid);
-            }
-        }
-        pids.sort_unstable();
-        pids
+        super::k8s::nginx_workers_under(self.dir.path())
     }
 
     /// Kills the controller's process as a crash would: its pod's PID namespace,

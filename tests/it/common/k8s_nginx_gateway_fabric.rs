@@ -54,12 +54,6 @@ pub struct NginxGatewayFabric<'c> {
     pub took: Duration,
 }
 
-fn kubectl_ok(cluster: &TestCluster, args: &[&str]) -> String {
-    let (ok, out) = cluster.kubectl(args);
-    assert!(ok, "kubectl {args:?}: {out}");
-    out
-}
-
 impl<'c> NginxGatewayFabric<'c> {
     /// Installs and starts NGINX Gateway Fabric in `cluster` and waits (up to 60 s)
     /// until its GatewayClass is accepted.
@@ -74,12 +68,12 @@ impl<'c> NginxGatewayFabric<'c> {
         // v1.6.2 is built against v1.2.1, whose kinds they serve), then its own.
         let gwapi = super::k8s::testenv_dir().join("crds/gateway-api/standard");
         for path in [gwapi, built.join("crds/crds.yaml")] {
-            kubectl_ok(
+            super::k8s::kubectl_ok(
                 cluster,
                 &["apply", "--server-side", "-f", path.to_str().unwrap()],
             );
         }
-        kubectl_ok(
+        super::k8s::kubectl_ok(
             cluster,
             &[
                 "wait",
@@ -111,9 +105,9 @@ impl<'c> NginxGatewayFabric<'c> {
             ),
         )
         .unwrap();
-        kubectl_ok(cluster, &["apply", "-f", install.to_str().unwrap()]);
+        super::k8s::kubectl_ok(cluster, &["apply", "-f", install.to_str().unwrap()]);
         // The load balancer: the node's address, where nginx listens.
-        kubectl_ok(
+        super::k8s::kubectl_ok(
             cluster,
             &[
                 "patch",
@@ -133,7 +127,7 @@ impl<'c> NginxGatewayFabric<'c> {
         // Its pod holds the node's ports (the harness runs it on the cluster's
         // network): a new pod cannot serve before the old one ends, so a rollout
         // replaces it first, as a host-network install is set up.
-        kubectl_ok(
+        super::k8s::kubectl_ok(
             cluster,
             &[
                 "-n",
@@ -210,23 +204,7 @@ impl<'c> NginxGatewayFabric<'c> {
     /// The pids of nginx's worker processes now (seen from outside the pod's PID
     /// namespace): a reload replaces them all.
     pub fn nginx_workers(&self) -> Vec<u32> {
-        let mut pids = Vec::new();
-        for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-                continue;
-            };
-            let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-            if !cmd.starts_with(b"nginx: worker process") {
-                continue;
-            }
-            // This install's: its root is under our folder.
-            let root = std::fs::read_link(e.path().join("root")).unwrap_or_default();
-            if root.starts_with(self.dir.path()) {
-                pids.push(pid);
-            }
-        }
-        pids.sort_unstable();
-        pids
+        super::k8s::nginx_workers_under(self.dir.path())
     }
 }
 
