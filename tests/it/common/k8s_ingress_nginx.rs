@@ -190,7 +190,7 @@ impl Drop for IngressNginx<'_> {
 }
 
 /// Copies `from` into `to`, folders and files.
-fn copy_tree(from: &Path, to: &Path) {
+pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for e in std::fs::read_dir(from).unwrap().flatten() {
         let dst = to.join(e.file_name());

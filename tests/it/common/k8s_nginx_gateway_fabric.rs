@@ -223,20 +223,6 @@ impl Drop for NginxGatewayFabric<'_> {
     }
 }
 
-/// A folder copied, file by file.
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let dst = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &dst);
-        } else {
-            std::fs::copy(e.path(), &dst).unwrap();
-        }
-    }
-}
-
 /// The Deployment, its pod the control plane and nginx in one root of its own on
 /// the cluster's network; ready once the control plane answers its readiness
 /// probe's port and nginx runs.
@@ -252,7 +238,7 @@ fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
         let base = logs.join(format!("pod-{pod}"));
         let (root, etc, run) = (base.join("root"), base.join("etc-nginx"), base.join("run"));
         if !etc.exists() {
-            copy_tree(&built.join("etc-nginx"), &etc);
+            super::k8s_ingress_nginx::copy_tree(&built.join("etc-nginx"), &etc);
         }
         for d in [
             "conf.d",
