@@ -169,3 +169,253 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_nginx_gateway_fabric() {
     drop(ngf);
     drop(pods);
 }
+
+/// A route set of 200 HTTPRoutes at the run's own Gateway, one route added, removed
+/// and changed under load, with what that cost the untouched routes and what the
+/// control plane and nginx spent; then a GRPCRoute, which NGF refuses on this nginx.
+#[test]
+fn a_route_set_of_200_and_a_grpc_route_through_nginx_gateway_fabric() {
+    let _turn = shared();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    let ngf = NginxGatewayFabric::start(&cluster);
+    // The pod's processes, control plane and nginx together, as the run reads them.
+    let processes = format!(
+        "{{nginx-gateway-fabric: \"{}\"}}",
+        crate::common::k8s_nginx_gateway_fabric::ngf_dir()
+            .join("bin/gateway")
+            .display()
+    );
+    // Beside the run's own reading of both together: each one's memory, apart.
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let (results, (controller_mib, nginx_mib)) = std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let (mut c, mut n) = (0.0f64, 0.0f64);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (ci, ni) = ngf.memory_mib();
+                (c, n) = (c.max(ci), n.max(ni));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            (c, n)
+        });
+        let r = crate::common::k8s::run_route_set(
+            &cluster,
+            &["nginx-gateway-fabric"],
+            "{}",
+            &format!("class:{CLASS}"),
+            &processes,
+            crate::common::k8s::ROUTES,
+        );
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (r, sampler.join().unwrap())
+    });
+    eprintln!(
+        "nginx-gateway-fabric: at 200 routes, RSS max: control plane {controller_mib:.0} MiB, nginx {nginx_mib:.0} MiB"
+    );
+    assert!(
+        controller_mib > 10.0 && nginx_mib > 1.0,
+        "{controller_mib} {nginx_mib}"
+    );
+    let r = &results[0];
+    eprintln!("nginx-gateway-fabric: route set: {}", r["lab"]["route_set"]);
+    for w in r["lab"]["windows"].as_array().into_iter().flatten() {
+        eprintln!(
+            "nginx-gateway-fabric: window {}: {}",
+            w["change"], w["errors"]
+        );
+    }
+
+    // gRPC: NGF serves a GRPCRoute only over HTTP/2, which it turns on with `http2
+    // on`, unknown to Debian's nginx 1.22; with the NginxProxy's `disableHTTP2` it
+    // refuses every GRPCRoute, and the run says so in one line naming it.
+    let dir = tempfile::tempdir().unwrap();
+    let (done, _) = crate::common::k8s::grpc_run(
+        &cluster,
+        dir.path(),
+        "nginx-gateway-fabric",
+        "",
+        &format!("class:{CLASS}"),
+    );
+    assert!(!done.success(), "{}", done.stdout);
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("GRPCRoute"))
+        .unwrap_or_else(|| panic!("{}\n{}", done.stderr, ngf.logs()));
+    eprintln!("nginx-gateway-fabric: gRPC: {line}");
+    assert!(line.contains("HTTP2 is disabled"), "{line}");
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    let (_, left) = cluster.kubectl(&["get", "gateways,httproutes,grpcroutes", "-A", "-o", "name"]);
+    assert!(left.trim().is_empty(), "{left}");
+    drop(ngf);
+    drop(pods);
+}
+
+/// What goes wrong, said in one line naming the object and its condition: a
+/// GatewayClass that does not exist, a team's Gateway whose listener NGF refused
+/// for its certificate, a control plane killed mid-run. Each run's result is
+/// written where it ran, and nothing of it stays in the cluster.
+#[test]
+fn a_missing_class_a_refused_certificate_and_a_killed_control_plane_are_said_in_one_line() {
+    let _turn = shared();
+    let cluster = TestCluster::up_with(PodReadiness::Harness);
+    let pods = PodRunner::start(&cluster, BIN);
+    let ngf = NginxGatewayFabric::start(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let short = "load:\n  rate: 50\n  connections: 2\n  duration: 2s\n  warmup: 0s\n";
+    let file = |name: &str, text: &str| {
+        let f = dir.path().join(format!("{name}.yaml"));
+        std::fs::write(&f, text).unwrap();
+        f
+    };
+    let kubeconfig = cluster.kubeconfig().display().to_string();
+
+    // No such GatewayClass.
+    let scn = file(
+        "noclass",
+        &format!(
+            "name: k8s-ngf-noclass\nplatform: kubernetes\nsystems: [nginx-gateway-fabric]\n\
+             kubernetes:\n  kubeconfig: {kubeconfig}\n  gateway_class: nope\n{short}"
+        ),
+    );
+    let mut cmd = cluster.ingressbench();
+    cmd.arg("run")
+        .arg(&scn)
+        .arg("--out")
+        .arg(dir.path().join("a"));
+    let done = Proc::spawn_group("run", &mut cmd, dir.path()).finish(Duration::from_secs(120));
+    assert!(!done.success());
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("GatewayClass nope"))
+        .unwrap_or_else(|| panic!("{}", done.stderr));
+    assert!(
+        line.contains("does not exist") && line.contains("kubernetes.gateway_class"),
+        "{line}"
+    );
+
+    // A team's Gateway, installed beforehand, whose HTTPS listener names a Secret
+    // that holds no certificate: NGF refuses that listener, and the run says so
+    // before it loads it, naming the Gateway, the listener and the condition.
+    let team = file(
+        "team",
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: team-gw\n---\n{}---\n\
+             apiVersion: gateway.networking.k8s.io/v1\nkind: Gateway\nmetadata:\n  name: shop\n  namespace: team-gw\n\
+             spec:\n  gatewayClassName: {CLASS}\n  listeners:\n\
+             \x20 - {{name: web, protocol: HTTP, port: 8093, allowedRoutes: {{namespaces: {{from: All}}}}}}\n\
+             \x20 - name: https\n    protocol: HTTPS\n    port: 8456\n    allowedRoutes: {{namespaces: {{from: All}}}}\n\
+             \x20   tls: {{certificateRefs: [{{name: broken}}]}}\n",
+            crate::common::k8s::broken_tls_manifest(CLASS, HOST)
+                .split("---")
+                .next()
+                .unwrap()
+                .replace("metadata: {name: broken}", "metadata: {name: broken, namespace: team-gw}"),
+        ),
+    );
+    crate::common::k8s::kubectl_ok(&cluster, &["apply", "-f", team.to_str().unwrap()]);
+    let refused = cluster.wait_for(
+        &[
+            "get",
+            "gateway",
+            "-n",
+            "team-gw",
+            "shop",
+            "-o",
+            "jsonpath={.status.listeners[?(@.name==\"https\")].conditions[?(@.type==\"ResolvedRefs\")].status}",
+        ],
+        "False",
+        Duration::from_secs(30),
+    );
+    assert!(refused, "{}", ngf.logs());
+    let scn = file(
+        "badtls",
+        &format!(
+            "name: k8s-ngf-badtls\nplatform: kubernetes\nsystems: [nginx-gateway-fabric]\n\
+             kubernetes:\n  kubeconfig: {kubeconfig}\n  gateway: team-gw/shop\n\
+             \x20 urls: {{nginx-gateway-fabric: \"https://198.18.0.1:8456/\"}}\n  host: {HOST}\n\
+             requests:\n  - {{host: {HOST}, path: /}}\n{short}"
+        ),
+    );
+    let mut cmd = cluster.ingressbench();
+    cmd.arg("run")
+        .arg(&scn)
+        .arg("--out")
+        .arg(dir.path().join("b"));
+    let done = Proc::spawn_group("run", &mut cmd, dir.path()).finish(Duration::from_secs(120));
+    assert!(!done.success(), "{}", done.stdout);
+    let line = done
+        .stderr
+        .lines()
+        .find(|l| l.contains("Gateway team-gw/shop listener https (port 8456)"))
+        .unwrap_or_else(|| panic!("{}", done.stderr));
+    eprintln!("nginx-gateway-fabric: a refused certificate: {line}");
+    assert!(line.contains("InvalidCertificateRef"), "{line}");
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    let (_, routes) = cluster.kubectl(&["get", "httproutes", "-A", "-o", "name"]);
+    assert!(routes.trim().is_empty(), "{routes}");
+    // Gone before the next run's Gateway: NGF 1.x serves one Gateway of its class
+    // (the oldest), and refuses the others.
+    crate::common::k8s::kubectl_ok(
+        &cluster,
+        &["delete", "namespace", "team-gw", "--timeout=60s"],
+    );
+
+    // The control plane killed a second into the load: nginx serves on with what
+    // it was given, the route change asked meanwhile is reported not accepted
+    // (naming the HTTPRoute), and the result is written.
+    let scn = file(
+        "crash",
+        &format!(
+            "name: k8s-ngf-crash\nplatform: kubernetes\nsystems: [nginx-gateway-fabric]\n\
+             kubernetes:\n  kubeconfig: {kubeconfig}\n  gateway_class: {CLASS}\n  gateway_ports: {{http: 8080, https: 8443}}\n\
+             \x20 host: {HOST}\nrequests:\n  - {{host: {HOST}, path: /}}\ntls:\n  enabled: false\n\
+             backends:\n  replicas: 2\n  drain_timeout: 2s\n\
+             load:\n  rate: 50\n  connections: 2\n  duration: 14s\n  warmup: 1s\n\
+             changes:\n  - wait: 2s\n  - route: header\n"
+        ),
+    );
+    let out = dir.path().join("c");
+    let mut cmd = cluster.ingressbench();
+    cmd.arg("run").arg(&scn).arg("--out").arg(&out);
+    let proc = Proc::spawn_group("run", &mut cmd, dir.path());
+    let t = Instant::now();
+    while !proc.stderr_so_far().contains("load running") {
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "{}",
+            proc.stderr_so_far()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(ngf.kill_control_plane(), 1, "{}", ngf.logs());
+    let done = proc.finish(Duration::from_secs(120));
+    eprintln!("{}\n{}", done.stdout, done.stderr);
+    let r = read_json(&out.join("nginx-gateway-fabric/result.json"));
+    let events = r["lab"]["events"].as_array().unwrap();
+    let failed = events
+        .iter()
+        .find(|e| e["kind"] == "change_failed")
+        .unwrap_or_else(|| panic!("{events:?}"));
+    let detail = failed["detail"].as_str().unwrap();
+    eprintln!("nginx-gateway-fabric: with its control plane killed: {detail}");
+    assert!(
+        detail.starts_with("header: ") && detail.contains("HTTPRoute"),
+        "{detail}"
+    );
+    assert!(!detail.contains('\n'), "{detail}");
+    let q = &r["requests"];
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    assert!(
+        n(&q["completed"]) * 10 >= n(&q["intended"]) * 9,
+        "nginx kept serving: {q}"
+    );
+    // Nothing of the run stays in the cluster, the control plane down or not.
+    cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
+    let (_, left) = cluster.kubectl(&["get", "gateways,httproutes", "-A", "-o", "name"]);
+    assert!(left.lines().all(|l| !l.contains("ib-")), "{left}");
+    drop(ngf);
+    drop(pods);
+}

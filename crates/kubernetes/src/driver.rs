@@ -1064,9 +1064,10 @@ impl Driver for ControllerDriver {
             );
             v
         });
-        // What routed the traffic, when the user brought it: a comparison with a
-        // generated route must say so.
-        if self.brought.is_some() {
+        // What routed the traffic, when the user brought it (a comparison with a
+        // generated route must say so) or when it is gRPC (a GRPCRoute, which
+        // each implementation serves its own way, or an Ingress).
+        if self.brought.is_some() || self.place.grpc {
             versions.push(("routes".to_string(), self.routed_by()));
         }
         versions

@@ -99,6 +99,20 @@ fn listener_state(gw: &Value, listener: &str) -> Option<Result<(), String>> {
     condition(conds, "Programmed").map(|_| Ok(()))
 }
 
+/// The listener of the Gateway's spec on `port` and what its status says of it
+/// (as [`listener_state`]); `None` when no listener has that port (the URL may be a
+/// load balancer's port in front of another).
+fn listener_on_port(gw: &Value, port: u16) -> Option<(String, Option<Result<(), String>>)> {
+    let name = gw["spec"]["listeners"]
+        .as_array()?
+        .iter()
+        .find(|l| l["port"].as_u64() == Some(u64::from(port)))?["name"]
+        .as_str()?
+        .to_string();
+    let state = listener_state(gw, &name);
+    Some((name, state))
+}
+
 /// The first address in the Gateway's status.
 fn address(gw: &Value) -> Option<String> {
     gw["status"]["addresses"]
@@ -141,6 +155,49 @@ pub async fn check_class(client: &kube::Client, class: &str) -> Result<(), Clust
         Some((false, text)) if refused => Err(ClusterError::Condition {
             object,
             condition: format!("not accepted by its controller: {text}"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// Checks a Gateway installed beforehand (`kubernetes.gateway`) before the run
+/// attaches its routes: that it exists, and that the listener on the URL's `port`
+/// is not refused by its implementation (a certificate it cannot read, a port or
+/// protocol it does not take), which no route's status says and traffic shows only
+/// as failed handshakes. A listener not yet reported, or none on that port, is
+/// left to the wait for the route to serve.
+///
+/// # Errors
+/// [`ClusterError::Condition`] naming the Gateway, its listener and the condition.
+pub async fn check_named(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    port: u16,
+) -> Result<(), ClusterError> {
+    let object = format!("Gateway {ns}/{name}");
+    let gw = match api(client, "Gateway", Some(ns)).get(name).await {
+        // Rules that cannot read Gateways: the route's wait says what is wrong.
+        Err(kube::Error::Api(s)) if s.code == 403 => return Ok(()),
+        Err(e) if crate::error::gone(&e) => {
+            return Err(ClusterError::Condition {
+                object,
+                condition: format!(
+                    "does not exist (kubectl get gateways -n {ns} lists those there; \
+                     set kubernetes.gateway to one of them as namespace/name)"
+                ),
+            })
+        }
+        r => r.map_err(ClusterError::api(format!("get {object}")))?,
+    };
+    let gw = serde_json::to_value(gw).unwrap_or_default();
+    match listener_on_port(&gw, port) {
+        Some((listener, Some(Err(why)))) => Err(ClusterError::Condition {
+            object: format!("{object} listener {listener} (port {port})"),
+            condition: format!(
+                "refused by its implementation: {why}; the run's URL is on that port \
+                 (kubectl describe gateway -n {ns} {name} says more)"
+            ),
         }),
         _ => Ok(()),
     }
@@ -325,6 +382,18 @@ mod tests {
         let ok = json!({"status": {"listeners": [{"name": "http", "conditions": [
             {"type": "Programmed", "status": "True"}]}], "addresses": [{"value": "198.18.64.3"}]}});
         assert_eq!(listener_state(&ok, "http"), Some(Ok(())));
+        // A Gateway installed beforehand: its listener found by the URL's port.
+        let team = json!({"spec": {"listeners": [
+            {"name": "web", "port": 80}, {"name": "https", "port": 443}]},
+            "status": gw["status"].clone()});
+        let (name, state) = listener_on_port(&team, 443).unwrap();
+        assert_eq!(name, "https");
+        assert!(state
+            .unwrap()
+            .unwrap_err()
+            .contains("InvalidCertificateRef"));
+        assert_eq!(listener_on_port(&team, 80), Some(("web".into(), None)));
+        assert_eq!(listener_on_port(&team, 8443), None);
         assert_eq!(address(&ok).as_deref(), Some("198.18.64.3"));
     }
 }

@@ -109,6 +109,9 @@ pub struct ClusterSpec {
     /// file as errors name it and its text, applied in place of the generated route
     /// ([`manifests`]).
     pub manifests: Option<(String, String)>,
+    /// The load is gRPC (`protocol: grpc`): its route is a GRPCRoute. Known here,
+    /// before `prepare`, because the driver is made first and writes the route.
+    pub grpc: bool,
 }
 
 /// The platform.
@@ -162,6 +165,7 @@ impl Kubernetes {
     /// [`ClusterError::Runtime`] when the runtime cannot start.
     pub fn new(spec: ClusterSpec) -> Result<Self, ClusterError> {
         let rt = runtime()?;
+        let grpc = spec.grpc;
         Ok(Kubernetes {
             spec,
             rt: Arc::new(rt),
@@ -173,7 +177,7 @@ impl Kubernetes {
             watches: Vec::new(),
             target: None,
             work: None,
-            grpc: false,
+            grpc,
             cordoned: Vec::new(),
             tls: None,
             own_gateway_in: None,
@@ -418,6 +422,25 @@ fn uncordon_patch() -> serde_json::Value {
 }
 
 /// The host of a URL (`https://198.18.0.1:8000/` gives `198.18.0.1`).
+/// The port a URL reaches: its own, or its scheme's (80, 443).
+fn url_port(url: &str) -> Option<u16> {
+    let (scheme, rest) = url.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let after_host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split_once(']')?.1,
+        None => authority.rsplit_once(':').map_or("", |(_, p)| p),
+    };
+    let port = after_host.strip_prefix(':').unwrap_or(after_host);
+    if port.is_empty() {
+        return match scheme {
+            "https" => Some(443),
+            "http" => Some(80),
+            _ => None,
+        };
+    }
+    port.parse().ok()
+}
+
 fn url_host(url: &str) -> Option<String> {
     let rest = url.split_once("://")?.1;
     let authority = rest.split('/').next()?;
@@ -616,6 +639,18 @@ impl Platform for Kubernetes {
                 (cert, key) = files;
             }
         } else {
+            // A Gateway installed beforehand: the listener the URL reaches, refused
+            // (its certificate, say), fails here in one line rather than as the
+            // load's failed handshakes.
+            let named = controllers::controller(&spec.system)
+                .is_some_and(|c| !matches!(c.routing, controllers::Routing::Ingress { .. }));
+            if let (true, Some((gw_ns, gw_name)), Some(port)) =
+                (named, self.spec.gateway.clone(), url_port(&url))
+            {
+                let client = self.client()?;
+                self.rt
+                    .block_on(gateway::check_named(&client, &gw_ns, &gw_name, port))?;
+            }
             // TLS at the controller with the run's own certificate, as the studies
             // had it: for an https:// URL, unless the controller's own is given
             // (cacert). Ingress profiles only: an Ingress names its Secret; a
@@ -1392,6 +1427,17 @@ mod tests {
             Some("fd00::1")
         );
         assert_eq!(url_host("no-scheme"), None);
+    }
+
+    #[test]
+    fn a_urls_port_is_its_own_or_its_schemes() {
+        assert_eq!(url_port("https://198.18.0.1:8456/"), Some(8456));
+        assert_eq!(url_port("https://bench.example/x"), Some(443));
+        assert_eq!(url_port("http://bench.example"), Some(80));
+        assert_eq!(url_port("https://[fd00::1]:8443/"), Some(8443));
+        assert_eq!(url_port("https://[fd00::1]/"), Some(443));
+        assert_eq!(url_port("ftp://x/"), None);
+        assert_eq!(url_port("no-scheme"), None);
     }
 
     #[test]

@@ -319,6 +319,16 @@ fn a_gateway_of_the_runs_own_is_for_gateway_api_systems_only_and_alone() {
     );
     assert_eq!(own.timeout, kubernetes::gateway::PROGRAMMED_WAIT);
     assert!(spec.gateway.is_none());
+    assert!(!spec.grpc);
+    // A gRPC load: the platform knows before its driver writes the route, so the
+    // route is a GRPCRoute.
+    let grpc = k8s.replace("load:\n", "protocol: grpc\nload:\n");
+    let s = Scenario::parse(&grpc, "k.yaml").unwrap();
+    let plan = crate::plan::Plan::build(s, grpc.clone(), "k.yaml", Default::default()).unwrap();
+    let crate::plan::PlatformSpec::Kubernetes(spec) = &plan.cases[0].deploy.platform else {
+        panic!("not a cluster")
+    };
+    assert!(spec.grpc);
 
     let e = err(&k8s
         .replace(

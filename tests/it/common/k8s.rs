@@ -40,13 +40,19 @@ pub fn kubectl_ok(cluster: &TestCluster, args: &[&str]) -> String {
 /// The pids of the nginx worker processes whose root is under `dir` (a harness's
 /// pods' roots), seen from outside their PID namespaces: a reload replaces them all.
 pub fn nginx_workers_under(dir: &Path) -> Vec<u32> {
+    processes_under(dir, "nginx: worker process")
+}
+
+/// The pids of the live processes whose command line starts with `prefix` and whose
+/// root is under `dir` (a harness's pods' roots).
+pub fn processes_under(dir: &Path, prefix: &str) -> Vec<u32> {
     let mut pids = Vec::new();
     for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
         let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
             continue;
         };
         let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        if !cmd.starts_with(b"nginx: worker process") {
+        if !cmd.starts_with(prefix.as_bytes()) {
             continue;
         }
         let root = std::fs::read_link(e.path().join("root")).unwrap_or_default();
@@ -56,6 +62,19 @@ pub fn nginx_workers_under(dir: &Path) -> Vec<u32> {
     }
     pids.sort_unstable();
     pids
+}
+
+/// The resident memory of processes `pids`, summed, MiB (those gone count 0).
+pub fn rss_mib_of(pids: &[u32]) -> f64 {
+    pids.iter()
+        .filter_map(|pid| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .filter_map(|st| {
+            st.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        })
+        .sum::<f64>()
+        / 1024.0
 }
 
 /// A script of `scripts/k8s-testenv/`.
@@ -457,6 +476,11 @@ pub fn run_route_set(
             }
             // The mix went over every route (the one added and removed aside).
             assert_eq!(n(&r["mix"]["targets"]), u64::from(routes), "{system}");
+            let (failed, codes) = untouched_errors(&r);
+            eprintln!(
+                "{system}: errors on the {} routes no change touched: {failed}, statuses {codes:?}",
+                routes - 1
+            );
             let q = &r["requests"];
             assert!(n(&q["completed"]) > 1000, "{system}: {q}");
             let changes = rs["changes"].as_array().unwrap_or_else(|| panic!("{rs}"));
@@ -489,24 +513,44 @@ pub fn run_route_set(
         .collect()
 }
 
-/// Issue 29 on a cluster: a gRPC run of `system` (a Gateway API profile, at `url`,
-/// its GRPCRoute attached to `gateway`): h2c to the controller's plain listener, a
-/// GRPCRoute to the pods (their Service port marked `kubernetes.io/h2c`), a scale
-/// step and a header change under 100 calls/s. Checks that every call was answered
-/// OK (with `early`, every call after the first second), by every pod, the new one
-/// too, and that the change showed. Returns the result, or `None` after printing the
-/// run's output when it failed.
-pub fn run_grpc(
+/// What a route-set run's changes cost the routes they did not touch (every route
+/// of the mix but `r0`, changed in place; the one added and removed is not in the
+/// mix), where gateway-api-bench found 500s during live route changes: the errors
+/// of every kind, and the statuses of 400 and above by code.
+pub fn untouched_errors(r: &serde_json::Value) -> (u64, std::collections::BTreeMap<String, u64>) {
+    let mix = &r["mix"];
+    assert_eq!(mix["grouped_by"], "target", "{mix}");
+    let groups = mix["groups"].as_array().unwrap_or_else(|| panic!("{mix}"));
+    let touched = |g: &&serde_json::Value| g["name"].as_str().unwrap_or("").ends_with("/r0");
+    assert_eq!(groups.iter().filter(touched).count(), 1, "{mix}");
+    let mut codes = std::collections::BTreeMap::new();
+    let mut failed = 0;
+    for g in groups.iter().filter(|g| !touched(g)) {
+        failed += g["errors"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(_, v)| v.as_u64())
+            .sum::<u64>();
+        for (code, v) in g["status_codes"].as_object().into_iter().flatten() {
+            *codes.entry(code.clone()).or_insert(0) += v.as_u64().unwrap_or(0);
+        }
+    }
+    (failed, codes)
+}
+
+/// Issue 29's gRPC run of `system` on a cluster (see [`run_grpc`]), written to
+/// `dir`: its output, and its result's folder.
+pub fn grpc_run(
     cluster: &TestCluster,
+    dir: &Path,
     system: &str,
     url: &str,
     gateway: &str,
-    early: bool,
-) -> Option<serde_json::Value> {
+) -> (super::proc::Output, PathBuf) {
     use super::proc::Proc;
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out");
-    let scn = dir.path().join("grpc.yaml");
+    let out = dir.join("out");
+    let scn = dir.join("grpc.yaml");
     // A run's own Gateway gives the URL.
     let urls = if url.is_empty() {
         "{}".to_string()
@@ -531,12 +575,31 @@ pub fn run_grpc(
     let mut run = cluster.ingressbench();
     run.arg("run").arg(&scn).arg("--out").arg(&out);
     let t = std::time::Instant::now();
-    let done = Proc::spawn_group("run", &mut run, dir.path()).finish(Duration::from_secs(120));
+    let done = Proc::spawn_group("run", &mut run, dir).finish(Duration::from_secs(120));
     eprintln!(
         "{system}: gRPC run took {:.1?}\n{}",
         t.elapsed(),
         done.stdout
     );
+    (done, out)
+}
+
+/// Issue 29 on a cluster: a gRPC run of `system` (a Gateway API profile, at `url`,
+/// its GRPCRoute attached to `gateway`): h2c to the controller's plain listener, a
+/// GRPCRoute to the pods (their Service port marked `kubernetes.io/h2c`), a scale
+/// step and a header change under 100 calls/s. Checks that every call was answered
+/// OK (with `early`, every call after the first second), by every pod, the new one
+/// too, and that the change showed. Returns the result, or `None` after printing the
+/// run's output when it failed.
+pub fn run_grpc(
+    cluster: &TestCluster,
+    system: &str,
+    url: &str,
+    gateway: &str,
+    early: bool,
+) -> Option<serde_json::Value> {
+    let dir = tempfile::tempdir().unwrap();
+    let (done, out) = grpc_run(cluster, dir.path(), system, url, gateway);
     if !done.success() {
         eprintln!(
             "{system}: gRPC run failed:\n{}\n{}",
@@ -547,6 +610,12 @@ pub fn run_grpc(
     let r = super::read_json(&out.join(system).join("result.json"));
     assert_eq!(r["config"]["protocol"], "h2c", "{system}");
     assert_eq!(r["config"]["grpc"], "ingressbench.Backend/Echo", "{system}");
+    // Routed by a GRPCRoute, as a team's gRPC service is, not an HTTPRoute.
+    assert_eq!(
+        r["lab"]["versions"]["routes"], "GRPCRoute ib-route",
+        "{system}: {}",
+        r["lab"]["versions"]
+    );
     let n = |v: &serde_json::Value| v.as_u64().unwrap_or(0);
     // Calls that failed, second by second: none at all, or (`early`) only in the
     // first second, which is reported.

@@ -65,9 +65,20 @@ impl<'c> NginxGatewayFabric<'c> {
         let built = ngf_dir();
         let dir = tempfile::tempdir().unwrap();
         // The test environment's Gateway API CRDs (v1.4.0, standard channel: NGF
-        // v1.6.2 is built against v1.2.1, whose kinds they serve), then its own.
-        let gwapi = super::k8s::testenv_dir().join("crds/gateway-api/standard");
-        for path in [gwapi, built.join("crds/crds.yaml")] {
+        // v1.6.2 is built against v1.2.1, whose kinds they serve) unless a cluster
+        // has them already (Envoy Gateway's v1.5 come with a policy refusing older
+        // ones), then its own.
+        let mut crds = vec![built.join("crds/crds.yaml")];
+        if !cluster
+            .kubectl(&["get", "crd", "gatewayclasses.gateway.networking.k8s.io"])
+            .0
+        {
+            crds.insert(
+                0,
+                super::k8s::testenv_dir().join("crds/gateway-api/standard"),
+            );
+        }
+        for path in crds {
             super::k8s::kubectl_ok(
                 cluster,
                 &["apply", "--server-side", "-f", path.to_str().unwrap()],
@@ -208,6 +219,32 @@ impl<'c> NginxGatewayFabric<'c> {
     }
 }
 
+impl NginxGatewayFabric<'_> {
+    /// Kills the control plane (SIGKILL), as its container crashing would; nginx
+    /// serves on with the configuration it was given last. Returns how many were
+    /// killed.
+    pub fn kill_control_plane(&self) -> usize {
+        let controller = ngf_dir().join("bin/gateway").display().to_string();
+        let pids = super::k8s::processes_under(self.dir.path(), &controller);
+        for pid in &pids {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        pids.len()
+    }
+
+    /// The resident memory now of the control plane and of nginx (master and
+    /// workers), MiB, apart.
+    pub fn memory_mib(&self) -> (f64, f64) {
+        let controller = ngf_dir().join("bin/gateway").display().to_string();
+        let under = |prefix: &str| {
+            super::k8s::rss_mib_of(&super::k8s::processes_under(self.dir.path(), prefix))
+        };
+        (under(&controller), under("nginx: "))
+    }
+}
+
 impl Drop for NginxGatewayFabric<'_> {
     fn drop(&mut self) {
         self.pods = None;
@@ -283,12 +320,13 @@ fn controller_pods(cluster: &TestCluster, dir: &Path) -> ProcessPods {
             .arg(format!("{}:/run/nginx", run.display()))
             .arg("--pid")
             .arg("--")
-            // The two containers: nginx as its image starts it, then the control
-            // plane (process 1's child, as both are the pod's).
+            // The two containers: nginx as its image starts it, and the control
+            // plane, both children of the pod's first process, so that one can
+            // end (a killed control plane) while the other serves on.
             .args([
                 "/bin/sh",
                 "-c",
-                "rm -f /var/run/nginx/*.sock && nginx -g 'daemon off;' & exec \"$0\" \"$@\"",
+                "rm -f /var/run/nginx/*.sock; nginx -g 'daemon off;' & \"$0\" \"$@\" & wait",
             ])
             .arg(built.join("bin/gateway"))
             .args([

@@ -235,6 +235,7 @@ impl PlatformSpec {
                         });
                 PlatformSpec::Kubernetes(Box::new(kubernetes::ClusterSpec {
                     manifests: k.manifest_texts.get(system).cloned(),
+                    grpc: scn.protocol == crate::Protocol::Grpc,
                     ingress_class: k.ingress_class_for(system),
                     serve_timeout: k.serve_timeout.map(|d| d.0),
                     gateway: k.gateway_for(system),

@@ -17,6 +17,10 @@ pub(crate) struct Deployed {
 /// controller that reloads its proxy (HAProxy's, ingress-nginx) takes seconds.
 const SERVED_WAIT: Duration = Duration::from_secs(30);
 
+/// How long a route that never served is given to say it was refused: its status
+/// was written long before (the wait for traffic lasted seconds).
+const REFUSAL_READ: Duration = Duration::from_secs(2);
+
 /// Sets up `case`'s system (its files in the case's folder): platform, backends,
 /// proxy, and its route set.
 pub(crate) fn deploy(case: &Case, opts: &RunOptions) -> Result<Deployed, RunError> {
@@ -65,13 +69,28 @@ pub(crate) fn deploy(case: &Case, opts: &RunOptions) -> Result<Deployed, RunErro
             crate::plan::PlatformSpec::Kubernetes(k) => k.serve_timeout,
             _ => None,
         };
+        // Not served: the route's own status may say why (a controller that
+        // refused it), which beats what the traffic got.
+        let refused = |sys: &mut System| match sys.driver.settle(&Expect::Applied, REFUSAL_READ) {
+            Err(e @ SutError::Rejected { .. }) => Some(e.to_string()),
+            _ => None,
+        };
         if let Some(call) = &spec.http2.grpc {
-            served::wait_served_grpc(&spec, call, bound.unwrap_or(SERVED_WAIT)).map_err(|why| {
-                RunError::Setup(format!("{name}: {}: {why}", sys.driver.routed_by()))
-            })?;
+            if let Err(why) = served::wait_served_grpc(&spec, call, bound.unwrap_or(SERVED_WAIT)) {
+                let line = match refused(&mut sys) {
+                    Some(r) => format!("{name}: {r} (so its gRPC calls got no OK: {why})"),
+                    None => format!("{name}: {}: {why}", sys.driver.routed_by()),
+                };
+                return Err(RunError::Setup(line));
+            }
         } else if spec.http2.protocol == engine::Protocol::Http1 {
             let ours: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
-            served::wait_served(&spec, bound.unwrap_or(SERVED_WAIT), &ours).map_err(|why| {
+            if let Err(why) = served::wait_served(&spec, bound.unwrap_or(SERVED_WAIT), &ours) {
+                if let Some(r) = refused(&mut sys) {
+                    return Err(RunError::Setup(format!(
+                        "{name}: {r} (so it did not serve: {why})"
+                    )));
+                }
                 let hint = if why.contains("TLS") {
                     " (the run's certificate was not served there: did the controller refuse its TLS Secret, or not take the route? Its log says why)"
                 } else if why.contains(" 404 ") {
@@ -79,8 +98,11 @@ pub(crate) fn deploy(case: &Case, opts: &RunOptions) -> Result<Deployed, RunErro
                 } else {
                     ""
                 };
-                RunError::Setup(format!("{name}: {}: {why}{hint}", sys.driver.routed_by()))
-            })?;
+                return Err(RunError::Setup(format!(
+                    "{name}: {}: {why}{hint}",
+                    sys.driver.routed_by()
+                )));
+            }
         }
     }
     if d.rotates_certificate {
