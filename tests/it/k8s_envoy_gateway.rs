@@ -36,16 +36,11 @@ fn run(cluster: &TestCluster, dir: &Path, scn: &str) -> (Output, PathBuf) {
 
 /// The resident memory of the processes whose command line holds `text`, summed.
 fn rss_mib(text: &str) -> f64 {
-    crate::common::processes_with(text)
+    let pids: Vec<u32> = crate::common::processes_with(text)
         .iter()
-        .filter_map(|(pid, _)| std::fs::read_to_string(format!("/proc/{pid}/status")).ok())
-        .filter_map(|st| {
-            st.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        })
-        .sum::<f64>()
-        / 1024.0
+        .filter_map(|(pid, _)| pid.parse().ok())
+        .collect();
+    crate::common::k8s::rss_mib_of(&pids)
 }
 
 fn n(v: &Value) -> u64 {

@@ -4,8 +4,7 @@
 //! Technologies' controller v1.11 (HAProxy's own annotations), and two Gateway API
 //! implementations given the bundled HTTPRoute translation
 //! (`deploy/migration/gateway-api.yaml`): Traefik's Gateway provider, Contour v1.33
-//! and Envoy Gateway v1.9 and NGINX Gateway Fabric v1.6 (each at a Gateway of the
-//! run's own). One cluster with every
+//! and Envoy Gateway v1.9 (at a Gateway of the run's own). One cluster with every
 //! controller on ports of its own, one corpus apply per controller, one run: the
 //! compatibility matrix, its cells asserted as measured (docs/migration.md).
 
@@ -14,7 +13,6 @@ use crate::common::k8s_contour::Contour;
 use crate::common::k8s_envoy_gateway::{EnvoyGateway, CLASS as EG_CLASS};
 use crate::common::k8s_haproxy_ingress::HaproxyIngress;
 use crate::common::k8s_ingress_nginx::IngressNginx;
-use crate::common::k8s_nginx_gateway_fabric::{NginxGatewayFabric, CLASS as NGF_CLASS};
 use crate::common::k8s_pods::PodRunner;
 use crate::common::k8s_traefik::{Providers, Traefik};
 use crate::common::proc::Proc;
@@ -71,10 +69,6 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
     // Last: its Gateway API CRDs (v1.5) come with a policy that refuses older ones,
     // which Traefik's and Contour's harnesses apply.
     let eg = EnvoyGateway::start(&cluster);
-    // NGF's nginx on the cluster's network, on the ports of the Gateway the run
-    // makes of its class (Envoy Gateway's Envoy listens on them at an address of
-    // its own).
-    let ngf = NginxGatewayFabric::start(&cluster);
     eprintln!(
         "migration: cluster and controllers up in {:.1?}",
         t0.elapsed()
@@ -98,14 +92,14 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         // the Gateway the run makes of its class.
         .replace(
             "systems: [ingress-nginx, traefik-nginx]\n",
-            "systems: [ingress-nginx, traefik-nginx, haproxy-ingress, gateway-api, contour, envoy-gateway, nginx-gateway-fabric]\n",
+            "systems: [ingress-nginx, traefik-nginx, haproxy-ingress, gateway-api, contour, envoy-gateway]\n",
         )
         .replace(
             "kubernetes:\n",
             &format!(
                 "kubernetes:\n  urls: {{ingress-nginx: \"http://198.18.0.1:8088/\", traefik-nginx: \"{t}\", \
                  haproxy-ingress: \"http://198.18.0.1:8091/\", gateway-api: \"{t}\", contour: \"{c}\"}}\n  \
-                 gateway_classes: {{envoy-gateway: {EG_CLASS}, nginx-gateway-fabric: {NGF_CLASS}}}\n  gateway_ports: {{http: 8092, https: 8455}}\n",
+                 gateway_classes: {{envoy-gateway: {EG_CLASS}}}\n  gateway_ports: {{http: 8092, https: 8455}}\n",
                 t = traefik.url(),
                 c = contour.url()
             ),
@@ -133,7 +127,6 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
         "gateway-api",
         "contour",
         "envoy-gateway",
-        "nginx-gateway-fabric",
     ];
     cmd.args(["--gateway", "gateway-api=ib-gateway/traefik"])
         .arg("--gateway")
@@ -148,15 +141,14 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
     );
     assert!(
         done.success(),
-        "{}\n{}\n{}\ntraefik:\n{}\nhaproxy:\n{}\ncontour:\n{}\nenvoy gateway:\n{}\nngf:\n{}",
+        "{}\n{}\n{}\ntraefik:\n{}\nhaproxy:\n{}\ncontour:\n{}\nenvoy gateway:\n{}",
         done.stdout,
         done.stderr,
         inx.logs(),
         traefik.log(),
         haproxy.logs(),
         contour.logs(),
-        eg.logs(),
-        ngf.logs()
+        eg.logs()
     );
     // Each system's probes, as `probe --json` writes them; its load lost nothing.
     let mut probed = serde_json::Map::new();
@@ -337,7 +329,6 @@ fn the_annotation_corpus_through_ingress_nginx_traefiks_nginx_provider_and_a_gat
 
     // Nothing of the run is left in the cluster.
     cluster.wait_until_our_namespaces_are_gone(Duration::from_secs(60));
-    drop(ngf);
     drop(eg);
     drop(contour);
     drop(haproxy);
