@@ -970,10 +970,13 @@ fn key(d: &Difference) -> Key {
 
 /// Where a corpus probe's answer differs from the baseline's in what a behaviour
 /// is about: not the forwarding headers (they differ between any two controllers,
-/// and the built-in probes say so once), not a proxy's own page's wording.
+/// and the built-in probes say so once), not the hop-by-hop `Connection` a proxy
+/// sends its upstream (NGINX Gateway Fabric's `close` on every request, where
+/// ingress-nginx keeps its upstream connections), not a proxy's own page's wording.
 fn behaviour_diffs(base: &Observed, got: &Observed) -> Vec<Difference> {
     compare(base, got)
         .into_iter()
+        .filter(|d| d.field != "received connection")
         .filter(|d| {
             !d.field
                 .strip_prefix("received ")
@@ -1308,6 +1311,41 @@ mod tests {
         assert!(!h.contains_key("server"));
         let raw = b"HTTP/1.1 200 OK\r\nSet-Cookie: IBSTICKY=abc; Path=/\r\nSet-Cookie: x=1\r\ncontent-length: 0\r\n\r\n";
         assert_eq!(cookies_set(raw), ["IBSTICKY=abc", "x=1"]);
+    }
+
+    #[test]
+    fn a_behaviours_differences_leave_out_the_upstream_connection_header() {
+        let backend = |target: &str, connection: &str| {
+            let body = format!(
+                "{{\"probe\":\"p\",\"backend\":\"b\",\"method\":\"GET\",\"target\":\"{target}\",\"version\":\"HTTP/1.1\",\"headers\":{{\"host\":\"h\"{connection}}},\"body_len\":0,\"attempt\":1,\"conn\":1,\"conn_request\":1}}"
+            );
+            format!(
+                "HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+        };
+        let kept = observe("p", "p", backend("/x", "").as_bytes(), 1.0);
+        let closed = observe(
+            "p",
+            "p",
+            backend("/x", ",\"connection\":\"close\"").as_bytes(),
+            1.0,
+        );
+        // The probe table says it; a behaviour's cell does not.
+        assert!(compare(&kept, &closed)
+            .iter()
+            .any(|d| d.field == "received connection"));
+        assert_eq!(behaviour_diffs(&kept, &closed), []);
+        // What a behaviour is about still counts beside it.
+        let moved = observe(
+            "p",
+            "p",
+            backend("/y", ",\"connection\":\"close\"").as_bytes(),
+            1.0,
+        );
+        let d = behaviour_diffs(&kept, &moved);
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert_eq!(d[0].field, "received target");
     }
 
     #[test]

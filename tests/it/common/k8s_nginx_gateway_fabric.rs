@@ -199,7 +199,29 @@ impl<'c> NginxGatewayFabric<'c> {
                 }
             }
         }
+        // What nginx said of its upstreams (a peer marked down, none live), which
+        // the tails' reload notices push out.
+        let mut upstreams = String::new();
+        for e in std::fs::read_dir(self.dir.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "err"))
+        {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            let lines: Vec<&str> = text.lines().filter(|l| l.contains("upstream")).collect();
+            upstreams += &format!(
+                "--- upstream lines of {}: {}\n",
+                e.path().display(),
+                lines.len()
+            );
+            for l in lines.iter().rev().take(15).rev() {
+                upstreams += l;
+                upstreams.push('\n');
+            }
+        }
         super::proc::tails_in(self.dir.path(), 40)
+            + &upstreams
             + &servers
             + &format!("--- pods: {:?}\n", self.pods.as_ref().map(ProcessPods::log))
     }

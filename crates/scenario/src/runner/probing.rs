@@ -28,6 +28,12 @@ pub(crate) struct Prober {
     left_out: Option<Vec<(String, String)>>,
 }
 
+/// Whether probe `p` has its backend reset the connection or answer late: what a
+/// proxy's passive health check counts against the pod.
+fn upsets_the_backend(p: &Spec) -> bool {
+    p.behaviour.starts_with("reset") || p.behaviour.starts_with("delay-ms")
+}
+
 impl Prober {
     /// A prober of `plan`'s probes for the system deployed as `d`.
     pub(crate) fn new(d: &Deployed, case: &Case, plan: &ProbesPlan) -> Result<Prober, String> {
@@ -45,11 +51,18 @@ impl Prober {
             ..host_of.clone()
         };
         let (addr, tls) = served::endpoint(&spec, &named)?;
+        // The probes whose backend breaks its connection or answers late go last,
+        // in their order: a proxy with passive health checks (nginx's max_fails 1,
+        // fail_timeout 10 s, which NGINX Gateway Fabric leaves as they are) takes a
+        // pod that reset a connection out of its upstream for seconds, and every
+        // probe after it would read that as a 502 of its own.
+        let mut probes = plan.probes.clone();
+        probes.sort_by_key(upsets_the_backend);
         Ok(Prober {
             addr,
             tls,
             host: host_of.host_header(),
-            probes: plan.probes.clone(),
+            probes,
             system: case.system.clone(),
             round: 0,
             stop: Vec::new(),
@@ -390,5 +403,30 @@ impl Drop for During {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod order_tests {
+    use super::*;
+
+    #[test]
+    fn probes_that_break_a_backend_connection_are_not_followed_by_others() {
+        let mut specs = probes::corpus_specs(&[]);
+        assert!(
+            specs.iter().any(|p| p.behaviour == "reset-once"),
+            "the corpus has one"
+        );
+        assert!(specs.iter().any(|p| !upsets_the_backend(p)));
+        specs.sort_by_key(upsets_the_backend);
+        let first_upset = specs.iter().position(upsets_the_backend).unwrap();
+        assert!(
+            specs[first_upset..].iter().all(upsets_the_backend),
+            "{:?}",
+            specs
+                .iter()
+                .map(|p| (&p.id, &p.behaviour))
+                .collect::<Vec<_>>()
+        );
     }
 }
