@@ -15,8 +15,11 @@ fn the_projects_resty_modules_answer_as_ingress_nginx_expects() {
     let dir = tempfile::tempdir().unwrap();
     let port = crate::common::free_ports(1)[0];
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    // The workers run as root, as the master: a checkout under a folder of mode
+    // 0700 (a home directory, `mktemp -d`) is not readable by nginx's default
+    // worker user, `nobody`, and the Lua is read from the checkout.
     let conf = format!(
-        "load_module /usr/lib/nginx/modules/ndk_http_module.so;\n\
+        "user root;\nload_module /usr/lib/nginx/modules/ndk_http_module.so;\n\
          load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;\n{}\n\
          http {{\n{}\n    lua_package_path \"{}/?.lua;;\";\n    lua_shared_dict locks 1m;\n\
          \x20   server {{\n        listen {addr};\n        location /t {{\n\

@@ -439,6 +439,9 @@ impl<'a> Loop<'a> {
                         self.start = start;
                         self.end = start + self.spec.duration.as_nanos() as Nanos;
                         self.tally.start = start;
+                        self.tally.last_second = (self.spec.duration.as_nanos().saturating_sub(1)
+                            / 1_000_000_000)
+                            as usize;
                         self.started = !stopping;
                         if let Some(f) = on_start.take() {
                             f(start);

@@ -30,6 +30,10 @@ struct Window {
 pub(super) struct Tally {
     /// Start of the measured window (the first message's due time).
     pub start: Nanos,
+    /// The window's last second: what happens after the window (an echo of its
+    /// last messages, the closes at its end) is counted in it, so that the timeline
+    /// ends with the window as the load's does.
+    pub last_second: usize,
     pub opened: u64,
     pub reopened: u64,
     pub ends: BTreeMap<SessionEnd, u64>,
@@ -52,6 +56,7 @@ impl Tally {
     pub fn new() -> Tally {
         Tally {
             start: 0,
+            last_second: usize::MAX,
             opened: 0,
             reopened: 0,
             ends: BTreeMap::new(),
@@ -70,9 +75,9 @@ impl Tally {
     }
 
     /// The timeline's entry for clock time `t`, the seconds before it closed. Before
-    /// the window (while the sessions open) is the first second.
+    /// the window (while the sessions open) is the first second; after it, the last.
     fn second_at(&mut self, t: Nanos) -> &mut SessionSecond {
-        let s = (t.saturating_sub(self.start) / 1_000_000_000) as usize;
+        let s = ((t.saturating_sub(self.start) / 1_000_000_000) as usize).min(self.last_second);
         while self.seconds.len() <= s {
             self.close_second();
             let second = self.seconds.len() as u64;
@@ -224,6 +229,24 @@ mod tests {
     use super::*;
 
     const S: Nanos = 1_000_000_000;
+
+    #[test]
+    fn what_comes_after_the_window_is_counted_in_its_last_second() {
+        let mut t = Tally::new();
+        t.start = 10 * S;
+        // A two-second window: its seconds are 0 and 1.
+        t.last_second = 1;
+        t.echoed(11 * S + 900_000_000, 11 * S + 950_000_000, 0);
+        t.open_now(11 * S + 999_999_999, 4);
+        // The last messages' echoes and the closes, after the window's end.
+        t.echoed(11 * S + 990_000_000, 12 * S + 105_000_000, 0);
+        t.ended(12 * S + 200_000_000, SessionEnd::Close(1000), 0, 0);
+        let r = t.finish(Sessions::default(), 0);
+        assert_eq!(r.timeline.len(), 2, "{:?}", r.timeline);
+        assert_eq!((r.timeline[1].messages, r.timeline[1].ended), (2, 1));
+        assert_eq!(r.timeline[1].open, 4);
+        assert!((r.timeline[1].max_ms.unwrap() - 115.0).abs() < 0.2, "{r:?}");
+    }
 
     #[test]
     fn ends_and_echoes_land_in_their_second_and_window() {
