@@ -14,8 +14,10 @@
 //! [`cleanup`] removes what a killed run left.
 
 pub mod book;
+mod cleanup;
 pub mod controllers;
 pub mod corpus;
+mod drain;
 pub mod driver;
 pub mod error;
 #[cfg(test)]
@@ -25,18 +27,19 @@ pub mod generators;
 pub mod installed;
 pub mod manifests;
 pub mod objects;
+mod own_gateway;
 pub mod processes;
 pub mod restart;
+mod watch;
 
-use book::{Book, PodSeen, SliceEndpoint, SliceSeen};
+pub use cleanup::cleanup;
+use own_gateway::DATA_PLANE_GONE_WAIT;
+
+use book::Book;
 pub use error::ClusterError;
-use futures_util::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::runtime::watcher;
-use std::collections::BTreeSet;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -57,13 +60,8 @@ pub const CORDONED_BY: &str = "ingressbench.io/cordoned-by";
 /// The TLS Secret a run makes for the controller to terminate its TLS with.
 pub const TLS_SECRET: &str = "ib-tls";
 
-/// How long a run waits at most, at its end, for an implementation to remove the
-/// data plane it made for the run's own Gateway (no longer than its
-/// `gateway_timeout`).
-const DATA_PLANE_GONE_WAIT: Duration = Duration::from_secs(30);
-
 /// How long a scale step waits for the cluster to report every change.
-const SCALE_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const SCALE_WAIT: Duration = Duration::from_secs(120);
 
 /// How to reach the cluster and where to work in it.
 #[derive(Clone, Debug, Default)]
@@ -138,14 +136,6 @@ pub struct Kubernetes {
     /// system it is for.
     own_gateway_in: Option<(String, String)>,
 }
-
-/// What a run's own Gateway serves: the URL to load, the CA to trust, and the
-/// certificate and key files it terminates TLS with (for a TLS load).
-type OwnGatewayServes = (
-    String,
-    Option<std::path::PathBuf>,
-    Option<(std::path::PathBuf, std::path::PathBuf)>,
-);
 
 /// The runtime the platform's and the generator Job's clients run on: one worker
 /// thread, as the blocking callers wait on it anyway.
@@ -281,117 +271,6 @@ impl Kubernetes {
         Ok(ns)
     }
 
-    /// Starts the two watches; their events reach the book and the channel.
-    fn watch(&mut self, ns: &str) -> Result<(), SutError> {
-        let client = self.client()?;
-        let (tx, rx) = mpsc::channel();
-        self.events = Some(rx);
-        let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
-        let slices: Api<EndpointSlice> = Api::namespaced(client, ns);
-        let pod_cfg = watcher::Config::default().labels(&format!("{RUN_LABEL}={}", self.spec.run));
-        let slice_cfg =
-            watcher::Config::default().labels(&format!("kubernetes.io/service-name={BACKEND}"));
-        let t1 = self.rt.spawn(feed(
-            pods,
-            pod_cfg,
-            self.book.clone(),
-            tx.clone(),
-            Kind {
-                seen: |b, p| b.pod(pod_seen(p)),
-                gone: Book::pod_gone,
-                relisted: Book::pods_relisted,
-            },
-        ));
-        let t2 = self.rt.spawn(feed(
-            slices,
-            slice_cfg,
-            self.book.clone(),
-            tx,
-            Kind {
-                seen: |b, es| b.slice(slice_seen(es)),
-                gone: Book::slice_gone,
-                relisted: Book::slices_relisted,
-            },
-        ));
-        self.watches = vec![t1, t2];
-        Ok(())
-    }
-
-    /// Waits for events until `done` says the cluster reached the state asked for.
-    fn follow(
-        &mut self,
-        since: Instant,
-        stop: StopMode,
-        on: &mut dyn FnMut(PlatformEvent),
-        done: &dyn Fn(&Book) -> bool,
-    ) -> Result<(), SutError> {
-        let deadline = since + SCALE_WAIT;
-        loop {
-            if done(&self.book()) {
-                // What led there is in the channel (sent under the book's lock): a
-                // pod's stopping must reach `on` even when the EndpointSlice's change
-                // was read first.
-                while let Some(ev) = self.events.as_ref().and_then(|rx| rx.try_recv().ok()) {
-                    self.deliver(ev, since, stop, on);
-                }
-                return Ok(());
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(SutError::NotReady(format!(
-                    "the backends in namespace {} ({} ready of the pods asked for)",
-                    self.namespace.as_deref().unwrap_or("?"),
-                    self.book().endpoints().len()
-                )));
-            }
-            let Some(rx) = self.events.as_ref() else {
-                return Err(SutError::NotRunning("the Kubernetes watches".into()));
-            };
-            match rx.recv_timeout(left.min(Duration::from_millis(200))) {
-                Ok(ev) => self.deliver(ev, since, stop, on),
-                Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(SutError::NotRunning("the Kubernetes watches".into()))
-                }
-            }
-        }
-    }
-
-    /// Hands one watch event to the runner: readiness timed from `since`, a stopping
-    /// pod deleted at once when the stop is abrupt.
-    fn deliver(
-        &mut self,
-        ev: PlatformEvent,
-        since: Instant,
-        stop: StopMode,
-        on: &mut dyn FnMut(PlatformEvent),
-    ) {
-        match ev {
-            PlatformEvent::Ready { endpoint, .. } => on(PlatformEvent::Ready {
-                endpoint,
-                took: since.elapsed(),
-            }),
-            PlatformEvent::Stopping { id, .. } => {
-                let killed = match stop {
-                    StopMode::Abrupt => self.kill_now(&id),
-                    StopMode::Graceful => Ok(()),
-                };
-                on(PlatformEvent::Stopping {
-                    id: id.clone(),
-                    mode: stop,
-                });
-                if let Err(e) = killed {
-                    // The pod stops, but with its grace period: not the abrupt stop
-                    // the step asked for.
-                    on(PlatformEvent::Failed {
-                        detail: format!("stop {id} abruptly: {}", results::Causes(&e)),
-                    });
-                }
-            }
-            other => on(other),
-        }
-    }
-
     /// An abrupt stop: the terminating pod is deleted with no grace period, as when
     /// its node is lost. A pod already gone is no failure.
     fn kill_now(&mut self, pod: &str) -> Result<(), ClusterError> {
@@ -414,11 +293,6 @@ impl Kubernetes {
             _ => Ok(()),
         }
     }
-}
-
-/// What makes a node a drain cordoned schedulable again, its label gone.
-fn uncordon_patch() -> serde_json::Value {
-    serde_json::json!({"metadata": {"labels": {CORDONED_BY: null}}, "spec": {"unschedulable": null}})
 }
 
 /// The host of a URL (`https://198.18.0.1:8000/` gives `198.18.0.1`).
@@ -452,130 +326,8 @@ fn url_host(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_string())
 }
 
-/// How one watched kind updates the book.
-struct Kind<K> {
-    seen: fn(&mut Book, &K) -> Vec<PlatformEvent>,
-    gone: fn(&mut Book, &str) -> Vec<PlatformEvent>,
-    relisted: fn(&mut Book, &BTreeSet<String>) -> Vec<PlatformEvent>,
-}
-
-/// Follows one watch until it ends: each object seen or gone, and after a (re-)list
-/// what it no longer shows, into the book; what the book makes of it into `tx`.
-async fn feed<K>(
-    api: Api<K>,
-    cfg: watcher::Config,
-    book: Arc<Mutex<Book>>,
-    tx: mpsc::Sender<PlatformEvent>,
-    kind: Kind<K>,
-) where
-    K: kube::Resource
-        + Clone
-        + k8s_openapi::serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + 'static,
-{
-    let mut s = watcher(api, cfg).boxed();
-    let mut listed = Relist::default();
-    while let Some(ev) = s.next().await {
-        // The events go out while the book is still locked: whoever sees the book in
-        // a state finds every event that led there already in the channel
-        // ([`Kubernetes::follow`] drains it once done).
-        let mut b = lock(&book);
-        let out = match ev {
-            Ok(watcher::Event::Apply(o)) => (kind.seen)(&mut b, &o),
-            Ok(watcher::Event::InitApply(o)) => {
-                listed.saw(&o.meta().name);
-                (kind.seen)(&mut b, &o)
-            }
-            Ok(watcher::Event::Delete(o)) => {
-                (kind.gone)(&mut b, o.meta().name.as_deref().unwrap_or(""))
-            }
-            Ok(watcher::Event::Init) => listed.start(),
-            Ok(watcher::Event::InitDone) => (kind.relisted)(&mut b, &listed.done()),
-            Err(_) => Vec::new(),
-        };
-        for e in out {
-            let _ = tx.send(e);
-        }
-        drop(b);
-    }
-}
-
-/// The names a watcher's (re-)list shows between its `Init` and `InitDone`: a watch
-/// that reconnects lists everything again instead of replaying the deletions it
-/// missed, so what the list lacks is gone ([`Book::pods_relisted`]).
-#[derive(Default)]
-struct Relist(BTreeSet<String>);
-
-impl Relist {
-    fn start(&mut self) -> Vec<PlatformEvent> {
-        self.0.clear();
-        Vec::new()
-    }
-
-    fn saw(&mut self, name: &Option<String>) {
-        if let Some(n) = name {
-            self.0.insert(n.clone());
-        }
-    }
-
-    fn done(&mut self) -> BTreeSet<String> {
-        std::mem::take(&mut self.0)
-    }
-}
-
-fn lock(b: &Arc<Mutex<Book>>) -> std::sync::MutexGuard<'_, Book> {
-    b.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn pod_seen(p: &Pod) -> PodSeen {
-    let status = p.status.as_ref();
-    PodSeen {
-        name: p.metadata.name.clone().unwrap_or_default(),
-        created: p
-            .metadata
-            .creation_timestamp
-            .as_ref()
-            .map(|t| t.0.to_string())
-            .unwrap_or_default(),
-        ip: status
-            .and_then(|s| s.pod_ip.as_deref())
-            .and_then(|ip| ip.parse().ok()),
-        node: p.spec.as_ref().and_then(|s| s.node_name.clone()),
-        terminating: p.metadata.deletion_timestamp.is_some(),
-    }
-}
-
-fn slice_seen(es: &EndpointSlice) -> SliceSeen {
-    let port = es
-        .ports
-        .as_ref()
-        .and_then(|ps| ps.first())
-        .and_then(|p| p.port)
-        .unwrap_or(objects::BACKEND_PORT);
-    let endpoints = es
-        .endpoints
-        .iter()
-        .filter_map(|e| {
-            let pod = e.target_ref.as_ref()?.name.clone()?;
-            let ip: std::net::IpAddr = e.addresses.first()?.parse().ok()?;
-            let port = u16::try_from(port).ok()?;
-            Some(SliceEndpoint {
-                pod,
-                addr: std::net::SocketAddr::new(ip, port),
-                ready: e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true),
-            })
-        })
-        .collect();
-    SliceSeen {
-        name: es.metadata.name.clone().unwrap_or_default(),
-        endpoints,
-    }
-}
-
 /// A client for the kubeconfig, context and cluster `spec` names.
-async fn connect(spec: &ClusterSpec) -> Result<kube::Client, ClusterError> {
+pub(crate) async fn connect(spec: &ClusterSpec) -> Result<kube::Client, ClusterError> {
     let options = kube::config::KubeConfigOptions {
         context: spec.context.clone(),
         ..Default::default()
@@ -776,94 +528,14 @@ impl Platform for Kubernetes {
         sut::certs::issue(work.path(), *key, *n)
     }
 
-    /// Cordons the node (`spec.unschedulable`, as `kubectl cordon`), then evicts
-    /// each of the run's backend pods on it through the Eviction API, which honours
-    /// PodDisruptionBudgets (a refused eviction, 429, is asked again every 500 ms, as
-    /// `kubectl drain` does); the Deployment puts the replacements on other nodes.
-    /// Done when as many backends as before are ready and none is on the node. The
-    /// node is made schedulable again when the run ends. Only the run's own pods
-    /// are evicted.
+    /// Cordons the node and evicts the run's pods on it, as `kubectl drain` does
+    /// (drain.rs says how).
     fn drain(
         &mut self,
         node: Option<&str>,
         on: &mut dyn FnMut(PlatformEvent),
     ) -> Result<String, SutError> {
-        let client = self.client()?;
-        let Some(ns) = self.namespace.clone() else {
-            return Err(SutError::NotPrepared("kubernetes: drain".into()));
-        };
-        if let Some(rx) = &self.events {
-            while rx.try_recv().is_ok() {}
-        }
-        let t = Instant::now();
-        let want = self.book().running() as usize;
-        let node = match node {
-            Some(n) => n.to_string(),
-            None => {
-                let book = self.book();
-                let mut pods: Vec<&PodSeen> = book.pods().filter(|p| !p.terminating).collect();
-                pods.sort_by(|a, b| a.created.cmp(&b.created));
-                pods.iter()
-                    .find_map(|p| p.node.clone())
-                    .ok_or_else(|| SutError::Unsupported {
-                        system: "kubernetes".into(),
-                        what: "drain a node yet: no backend pod is on a node".into(),
-                    })?
-            }
-        };
-        let victims: Vec<String> = self
-            .book()
-            .pods()
-            .filter(|p| !p.terminating && p.node.as_deref() == Some(node.as_str()))
-            .map(|p| p.name.clone())
-            .collect();
-        let api_err = |what: String| move |source| ClusterError::Api { what, source };
-        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
-        // A node cordoned before the run stays cordoned after it.
-        let was_cordoned = self
-            .rt
-            .block_on(nodes.get(&node))
-            .map_err(api_err(format!("get node {node}")))?
-            .spec
-            .and_then(|s| s.unschedulable)
-            .unwrap_or(false);
-        let cordon = if was_cordoned {
-            serde_json::json!({"spec": {"unschedulable": true}})
-        } else {
-            serde_json::json!({"metadata": {"labels": {CORDONED_BY: self.spec.run}},
-                               "spec": {"unschedulable": true}})
-        };
-        self.rt
-            .block_on(nodes.patch(&node, &PatchParams::default(), &Patch::Merge(&cordon)))
-            .map_err(api_err(format!("cordon node {node}")))?;
-        if !was_cordoned && !self.cordoned.contains(&node) {
-            self.cordoned.push(node.clone());
-        }
-        let pods: Api<Pod> = Api::namespaced(client, &ns);
-        for pod in &victims {
-            let deadline = Instant::now() + SCALE_WAIT;
-            loop {
-                match self
-                    .rt
-                    .block_on(pods.evict(pod, &kube::api::EvictParams::default()))
-                {
-                    Ok(_) => break,
-                    Err(e) if error::gone(&e) => break,
-                    Err(kube::Error::Api(s)) if s.code == 429 && Instant::now() < deadline => {
-                        std::thread::sleep(Duration::from_millis(500));
-                    }
-                    Err(e) => return Err(api_err(format!("evict pod {pod}"))(e).into()),
-                }
-            }
-        }
-        let gone = victims.clone();
-        let done = move |b: &Book| {
-            b.running() as usize == want
-                && b.endpoints().len() == want
-                && !b.endpoints().iter().any(|e| gone.contains(&e.id))
-        };
-        self.follow(t, StopMode::Graceful, on, &done)?;
-        Ok(format!("{node} ({} evicted)", victims.len()))
+        self.drain_node(node, on)
     }
 
     fn driver_for(&mut self, system: &str) -> Option<Result<Box<dyn sut::Driver>, SutError>> {
@@ -1010,343 +682,6 @@ impl Kubernetes {
             std::thread::sleep(Duration::from_millis(100));
         }
     }
-
-    /// Creates the run's own Gateway and waits until it serves: first its HTTP
-    /// listener, whose address the implementation gives; then, for a TLS load, a
-    /// certificate from the run's CA naming that address (and `kubernetes.host`),
-    /// its Secret, and the HTTPS listener. Returns the URL to load and the CA to
-    /// trust.
-    fn own_gateway(
-        &mut self,
-        system: &str,
-        own: &gateway::OwnGateway,
-        ns: &str,
-        key: sut::KeyType,
-        tls: bool,
-        work: &tempfile::TempDir,
-    ) -> Result<OwnGatewayServes, SutError> {
-        let client = self.client()?;
-        let run = self.spec.run.clone();
-        self.rt
-            .block_on(gateway::check_class(&client, &own.class))?;
-        self.rt
-            .block_on(gateway::apply(&client, ns, &run, own, None))?;
-        self.own_gateway_in = Some((ns.to_string(), system.to_string()));
-        let addr = self.rt.block_on(gateway::wait_programmed(
-            &client,
-            ns,
-            &[gateway::HTTP_LISTENER],
-            own.timeout,
-        ))?;
-        let host = if addr.contains(':') {
-            format!("[{addr}]")
-        } else {
-            addr.clone()
-        };
-        if !tls {
-            return Ok((
-                format!("http://{host}:{}/", own.http_port),
-                self.spec.cacert.clone(),
-                None,
-            ));
-        }
-        let mut names = vec![addr.clone()];
-        names.extend(self.spec.host.clone());
-        let (cert, pkey) = sut::certs::generate_for(work.path(), key, &names)?;
-        self.put_tls_secret(&cert, &pkey)?;
-        self.tls = Some((key, 1));
-        self.rt
-            .block_on(gateway::apply(&client, ns, &run, own, Some(TLS_SECRET)))?;
-        self.rt.block_on(gateway::wait_programmed(
-            &client,
-            ns,
-            &[gateway::HTTP_LISTENER, gateway::HTTPS_LISTENER],
-            own.timeout,
-        ))?;
-        Ok((
-            format!("https://{host}:{}/", own.https_port),
-            Some(sut::certs::trust(work.path())),
-            Some((cert, pkey)),
-        ))
-    }
-
-    /// Creates the run's TLS Secret from PEM files.
-    fn put_tls_secret(
-        &mut self,
-        cert: &std::path::Path,
-        key: &std::path::Path,
-    ) -> Result<(), SutError> {
-        self.put_secret(TLS_SECRET, cert, key)
-    }
-
-    /// Creates the TLS Secret `name` of `cert` and `key` in the run's namespace.
-    fn put_secret(
-        &mut self,
-        name: &str,
-        cert: &std::path::Path,
-        key: &std::path::Path,
-    ) -> Result<(), SutError> {
-        let client = self.client()?;
-        let ns = self.namespace_name();
-        let read = |p: &std::path::Path| {
-            std::fs::read(p).map_err(SutError::io(format!("reading {}", p.display())))
-        };
-        let secret = objects::tls_secret(&self.spec.run, name, &read(cert)?, &read(key)?);
-        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client, &ns);
-        self.rt
-            .block_on(api.create(&PostParams::default(), &secret))
-            .map_err(ClusterError::api(format!(
-                "create Secret {name} in namespace {ns}"
-            )))?;
-        Ok(())
-    }
-
-    /// Deletes the run's own Gateway.
-    fn delete_gateway(&mut self, ns: &str) -> Result<(), ClusterError> {
-        let client = self.client()?;
-        let (run, owned) = (self.spec.run.clone(), self.created_namespace);
-        self.rt.block_on(gateway::delete(&client, ns)).map_err(|e| {
-            ClusterError::left_in(format!("Gateway {}", gateway::NAME), ns, &run, owned, e)
-        })
-    }
-
-    /// For an implementation that makes a data plane per Gateway (its profile's
-    /// `deployment?SELECTOR`): waits until it has removed the one it made for the
-    /// run's Gateway in `ns`, which a run leaves behind otherwise.
-    ///
-    /// # Errors
-    /// [`ClusterError::Condition`] naming what stays and how to remove it.
-    fn wait_data_plane_gone(
-        &mut self,
-        ns: &str,
-        system: &str,
-        limit: Duration,
-    ) -> Result<(), ClusterError> {
-        let install = self
-            .spec
-            .installs
-            .iter()
-            .find(|(s, _)| s == system)
-            .map(|(_, i)| i.clone())
-            .or_else(|| {
-                controllers::controller(system)
-                    .and_then(|c| c.install.as_ref())
-                    .map(controllers::Install::owned)
-            });
-        let Some(install) = install else {
-            return Ok(());
-        };
-        let Some(sel) = install
-            .data_plane
-            .as_deref()
-            .and_then(|w| w.strip_prefix("deployment?"))
-        else {
-            return Ok(());
-        };
-        let sel = sel
-            .replace("{gateway_namespace}", ns)
-            .replace("{gateway_name}", gateway::NAME);
-        let client = self.client()?;
-        let api: Api<Deployment> = Api::namespaced(client, &install.namespace);
-        let lp = ListParams::default().labels(&sel);
-        let t = Instant::now();
-        loop {
-            let listed = match self.rt.block_on(api.list(&lp)) {
-                // Rules that cannot see the controller's namespace: nothing to say.
-                Err(kube::Error::Api(s)) if s.code == 403 => return Ok(()),
-                r => r,
-            };
-            let left: Vec<String> = listed
-                .map_err(ClusterError::api(format!(
-                    "list deployments {sel} in namespace {}",
-                    install.namespace
-                )))?
-                .items
-                .into_iter()
-                .filter_map(|d| d.metadata.name)
-                .collect();
-            if left.is_empty() {
-                return Ok(());
-            }
-            if t.elapsed() > limit {
-                return Err(ClusterError::Condition {
-                    object: format!("Deployment {} in namespace {}", left.join(", "), install.namespace),
-                    condition: format!(
-                        "{system}'s controller made it for the run's Gateway and has not removed it {} s after the Gateway was deleted (is the controller running?); remove it with kubectl delete deployments,services,configmaps,serviceaccounts -n {} -l {sel}",
-                        limit.as_secs(),
-                        install.namespace
-                    ),
-                });
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-    }
-
-    /// Makes the nodes a drain cordoned schedulable again.
-    fn uncordon(&mut self) -> Result<(), ClusterError> {
-        if self.cordoned.is_empty() {
-            return Ok(());
-        }
-        let client = self.client()?;
-        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
-        let patch = uncordon_patch();
-        let mut res = Ok(());
-        for node in std::mem::take(&mut self.cordoned) {
-            match self.rt.block_on(nodes.patch(
-                &node,
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )) {
-                Err(e) if !error::gone(&e) => {
-                    res = Err(ClusterError::Api {
-                        what: format!("uncordon node {node} (kubectl uncordon {node})"),
-                        source: e,
-                    });
-                }
-                _ => {}
-            }
-        }
-        res
-    }
-
-    /// Deletes what the run made in `ns`: the namespace itself if the run created
-    /// it, else the run's objects in it.
-    fn delete(&mut self, ns: &str) -> Result<(), ClusterError> {
-        let left = |source| ClusterError::Left {
-            what: format!("namespace {ns}"),
-            remedy: error::CLEANUP.into(),
-            source,
-        };
-        // Connected since `prepare` made the namespace: the client is at hand.
-        let client = self.client()?;
-        let (run, created) = (self.spec.run.clone(), self.created_namespace);
-        self.rt.block_on(async {
-            if created {
-                match Api::<Namespace>::all(client)
-                    .delete(ns, &DeleteParams::default())
-                    .await
-                {
-                    Err(e) if !error::gone(&e) => Err(left(e)),
-                    _ => Ok(()),
-                }
-            } else {
-                delete_run_objects(&client, ns, &run)
-                    .await
-                    .map_err(|(what, e)| ClusterError::left_in(what.into(), ns, &run, false, e))
-            }
-        })
-    }
-}
-
-impl Drop for Kubernetes {
-    /// A run tears the platform down itself and reports what failed; this is for
-    /// a run that ended in a panic, with no one left to tell.
-    fn drop(&mut self) {
-        let _ = self.teardown();
-    }
-}
-
-/// Deletes the objects of `run` in a namespace the run did not create.
-///
-/// # Errors
-/// The kind of the objects that could not be deleted, and why.
-async fn delete_run_objects(
-    client: &kube::Client,
-    ns: &str,
-    run: &str,
-) -> Result<(), (&'static str, kube::Error)> {
-    let lp = ListParams::default().labels(&format!("{RUN_LABEL}={run}"));
-    let dp = DeleteParams::default();
-    Api::<Deployment>::namespaced(client.clone(), ns)
-        .delete_collection(&dp, &lp)
-        .await
-        .map_err(|e| ("the backends' Deployment", e))?;
-    Api::<ConfigMap>::namespaced(client.clone(), ns)
-        .delete_collection(&dp, &lp)
-        .await
-        .map_err(|e| ("the backends' ConfigMap", e))?;
-    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(client.clone(), ns)
-        .delete_collection(&dp, &lp)
-        .await
-        .map_err(|e| ("the run's TLS Secret", e))?;
-    crate::gateway::delete_labelled(client, ns, &lp)
-        .await
-        .map_err(|e| ("the run's Gateway", e))?;
-    // Services have no delete-collection verb: one by one.
-    let svcs = Api::<Service>::namespaced(client.clone(), ns);
-    let listed = svcs
-        .list(&lp)
-        .await
-        .map_err(|e| ("the backends' Service", e))?;
-    for s in listed {
-        if let Some(name) = s.metadata.name {
-            match svcs.delete(&name, &dp).await {
-                Err(e) if !error::gone(&e) => return Err(("the backends' Service", e)),
-                _ => {}
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Removes what runs left in the cluster: every namespace labelled as created by
-/// ingressbench. Returns their names.
-///
-/// # Errors
-/// [`ClusterError`] when the cluster cannot be reached or refuses.
-pub fn cleanup(spec: &ClusterSpec) -> Result<Vec<String>, ClusterError> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(ClusterError::Runtime)?;
-    rt.block_on(async {
-        let client = connect(spec).await?;
-        let nss: Api<Namespace> = Api::all(client.clone());
-        let lp = ListParams::default().labels(&format!("{}={}", MANAGED_BY.0, MANAGED_BY.1));
-        let mut gone = Vec::new();
-        for ns in nss
-            .list(&lp)
-            .await
-            .map_err(ClusterError::api("list namespaces"))?
-        {
-            let Some(name) = ns.metadata.name else {
-                continue;
-            };
-            if ns.metadata.deletion_timestamp.is_none() {
-                nss.delete(&name, &DeleteParams::default())
-                    .await
-                    .map_err(ClusterError::api(format!("delete namespace {name}")))?;
-            }
-            gone.push(name);
-        }
-        // Generator Jobs of runs that worked in a namespace they were given.
-        for job in generators::cleanup_jobs(&client, &gone).await? {
-            gone.push(format!("job {job}"));
-        }
-        // Nodes a killed run's drain left cordoned.
-        let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client);
-        for node in nodes
-            .list(&ListParams::default().labels(CORDONED_BY))
-            .await
-            .map_err(ClusterError::api(format!(
-                "list nodes labelled {CORDONED_BY}"
-            )))?
-        {
-            let Some(name) = node.metadata.name else {
-                continue;
-            };
-            nodes
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&uncordon_patch()),
-                )
-                .await
-                .map_err(ClusterError::api(format!("uncordon node {name}")))?;
-            gone.push(format!("node {name}"));
-        }
-        Ok(gone)
-    })
 }
 
 #[cfg(test)]
@@ -1400,15 +735,6 @@ mod tests {
         assert_eq!(
             *seen.lock().unwrap(),
             ["DELETE /api/v1/namespaces/ingressbench-t1"]
-        );
-    }
-
-    #[test]
-    fn uncordoning_removes_the_drains_label_and_the_flag() {
-        assert_eq!(
-            uncordon_patch(),
-            serde_json::json!({"metadata": {"labels": {"ingressbench.io/cordoned-by": null}},
-                               "spec": {"unschedulable": null}})
         );
     }
 
