@@ -307,8 +307,54 @@ impl From<&Probe> for Spec {
     }
 }
 
-impl From<&crate::schema::UserProbe> for Spec {
-    fn from(u: &crate::schema::UserProbe) -> Spec {
+/// A probe a scenario adds (`probes.add`): one request, and what the backend does
+/// with it.
+#[derive(Clone, Debug, Default, PartialEq, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct UserProbe {
+    pub id: String,
+    /// What it covers, for the report.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub covers: String,
+    #[serde(default = "get", skip_serializing_if = "is_get")]
+    pub method: String,
+    /// The request target, as bytes on the wire (`/old%2Fpath?x=1`).
+    pub path: String,
+    /// The Host header (default: the load's virtual host).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
+    /// `Name: value` lines.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<String>,
+    /// A body of this many bytes.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub body: usize,
+    /// Sent chunked instead of with a Content-Length.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub chunked: bool,
+    /// `1.1` (default) or `1.0` (then without a Host unless `host` is given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http: Option<String>,
+    /// What the backend does with it: `503-once`, `reset-once`, `503`,
+    /// `delay-ms=N`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub backend: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expect: Option<Expect>,
+}
+
+fn get() -> String {
+    "GET".into()
+}
+fn is_get(m: &String) -> bool {
+    m == "GET"
+}
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl From<&UserProbe> for Spec {
+    fn from(u: &UserProbe) -> Spec {
         let version = match u.http.as_deref() {
             Some("1.0") => "HTTP/1.0",
             _ => "HTTP/1.1",
@@ -464,7 +510,7 @@ pub(crate) fn is_token(s: &str) -> bool {
 }
 
 /// What is wrong with a probe of the user's, in words that say how to fix it.
-pub fn check_user(u: &crate::schema::UserProbe) -> Option<String> {
+pub fn check_user(u: &UserProbe) -> Option<String> {
     if u.id.is_empty()
         || u.id.len() > 64
         || !u

@@ -1215,51 +1215,8 @@ fn is_true(b: &bool) -> bool {
     *b
 }
 
-/// A probe a scenario adds (`probes.add`): one request, and what the backend does
-/// with it.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct UserProbe {
-    pub id: String,
-    /// What it covers, for the report.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub covers: String,
-    #[serde(default = "get", skip_serializing_if = "is_get")]
-    pub method: String,
-    /// The request target, as bytes on the wire (`/old%2Fpath?x=1`).
-    pub path: String,
-    /// The Host header (default: the load's virtual host).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub host: Option<String>,
-    /// `Name: value` lines.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub headers: Vec<String>,
-    /// A body of this many bytes.
-    #[serde(default, skip_serializing_if = "is_zero")]
-    pub body: usize,
-    /// Sent chunked instead of with a Content-Length.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub chunked: bool,
-    /// `1.1` (default) or `1.0` (then without a Host unless `host` is given).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub http: Option<String>,
-    /// What the backend does with it: `503-once`, `reset-once`, `503`,
-    /// `delay-ms=N`.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub backend: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expect: Option<crate::probes::Expect>,
-}
-
-fn get() -> String {
-    "GET".into()
-}
-fn is_get(m: &String) -> bool {
-    m == "GET"
-}
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
+/// A probe a scenario adds (`probes.add`), with the probes it joins.
+pub use crate::probes::UserProbe;
 
 /// `h<i mod hosts>.routes.test` and answers `x-route: r<i>` (`lab::routes`).
 #[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]

@@ -28,8 +28,8 @@ pub enum XdsError {
         #[source]
         source: std::io::Error,
     },
-    #[error("xDS server: {0}")]
-    Runtime(std::io::Error),
+    #[error("xDS server: its runtime")]
+    Runtime(#[source] std::io::Error),
     #[error("Envoy refused {what} version {version}: {detail}")]
     Nacked {
         what: &'static str,

@@ -277,7 +277,9 @@ impl SessionSpec {
 pub enum SessionsError {
     #[error("sessions: {0}")]
     Spec(String),
-    #[error("sessions: epoll: {0}")]
+    /// The loop's epoll, or the network namespace it enters; the cause is the
+    /// source, not repeated in the message (results::Causes joins them).
+    #[error("sessions: epoll")]
     Epoll(#[from] io::Error),
 }
 

@@ -336,3 +336,12 @@ fn a_close_frame_read_with_its_eof_ends_the_session_once_and_it_reopens() {
     assert_eq!((r.reopened, r.held), (3, 3), "{r:?}");
     assert!(r.open_failures.is_empty(), "{r:?}");
 }
+
+#[test]
+fn an_epoll_failure_says_its_cause_once() {
+    let e = SessionsError::from(io::Error::from_raw_os_error(24));
+    assert_eq!(e.to_string(), "sessions: epoll");
+    let line = results::Causes(&e).to_string();
+    assert!(line.starts_with("sessions: epoll: "), "{line}");
+    assert_eq!(line.matches("Too many open files").count(), 1, "{line}");
+}

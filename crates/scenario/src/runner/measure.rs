@@ -397,7 +397,7 @@ impl Sessions {
                     engine::sessions::Begin::At(&at),
                     |_| {},
                 )
-                .map_err(|e| e.to_string())
+                .map_err(|e| results::Causes(&e).to_string())
             })
             .map_err(|e| format!("cannot start its thread: {e}"))?;
         Ok(Sessions {
