@@ -23,9 +23,10 @@
 //! The drain sends GOAWAY (hyper's graceful shutdown) and lets the streams in
 //! flight finish.
 
+use crate::tally::StreamEnd;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -272,54 +273,6 @@ async fn answer(
         resp.body_mut().data = Some(Bytes::copy_from_slice(&out[body_at..]));
     }
     Ok(resp)
-}
-
-/// How a stream ended at this side.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StreamEnd {
-    /// The client ended its side (END_STREAM): answered `OK`.
-    Peer,
-    /// The drain ended it with `UNAVAILABLE`, beside the connection's GOAWAY.
-    Drained,
-    /// Reset, or its connection went away, with neither: what a proxy that cuts a
-    /// stream leaves at the backend.
-    Gone,
-}
-
-/// Streams of the streaming Echo by how they ended, over the backend's life:
-/// printed at its exit, as the WebSocket sessions' count is.
-#[derive(Debug, Default)]
-pub struct StreamTally {
-    pub opened: AtomicU64,
-    pub peer: AtomicU64,
-    pub drained: AtomicU64,
-    pub gone: AtomicU64,
-}
-
-impl StreamTally {
-    fn count(&self, end: StreamEnd) {
-        let c = match end {
-            StreamEnd::Peer => &self.peer,
-            StreamEnd::Drained => &self.drained,
-            StreamEnd::Gone => &self.gone,
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// One line for the backend's exit, `None` when no stream was opened.
-    pub fn summary(&self) -> Option<String> {
-        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let opened = n(&self.opened);
-        (opened > 0).then(|| {
-            format!(
-                "grpc streams: {opened} opened; {} ended by the peer, {} ended at the drain, \
-                 {} cut",
-                n(&self.peer),
-                n(&self.drained),
-                n(&self.gone)
-            )
-        })
-    }
 }
 
 /// The streaming Echo: the response's head at once (the client's stream is open

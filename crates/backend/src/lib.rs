@@ -21,6 +21,7 @@ pub mod response;
 pub mod server;
 pub mod stall;
 mod state;
+pub mod tally;
 pub mod timer;
 pub mod tls;
 pub mod ws;

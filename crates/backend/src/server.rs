@@ -102,9 +102,9 @@ pub struct Drained {
     pub took: Duration,
     /// Why the drain ended.
     pub end: DrainEnd,
-    /// WebSocket sessions by how they ended ([`crate::ws::Tally::summary`]).
+    /// WebSocket sessions by how they ended ([`crate::tally::WsTally::summary`]).
     pub websocket: Option<String>,
-    /// gRPC streams by how they ended ([`crate::h2::StreamTally::summary`]).
+    /// gRPC streams by how they ended ([`crate::tally::StreamTally::summary`]).
     pub grpc_streams: Option<String>,
 }
 

@@ -31,9 +31,9 @@ pub(crate) struct Shared {
     pub(crate) open: AtomicUsize,
     pub(crate) all_closed: Notify,
     /// WebSocket sessions by how they ended.
-    pub(crate) ws: crate::ws::Tally,
+    pub(crate) ws: crate::tally::WsTally,
     /// Streams of the streaming Echo by how they ended.
-    pub(crate) streams: crate::h2::StreamTally,
+    pub(crate) streams: crate::tally::StreamTally,
 }
 
 impl Shared {

@@ -15,8 +15,9 @@
 //! reserved bit or opcode, a fragmented or oversized control frame is closed with
 //! `1002`, a frame over [`MAX_PAYLOAD`] with `1009`.
 
+use crate::tally::{WsEnd as End, WsTally as Tally};
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -72,60 +73,6 @@ pub fn switching(key: &[u8], id: &str) -> Vec<u8> {
         accept(key)
     )
     .into_bytes()
-}
-
-/// How a session ended, as this side saw it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum End {
-    /// The peer's close frame came first (answered with its code).
-    PeerClose,
-    /// The drain's close frame went first, and the peer's close, its EOF or the
-    /// wait for it ended the session.
-    Drained,
-    /// The peer went away (EOF, reset, a write that failed) with no close frame:
-    /// what a proxy that cuts a session leaves at the backend.
-    Gone,
-    /// A frame this side refused (1002, 1009).
-    Refused,
-}
-
-/// Sessions by how they ended, over the backend's life: printed when it exits, so
-/// a test compares what a client counted as cut with what the backend saw.
-#[derive(Debug, Default)]
-pub struct Tally {
-    pub opened: AtomicU64,
-    pub peer_close: AtomicU64,
-    pub drained: AtomicU64,
-    pub gone: AtomicU64,
-    pub refused: AtomicU64,
-}
-
-impl Tally {
-    fn count(&self, end: End) {
-        let c = match end {
-            End::PeerClose => &self.peer_close,
-            End::Drained => &self.drained,
-            End::Gone => &self.gone,
-            End::Refused => &self.refused,
-        };
-        c.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// One line for the backend's exit, `None` when no session was opened.
-    pub fn summary(&self) -> Option<String> {
-        let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let opened = n(&self.opened);
-        (opened > 0).then(|| {
-            format!(
-                "websocket sessions: {opened} opened; {} closed by the peer, {} closed at the \
-                 drain, {} ended without a close, {} refused",
-                n(&self.peer_close),
-                n(&self.drained),
-                n(&self.gone),
-                n(&self.refused)
-            )
-        })
-    }
 }
 
 /// Serves a session on `io` until it ends, counting it in `tally`; `buf[start..end]`

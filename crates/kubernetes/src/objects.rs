@@ -16,6 +16,15 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The annotation corpus's second set of backends: a Service and a Deployment of
+/// one pod, so a canary (and a default backend) can be told from the run's own
+/// backends by the pod that answered (`ib-canary-...`).
+pub const CANARY: &str = "ib-canary";
+
+/// The label that tells the corpus's objects apart (`ingressbench.io/corpus:
+/// <behaviour>`), so a run can list or delete them.
+pub const CORPUS_LABEL: &str = "ingressbench.io/corpus";
+
 /// The port the backend pods listen on.
 pub const BACKEND_PORT: i32 = 8080;
 
@@ -301,22 +310,19 @@ pub fn deployment(
 pub fn canary_pod_labels(run: &str) -> BTreeMap<String, String> {
     [
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
-        (
-            "app.kubernetes.io/name".to_string(),
-            crate::corpus::CANARY.to_string(),
-        ),
-        (crate::corpus::CORPUS_LABEL.to_string(), run.to_string()),
+        ("app.kubernetes.io/name".to_string(), CANARY.to_string()),
+        (CORPUS_LABEL.to_string(), run.to_string()),
     ]
     .into()
 }
 
-/// The annotation corpus's second set of backends ([`crate::corpus::CANARY`]): a
+/// The annotation corpus's second set of backends ([`CANARY`]): a
 /// Service and a Deployment of one pod like the run's own, but whose pods carry
 /// neither the run's label nor the backends' name, so the run's watches, its scale
 /// steps and its count of backends never see them; the Deployment itself carries the
 /// run's labels, so it goes with the run.
 pub fn canary(run: &str, image: &BackendImage, args: &BackendArgs) -> (Service, Deployment) {
-    let name = crate::corpus::CANARY;
+    let name = CANARY;
     let mut pod = canary_pod_labels(run);
     let mut svc = service(run, false);
     svc.metadata.name = Some(name.into());

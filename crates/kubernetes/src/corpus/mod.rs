@@ -24,14 +24,9 @@ use serde_json::{json, Map, Value};
 /// www redirect).
 pub const CORPUS_DOMAIN: &str = "corpus.test";
 
-/// The second set of backends: a Service and a Deployment of one pod, so a canary
-/// (and a default backend) can be told from the run's own backends by the pod that
-/// answered (`ib-canary-...`).
-pub const CANARY: &str = "ib-canary";
-
-/// The label that tells the corpus's objects apart (`ingressbench.io/corpus:
-/// <behaviour>`), so a run can list or delete them.
-pub const CORPUS_LABEL: &str = "ingressbench.io/corpus";
+/// The corpus's second set of backends and its label, defined with the objects
+/// that carry them.
+pub use crate::objects::{CANARY, CORPUS_LABEL};
 
 /// The TLS Secret the corpus's TLS Ingresses name: a certificate of the run's own
 /// for their hosts, made by the platform.
