@@ -104,6 +104,11 @@ fn s1_churn_s3_routes_rotation_and_restarts_at_a_gateway_the_run_owns() {
     let observed = &r["lab"]["probes"]["observed"];
     let probe = |id: &str| crate::common::k8s::probe_answer(observed, id);
     assert_eq!(probe("plain")["status"], 200, "{observed}");
+    // What its Envoy adds and leaves out (docs/probes.md): an X-Request-Id, no
+    // X-Real-IP (migration pitfall 7).
+    let plain = &probe("plain")["received"]["headers"];
+    assert!(plain["x-real-ip"].is_null(), "{plain}");
+    assert!(!plain["x-request-id"].is_null(), "{plain}");
     // A header with an underscore is refused with a 400 by Envoy Gateway's Envoy
     // (its listeners' default, headers_with_underscores_action REJECT_REQUEST), where
     // ingress-nginx drops the header and HAProxy's controller passes it.

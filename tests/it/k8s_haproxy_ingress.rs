@@ -87,31 +87,18 @@ fn s1_churn_s3_routes_rotation_and_restarts_through_haproxy_ingress() {
     // here, more on a busier machine.
     crate::common::k8s::check_lifecycle_run(&r, "haproxy-ingress", 6);
     // Outside the restarts' windows, next to nothing fails.
-    let in_restarts: u64 = r["lab"]["windows"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|w| {
-            w["change"]
-                .as_str()
-                .is_some_and(|c| c.starts_with("restart"))
-        })
-        .flat_map(|w| w["errors"].as_object().cloned().unwrap_or_default())
-        .map(|(_, v)| n(&v))
-        .sum();
-    let q = &r["requests"];
+    let (outside, intended) = crate::common::k8s::failed_outside_restarts(&r);
     assert!(
-        (n(&q["failed"]) - in_restarts.min(n(&q["failed"]))) * 20 <= n(&q["intended"]),
-        "{} failed, {in_restarts} of them in the restarts' windows: {}",
-        q["failed"],
+        outside * 20 <= intended,
+        "{outside} of {intended} failed outside the restarts' windows: {}",
         r["errors"]
     );
 
     // S3 through its annotations: the header and the rewrite show, after a reload.
     // Its CORS answers only a request that carries an Origin, which the load does
     // not send: that change never shows (docs/kubernetes.md).
-    let changes = r["lab"]["route_propagation"]["changes"].as_array().unwrap();
-    for c in changes {
+    let changes = crate::common::k8s::lifecycle_route_changes(&r);
+    for c in &changes {
         eprintln!(
             "haproxy-ingress: route {}: applied {} ms, seen {} ms, errors {}",
             c["route"], c["applied_ms"], c["seen_ms"], c["errors"]

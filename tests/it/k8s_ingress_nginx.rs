@@ -220,19 +220,24 @@ fn s1_churn_without_a_reload_then_s3_routes_rotation_and_restarts_through_ingres
         );
     }
     crate::common::k8s::check_lifecycle_run(&r2, "ingress-nginx", 5);
-    let changes = r2["lab"]["route_propagation"]["changes"]
-        .as_array()
-        .unwrap();
-    for c in changes {
+    // Half the requests may fail in all (both restarts take nginx down with its
+    // pod), but outside the restarts' windows next to nothing does, as HAProxy's.
+    let (outside, intended) = crate::common::k8s::failed_outside_restarts(&r2);
+    assert!(
+        outside * 20 <= intended,
+        "{outside} of {intended} failed outside the restarts' windows: {}",
+        r2["errors"]
+    );
+    let changes = crate::common::k8s::lifecycle_route_changes(&r2);
+    for c in &changes {
         eprintln!(
             "ingress-nginx: route {}: applied {} ms, seen {} ms, errors {}",
             c["route"], c["applied_ms"], c["seen_ms"], c["errors"]
         );
-        // CORS headers only for a request with an Origin (which the load does not
-        // send), as HAProxy's: said in docs/kubernetes.md.
-        if c["route"] != "cors" {
-            assert!(c["seen_ms"].as_f64().is_some(), "{c}\n{}", inx.logs());
-        }
+        // Every change shows, `cors` too: ingress-nginx adds its CORS headers to
+        // every response, with an Origin or not (unlike HAProxy's controller, whose
+        // answer needs one: docs/kubernetes.md).
+        assert!(c["seen_ms"].as_f64().is_some(), "{c}\n{}", inx.logs());
     }
     // What the controller made under /etc stayed in its pod's root (pod-root.sh
     // --private /etc): nothing on this machine.

@@ -156,8 +156,10 @@ pub fn may_retry_overloaded(attempt: usize, runs: &[&LoadOutput]) -> bool {
             return true;
         }
     }
-    // Attempts the machine spoiled are not the engine's: not counted.
-    let attempt = attempt - super::machine_reruns();
+    // Attempts the machine spoiled are not the engine's: not counted. Saturating:
+    // the count is the test's, and a test may rerun for the machine in a loop of
+    // its own around this one (`load::sends_are_timed_...`).
+    let attempt = attempt.saturating_sub(super::machine_reruns());
     let busy = runs
         .iter()
         .any(|o| o.others_cpu.is_some_and(|c| c >= cpu::BUSY_CORES));
