@@ -17,7 +17,17 @@ mod keys;
 mod schema;
 
 pub(crate) use keys::Bad;
-pub use schema::*;
+pub(crate) use schema::{quarter, routes_in, split_gateway};
+/// The file's sections, named at the crate's root as users of the crate write them.
+pub use schema::{
+    route_scale_label, share, Backends, ClusterFlags, CorpusKind, DrainNode, Dur, FromRoutes,
+    FromWhat, GatewayPorts, GeneratorPods, Key, KubernetesSection, Load, NetworkLabSection,
+    PlacementSpec, PlatformKind, ProbesSection, Profile, Protocol, Quick, Rate, Repeat,
+    RequestEntry, Requests, RestartWhat, RotateWhat, RouteName, RouteSetStep, RoutesSection,
+    ScaleTo, Scenario, ScenarioError, SearchSection, SessionsSection, Step, Stop, Tls, TlsVersion,
+    UserProbe, Workloads, MAX_DURATION, MAX_NAME, MAX_REPLICAS, MAX_ROUTES, MAX_ROUTE_SIZES,
+    MAX_SESSIONS,
+};
 
 #[cfg(test)]
 mod tests;

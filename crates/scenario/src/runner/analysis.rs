@@ -2,8 +2,14 @@
 //! engine's per-window counts alone (no I/O): the windows, how long endpoint, route
 //! and certificate changes took to show in traffic.
 
-use super::*;
-
+use super::system::System;
+use engine::windows::Tally;
+use results::clock::Nanos;
+use results::{
+    Event, EventKind, EventWindow, Propagation, PropagationEntry, RouteChange, RoutePropagation,
+    RunResult, Spread,
+};
+use std::collections::BTreeMap;
 /// The load's figures before the first change and between each change and the next
 /// (until the end of the measured window), from the engine's per-request counts:
 /// `opened` names the event that started each window the engine counted by.

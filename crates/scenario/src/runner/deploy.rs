@@ -1,8 +1,13 @@
 //! A case's system set up and serving before its load: platform, backends, proxy,
 //! and the route set it is given first.
 
-use super::*;
-
+use super::system::{RoutesInForce, System};
+use super::{served, RunError, RunOptions};
+use crate::plan::{Case, RoutesPlan};
+use lab::{certs, driver_for, Expect, SutError};
+use results::clock::Clock;
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 /// One system set up and serving: its platform, driver and event log, before any load.
 pub(crate) struct Deployed {
     pub(crate) sys: System,

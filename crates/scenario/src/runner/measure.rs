@@ -1,8 +1,19 @@
 //! A deployed case measured: a run under its load with its steps, or a search of its
 //! maximum.
 
-use super::*;
-
+use super::analysis::{propagation, rotations, route_propagation, windows};
+use super::deploy::{deploy, Deployed};
+use super::steps::run_steps;
+use super::{probing, LoadError, LoadRun, RunError, RunOptions};
+use crate::plan::{Case, SearchSpec};
+use engine::search::{run_search, SearchError, SearchPlan};
+use engine::windows::Tally;
+use lab::platform::fmt_set;
+use results::clock::Nanos;
+use results::search::SearchResult;
+use results::{Fraction, LabInfo, PlacementInfo, Resources, RunResult};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 /// The search of a deployed case: its load on each step of `search`, without
 /// samples.
 pub(crate) fn search_plan(case: &Case, search: &SearchSpec, d: &Deployed) -> SearchPlan {

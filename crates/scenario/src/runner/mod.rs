@@ -18,33 +18,23 @@ mod system;
 #[cfg(test)]
 mod tests;
 
-use crate::plan::{Case, Plan, Role, RoutesPlan, RowSpec, SearchSpec};
-use crate::{RestartWhat, Step};
-use analysis::*;
-use deploy::*;
-use engine::search::{run_search, SearchError, SearchPlan};
-use engine::windows::{Marks, Tally};
+use crate::plan::{Case, Plan, Role, RowSpec, SearchSpec};
+use deploy::deploy;
+use engine::search::SearchError;
+use engine::windows::Tally;
 use engine::{self, LoadSpec};
-use lab::backends::StopMode;
-use lab::endpoint_push::{self, Sync};
-use lab::platform::fmt_set;
-use lab::{certs, driver_for, Driver, Expect, Platform, PlatformEvent, SutError};
-use measure::*;
+use lab::{Platform, SutError};
+use measure::{close, run_system, search_system};
 use results::clock::{Clock, Nanos};
 use results::folder::RunFolder;
 use results::search::SearchResult;
 use results::sizing::SizingResult;
-use results::{
-    Event, EventKind, EventWindow, Fraction, LabInfo, PlacementInfo, Propagation, PropagationEntry,
-    ResourceSample, Resources, RouteChange, RoutePropagation, RunResult, Spread,
-};
+use results::{Fraction, RunResult};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
-use steps::*;
-use system::*;
+use std::time::Duration;
 
 /// Why a scenario run failed (as opposed to a system misbehaving, which is data). A
 /// message never repeats its cause, which is `source()` ([`results::causes`]).

@@ -4,10 +4,15 @@
 //! (compared with the system's own answers before the load), so that a behaviour a
 //! reload, a restart or a rotation changes shows when it did.
 
-use super::*;
-use crate::plan::ProbesPlan;
+use super::deploy::Deployed;
+use super::{served, RunError};
+use crate::plan::{Case, ProbesPlan};
 use crate::probes::{self, Observed, Spec};
+use results::clock::{Clock, Nanos};
 use results::probes::{Difference, ProbeRound, ProbeRun, Unmet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 /// Sends a system's probes, a round at a time.
 pub(crate) struct Prober {

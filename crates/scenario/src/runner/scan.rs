@@ -7,8 +7,14 @@
 //! fraction runs it on one CPU under a CPU quota (a cgroup, as a Kubernetes CPU limit
 //! is), so a 2-core machine whose generator keeps a core still scans 0.25, 0.5 and 1.
 
-use super::*;
+use super::deploy::deploy;
+use super::measure::{found, search_plan};
+use super::{RunError, RunOptions};
+use crate::plan::{Case, RowSpec};
+use engine::search::run_search;
 use lab::cgroup::CpuQuota;
+use lab::platform::fmt_set;
+use results::search::SearchResult;
 use results::sizing::{
     Allocation, Headroom, ProxyHandshakes, SizingResult, SizingRow, GENERATOR_CPU_LIMIT,
     SIZING_SCHEMA,

@@ -1,8 +1,14 @@
 //! The changes a case makes while its load runs, each logged twice on the load's
 //! clock: when it was asked for and when it took effect.
 
-use super::*;
-
+use super::system::{Events, System};
+use crate::{RestartWhat, Step};
+use lab::backends::StopMode;
+use lab::endpoint_push::{self, Sync};
+use lab::{Driver, Expect, PlatformEvent, SutError};
+use results::clock::Nanos;
+use results::EventKind;
+use std::time::{Duration, Instant};
 impl System {
     pub(super) fn change_route_set(&mut self, step: crate::RouteSetStep) {
         let Some(r) = self.routes.as_ref() else {

@@ -1,8 +1,15 @@
 //! One system under test while its load runs: its platform, its driver, and the
 //! event log on the load's clock; dropping it stops every process.
 
-use super::*;
-
+use super::{RunOptions, Watch};
+use engine::windows::Marks;
+use lab::backends::StopMode;
+use lab::{Driver, Platform};
+use results::clock::{Clock, Nanos};
+use results::{Event, EventKind, ResourceSample};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
 /// The event log of one system, on the load's clock.
 pub(super) struct Events {
     pub(super) clock: Clock,

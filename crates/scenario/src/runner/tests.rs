@@ -1,7 +1,20 @@
-use super::*;
+use super::analysis::{route_propagation, windows};
+use super::system::{Events, System};
+use super::{run, RunError, RunOptions, RunOutput, Watch};
+use crate::plan::Plan;
+use engine::windows::{Marks, Tally};
+use lab::backends::StopMode;
 use lab::platform::SiteSpec;
-use lab::{Capabilities, DriverContext, Endpoint, Route, Target};
-use std::sync::Mutex;
+use lab::{
+    Capabilities, Driver, DriverContext, Endpoint, Expect, Platform, PlatformEvent, Route,
+    SutError, Target,
+};
+use results::clock::{Clock, Nanos};
+use results::{Event, EventKind, RunResult};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
 
 /// A proxy that leaves an old route's object behind, then fails to stop.
 struct Leaky;
