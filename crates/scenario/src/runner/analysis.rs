@@ -10,6 +10,7 @@ use results::{
     RunResult, Spread,
 };
 use std::collections::BTreeMap;
+
 /// The load's figures before the first change and between each change and the next
 /// (until the end of the measured window), from the engine's per-request counts:
 /// `opened` names the event that started each window the engine counted by.

@@ -8,6 +8,7 @@ use lab::{certs, driver_for, Expect, SutError};
 use results::clock::Clock;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
 /// One system set up and serving: its platform, driver and event log, before any load.
 pub(crate) struct Deployed {
     pub(crate) sys: System,
@@ -74,40 +75,43 @@ pub(crate) fn deploy(case: &Case, opts: &RunOptions) -> Result<Deployed, RunErro
             crate::plan::PlatformSpec::Kubernetes(k) => k.serve_timeout,
             _ => None,
         };
-        // Not served: the route's own status may say why (a controller that
-        // refused it), which beats what the traffic got.
-        let refused = |sys: &mut System| match sys.driver.settle(&Expect::Applied, REFUSAL_READ) {
-            Err(e @ SutError::Rejected { .. }) => Some(e.to_string()),
-            _ => None,
+        let answered = match &spec.http2.grpc {
+            Some(call) => {
+                served::wait_served_grpc(&spec, call, bound.unwrap_or(SERVED_WAIT)).map(drop)
+            }
+            None if spec.http2.protocol == engine::Protocol::Http1 => {
+                let ours: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
+                served::wait_served(&spec, bound.unwrap_or(SERVED_WAIT), &ours).map(drop)
+            }
+            None => Ok(()),
         };
-        if let Some(call) = &spec.http2.grpc {
-            if let Err(why) = served::wait_served_grpc(&spec, call, bound.unwrap_or(SERVED_WAIT)) {
-                let line = match refused(&mut sys) {
-                    Some(r) => format!("{name}: {r} (so its gRPC calls got no OK: {why})"),
-                    None => format!("{name}: {}: {why}", sys.driver.routed_by()),
-                };
-                return Err(RunError::Setup(line));
-            }
-        } else if spec.http2.protocol == engine::Protocol::Http1 {
-            let ours: Vec<String> = endpoints.iter().map(|e| e.id.clone()).collect();
-            if let Err(why) = served::wait_served(&spec, bound.unwrap_or(SERVED_WAIT), &ours) {
-                if let Some(r) = refused(&mut sys) {
-                    return Err(RunError::Setup(format!(
-                        "{name}: {r} (so it did not serve: {why})"
-                    )));
-                }
-                let hint = if why.contains("TLS") {
-                    " (the run's certificate was not served there: did the controller refuse its TLS Secret, or not take the route? Its log says why)"
-                } else if why.contains(" 404 ") {
-                    " (is a controller watching it?)"
+        if let Err(why) = answered {
+            let grpc = spec.http2.grpc.is_some();
+            // Not served: the route's own status may say why (a controller that
+            // refused it), which beats what the traffic got.
+            if let Err(e @ SutError::Rejected { .. }) =
+                sys.driver.settle(&Expect::Applied, REFUSAL_READ)
+            {
+                let what = if grpc {
+                    "so its gRPC calls got no OK"
                 } else {
-                    ""
+                    "so it did not serve"
                 };
-                return Err(RunError::Setup(format!(
-                    "{name}: {}: {why}{hint}",
-                    sys.driver.routed_by()
-                )));
+                return Err(RunError::Setup(format!("{name}: {e} ({what}: {why})")));
             }
+            let hint = if grpc {
+                ""
+            } else if why.contains("TLS") {
+                " (the run's certificate was not served there: did the controller refuse its TLS Secret, or not take the route? Its log says why)"
+            } else if why.contains(" 404 ") {
+                " (is a controller watching it?)"
+            } else {
+                ""
+            };
+            return Err(RunError::Setup(format!(
+                "{name}: {}: {why}{hint}",
+                sys.driver.routed_by()
+            )));
         }
     }
     if d.rotates_certificate {

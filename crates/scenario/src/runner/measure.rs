@@ -14,6 +14,7 @@ use results::search::SearchResult;
 use results::{Fraction, LabInfo, PlacementInfo, Resources, RunResult};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
+
 /// The search of a deployed case: its load on each step of `search`, without
 /// samples.
 pub(crate) fn search_plan(case: &Case, search: &SearchSpec, d: &Deployed) -> SearchPlan {

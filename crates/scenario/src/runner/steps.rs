@@ -9,6 +9,7 @@ use lab::{Driver, Expect, PlatformEvent, SutError};
 use results::clock::Nanos;
 use results::EventKind;
 use std::time::{Duration, Instant};
+
 impl System {
     pub(super) fn change_route_set(&mut self, step: crate::RouteSetStep) {
         let Some(r) = self.routes.as_ref() else {

@@ -10,6 +10,7 @@ use results::{Event, EventKind, ResourceSample};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
+
 /// The event log of one system, on the load's clock.
 pub(super) struct Events {
     pub(super) clock: Clock,
