@@ -209,33 +209,24 @@ fn a_route_set_of_200_and_grpc_at_a_gateway_the_run_owns() {
             .display()
     );
     // Beside the run's own reading of both together: each one's memory, apart.
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let (results, (controller_mib, envoy_mib)) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| {
-            let bin = crate::common::k8s_envoy_gateway::eg_dir().join("bin");
-            let (controller, envoy) = (
-                format!("{} server", bin.join("envoy-gateway").display()),
-                format!("{} --service-cluster", bin.join("envoy").display()),
-            );
-            let (mut c, mut e) = (0.0f64, 0.0f64);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                c = c.max(rss_mib(&controller));
-                e = e.max(rss_mib(&envoy));
-                std::thread::sleep(Duration::from_millis(250));
-            }
-            (c, e)
-        });
-        let r = crate::common::k8s::run_route_set(
-            &cluster,
-            &["envoy-gateway"],
-            "{}",
-            &format!("class:{CLASS}"),
-            &processes,
-            crate::common::k8s::ROUTES,
-        );
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        (r, sampler.join().unwrap())
-    });
+    let bin = crate::common::k8s_envoy_gateway::eg_dir().join("bin");
+    let (controller, envoy) = (
+        format!("{} server", bin.join("envoy-gateway").display()),
+        format!("{} --service-cluster", bin.join("envoy").display()),
+    );
+    let (results, (controller_mib, envoy_mib)) = crate::common::k8s::peak_while(
+        || (rss_mib(&controller), rss_mib(&envoy)),
+        || {
+            crate::common::k8s::run_route_set(
+                &cluster,
+                &["envoy-gateway"],
+                "{}",
+                &format!("class:{CLASS}"),
+                &processes,
+                crate::common::k8s::ROUTES,
+            )
+        },
+    );
     eprintln!(
         "envoy-gateway: at 200 routes, RSS max: controller {controller_mib:.0} MiB, Envoy {envoy_mib:.0} MiB"
     );
@@ -335,15 +326,7 @@ fn a_missing_class_an_unprogrammed_gateway_and_a_crashed_controller_are_said_in_
     cmd.arg("run").arg(&file).arg("--out").arg(&out);
     let proc = Proc::spawn_group("run", &mut cmd, &sub);
     // Killed once the load runs (the run says so when its Gateway served).
-    let t = Instant::now();
-    while !proc.stderr_so_far().contains("load running") {
-        assert!(
-            t.elapsed() < Duration::from_secs(120),
-            "{}",
-            proc.stderr_so_far()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::common::k8s::wait_load_running(&proc, Instant::now(), || eg.logs());
     std::thread::sleep(Duration::from_secs(1));
     eg.kill_controller();
     let done = proc.finish(Duration::from_secs(120));

@@ -49,22 +49,9 @@ fn run(
     cmd.arg("run").arg(&scn).arg("--out").arg(&out);
     let t = Instant::now();
     let proc = Proc::spawn_group("run", &mut cmd, dir.path());
-    let mut samples = Vec::new();
-    if !watch.is_zero() {
-        while !proc.stderr_so_far().contains("load running") {
-            assert!(
-                t.elapsed() < Duration::from_secs(120),
-                "{}",
-                proc.stderr_so_far()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let w = Instant::now();
-        while w.elapsed() < watch {
-            samples.push(inx.nginx_workers());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    let samples = crate::common::k8s::sample_through_load(&proc, t, watch, String::new, || {
+        inx.nginx_workers()
+    });
     let done = proc.finish(Duration::from_secs(300));
     eprintln!("{name} took {:.1?}\n{}", t.elapsed(), done.stdout);
     assert!(

@@ -43,23 +43,13 @@ fn run(
     cmd.arg("run").arg(&scn).arg("--out").arg(&out);
     let t = Instant::now();
     let proc = Proc::spawn_group("run", &mut cmd, dir.path());
-    let mut samples = Vec::new();
-    if !watch.is_zero() {
-        while !proc.stderr_so_far().contains("load running") {
-            assert!(
-                t.elapsed() < Duration::from_secs(120),
-                "{}\n{}",
-                proc.stderr_so_far(),
-                ngf.logs()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let w = Instant::now();
-        while w.elapsed() < watch {
-            samples.push(ngf.nginx_workers());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+    let samples = crate::common::k8s::sample_through_load(
+        &proc,
+        t,
+        watch,
+        || ngf.logs(),
+        || ngf.nginx_workers(),
+    );
     let done = proc.finish(Duration::from_secs(300));
     eprintln!("{name} took {:.1?}\n{}", t.elapsed(), done.stdout);
     assert!(
@@ -187,28 +177,19 @@ fn a_route_set_of_200_and_a_grpc_route_through_nginx_gateway_fabric() {
             .display()
     );
     // Beside the run's own reading of both together: each one's memory, apart.
-    let stop = std::sync::atomic::AtomicBool::new(false);
-    let (results, (controller_mib, nginx_mib)) = std::thread::scope(|s| {
-        let sampler = s.spawn(|| {
-            let (mut c, mut n) = (0.0f64, 0.0f64);
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                let (ci, ni) = ngf.memory_mib();
-                (c, n) = (c.max(ci), n.max(ni));
-                std::thread::sleep(Duration::from_millis(250));
-            }
-            (c, n)
-        });
-        let r = crate::common::k8s::run_route_set(
-            &cluster,
-            &["nginx-gateway-fabric"],
-            "{}",
-            &format!("class:{CLASS}"),
-            &processes,
-            crate::common::k8s::ROUTES,
-        );
-        stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        (r, sampler.join().unwrap())
-    });
+    let (results, (controller_mib, nginx_mib)) = crate::common::k8s::peak_while(
+        || ngf.memory_mib(),
+        || {
+            crate::common::k8s::run_route_set(
+                &cluster,
+                &["nginx-gateway-fabric"],
+                "{}",
+                &format!("class:{CLASS}"),
+                &processes,
+                crate::common::k8s::ROUTES,
+            )
+        },
+    );
     eprintln!(
         "nginx-gateway-fabric: at 200 routes, RSS max: control plane {controller_mib:.0} MiB, nginx {nginx_mib:.0} MiB"
     );
@@ -380,15 +361,7 @@ fn a_missing_class_a_refused_certificate_and_a_killed_control_plane_are_said_in_
     let mut cmd = cluster.ingressbench();
     cmd.arg("run").arg(&scn).arg("--out").arg(&out);
     let proc = Proc::spawn_group("run", &mut cmd, dir.path());
-    let t = Instant::now();
-    while !proc.stderr_so_far().contains("load running") {
-        assert!(
-            t.elapsed() < Duration::from_secs(120),
-            "{}",
-            proc.stderr_so_far()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    crate::common::k8s::wait_load_running(&proc, Instant::now(), || ngf.logs());
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(ngf.kill_control_plane(), 1, "{}", ngf.logs());
     let done = proc.finish(Duration::from_secs(120));

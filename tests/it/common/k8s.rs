@@ -77,6 +77,85 @@ pub fn rss_mib_of(pids: &[u32]) -> f64 {
         / 1024.0
 }
 
+/// Waits (120 s at most) until the run `proc`, started at `since`, says its load
+/// runs; panics with its output and `logs()` after that.
+pub fn wait_load_running(
+    proc: &super::proc::Proc,
+    since: std::time::Instant,
+    logs: impl Fn() -> String,
+) {
+    while !proc.stderr_so_far().contains("load running") {
+        assert!(
+            since.elapsed() < Duration::from_secs(120),
+            "{}\n{}",
+            proc.stderr_so_far(),
+            logs()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// From the moment the run `proc` says its load runs, `sample()` every 100 ms for
+/// `watch` (none when `watch` is zero): what a harness watches through the load
+/// (nginx's worker processes, a reload's signature).
+pub fn sample_through_load<T>(
+    proc: &super::proc::Proc,
+    since: std::time::Instant,
+    watch: Duration,
+    logs: impl Fn() -> String,
+    sample: impl Fn() -> T,
+) -> Vec<T> {
+    let mut samples = Vec::new();
+    if watch.is_zero() {
+        return samples;
+    }
+    wait_load_running(proc, since, logs);
+    let w = std::time::Instant::now();
+    while w.elapsed() < watch {
+        samples.push(sample());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    samples
+}
+
+/// Runs `run` while `sample()` (two figures, MiB) is read every 250 ms on a thread
+/// beside it; returns what `run` gave and each figure's maximum.
+pub fn peak_while<T: Send>(
+    sample: impl Fn() -> (f64, f64) + Sync,
+    run: impl FnOnce() -> T + Send,
+) -> (T, (f64, f64)) {
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let (mut a, mut b) = (0.0f64, 0.0f64);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (x, y) = sample();
+                (a, b) = (a.max(x), b.max(y));
+                std::thread::sleep(Duration::from_millis(250));
+            }
+            (a, b)
+        });
+        let r = run();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        (r, sampler.join().unwrap())
+    })
+}
+
+/// Waits (60 s at most) until GatewayClass `class` is accepted by its controller.
+pub fn gateway_class_accepted(cluster: &TestCluster, class: &str) -> bool {
+    cluster.wait_for(
+        &[
+            "get",
+            "gatewayclass",
+            class,
+            "-o",
+            "jsonpath={.status.conditions[?(@.type==\"Accepted\")].status}",
+        ],
+        "True",
+        Duration::from_secs(60),
+    )
+}
+
 /// A script of `scripts/k8s-testenv/`.
 pub fn script(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

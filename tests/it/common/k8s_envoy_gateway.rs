@@ -167,17 +167,7 @@ impl<'c> EnvoyGateway<'c> {
             dir,
             took: Duration::ZERO,
         };
-        let accepted = cluster.wait_for(
-            &[
-                "get",
-                "gatewayclass",
-                CLASS,
-                "-o",
-                "jsonpath={.status.conditions[?(@.type==\"Accepted\")].status}",
-            ],
-            "True",
-            Duration::from_secs(60),
-        );
+        let accepted = super::k8s::gateway_class_accepted(cluster, CLASS);
         assert!(
             accepted,
             "GatewayClass {CLASS} not accepted in 60 s:\n{}",
